@@ -1,0 +1,124 @@
+# simfabric: one plain Makefile. Respects CC, CFLAGS, LDFLAGS, PREFIX, DESTDIR; V=1 shows commands.
+#   make            build the plugin, the daemon and the tools into build/
+#   make test       install what is missing, build, run the C unit tests (ASan) and the pytest suite
+#   make demo       install what is missing, start a daemon, run the harness over it, show the fabric
+#   make bench      the side-by-side benchmark (ideal fabric, 2 processes)
+#   make asan       the same binaries under AddressSanitizer+UBSan, in build-asan/
+#   make fuzz       libFuzzer harnesses for the parsers (clang), run for FUZZ_SECONDS each
+#   make install    into $(DESTDIR)$(PREFIX)
+PREFIX ?= /usr/local
+CC ?= cc
+CFLAGS ?= -O2 -g
+PYTHON ?= /usr/bin/python3
+B ?= build
+FUZZ_SECONDS ?= 20
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla -Wformat=2 \
+	-Wno-unused-parameter
+EVENT_CFLAGS := $(shell pkg-config --cflags libevent_core 2>/dev/null)
+EVENT_LIBS := $(shell pkg-config --libs libevent_core 2>/dev/null || echo -levent_core)
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -I. $(WARN) $(CFLAGS) -MMD -MP
+LIBS := -lpthread -ldl
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# Everything in sim/ except the daemon's main is library code, shared with the
+# plugin where it needs it (the data path and the protocol parser).
+SIM_LIB_SRC := $(filter-out sim/simfabricd.c,$(wildcard sim/*.c))
+PLUGIN_SRC := $(wildcard plugin/*.c) sim/chan.c sim/ctl.c
+HARNESS_SRC := $(wildcard tools/harness*.c)
+UNIT_SRC := $(wildcard sim/test/test_*.c)
+FUZZ_SRC := $(wildcard sim/fuzz/fuzz_*.c)
+
+PLUGIN := $(B)/libnccl-net-simfabric.so
+DAEMON := $(B)/simfabricd
+HARNESS := $(B)/simfabric-harness
+UNITS := $(UNIT_SRC:sim/test/%.c=$(B)/test/%)
+
+obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
+pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
+
+.PHONY: all plugin sim tools units test check unit pytest asan fuzz bench demo deps install \
+	clean symbols format format-check
+all: plugin sim tools units
+plugin: $(PLUGIN)
+sim: $(DAEMON)
+tools: $(HARNESS)
+units: $(UNITS)
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) $(EVENT_CFLAGS) -c $< -o $@
+
+$(B)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC [so] $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(PLUGIN): $(call pic,$(PLUGIN_SRC))
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs -Wl,-z,now -o $@ $^ $(LIBS)
+
+$(DAEMON): $(call obj,sim/simfabricd.c $(SIM_LIB_SRC))
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(LIBS)
+
+$(HARNESS): $(call obj,$(HARNESS_SRC) $(SIM_LIB_SRC))
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) -lm
+
+$(B)/test/%: $(B)/obj/sim/test/%.o $(call obj,$(SIM_LIB_SRC))
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(LIBS) -lm
+
+# Only the ncclNetPlugin_v8..v12 data symbols may be exported.
+symbols: $(PLUGIN)
+	$(Q)tools/check-symbols.sh $(PLUGIN)
+
+deps:
+	$(Q)tools/deps.sh
+
+unit: units
+	$(Q)set -e; for t in $(UNITS); do echo "  UNIT    $$t"; $$t; done
+
+asan:
+	$(Q)$(MAKE) --no-print-directory B=build-asan \
+		CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" all
+
+test check: deps
+	$(Q)$(MAKE) --no-print-directory all asan symbols
+	$(Q)$(MAKE) --no-print-directory B=build-asan \
+		CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" unit
+	$(Q)cd pytests && $(PYTHON) -m pytest $(PYTEST_ARGS)
+
+pytest: all
+	$(Q)cd pytests && $(PYTHON) -m pytest $(PYTEST_ARGS)
+
+bench: deps all
+	$(Q)$(PYTHON) tools/bench.py --build $(B)
+
+demo: deps all
+	$(Q)tools/demo.sh $(B)
+
+fuzz:
+	$(Q)tools/fuzz.sh $(FUZZ_SECONDS)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
+	install -m 0755 $(DAEMON) $(HARNESS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0755 tools/simfabric $(DESTDIR)$(PREFIX)/bin/simfabric
+
+format:
+	clang-format -i $(wildcard sim/*.[ch] sim/*/*.c plugin/*.[ch] tools/*.[ch])
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find $(B) build-asan -name '*.d' 2>/dev/null)

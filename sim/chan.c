@@ -1,0 +1,613 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chan.c - the shared-memory data path of one emulated connection.
+ * See chan.h for the protocol; this file keeps to its single-writer rule:
+ * tx writes shm->tx, the descriptors and the slots; rx writes shm->rx and the
+ * CTS ring; the daemon writes only the dead flags.
+ */
+#include "sim/chan.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ACQ(p) atomic_load_explicit((p), memory_order_acquire)
+#define RLX(p) atomic_load_explicit((p), memory_order_relaxed)
+#define REL(p, v) atomic_store_explicit((p), (v), memory_order_release)
+#define SET(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
+
+#define PAGE 4096u
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int fail(struct chan_err *err, int code, const char *what, uint64_t v0, uint64_t v1)
+{
+	if (err) {
+		err->code = code;
+		err->what = what;
+		err->value[0] = v0;
+		err->value[1] = v1;
+	}
+	return code;
+}
+
+/* ---- geometry and the daemon side ---------------------------------------- */
+
+static int geom_ok(const struct chan_geom *g)
+{
+	return g && g->slot_bytes >= CHAN_MIN_SLOT_BYTES && g->slot_bytes % 64 == 0 &&
+	       g->nslots >= 2 && g->nslots <= 65536 && (g->nslots & (g->nslots - 1)) == 0;
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static uint64_t desc_off_for(void)
+{
+	return align_up(sizeof(struct chan_shm), 64);
+}
+
+static uint64_t data_off_for(const struct chan_geom *g)
+{
+	return align_up(desc_off_for() + (uint64_t)g->nslots * sizeof(struct chan_desc), PAGE);
+}
+
+size_t chan_shm_bytes(const struct chan_geom *g)
+{
+	if (!geom_ok(g))
+		return 0;
+	uint64_t total = data_off_for(g) + (uint64_t)g->nslots * g->slot_bytes;
+	return total > CHAN_MAX_SHM_BYTES ? 0 : (size_t)total;
+}
+
+int chan_geom_for(uint64_t mem_bytes, uint32_t slot_bytes, struct chan_geom *out)
+{
+	if (slot_bytes == 0)
+		slot_bytes = CHAN_DEFAULT_SLOT_BYTES;
+	uint64_t n = slot_bytes ? mem_bytes / slot_bytes : 0;
+	uint32_t p = 1;
+	while ((uint64_t)p * 2 <= n && p < 65536)
+		p *= 2;
+	struct chan_geom g = {.slot_bytes = slot_bytes, .nslots = p};
+	if (n < 2 || chan_shm_bytes(&g) == 0)
+		return -EINVAL;
+	*out = g;
+	return 0;
+}
+
+int chan_format(void *base, size_t len, const struct chan_geom *g, uint64_t chan_id)
+{
+	size_t need = chan_shm_bytes(g);
+	if (!base || need == 0 || len < need)
+		return -EINVAL;
+	struct chan_shm *shm = base;
+	memset(shm, 0, sizeof(*shm));
+	shm->version = CHAN_VERSION;
+	shm->slot_bytes = g->slot_bytes;
+	shm->nslots = g->nslots;
+	shm->chan_id = chan_id;
+	shm->total_bytes = need;
+	shm->desc_off = desc_off_for();
+	shm->data_off = data_off_for(g);
+	/* Magic last, so a half-formatted region never passes chan_check. */
+	atomic_thread_fence(memory_order_release);
+	shm->magic = CHAN_MAGIC;
+	return 0;
+}
+
+int chan_check(const void *base, size_t len, struct chan_err *err)
+{
+	const struct chan_shm *shm = base;
+	if (!base || len < sizeof(*shm))
+		return fail(err, -EPROTO, "region smaller than the channel header", len,
+			    sizeof(*shm));
+	if (shm->magic != CHAN_MAGIC)
+		return fail(err, -EPROTO, "bad channel magic", shm->magic, CHAN_MAGIC);
+	if (shm->version != CHAN_VERSION)
+		return fail(err, -EPROTO, "unsupported channel version", shm->version,
+			    CHAN_VERSION);
+	struct chan_geom g = {.slot_bytes = shm->slot_bytes, .nslots = shm->nslots};
+	size_t need = chan_shm_bytes(&g);
+	if (need == 0)
+		return fail(err, -EPROTO, "bad channel geometry (slot bytes, slots)",
+			    shm->slot_bytes, shm->nslots);
+	if (shm->total_bytes != need || len < need)
+		return fail(err, -EPROTO, "channel size does not match its geometry", len, need);
+	if (shm->desc_off != desc_off_for() || shm->data_off != data_off_for(&g))
+		return fail(err, -EPROTO, "bad channel offsets", shm->desc_off, shm->data_off);
+	return 0;
+}
+
+void chan_mark_dead(struct chan_shm *shm, char which)
+{
+	if (!shm)
+		return;
+	if (which == 't')
+		REL(&shm->tx_dead, 1);
+	else if (which == 'r')
+		REL(&shm->rx_dead, 1);
+	else if (which == 'd')
+		REL(&shm->daemon_gone, 1);
+}
+
+void chan_stats(const struct chan_shm *shm, struct chan_stats *out)
+{
+	/* The counters are single-writer atomics; a torn pair only skews a display. */
+	struct chan_shm *s = (struct chan_shm *)shm;
+	memset(out, 0, sizeof(*out));
+	out->tx_msgs = RLX(&s->tx.msgs);
+	out->tx_bytes = RLX(&s->tx.bytes);
+	out->rx_msgs = RLX(&s->rx.msgs);
+	out->rx_bytes = RLX(&s->rx.bytes);
+	out->tx_state = RLX(&s->tx.state);
+	out->rx_state = RLX(&s->rx.state);
+	out->tx_pid = RLX(&s->tx.pid);
+	out->rx_pid = RLX(&s->rx.pid);
+	out->tx_error = RLX(&s->tx.error);
+	out->rx_error = RLX(&s->rx.error);
+	out->inflight_slots = RLX(&s->tx.head) - RLX(&s->rx.head);
+}
+
+/* ---- endpoints ----------------------------------------------------------- */
+
+struct tx_send {
+	const uint8_t *data;
+	uint64_t size;
+	uint64_t msg;
+	uint64_t pushed; /* bytes copied into staging */
+	uint64_t recv;
+	uint16_t buf;
+	uint8_t in_use;
+	uint8_t started; /* first chunk pushed (a 0-byte send has one chunk) */
+	int32_t tag;
+};
+
+struct chan_tx {
+	struct chan_shm *shm;
+	struct chan_desc *desc;
+	uint8_t *slots;
+	uint32_t slot_bytes;
+	uint32_t mask;
+	uint64_t head;	    /* slots published (we are the only writer) */
+	uint64_t tail_seen; /* cached rx.head */
+	uint64_t cts_seen;  /* cached rx.cts */
+	uint64_t cur_recv;  /* the head receive: the oldest not fully matched */
+	uint8_t filled[CHAN_MAX_RECVS];
+	uint32_t nfilled;
+	uint64_t next_msg; /* sends posted */
+	uint64_t push_msg; /* oldest send not fully pushed */
+	uint64_t acked;	   /* cached rx.msgs */
+	uint64_t bytes;
+	int inflight;
+	int failed; /* sticky negative errno */
+	struct chan_err ferr;
+	struct tx_send sends[CHAN_MAX_SENDS];
+};
+
+struct rx_recv {
+	uint8_t *data[CHAN_MAX_RECVS];
+	uint64_t cap[CHAN_MAX_RECVS];
+	uint64_t got[CHAN_MAX_RECVS];
+	uint64_t seq;
+	uint32_t n;
+	uint32_t nfilled;
+	uint8_t in_use;
+};
+
+struct chan_rx {
+	struct chan_shm *shm;
+	struct chan_desc *desc;
+	uint8_t *slots;
+	uint32_t slot_bytes;
+	uint32_t mask;
+	uint64_t tail;	    /* slots consumed (we are the only writer) */
+	uint64_t head_seen; /* cached tx.head */
+	uint64_t posted;    /* receives posted */
+	uint64_t msgs;	    /* messages delivered */
+	uint64_t bytes;
+	int inflight;
+	int failed;
+	struct chan_err ferr;
+	struct rx_recv recvs[CHAN_MAX_REQS];
+};
+
+static int attach(struct chan_shm *shm, size_t len, struct chan_side *side)
+{
+	struct chan_err e;
+	int rc = chan_check(shm, len, &e);
+	if (rc)
+		return rc;
+	uint32_t st = CHAN_ST_INIT;
+	if (!atomic_compare_exchange_strong(&side->state, &st, CHAN_ST_OPEN))
+		return -EPROTO; /* side already attached: the daemon hands each end out once */
+	SET(&side->pid, (uint32_t)getpid());
+	return 0;
+}
+
+int chan_tx_new(struct chan_shm *shm, size_t len, struct chan_tx **out)
+{
+	struct chan_tx *tx = calloc(1, sizeof(*tx));
+	if (!tx)
+		return -ENOMEM;
+	int rc = attach(shm, len, &shm->tx);
+	if (rc) {
+		free(tx);
+		return rc;
+	}
+	tx->shm = shm;
+	tx->desc = (struct chan_desc *)((uint8_t *)shm + shm->desc_off);
+	tx->slots = (uint8_t *)shm + shm->data_off;
+	tx->slot_bytes = shm->slot_bytes;
+	tx->mask = shm->nslots - 1;
+	*out = tx;
+	return 0;
+}
+
+int chan_rx_new(struct chan_shm *shm, size_t len, struct chan_rx **out)
+{
+	struct chan_rx *rx = calloc(1, sizeof(*rx));
+	if (!rx)
+		return -ENOMEM;
+	int rc = attach(shm, len, &shm->rx);
+	if (rc) {
+		free(rx);
+		return rc;
+	}
+	rx->shm = shm;
+	rx->desc = (struct chan_desc *)((uint8_t *)shm + shm->desc_off);
+	rx->slots = (uint8_t *)shm + shm->data_off;
+	rx->slot_bytes = shm->slot_bytes;
+	rx->mask = shm->nslots - 1;
+	*out = rx;
+	return 0;
+}
+
+static void close_side(struct chan_side *side)
+{
+	uint32_t st = CHAN_ST_OPEN;
+	/* A failed side stays failed: its error is what the peer should report. */
+	atomic_compare_exchange_strong(&side->state, &st, CHAN_ST_CLOSED);
+}
+
+void chan_tx_free(struct chan_tx *tx)
+{
+	if (!tx)
+		return;
+	close_side(&tx->shm->tx);
+	free(tx);
+}
+
+void chan_rx_free(struct chan_rx *rx)
+{
+	if (!rx)
+		return;
+	close_side(&rx->shm->rx);
+	free(rx);
+}
+
+/* Make a side's failure sticky and visible to the peer. */
+static int side_fail(struct chan_side *side, int *failed, struct chan_err *ferr,
+		     struct chan_err *err, int code, const char *what, uint64_t v0, uint64_t v1)
+{
+	fail(ferr, code, what, v0, v1);
+	*failed = code;
+	SET(&side->detail[0], v0);
+	SET(&side->detail[1], v1);
+	SET(&side->error, -code);
+	REL(&side->state, CHAN_ST_FAILED);
+	if (err)
+		*err = *ferr;
+	return code;
+}
+
+/* What the peer's side, the daemon's flags and our own history say about the channel. */
+/*
+ * head/tail: for a receiver, the sender's published count and what we consumed:
+ * a peer that closed or died is only an error once everything it published is
+ * in (data sent before a close or a crash is still delivered). NULL for a sender.
+ * The state is read before the head, so a close seen implies its last chunks are seen.
+ */
+static int peer_error(struct chan_shm *shm, struct chan_side *peer, _Atomic uint32_t *dead,
+		      _Atomic uint64_t *head, uint64_t tail, struct chan_err *err)
+{
+	if (ACQ(&shm->daemon_gone))
+		return fail(err, -ESHUTDOWN, "the fabric daemon shut down", 0, 0);
+	uint32_t st = ACQ(&peer->state);
+	int peer_dead = (int)ACQ(dead);
+	int drained = !head || ACQ(head) == tail;
+	if (st == CHAN_ST_FAILED) {
+		int code = -(int)RLX(&peer->error);
+		const char *what = code == -EMSGSIZE ? "send larger than the posted receive"
+						     : "the peer's end failed";
+		return fail(err, code ? code : -ECONNRESET, what, RLX(&peer->detail[0]),
+			    RLX(&peer->detail[1]));
+	}
+	if (peer_dead && drained)
+		return fail(err, -ECONNRESET, "the peer process died", 0, 0);
+	if (st == CHAN_ST_CLOSED && drained)
+		return fail(err, -ECONNRESET, "the peer closed the connection", 0, 0);
+	return 0;
+}
+
+/* Copy as much of the pending sends into staging as the ring has room for. */
+static void tx_push(struct chan_tx *tx)
+{
+	while (tx->push_msg < tx->next_msg) {
+		struct tx_send *s = &tx->sends[tx->push_msg % CHAN_MAX_SENDS];
+		while (!s->started || s->pushed < s->size) {
+			if (tx->head - tx->tail_seen > tx->mask) {
+				tx->tail_seen = ACQ(&tx->shm->rx.head);
+				if (tx->head - tx->tail_seen > tx->mask)
+					return;
+			}
+			uint64_t left = s->size - s->pushed;
+			uint32_t len = left < tx->slot_bytes ? (uint32_t)left : tx->slot_bytes;
+			uint32_t i = (uint32_t)(tx->head & tx->mask);
+			struct chan_desc *d = &tx->desc[i];
+			d->msg = s->msg;
+			d->recv = s->recv;
+			d->offset = s->pushed;
+			d->total = s->size;
+			d->ready_ns = 0;
+			d->len = len;
+			d->buf = s->buf;
+			d->tag = s->tag;
+			s->pushed += len;
+			s->started = 1;
+			d->flags = s->pushed == s->size ? CHAN_F_LAST : 0;
+			if (len)
+				memcpy(tx->slots + (size_t)i * tx->slot_bytes, s->data + d->offset,
+				       len);
+			tx->bytes += len;
+			/* Publish chunk by chunk so the receiver copies out while we copy in. */
+			REL(&tx->shm->tx.head, ++tx->head);
+		}
+		SET(&tx->shm->tx.bytes, tx->bytes);
+		tx->push_msg++;
+	}
+}
+
+int chan_tx_progress(struct chan_tx *tx, struct chan_err *err)
+{
+	if (tx->failed) {
+		if (err)
+			*err = tx->ferr;
+		return tx->failed;
+	}
+	tx_push(tx);
+	return 0;
+}
+
+int chan_tx_post(struct chan_tx *tx, const void *data, uint64_t size, int32_t tag, chan_req *req,
+		 struct chan_err *err)
+{
+	struct chan_shm *shm = tx->shm;
+	if (tx->failed) {
+		if (err)
+			*err = tx->ferr;
+		return tx->failed;
+	}
+	if (!req || (size && !data))
+		return fail(err, -EINVAL, "send without a buffer", size, 0);
+	int rc = peer_error(shm, &shm->rx, &shm->rx_dead, NULL, 0, err);
+	if (rc)
+		return rc;
+	struct tx_send *s = &tx->sends[tx->next_msg % CHAN_MAX_SENDS];
+	if (s->in_use)
+		return fail(err, -EAGAIN, "too many sends in flight", CHAN_MAX_SENDS, 0);
+	if (tx->cur_recv >= tx->cts_seen) {
+		tx->cts_seen = ACQ(&shm->rx.cts);
+		if (tx->cur_recv >= tx->cts_seen)
+			return fail(err, -EAGAIN, "no receive posted yet", 0, 0);
+	}
+	const struct chan_cts *c = &shm->cts[tx->cur_recv % CHAN_MAX_REQS];
+	uint32_t n = c->n;
+	if (n < 1 || n > CHAN_MAX_RECVS || c->seq != tx->cur_recv)
+		return side_fail(&shm->tx, &tx->failed, &tx->ferr, err, -EPROTO,
+				 "corrupt receive post", c->seq, n);
+	/* Tags choose a buffer inside the head receive only (NCCL's rule); n == 1 ignores them. */
+	uint32_t b = 0;
+	if (n > 1) {
+		for (b = 0; b < n; b++)
+			if (!tx->filled[b] && c->tags[b] == tag)
+				break;
+		if (b == n)
+			return fail(err, -EAGAIN, "no buffer with this tag in the head receive",
+				    (uint64_t)(uint32_t)tag, n);
+	}
+	if (size > c->sizes[b])
+		return side_fail(&shm->tx, &tx->failed, &tx->ferr, err, -EMSGSIZE,
+				 "send larger than the posted receive", size, c->sizes[b]);
+	tx->filled[b] = 1;
+	if (++tx->nfilled == n) {
+		tx->cur_recv++;
+		tx->nfilled = 0;
+		memset(tx->filled, 0, sizeof(tx->filled));
+	}
+	*s = (struct tx_send){.data = data, .size = size, .msg = tx->next_msg,
+			      .recv = c->seq, .buf = (uint16_t)b, .in_use = 1, .tag = tag};
+	*req = (chan_req)(tx->next_msg % CHAN_MAX_SENDS);
+	tx->next_msg++;
+	tx->inflight++;
+	SET(&shm->tx.msgs, tx->next_msg);
+	tx_push(tx);
+	return 0;
+}
+
+int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
+		 struct chan_err *err)
+{
+	struct chan_shm *shm = tx->shm;
+	*done = 0;
+	if (req < 0 || req >= CHAN_MAX_SENDS || !tx->sends[req].in_use)
+		return fail(err, -EINVAL, "unknown send request", (uint64_t)req, 0);
+	struct tx_send *s = &tx->sends[req];
+	int rc = chan_tx_progress(tx, err);
+	if (rc)
+		goto failed;
+	if (tx->acked <= s->msg)
+		tx->acked = ACQ(&shm->rx.msgs);
+	if (tx->acked > s->msg) {
+		*done = 1;
+		if (size)
+			*size = s->size;
+		s->in_use = 0;
+		tx->inflight--;
+		return 0;
+	}
+	rc = peer_error(shm, &shm->rx, &shm->rx_dead, NULL, 0, err);
+	if (!rc)
+		return 0;
+failed:
+	s->in_use = 0;
+	tx->inflight--;
+	return rc;
+}
+
+int chan_rx_post(struct chan_rx *rx, int n, void *const *data, const uint64_t *sizes,
+		 const int32_t *tags, chan_req *req, struct chan_err *err)
+{
+	struct chan_shm *shm = rx->shm;
+	if (rx->failed) {
+		if (err)
+			*err = rx->ferr;
+		return rx->failed;
+	}
+	if (n < 1 || n > CHAN_MAX_RECVS || !req || !sizes || !data)
+		return fail(err, -EINVAL, "bad receive count", (uint64_t)n, CHAN_MAX_RECVS);
+	for (int i = 0; i < n; i++)
+		if (sizes[i] && !data[i])
+			return fail(err, -EINVAL, "receive without a buffer", (uint64_t)i,
+				    sizes[i]);
+	struct rx_recv *r = &rx->recvs[rx->posted % CHAN_MAX_REQS];
+	if (r->in_use)
+		return fail(err, -EAGAIN, "too many receives in flight", CHAN_MAX_REQS, 0);
+	/* Don't post into a dead channel: a peer that failed or went away won't send. */
+	int rc = peer_error(shm, &shm->tx, &shm->tx_dead, &shm->tx.head, rx->tail, err);
+	if (rc)
+		return rc;
+	memset(r, 0, sizeof(*r));
+	r->n = (uint32_t)n;
+	r->seq = rx->posted;
+	r->in_use = 1;
+	struct chan_cts *c = &shm->cts[rx->posted % CHAN_MAX_REQS];
+	c->seq = rx->posted;
+	c->n = (uint32_t)n;
+	for (int i = 0; i < n; i++) {
+		r->data[i] = data[i];
+		r->cap[i] = sizes[i];
+		c->sizes[i] = sizes[i];
+		c->tags[i] = tags ? tags[i] : 0;
+	}
+	*req = (chan_req)(rx->posted % CHAN_MAX_REQS);
+	rx->posted++;
+	rx->inflight++;
+	REL(&shm->rx.cts, rx->posted);
+	return 0;
+}
+
+int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
+{
+	struct chan_shm *shm = rx->shm;
+	if (rx->failed) {
+		if (err)
+			*err = rx->ferr;
+		return rx->failed;
+	}
+	int moved = 0;
+	int64_t now = 0;
+	for (;;) {
+		if (rx->tail == rx->head_seen) {
+			rx->head_seen = ACQ(&shm->tx.head);
+			if (rx->tail == rx->head_seen)
+				break;
+		}
+		if (rx->head_seen - rx->tail > (uint64_t)rx->mask + 1)
+			return side_fail(&shm->rx, &rx->failed, &rx->ferr, err, -EPROTO,
+					 "sender published more slots than exist",
+					 rx->head_seen - rx->tail, rx->mask + 1);
+		uint32_t i = (uint32_t)(rx->tail & rx->mask);
+		const struct chan_desc *d = &rx->desc[i];
+		struct rx_recv *r = &rx->recvs[d->recv % CHAN_MAX_REQS];
+		if (!r->in_use || r->seq != d->recv || d->buf >= r->n || d->len > rx->slot_bytes ||
+		    d->offset + d->len > d->total || d->total > r->cap[d->buf])
+			return side_fail(&shm->rx, &rx->failed, &rx->ferr, err, -EPROTO,
+					 "descriptor does not match a posted receive", d->recv,
+					 d->msg);
+		if (d->ready_ns) {
+			if (!now)
+				now = now_ns();
+			if (now < d->ready_ns)
+				break;
+		}
+		if (d->len)
+			memcpy(r->data[d->buf] + d->offset, rx->slots + (size_t)i * rx->slot_bytes,
+			       d->len);
+		rx->bytes += d->len;
+		if (d->flags & CHAN_F_LAST) {
+			r->got[d->buf] = d->total;
+			r->nfilled++;
+			rx->msgs++;
+		}
+		rx->tail++;
+		moved = 1;
+		/* Free the slot (and ACK whole messages) at once: the sender is waiting for room. */
+		REL(&shm->rx.head, rx->tail);
+		if (d->flags & CHAN_F_LAST)
+			REL(&shm->rx.msgs, rx->msgs);
+	}
+	if (moved)
+		SET(&shm->rx.bytes, rx->bytes);
+	return 0;
+}
+
+int chan_rx_test(struct chan_rx *rx, chan_req req, int *done, uint64_t *sizes,
+		 struct chan_err *err)
+{
+	struct chan_shm *shm = rx->shm;
+	*done = 0;
+	if (req < 0 || req >= CHAN_MAX_REQS || !rx->recvs[req].in_use)
+		return fail(err, -EINVAL, "unknown receive request", (uint64_t)req, 0);
+	struct rx_recv *r = &rx->recvs[req];
+	int rc = chan_rx_progress(rx, err);
+	if (rc)
+		goto failed;
+	if (r->nfilled == r->n) {
+		*done = 1;
+		if (sizes)
+			for (uint32_t b = 0; b < r->n; b++)
+				sizes[b] = r->got[b];
+		r->in_use = 0;
+		rx->inflight--;
+		return 0;
+	}
+	rc = peer_error(shm, &shm->tx, &shm->tx_dead, &shm->tx.head, rx->tail, err);
+	if (!rc)
+		return 0;
+	if (rc == -EMSGSIZE || rc == -EPROTO)
+		side_fail(&shm->rx, &rx->failed, &rx->ferr, NULL, rc, err ? err->what : "",
+			  err ? err->value[0] : 0, err ? err->value[1] : 0);
+failed:
+	r->in_use = 0;
+	rx->inflight--;
+	return rc;
+}
+
+int chan_tx_inflight(const struct chan_tx *tx)
+{
+	return tx ? tx->inflight : 0;
+}
+
+int chan_rx_inflight(const struct chan_rx *rx)
+{
+	return rx ? rx->inflight : 0;
+}

@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chan.h - the shared-memory data path of one emulated connection.
+ *
+ * A channel is one direction of one connection: a sender (tx) in one process
+ * and a receiver (rx) in another, joined by one shared-memory region that the
+ * daemon creates (a memfd passed over its control socket) and then leaves
+ * alone, apart from writing the "peer died" flags and reading counters.
+ * No payload byte and no per-message wakeup go through the daemon.
+ *
+ * Protocol, in one paragraph. The receiver publishes each posted
+ * (multi-)receive as a clear-to-send entry (CTS: n buffers, their capacities
+ * and tags) in a ring of CHAN_MAX_REQS. The sender matches each send to the
+ * oldest CTS (the head receive; never one further down: NCCL's ordering rule),
+ * picking the buffer whose tag matches (any buffer when n == 1), checks the
+ * size against the capacity, and copies the payload through a ring of
+ * fixed-size staging slots, one descriptor per slot. The receiver copies each
+ * slot into the matched buffer and counts a message delivered when its last
+ * chunk is in. A send completes when the receiver has counted it (as an RC
+ * ACK would); a receive completes when all n of its buffers are filled.
+ * Every index is a 64-bit counter with a single writer, published with
+ * release stores and read with acquire loads; nothing in the region is ever
+ * locked, so a process that dies leaves nothing held.
+ *
+ * Errors are negative errno values:
+ *   -EAGAIN     would block (no CTS yet, or the request table is full)
+ *   -EMSGSIZE   a send larger than the posted receive (both ends fail)
+ *   -ECONNRESET the peer closed, died (daemon flag) or failed
+ *   -ESHUTDOWN  the daemon shut down (its flag in the region)
+ *   -EPROTO     the region holds something this code did not write
+ *   -EINVAL     misuse (bad argument, unknown request)
+ *   -ETIMEDOUT  reserved for the fault models
+ * Every failing call can fill a struct chan_err with the values involved, so
+ * the caller can log one line naming them.
+ *
+ * Threads: one tx and one rx object are each used by one thread at a time
+ * (NCCL drives a comm from one proxy thread); different channels are
+ * independent. The daemon side (chan_format, chan_mark_dead, chan_stats) only
+ * touches the header.
+ */
+#ifndef SF_CHAN_H
+#define SF_CHAN_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CHAN_MAGIC 0x314e414843465353ULL /* "SSFCHAN1" little-endian */
+#define CHAN_VERSION 1
+#define CHAN_MAX_RECVS 8	/* largest n of a grouped receive (maxRecvs) */
+#define CHAN_MAX_REQS 32	/* receives in flight per channel (NCCL_NET_MAX_REQUESTS) */
+#define CHAN_MAX_SENDS (CHAN_MAX_REQS * CHAN_MAX_RECVS) /* sends in flight */
+
+#define CHAN_DEFAULT_SLOT_BYTES (64u << 10)
+#define CHAN_DEFAULT_NSLOTS 32u /* 2 MiB of staging per connection */
+#define CHAN_MIN_SLOT_BYTES 4096u
+#define CHAN_MAX_SHM_BYTES (1ULL << 30)
+
+/* chan_shm.state values (per side). */
+enum chan_state {
+	CHAN_ST_INIT = 0,   /* formatted by the daemon, side not attached yet */
+	CHAN_ST_OPEN = 1,   /* attached */
+	CHAN_ST_CLOSED = 2, /* closed by its owner; peer fails what can no longer complete */
+	CHAN_ST_FAILED = 3  /* the side hit an error (error/detail say which) */
+};
+
+/* Descriptor flags. */
+#define CHAN_F_LAST 0x1 /* last chunk of its message */
+
+/* One posted receive, written by rx before it bumps rx.cts_head. */
+struct chan_cts {
+	uint64_t seq; /* receive sequence number on this channel (sanity stamp) */
+	uint32_t n;
+	uint32_t reserved;
+	uint64_t sizes[CHAN_MAX_RECVS]; /* capacities */
+	int32_t tags[CHAN_MAX_RECVS];
+};
+
+/* One staging slot's descriptor, written by tx before it bumps tx.head. */
+struct chan_desc {
+	uint64_t msg;	  /* message sequence number on this channel */
+	uint64_t recv;	  /* receive sequence number it fills */
+	uint64_t offset;  /* byte offset of this chunk in the message */
+	uint64_t total;	  /* message size */
+	int64_t ready_ns; /* model: not deliverable before this CLOCK_MONOTONIC time (0: now) */
+	uint32_t len;	  /* bytes in this slot */
+	uint16_t buf;	  /* buffer index within the receive */
+	uint16_t flags;	  /* CHAN_F_* */
+	int32_t tag;
+	uint32_t reserved;
+};
+
+/* Per-side shared state. Each block has exactly one writer. */
+struct chan_side {
+	_Alignas(64) _Atomic uint64_t head; /* tx: slots published; rx: slots consumed (tail) */
+	_Atomic uint64_t msgs;		    /* tx: messages posted; rx: messages delivered (ACK) */
+	_Atomic uint64_t cts;		    /* rx only: receives posted */
+	_Atomic uint64_t bytes;		    /* payload bytes copied by this side */
+	_Atomic uint32_t state;		    /* enum chan_state */
+	_Atomic int32_t error;		    /* positive errno when state == FAILED */
+	_Atomic uint64_t detail[2];	    /* values behind error (EMSGSIZE: send, capacity) */
+	_Atomic uint32_t pid;		    /* attached process, for show */
+};
+
+struct chan_shm {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t slot_bytes;
+	uint32_t nslots; /* power of two */
+	uint32_t reserved0;
+	uint64_t chan_id;
+	uint64_t total_bytes; /* size of the whole region */
+	uint64_t desc_off;    /* offset of struct chan_desc[nslots] */
+	uint64_t data_off;    /* offset of the staging slots, page aligned */
+	struct chan_side tx;
+	struct chan_side rx;
+	/* Written by the daemon only. */
+	_Alignas(64) _Atomic uint32_t tx_dead; /* the sender's process is gone */
+	_Atomic uint32_t rx_dead;	       /* the receiver's process is gone */
+	_Atomic uint32_t daemon_gone;	       /* the daemon shut down */
+	struct chan_cts cts[CHAN_MAX_REQS];
+};
+
+struct chan_geom {
+	uint32_t slot_bytes; /* >= CHAN_MIN_SLOT_BYTES, multiple of 64 */
+	uint32_t nslots;     /* power of two, 2..65536 */
+};
+
+/* Why the last call failed: filled on every error return where given. */
+struct chan_err {
+	int code;	    /* the negative errno returned */
+	uint64_t value[2];  /* EMSGSIZE: send size, receive capacity; else context */
+	const char *what;   /* static text: "send larger than the posted receive", ... */
+};
+
+/* ---- daemon side --------------------------------------------------------- */
+
+/* Bytes of shared memory a channel of this geometry takes; 0 if the geometry is invalid. */
+size_t chan_shm_bytes(const struct chan_geom *g);
+/* Geometry for a per-connection budget of mem_bytes (staging rounded down to slots). */
+int chan_geom_for(uint64_t mem_bytes, uint32_t slot_bytes, struct chan_geom *out);
+/* Initialise a zeroed region of len bytes. Returns 0 or -EINVAL. */
+int chan_format(void *base, size_t len, const struct chan_geom *g, uint64_t chan_id);
+/* Validate a region's header before trusting its offsets. 0, or -EPROTO with err filled. */
+int chan_check(const void *base, size_t len, struct chan_err *err);
+/* Mark one side's process dead ('t' or 'r'), or the daemon gone ('d'). */
+void chan_mark_dead(struct chan_shm *shm, char which);
+
+struct chan_stats {
+	uint64_t tx_msgs, tx_bytes, rx_msgs, rx_bytes;
+	uint32_t tx_state, rx_state, tx_pid, rx_pid;
+	int32_t tx_error, rx_error;
+	uint64_t inflight_slots;
+};
+void chan_stats(const struct chan_shm *shm, struct chan_stats *out);
+
+/* ---- endpoints ----------------------------------------------------------- */
+
+struct chan_tx;
+struct chan_rx;
+
+/*
+ * Attach an endpoint to a mapped, checked region. The endpoint does not own
+ * the mapping: the caller unmaps it after chan_*_free. Returns 0, -ENOMEM or
+ * -EPROTO.
+ */
+int chan_tx_new(struct chan_shm *shm, size_t len, struct chan_tx **out);
+int chan_rx_new(struct chan_shm *shm, size_t len, struct chan_rx **out);
+/*
+ * Mark the side closed (the peer fails whatever can no longer complete) and
+ * free the local state, requests still in flight included. NULL-safe.
+ */
+void chan_tx_free(struct chan_tx *tx);
+void chan_rx_free(struct chan_rx *rx);
+
+/* Requests are small integers, valid until reported done or failed. */
+typedef int chan_req;
+
+/*
+ * Post a send of size bytes from data with a tag. Copies what fits into the
+ * staging ring now and the rest during later progress calls, so data must stay
+ * valid until the request is done. Returns 0 with *req set, -EAGAIN (would
+ * block: no matching CTS yet, or CHAN_MAX_SENDS in flight), -EMSGSIZE (size
+ * larger than the matched buffer: the channel fails on both ends) or
+ * -ECONNRESET.
+ */
+int chan_tx_post(struct chan_tx *tx, const void *data, uint64_t size, int32_t tag, chan_req *req,
+		 struct chan_err *err);
+/*
+ * Progress the channel, then report on one send: *done = 0 or 1; on done,
+ * *size = bytes sent and the request is recycled. A failed request returns the
+ * error and is recycled too.
+ */
+int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
+		 struct chan_err *err);
+
+/*
+ * Post a receive of n (1..CHAN_MAX_RECVS) buffers with capacities and tags.
+ * Returns 0 with *req set, -EAGAIN (CHAN_MAX_REQS receives in flight), -EINVAL
+ * or -ECONNRESET.
+ */
+int chan_rx_post(struct chan_rx *rx, int n, void *const *data, const uint64_t *sizes,
+		 const int32_t *tags, chan_req *req, struct chan_err *err);
+/* Progress, then report on one receive: on done, sizes[i] = bytes landed in buffer i. */
+int chan_rx_test(struct chan_rx *rx, chan_req req, int *done, uint64_t *sizes,
+		 struct chan_err *err);
+
+/* Drive the channel without testing a particular request (copy pending chunks). */
+int chan_tx_progress(struct chan_tx *tx, struct chan_err *err);
+int chan_rx_progress(struct chan_rx *rx, struct chan_err *err);
+
+/* Number of requests in flight, for close-time reporting. */
+int chan_tx_inflight(const struct chan_tx *tx);
+int chan_rx_inflight(const struct chan_rx *rx);
+
+#endif /* SF_CHAN_H */
