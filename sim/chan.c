@@ -536,7 +536,8 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 					 "sender published more slots than exist",
 					 rx->head_seen - rx->tail, rx->mask + 1);
 		uint32_t i = (uint32_t)(rx->tail & rx->mask);
-		const struct chan_desc *d = &rx->desc[i];
+		/* A local copy: the peer could rewrite the shared one between check and use. */
+		const struct chan_desc dcopy = rx->desc[i], *d = &dcopy;
 		struct rx_recv *r = &rx->recvs[d->recv % CHAN_MAX_REQS];
 		if (!r->in_use || r->seq != d->recv || d->buf >= r->n || d->len > rx->slot_bytes ||
 		    d->offset + d->len > d->total || d->total > r->cap[d->buf])

@@ -1,0 +1,57 @@
+# SPDX-License-Identifier: MIT
+"""Every failure the foundation promises: a clear error, in bounded time, never a hang."""
+import os
+import signal
+import time
+
+import simfabric_pytest
+
+
+def test_04_01_truncation_fails_both_ends_naming_both_sizes(harness):
+    r = harness(nranks=2, tests="truncate", timeout=60)
+    r.check_ok()
+    assert "4096" in r.stderr and "1024" in r.stderr, r.report()
+
+
+def test_04_02_peer_death_gives_remote_error_within_bound(harness):
+    r = harness(nranks=3, tests="peer_death", extra=["--bound", "10"], timeout=60)
+    r.check_ok()
+    assert r.seconds < 60
+
+
+def test_04_03_daemon_death_gives_system_error(harness, fabric):
+    p = harness(nranks=2, tests="daemon_death", fabric=fabric, timeout=60, popen=True)
+    deadline = time.monotonic() + 60
+    line = ""
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if "READY" in line or not line:
+            break
+    assert "READY" in line, "harness never got traffic going: %r" % line
+    t0 = time.monotonic()
+    fabric.kill(signal.SIGKILL)
+    r = simfabric_pytest.finish(p, timeout=60)
+    r.check_ok()
+    assert time.monotonic() - t0 < 30, r.report()
+
+
+def test_04_04_no_daemon_fails_init_with_the_socket_and_the_fix(harness, fabric, tmp_path):
+    missing = str(tmp_path / "nowhere" / "ctl.sock")
+    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_SOCKET": missing}, timeout=60)
+    assert r.rc == 1, r.report()
+    assert missing in r.stderr and "simfabricd" in r.stderr, r.report()
+
+
+def test_04_05_daemon_stopped_cleanly_mid_run(harness, fabric):
+    p = harness(nranks=2, tests="daemon_death", fabric=fabric, timeout=60, popen=True)
+    line = p.stdout.readline()
+    assert "READY" in line, line
+    assert fabric.stop(signal.SIGTERM) == 0, fabric.log()
+    r = simfabric_pytest.finish(p, timeout=60)
+    r.check_ok()
+
+
+def test_04_06_bad_node_name_is_refused(harness):
+    r = harness(nranks=2, tests="connect", extra=["--node-prefix", "bad name/"], timeout=60)
+    assert r.rc == 1, r.report()
+    assert "bad name/" in r.stderr, r.report()

@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: MIT
+"""Real NCCL over simfabric on a GPU: torch.distributed ranks, each its own emulated node.
+
+Skipped with a reason where there is no GPU or no PyTorch. Ranks share the GPUs there are,
+under MPS. NCCL's own Socket transport runs in the same test for comparison.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+import simfabric_pytest
+
+ROOT = simfabric_pytest.ROOT
+JOB = os.path.join(ROOT, "tools", "torch_collectives.py")
+
+
+def gpu_count():
+    if not shutil.which("nvidia-smi"):
+        return 0
+    try:
+        out = subprocess.run([sys.executable, "-c", "import torch;print(torch.cuda.device_count())"],
+                             capture_output=True, text=True, timeout=120)
+        return int(out.stdout.strip() or 0)
+    except (subprocess.TimeoutExpired, ValueError):
+        return 0
+
+
+NGPU = gpu_count()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
+    NGPU == 0, reason="needs an NVIDIA GPU and PyTorch with CUDA (none found here)")]
+
+
+class Mps:
+    """MPS for ranks that share a GPU; says plainly when it cannot run."""
+
+    def __init__(self, rundir):
+        self.env = {"CUDA_MPS_PIPE_DIRECTORY": os.path.join(rundir, "mps-pipe"),
+                    "CUDA_MPS_LOG_DIRECTORY": os.path.join(rundir, "mps-log")}
+        self.ok = False
+        self.why = ""
+
+    def start(self):
+        for d in self.env.values():
+            os.makedirs(d, exist_ok=True)
+        ctl = shutil.which("nvidia-cuda-mps-control")
+        if not ctl:
+            self.why = "nvidia-cuda-mps-control not found: ranks sharing a GPU are time-sliced"
+            return self
+        e = dict(os.environ, **self.env)
+        p = subprocess.run([ctl, "-d"], env=e, capture_output=True, text=True)
+        self.ok = p.returncode == 0
+        self.why = "" if self.ok else "MPS did not start (%s): ranks are time-sliced" % (
+            p.stderr.strip() or p.returncode)
+        return self
+
+    def stop(self):
+        if self.ok:
+            e = dict(os.environ, **self.env)
+            subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", env=e, text=True,
+                           capture_output=True, timeout=30)
+
+
+def run_job(nranks, net, plugin, fabric_env, rundir, sizes, colls, mps_env, timeout=300):
+    procs = []
+    port = 29500 + (os.getpid() % 1000) + nranks * 7 + (3 if net == "Socket" else 0)
+    for r in range(nranks):
+        e = dict(os.environ)
+        e.update(mps_env)
+        e.update(RANK=str(r), WORLD_SIZE=str(nranks), LOCAL_RANK=str(r % NGPU),
+                 MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                 NCCL_HOSTID="node%d" % r, SIMFABRIC_NODE="node%d" % r, NCCL_NET=net,
+                 NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
+                 NVSHMEM_DISABLE_NVLS="1", NCCL_MNNVL_ENABLE="0", NCCL_DEBUG="WARN")
+        if net == "simfabric":
+            e.update(fabric_env)
+            e["NCCL_NET_PLUGIN"] = plugin
+        else:
+            e["NCCL_NET_PLUGIN"] = "none"
+        log = open(os.path.join(rundir, "%s-rank%d.log" % (net, r)), "w")
+        procs.append((subprocess.Popen([sys.executable, JOB, "--sizes", sizes, "--collectives",
+                                        colls], env=e, stdout=subprocess.PIPE, stderr=log,
+                                       text=True), log))
+    deadline = time.monotonic() + timeout
+    outs = []
+    for p, log in procs:
+        try:
+            out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q, _ in procs:
+                q.kill()
+            out = "TIMEOUT"
+        log.close()
+        outs.append((p.returncode, out))
+    logs = ""
+    for r in range(nranks):
+        with open(os.path.join(rundir, "%s-rank%d.log" % (net, r))) as f:
+            logs += "--- %s rank %d ---\n%s\n" % (net, r, f.read()[-4000:])
+    rc0, out0 = outs[0]
+    assert all(rc == 0 for rc, _ in outs), "ranks failed: %s\n%s" % ([rc for rc, _ in outs], logs)
+    return json.loads(out0.strip().splitlines()[-1]), logs
+
+
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_07_01_collectives_exact_and_compared_with_socket(sf_env, fabric, tmp_path, nranks):
+    mps = Mps(str(tmp_path)).start() if nranks > NGPU else None
+    if mps and not mps.ok:
+        sys.stderr.write("WARNING: %s\n" % mps.why)
+    try:
+        sizes = "8,4096,1048576,67108864"
+        colls = "all_reduce,broadcast,all_gather,reduce_scatter,all_to_all,send_recv"
+        sf, sf_logs = run_job(nranks, "simfabric", sf_env.plugin, fabric.env_vars(),
+                              str(tmp_path), sizes, colls, mps.env if mps else {})
+        so, _ = run_job(nranks, "Socket", None, {}, str(tmp_path), sizes, colls,
+                        mps.env if mps else {})
+    finally:
+        if mps:
+            mps.stop()
+    assert not sf["errors"], sf["errors"]
+    assert all(r["ok"] for r in sf["results"]), sf
+    st = fabric.show()
+    report = {"nranks": nranks, "mps": bool(mps and mps.ok), "nccl": sf.get("nccl_version"),
+              "simfabric": sf["results"],
+              "socket": so["results"], "fabric_nodes": len(st["nodes"])}
+    out = os.environ.get("SIMFABRIC_RESULTS")
+    if out:
+        with open(os.path.join(out, "nccl-%dranks.json" % nranks), "w") as f:
+            json.dump(report, f, indent=1)
+    lines = ["%-15s %10s %12s %12s %10s %10s" % ("collective", "bytes", "sf_us", "socket_us",
+                                                  "sf_GB/s", "sock_GB/s")]
+    for a, b in zip(sf["results"], so["results"]):
+        lines.append("%-15s %10d %12.1f %12.1f %10.2f %10.2f" % (
+            a["collective"], a["bytes"], a["time_us"], b["time_us"], a["busbw_GBps"],
+            b["busbw_GBps"]))
+    sys.stderr.write("\n" + "\n".join(lines) + "\n")
+    assert len(st["nodes"]) == nranks, st

@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: MIT
+"""sfctl - a small client for simfabricd's text control protocol (docs/control-protocol.md).
+
+Used by the `simfabric` CLI and by the pytest driver. Standard library only.
+"""
+import json
+import os
+import socket
+import time
+
+__all__ = ["CtlError", "default_socket", "request", "show", "wait_ready", "format_status"]
+
+
+class CtlError(Exception):
+    """A request failed: errno and the daemon's reason, or no daemon at all."""
+
+    def __init__(self, msg, errno=None):
+        super().__init__(msg)
+        self.errno = errno
+
+
+def default_socket():
+    """The socket path the plugin and the daemon use by default."""
+    if os.environ.get("SIMFABRIC_SOCKET"):
+        return os.environ["SIMFABRIC_SOCKET"]
+    run = os.environ.get("XDG_RUNTIME_DIR")
+    if run:
+        return os.path.join(run, "simfabric", "ctl.sock")
+    return "/tmp/simfabric-%d/ctl.sock" % os.getuid()
+
+
+def _read_message(sock, deadline):
+    buf = b""
+    while b"\n\n" not in buf and not buf.startswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise CtlError("timed out waiting for the daemon's reply")
+        sock.settimeout(left)
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise CtlError("the daemon closed the connection before replying")
+        buf += chunk
+    text = buf.split(b"\n\n", 1)[0].decode("ascii", "replace")
+    pairs = []
+    for line in text.split("\n"):
+        if not line:
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise CtlError("malformed reply line %r" % line)
+        pairs.append((key, value))
+    return pairs
+
+
+def request(path, op, timeout=5.0, **keys):
+    """Send op with keys, return the reply as a list of (key, value); raise CtlError on errno!=0."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        try:
+            s.connect(path)
+        except OSError as e:
+            raise CtlError("no simfabric daemon at %s (%s); start one with: simfabricd --socket %s"
+                           % (path, e.strerror, path))
+        lines = ["op=%s" % op] + ["%s=%s" % (k, v) for k, v in keys.items()]
+        s.sendall(("\n".join(lines) + "\n\n").encode("ascii"))
+        pairs = _read_message(s, time.monotonic() + timeout)
+    finally:
+        s.close()
+    d = dict(pairs)
+    err = int(d.get("errno", "-1"))
+    if err != 0:
+        raise CtlError("%s: %s (errno %d)" % (op, d.get("error", "no reason given"), err), err)
+    return pairs
+
+
+def wait_ready(path, timeout=10.0, proc=None):
+    """Poll with op=ping until the daemon answers; fail early if proc exits."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise CtlError("simfabricd exited with status %d before it was ready" % proc.returncode)
+        try:
+            request(path, "ping", timeout=1.0)
+            return
+        except CtlError as e:
+            last = e
+        time.sleep(0.02)
+    raise CtlError("simfabricd at %s not ready after %.1f s: %s" % (path, timeout, last))
+
+
+def _num(v):
+    try:
+        return int(v, 0)
+    except ValueError:
+        return v
+
+
+def show(path, timeout=5.0):
+    """The live fabric as a dict: fabric, instance, nodes[], nics[], chans[], listeners."""
+    pairs = request(path, "show", timeout=timeout)
+    out = {"nodes": {}, "nics": {}, "chans": {}}
+    for key, value in pairs:
+        parts = key.split(".")
+        if parts[0] == "node" and len(parts) == 3:
+            out["nodes"].setdefault(parts[1], {})[parts[2]] = _num(value)
+        elif parts[0] == "nic" and len(parts) == 4:
+            out["nics"].setdefault(parts[1] + "." + parts[2], {})[parts[3]] = _num(value)
+        elif parts[0] == "chan" and len(parts) == 3:
+            out["chans"].setdefault(parts[1], {})[parts[2]] = _num(value)
+        elif key != "errno":
+            out[key] = _num(value)
+    out["nodes"] = [dict(v, index=k) for k, v in out["nodes"].items()]
+    out["nics"] = [dict(v, index=k) for k, v in out["nics"].items()]
+    out["chans"] = [dict(v, id=k) for k, v in out["chans"].items()]
+    return out
+
+
+def format_status(st):
+    """A human-readable table of show()'s result."""
+    lines = ["fabric %s (instance %s): %d node(s), %d connection(s), %s listener(s)" % (
+        st.get("fabric", "?"), st.get("instance", "?"), len(st["nodes"]), len(st["chans"]),
+        st.get("listeners", 0))]
+    if st["nodes"]:
+        lines.append("")
+        lines.append("%-20s %-6s %s" % ("NODE", "NICS", "PIDS"))
+        for n in st["nodes"]:
+            lines.append("%-20s %-6s %s" % (n.get("name"), n.get("nics"), n.get("pids", "")))
+    if st["chans"]:
+        lines.append("")
+        lines.append("%-18s %-22s %-22s %-8s %10s %14s %10s" % (
+            "CONN", "FROM", "TO", "STATE", "MSGS", "BYTES", "SHM"))
+        for c in st["chans"]:
+            lines.append("%-18s %-22s %-22s %-8s %10s %14s %10s" % (
+                c["id"], c.get("src"), c.get("dst"), c.get("state"), c.get("msgs"),
+                c.get("bytes"), c.get("shm_bytes")))
+    return "\n".join(lines)
+
+
+def dumps(st):
+    return json.dumps(st, indent=2, sort_keys=True)
