@@ -99,7 +99,14 @@ def _num(v):
 
 def show(path, timeout=5.0):
     """The live fabric as a dict: fabric, instance, nodes[], nics[], chans[], listeners."""
-    pairs = request(path, "show", timeout=timeout)
+    pairs, skip = [], None
+    for _ in range(10000):  # pages: the daemon cuts long replies and says where to go on
+        page = request(path, "show", timeout=timeout, **({"skip": skip} if skip else {}))
+        nxt = [v for k, v in page if k == "next"]
+        pairs += [(k, v) for k, v in page if k != "next"]
+        if not nxt:
+            break
+        skip = nxt[0]
     out = {"nodes": {}, "nics": {}, "chans": {}}
     for key, value in pairs:
         parts = key.split(".")
@@ -109,6 +116,8 @@ def show(path, timeout=5.0):
             out["nics"].setdefault(parts[1] + "." + parts[2], {})[parts[3]] = _num(value)
         elif parts[0] == "chan" and len(parts) == 3:
             out["chans"].setdefault(parts[1], {})[parts[2]] = _num(value)
+        elif key in ("nodes", "nics", "chans"):
+            out["n_" + key] = _num(value)  # counts; the lists take the plain names
         elif key != "errno":
             out[key] = _num(value)
     out["nodes"] = [dict(v, index=k) for k, v in out["nodes"].items()]
@@ -119,9 +128,9 @@ def show(path, timeout=5.0):
 
 def format_status(st):
     """A human-readable table of show()'s result."""
-    lines = ["fabric %s (instance %s): %d node(s), %d connection(s), %s listener(s)" % (
+    lines = ["fabric %s (instance %s): %d node(s), %d connection(s) (%s open), %s listener(s)" % (
         st.get("fabric", "?"), st.get("instance", "?"), len(st["nodes"]), len(st["chans"]),
-        st.get("listeners", 0))]
+        st.get("chans_open", "?"), st.get("listeners", 0))]
     if st["nodes"]:
         lines.append("")
         lines.append("%-20s %-6s %s" % ("NODE", "NICS", "PIDS"))

@@ -1,0 +1,472 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * simfabricd.c - the fabric daemon: options, the socket, and a libevent loop
+ * around the server in srv.c. Runs in the foreground until SIGINT/SIGTERM or
+ * op=stop; exit status 0 then, 1 on a startup error, 2 on a usage error.
+ *
+ * libevent's part is small on purpose: one persistent read event per
+ * connection (plus a write event while output waits), one for the listening
+ * socket, one timer for the server's deadlines and the signals. Reads and
+ * writes themselves are srv.c's (it passes descriptors, which bufferevents
+ * cannot).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "sim/chan.h"
+#include "sim/ctl.h"
+#include "sim/fabric.h"
+#include "sim/log.h"
+#include "sim/srv.h"
+
+#define SIMFABRICD_VERSION "0.1.0"
+#define ACCEPT_PAUSE_MS 100 /* after EMFILE: let connections close before accepting again */
+
+struct io {
+	struct daemon *d;
+	struct srv_conn *c;
+	struct event *rd, *wr;
+	int rd_on, wr_on;
+};
+
+struct daemon {
+	struct event_base *base;
+	struct srv *srv;
+	struct srv_sock sock;
+	struct event *accept_ev, *timer_ev, *pause_ev, *sigint_ev, *sigterm_ev;
+	int timer_ms; /* what timer_ev is armed for, -1 if not */
+	const char *stop_reason;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: simfabricd [options]\n"
+		"  --socket PATH          control socket (default: $SIMFABRIC_SOCKET, else\n"
+		"                         $XDG_RUNTIME_DIR/simfabric/ctl.sock, else\n"
+		"                         /tmp/simfabric-<uid>/ctl.sock)\n"
+		"  --scenario FILE        fabric scenario (not implemented yet: the built-in\n"
+		"                         ideal fabric is used without this option)\n"
+		"  --nics N               NICs per node of the ideal fabric, 1..%d (default 1)\n"
+		"  --conn-mem BYTES       staging memory per connection; K, M, G suffixes are\n"
+		"                         KiB, MiB, GiB (default %u: %u slots of %u bytes)\n"
+		"  --connect-wait-ms MS   how long a connect waits for a listener that is not\n"
+		"                         known yet, 0..3600000 (default %d)\n"
+		"  --log-level L          error, warn, info (default) or debug\n"
+		"  -v                     same as --log-level debug\n"
+		"  --help, --version\n",
+		FABRIC_MAX_NICS, CHAN_DEFAULT_NSLOTS * CHAN_DEFAULT_SLOT_BYTES, CHAN_DEFAULT_NSLOTS,
+		CHAN_DEFAULT_SLOT_BYTES, SRV_CONNECT_WAIT_MS);
+}
+
+/* "2097152", "2048K", "2M", "1G": 0 or -EINVAL. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	if (!*s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	unsigned shift = 0;
+	if (*end) {
+		switch (*end) {
+		case 'k':
+		case 'K':
+			shift = 10;
+			break;
+		case 'm':
+		case 'M':
+			shift = 20;
+			break;
+		case 'g':
+		case 'G':
+			shift = 30;
+			break;
+		default:
+			return -EINVAL;
+		}
+		if (end[1] && strcmp(end + 1, "iB") != 0 && strcmp(end + 1, "B") != 0)
+			return -EINVAL;
+	}
+	if (v > (UINT64_MAX >> shift))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+/* Geometry for a staging budget: 64 KiB slots, smaller ones for budgets under two of them. */
+static int geom_for_budget(uint64_t bytes, struct chan_geom *g)
+{
+	uint32_t slot = CHAN_DEFAULT_SLOT_BYTES;
+	if (bytes < 2ull * slot)
+		slot = (uint32_t)(bytes / 2 / CHAN_MIN_SLOT_BYTES * CHAN_MIN_SLOT_BYTES);
+	if (slot < CHAN_MIN_SLOT_BYTES)
+		return -EINVAL;
+	return chan_geom_for(bytes, slot, g);
+}
+
+static int parse_int(const char *s, long min, long max, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -EINVAL;
+	*out = (int)v;
+	return 0;
+}
+
+/* ---- srv_ops ------------------------------------------------------------- */
+
+static void set_events(struct io *io, int rd, int wr)
+{
+	if (rd != io->rd_on) {
+		if (rd ? event_add(io->rd, NULL) : event_del(io->rd))
+			log_error("cannot %s a read event", rd ? "add" : "delete");
+		io->rd_on = rd;
+	}
+	if (wr != io->wr_on) {
+		if (wr ? event_add(io->wr, NULL) : event_del(io->wr))
+			log_error("cannot %s a write event", wr ? "add" : "delete");
+		io->wr_on = wr;
+	}
+}
+
+static void after(struct daemon *d);
+
+static void on_conn_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct io *io = arg;
+	struct daemon *d = io->d;
+	(void)fd, (void)what;
+	srv_conn_readable(io->c); /* may free io: touch nothing of it after */
+	after(d);
+}
+
+static void on_conn_write(evutil_socket_t fd, short what, void *arg)
+{
+	struct io *io = arg;
+	struct daemon *d = io->d;
+	(void)fd, (void)what;
+	srv_conn_writable(io->c);
+	after(d);
+}
+
+static void *io_attach(void *ctx, struct srv_conn *c, int fd)
+{
+	struct daemon *d = ctx;
+	struct io *io = calloc(1, sizeof(*io));
+	if (!io)
+		return NULL;
+	io->d = d;
+	io->c = c;
+	io->rd = event_new(d->base, fd, EV_READ | EV_PERSIST, on_conn_read, io);
+	io->wr = event_new(d->base, fd, EV_WRITE | EV_PERSIST, on_conn_write, io);
+	if (!io->rd || !io->wr || event_add(io->rd, NULL) != 0) {
+		if (io->rd)
+			event_free(io->rd);
+		if (io->wr)
+			event_free(io->wr);
+		free(io);
+		return NULL;
+	}
+	io->rd_on = 1;
+	return io;
+}
+
+static void io_watch(void *ctx, void *h, int rd, int wr)
+{
+	(void)ctx;
+	set_events(h, rd, wr);
+}
+
+static void io_again(void *ctx, void *h)
+{
+	struct io *io = h;
+	(void)ctx;
+	event_active(io->rd, EV_READ, 0);
+}
+
+static void io_detach(void *ctx, void *h)
+{
+	struct io *io = h;
+	(void)ctx;
+	event_free(io->rd); /* safe from inside this event's own callback */
+	event_free(io->wr);
+	free(io);
+}
+
+/* ---- loop plumbing ------------------------------------------------------- */
+
+/* After every callback: re-arm the deadline timer, and stop if asked to. */
+static void after(struct daemon *d)
+{
+	if (srv_stopping(d->srv) && !d->stop_reason) {
+		d->stop_reason = "op=stop";
+		event_base_loopbreak(d->base);
+	}
+	int ms = srv_timeout_ms(d->srv);
+	if (ms < 0) {
+		if (d->timer_ms >= 0)
+			event_del(d->timer_ev);
+	} else {
+		struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+		event_add(d->timer_ev, &tv);
+	}
+	d->timer_ms = ms;
+}
+
+static void on_accept(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	(void)what;
+	int rc = srv_accept(d->srv, fd);
+	if (rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM || rc == -ENOBUFS) {
+		/* Level-triggered: without a pause this would spin until a descriptor frees. */
+		struct timeval tv = {.tv_sec = 0, .tv_usec = ACCEPT_PAUSE_MS * 1000};
+		event_del(d->accept_ev);
+		event_add(d->pause_ev, &tv);
+		log_warn("not accepting connections for %d ms (%s)", ACCEPT_PAUSE_MS,
+			 strerror(-rc));
+	}
+	after(d);
+}
+
+static void on_pause_end(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	(void)fd, (void)what;
+	event_add(d->accept_ev, NULL);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	(void)fd, (void)what;
+	d->timer_ms = -1;
+	srv_tick(d->srv);
+	after(d);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct daemon *d = arg;
+	(void)what;
+	d->stop_reason = sig == SIGINT ? "SIGINT" : "SIGTERM";
+	event_base_loopbreak(d->base);
+}
+
+/* Descriptors are the daemon's only real limit (one per connection): take what we may. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			log_debug("setrlimit(RLIMIT_NOFILE): %s", strerror(errno));
+	}
+}
+
+int main(int argc, char **argv)
+{
+	enum {
+		O_SOCKET = 256,
+		O_SCENARIO,
+		O_NICS,
+		O_CONN_MEM,
+		O_WAIT,
+		O_LOG_LEVEL,
+		O_HELP,
+		O_VERSION,
+	};
+	static const struct option longopts[] = {
+		{"socket", required_argument, NULL, O_SOCKET},
+		{"scenario", required_argument, NULL, O_SCENARIO},
+		{"nics", required_argument, NULL, O_NICS},
+		{"conn-mem", required_argument, NULL, O_CONN_MEM},
+		{"connect-wait-ms", required_argument, NULL, O_WAIT},
+		{"log-level", required_argument, NULL, O_LOG_LEVEL},
+		{"help", no_argument, NULL, O_HELP},
+		{"version", no_argument, NULL, O_VERSION},
+		{NULL, 0, NULL, 0},
+	};
+	char path[sizeof(((struct srv_sock *)0)->path)];
+	const char *socket_arg = NULL, *scenario = NULL;
+	char err[SRV_ERR_LEN];
+	struct srv_config cfg;
+	enum log_level level = LOG_LEVEL_INFO;
+	int opt, rc, status = 1;
+
+	srv_config_init(&cfg);
+	log_init("simfabricd", level);
+	while ((opt = getopt_long(argc, argv, "v", longopts, NULL)) != -1) {
+		switch (opt) {
+		case O_SOCKET:
+			socket_arg = optarg;
+			break;
+		case O_SCENARIO:
+			scenario = optarg;
+			break;
+		case O_NICS:
+			if (fabric_config_set(&cfg.fabric, "nics_per_node", optarg, err,
+					      sizeof(err))) {
+				fprintf(stderr, "simfabricd: --nics: %s\n", err);
+				return 2;
+			}
+			break;
+		case O_CONN_MEM: {
+			uint64_t b;
+			if (parse_size(optarg, &b) || geom_for_budget(b, &cfg.geom)) {
+				fprintf(stderr,
+					"simfabricd: --conn-mem: '%s' is not a usable size: %u bytes "
+					"to %llu MiB (K, M, G suffixes allowed)\n",
+					optarg, 2 * CHAN_MIN_SLOT_BYTES,
+					(unsigned long long)(CHAN_MAX_SHM_BYTES >> 21));
+				return 2;
+			}
+			break;
+		}
+		case O_WAIT:
+			if (parse_int(optarg, 0, 3600000, &cfg.connect_wait_ms)) {
+				fprintf(stderr,
+					"simfabricd: --connect-wait-ms: '%s' is not a number of "
+					"milliseconds in 0..3600000\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case O_LOG_LEVEL:
+			if (log_level_parse(optarg, &level)) {
+				fprintf(stderr,
+					"simfabricd: --log-level: '%s' is not one of error, warn, "
+					"info, debug\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'v':
+			level = LOG_LEVEL_DEBUG;
+			break;
+		case O_HELP:
+			usage(stdout);
+			return 0;
+		case O_VERSION:
+			printf("simfabricd %s (control protocol 1)\n", SIMFABRICD_VERSION);
+			return 0;
+		default: /* getopt has said what was wrong */
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "simfabricd: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	log_set_level(level);
+	if (scenario) {
+		fprintf(stderr,
+			"simfabricd: --scenario %s: loading scenario files is not implemented yet; "
+			"run without --scenario to use the built-in ideal fabric\n",
+			scenario);
+		return 2;
+	}
+	if (socket_arg) {
+		if (snprintf(path, sizeof(path), "%s", socket_arg) >= (int)sizeof(path)) {
+			fprintf(stderr, "simfabricd: --socket: '%s' is longer than %zu bytes\n",
+				socket_arg, sizeof(path) - 1);
+			return 2;
+		}
+	} else if (ctl_default_socket(path, sizeof(path)) != 0) {
+		fprintf(stderr, "simfabricd: the default socket path is longer than %zu bytes "
+				"(check SIMFABRIC_SOCKET and XDG_RUNTIME_DIR)\n",
+			sizeof(path) - 1);
+		return 1;
+	}
+
+	struct daemon d = {.timer_ms = -1};
+	d.sock.fd = d.sock.lock_fd = -1;
+	signal(SIGPIPE, SIG_IGN);
+	umask(077);
+	raise_nofile();
+
+	struct event_config *ec = event_config_new();
+	if (ec) {
+		/* The loop owns the whole process: no locking needed. */
+		event_config_set_flag(ec, EVENT_BASE_FLAG_NOLOCK);
+		d.base = event_base_new_with_config(ec);
+		event_config_free(ec);
+	}
+	if (!d.base) {
+		fprintf(stderr, "simfabricd: cannot create the event loop\n");
+		goto out;
+	}
+	struct srv_ops ops = {
+		.ctx = &d, .attach = io_attach, .watch = io_watch, .again = io_again,
+		.detach = io_detach};
+	rc = srv_sock_open(&d.sock, path, err, sizeof(err));
+	if (rc == 0)
+		rc = srv_new(&cfg, &ops, &d.srv, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "simfabricd: %s\n", err);
+		goto out;
+	}
+	d.accept_ev = event_new(d.base, d.sock.fd, EV_READ | EV_PERSIST, on_accept, &d);
+	d.timer_ev = event_new(d.base, -1, 0, on_timer, &d);
+	d.pause_ev = event_new(d.base, -1, 0, on_pause_end, &d);
+	d.sigint_ev = evsignal_new(d.base, SIGINT, on_signal, &d);
+	d.sigterm_ev = evsignal_new(d.base, SIGTERM, on_signal, &d);
+	if (!d.accept_ev || !d.timer_ev || !d.pause_ev || !d.sigint_ev || !d.sigterm_ev ||
+	    event_add(d.accept_ev, NULL) || event_add(d.sigint_ev, NULL) ||
+	    event_add(d.sigterm_ev, NULL)) {
+		fprintf(stderr, "simfabricd: cannot set up the event loop's events\n");
+		goto out;
+	}
+
+	uint64_t cm = srv_conn_mem(d.srv);
+	int nics = (int)cfg.fabric.nics_per_node;
+	/* Exactly this line: scripts wait for it. */
+	fprintf(stderr,
+		"simfabricd: listening on %s (fabric %s, %d NIC(s) per node, conn-mem %llu)\n", path,
+		srv_fabric_kind(d.srv), nics, (unsigned long long)cm);
+	log_info("instance %s, pid %d, %u slots of %u bytes per connection (%zu bytes of shared "
+		 "memory), connect wait %d ms, log level %s",
+		 srv_instance(d.srv), (int)getpid(), cfg.geom.nslots, cfg.geom.slot_bytes,
+		 srv_shm_bytes(d.srv), cfg.connect_wait_ms, log_level_name(level));
+
+	if (event_base_loop(d.base, EVLOOP_NO_EXIT_ON_EMPTY) < 0) {
+		log_error("the event loop failed");
+		goto out;
+	}
+	log_info("stopping: %s", d.stop_reason ? d.stop_reason : "the loop ended");
+	status = 0;
+out:
+	srv_free(d.srv); /* before the events: it detaches every connection's */
+	srv_sock_close(&d.sock);
+	if (d.accept_ev)
+		event_free(d.accept_ev);
+	if (d.timer_ev)
+		event_free(d.timer_ev);
+	if (d.pause_ev)
+		event_free(d.pause_ev);
+	if (d.sigint_ev)
+		event_free(d.sigint_ev);
+	if (d.sigterm_ev)
+		event_free(d.sigterm_ev);
+	if (d.base)
+		event_base_free(d.base);
+	libevent_global_shutdown();
+	return status;
+}

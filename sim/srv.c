@@ -1,0 +1,1784 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * srv.c - simfabricd's server: the state behind the control protocol.
+ * See srv.h for how it meets its event loop, docs/control-protocol.md for
+ * what the requests mean.
+ *
+ * Object lifetimes, in one place:
+ *  - A connection (srv_conn) lives until EOF, a write error, a protocol error
+ *    (after its error reply is flushed) or shutdown. Killing one only marks
+ *    it and moves it to s->dead; settle() frees dead connections at the end
+ *    of every entry point, so pointers held during a request stay valid.
+ *  - A session belongs to its hello connection and ends with it.
+ *  - A listener belongs to its listen connection; it also ends with its
+ *    session. Its id is remembered for a while afterwards (tombstones) so a
+ *    late connect learns whether the listener closed or its process died.
+ *  - A channel lives while either end is open. When both ends are closed or
+ *    dead it is unmapped, and its record (final counters) is kept in the
+ *    list, state "closed", until SRV_CLOSED_KEEP newer ones push it out.
+ *  - An output item that hands out a channel end (connect reply, incoming
+ *    event) and is never fully written marks that end dead when its
+ *    connection goes: nobody will ever attach it.
+ */
+#include "sim/srv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sim/ctl.h"
+#include "sim/log.h"
+
+#define SRV_READ_BATCH 64    /* messages per readable callback before yielding */
+#define SRV_ACCEPT_BATCH 64  /* connections per accept callback */
+#define SRV_TOMBS 4096	     /* dropped listener ids remembered */
+#define SRV_CLOSED_KEEP 256  /* freed channels still listed by show */
+#define SRV_CLIENT_MAX 32
+
+/* Handler results besides 0 (reply with errno=0) and -errno (error reply). */
+#define SRV_DONE 1 /* the handler queued its reply itself, or will later */
+
+/* ---- intrusive lists ----------------------------------------------------- */
+
+struct dl {
+	struct dl *prev, *next;
+};
+
+static void dl_init(struct dl *h)
+{
+	h->prev = h->next = h;
+}
+
+static bool dl_empty(const struct dl *h)
+{
+	return h->next == h;
+}
+
+static void dl_push(struct dl *h, struct dl *n)
+{
+	n->prev = h->prev;
+	n->next = h;
+	h->prev->next = n;
+	h->prev = n;
+}
+
+static void dl_del(struct dl *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	n->prev = n->next = n;
+}
+
+#define dl_entry(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
+#define dl_each_safe(pos, tmp, head)                                                               \
+	for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head);                           \
+	     (pos) = (tmp), (tmp) = (pos)->next)
+
+/* ---- objects ------------------------------------------------------------- */
+
+enum role { R_NONE, R_SESSION, R_LISTENER, R_CONNECT };
+static const char *const role_names[] = {"nothing", "session", "listener", "connect"};
+
+enum { END_TX = 0, END_RX = 1 };
+enum end_state { END_OPEN, END_CLOSED, END_DEAD };
+
+struct out_item {
+	struct out_item *next;
+	int fd;	       /* descriptor to attach to the first byte, or -1; owned */
+	uint64_t chan; /* channel whose end this hands out, or 0 */
+	int side;
+	size_t len, off;
+	char data[];
+};
+
+struct session;
+struct listener;
+
+struct srv_conn {
+	struct srv *srv;
+	struct dl link;	 /* s->conns, or s->dead once killed */
+	struct dl dirty; /* s->dirty while output waits to be written */
+	uint64_t id;
+	int fd;
+	pid_t pid;
+	uid_t uid;
+	void *io;
+	struct ctl_parser *parser;
+	struct out_item *out_head, **out_tail;
+	size_t out_bytes;
+	bool rd_on, wr_on;
+	bool draining; /* no more input; close once the output is written */
+	bool dead;
+	const char *kill_why; /* set where killing at once is unsafe; settle() does it */
+	enum role role;
+	struct session *sess;
+	struct listener *lis;
+	/* A connect waiting for its listener (role R_CONNECT, pending). */
+	bool pending;
+	struct dl pend_link;
+	uint64_t pend_listener;
+	int pend_nic;
+	struct session *pend_sess;
+	int64_t pend_deadline, pend_since;
+	char why[CTL_ERR_LEN + 64]; /* why it closed, for the log */
+};
+
+struct session {
+	struct dl link;
+	uint64_t serial;
+	pid_t pid;
+	const struct fabric_node *node;
+	char client[SRV_CLIENT_MAX + 1];
+	struct srv_conn *conn;
+};
+
+struct listener {
+	struct dl link;
+	uint64_t id;
+	struct session *sess;
+	int nic;
+	struct srv_conn *conn;
+	uint64_t accepted;
+};
+
+struct tomb {
+	uint64_t id;
+	uint64_t sess_serial;
+	pid_t pid;
+	bool used;
+};
+
+struct chan_end {
+	struct session *sess; /* NULL once its session ended */
+	pid_t pid;
+	const struct fabric_node *node;
+	int nic;
+	enum end_state st;
+};
+
+struct channel {
+	struct dl link; /* s->chans, in creation order */
+	uint64_t id, listener;
+	struct chan_shm *shm; /* NULL once freed */
+	size_t len;
+	struct chan_end end[2];
+	struct chan_stats last; /* final counters, once freed */
+};
+
+struct srv {
+	struct srv_config cfg;
+	struct srv_ops ops;
+	struct fabric *fabric;
+	size_t shm_bytes;
+	uint64_t conn_mem;
+	char instance[17];
+	struct dl conns, dead, dirty, sessions, listeners, pending, chans;
+	int nconns, nsessions, nlisteners, npending, nchans_open, nchans_closed;
+	uint64_t next_conn, next_serial, next_chan;
+	struct tomb tombs[SRV_TOMBS];
+	int tomb_pos;
+	bool stopping;
+	struct ctl_msg *out; /* scratch for building replies */
+	char wire[CTL_MSG_MAX];
+};
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static const char *errname(int e)
+{
+	const char *n = strerrorname_np(e);
+	return n ? n : "E?";
+}
+
+/* A value quoted into an error text: at most 64 characters ("..." if cut). */
+static const char *clip(const char *v, char out[static 72])
+{
+	size_t n = strlen(v);
+	if (n <= 64)
+		return v;
+	memcpy(out, v, 61);
+	memcpy(out + 61, "...", 4);
+	return out;
+}
+
+static void msg_reset(struct ctl_msg *m)
+{
+	m->n = 0;
+	m->len = 0;
+	m->fd = -1;
+}
+
+static const char *end_name(int side)
+{
+	return side == END_TX ? "send" : "recv";
+}
+
+/* ---- output -------------------------------------------------------------- */
+
+static void mark_dirty(struct srv_conn *c)
+{
+	if (!c->dead && c->dirty.next == &c->dirty)
+		dl_push(&c->srv->dirty, &c->dirty);
+}
+
+static void watch(struct srv_conn *c, bool rd, bool wr)
+{
+	if (c->rd_on == rd && c->wr_on == wr)
+		return;
+	c->rd_on = rd;
+	c->wr_on = wr;
+	if (c->io)
+		c->srv->ops.watch(c->srv->ops.ctx, c->io, rd, wr);
+}
+
+static struct channel *chan_find(struct srv *s, uint64_t id);
+static void chan_end_gone(struct srv *s, struct channel *ch, int side, const char *why);
+
+/*
+ * Queue msg for c, with fd (owned from here on, or -1) on its first byte.
+ * chan/side: the channel end this message hands out (0 if none). Never kills
+ * c and never writes: settle() does both, once the current request is done.
+ */
+static void conn_queue(struct srv_conn *c, const struct ctl_msg *msg, int fd, uint64_t chan,
+		       int side)
+{
+	struct srv *s = c->srv;
+	ssize_t n = ctl_msg_format(msg, s->wire, sizeof(s->wire));
+	struct out_item *it = n < 0 ? NULL : malloc(sizeof(*it) + (size_t)n);
+	if (!it) {
+		log_error("conn#%llu: cannot queue a %zd-byte reply: %s", (unsigned long long)c->id,
+			  n, n < 0 ? "message too long" : "out of memory");
+		if (fd >= 0)
+			close(fd);
+		struct channel *ch = chan ? chan_find(s, chan) : NULL;
+		if (ch)
+			chan_end_gone(s, ch, side, "its reply could not be queued");
+		if (!c->kill_why)
+			c->kill_why = "out of memory queueing a reply";
+		mark_dirty(c);
+		return;
+	}
+	it->next = NULL;
+	it->fd = fd;
+	it->chan = chan;
+	it->side = side;
+	it->len = (size_t)n;
+	it->off = 0;
+	memcpy(it->data, s->wire, (size_t)n);
+	*c->out_tail = it;
+	c->out_tail = &it->next;
+	c->out_bytes += (size_t)n;
+	mark_dirty(c);
+}
+
+static void reply_error(struct srv_conn *c, int e, const char *text)
+{
+	struct ctl_msg *m = c->srv->out;
+	char clean[CTL_VALUE_MAX + 1];
+	size_t i = 0;
+	/* Error texts quote client values; keep them valid protocol values whatever happens. */
+	for (; text[i] && i < CTL_VALUE_MAX; i++)
+		clean[i] = text[i] >= 0x20 && text[i] < 0x7f ? text[i] : '?';
+	clean[i] = 0;
+	msg_reset(m);
+	ctl_add(m, "error", clean);
+	ctl_addf(m, "errno", "%d", e);
+	conn_queue(c, m, -1, 0, 0);
+}
+
+static void conn_kill(struct srv_conn *c, const char *why);
+
+static void item_free(struct srv *s, struct out_item *it, bool abandoned)
+{
+	if (abandoned && it->chan) {
+		struct channel *ch = chan_find(s, it->chan);
+		if (ch)
+			chan_end_gone(s, ch, it->side, "its connection closed before delivery");
+	}
+	if (it->fd >= 0)
+		close(it->fd);
+	free(it);
+}
+
+/* Write what the socket takes now. May kill c. */
+static void conn_flush(struct srv_conn *c)
+{
+	struct srv *s = c->srv;
+	if (c->kill_why) {
+		conn_kill(c, c->kill_why);
+		return;
+	}
+	while (c->out_head) {
+		struct out_item *it = c->out_head;
+		struct iovec iov = {.iov_base = it->data + it->off, .iov_len = it->len - it->off};
+		union {
+			struct cmsghdr h;
+			char b[CMSG_SPACE(sizeof(int))];
+		} cm;
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+		if (it->fd >= 0) {
+			memset(&cm, 0, sizeof(cm));
+			mh.msg_control = cm.b;
+			mh.msg_controllen = sizeof(cm.b);
+			struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+			h->cmsg_level = SOL_SOCKET;
+			h->cmsg_type = SCM_RIGHTS;
+			h->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(h), &it->fd, sizeof(int));
+		}
+		ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (w <= 0) {
+			char why[96];
+			snprintf(why, sizeof(why), "write: %s",
+				 w < 0 ? strerror(errno) : "no progress");
+			conn_kill(c, why);
+			return;
+		}
+		if (it->fd >= 0) {
+			/* The kernel holds its own reference now; ours is no longer needed. */
+			close(it->fd);
+			it->fd = -1;
+		}
+		it->off += (size_t)w;
+		c->out_bytes -= (size_t)w;
+		if (it->off == it->len) {
+			c->out_head = it->next;
+			if (!c->out_head)
+				c->out_tail = &c->out_head;
+			item_free(s, it, false);
+		}
+	}
+	if (c->out_bytes > s->cfg.outq_max) {
+		char why[128];
+		snprintf(why, sizeof(why),
+			 "%zu bytes of replies queued (limit %zu): the client does not read them",
+			 c->out_bytes, s->cfg.outq_max);
+		log_warn("conn#%llu (pid %d): %s; disconnecting", (unsigned long long)c->id,
+			 (int)c->pid, why);
+		conn_kill(c, why);
+		return;
+	}
+	if (!c->out_head && c->draining) {
+		conn_kill(c, c->why[0] ? c->why : "done");
+		return;
+	}
+	watch(c, !c->draining, c->out_head != NULL);
+}
+
+/* ---- channels ------------------------------------------------------------ */
+
+static struct channel *chan_find(struct srv *s, uint64_t id)
+{
+	/* Linear: one lookup per op=close; channels number in the hundreds. */
+	struct dl *p, *t;
+	dl_each_safe(p, t, &s->chans)
+	{
+		struct channel *ch = dl_entry(p, struct channel, link);
+		if (ch->id == id)
+			return ch;
+	}
+	return NULL;
+}
+
+static const char *chan_state(const struct channel *ch)
+{
+	if (!ch->shm)
+		return "closed";
+	if (ch->end[END_TX].st == END_DEAD || ch->end[END_RX].st == END_DEAD)
+		return "dead";
+	if (ch->end[END_TX].st == END_CLOSED || ch->end[END_RX].st == END_CLOSED)
+		return "closing";
+	return "open";
+}
+
+static void chan_unmap(struct channel *ch, char mark)
+{
+	if (!ch->shm)
+		return;
+	if (mark)
+		chan_mark_dead(ch->shm, mark);
+	chan_stats(ch->shm, &ch->last);
+	munmap(ch->shm, ch->len);
+	ch->shm = NULL;
+}
+
+/* Unmap the channel once neither end is open; its record stays (for show) until chan_trim. */
+static void chan_maybe_free(struct srv *s, struct channel *ch)
+{
+	if (!ch->shm || ch->end[END_TX].st == END_OPEN || ch->end[END_RX].st == END_OPEN)
+		return;
+	chan_unmap(ch, 0);
+	s->nchans_open--;
+	s->nchans_closed++;
+	log_info("chan 0x%llx freed: %llu msg(s), %llu byte(s) delivered",
+		 (unsigned long long)ch->id, (unsigned long long)ch->last.rx_msgs,
+		 (unsigned long long)ch->last.rx_bytes);
+}
+
+/* Forget the oldest freed records beyond the limit. Only from settle(): nobody holds one. */
+static void chan_trim(struct srv *s)
+{
+	struct dl *p, *t;
+	dl_each_safe(p, t, &s->chans)
+	{
+		if (s->nchans_closed <= SRV_CLOSED_KEEP)
+			break;
+		struct channel *old = dl_entry(p, struct channel, link);
+		if (old->shm)
+			continue;
+		dl_del(&old->link);
+		free(old);
+		s->nchans_closed--;
+	}
+}
+
+/* An end's process is gone (or the end can never be attached): tell the peer in shm. */
+static void chan_end_gone(struct srv *s, struct channel *ch, int side, const char *why)
+{
+	struct chan_end *e = &ch->end[side];
+	if (!ch->shm || e->st != END_OPEN)
+		return;
+	chan_mark_dead(ch->shm, side == END_TX ? 't' : 'r');
+	e->st = END_DEAD;
+	log_info("chan 0x%llx: %s end (pid %d) dead: %s", (unsigned long long)ch->id,
+		 end_name(side), (int)e->pid, why);
+	chan_maybe_free(s, ch);
+}
+
+/* Make a channel's shared memory. Returns the memfd (the channel keeps only the mapping). */
+static int chan_create(struct srv *s, struct channel **out, char *err, size_t errlen)
+{
+	const char *step = "memfd_create";
+	size_t len = s->shm_bytes;
+	void *base = MAP_FAILED;
+	struct channel *ch = NULL;
+	int fd = memfd_create("simfabric-chan", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		goto fail;
+	step = "fchmod 0600";
+	if (fchmod(fd, 0600) < 0)
+		goto fail;
+	step = "ftruncate";
+	if (ftruncate(fd, (off_t)len) < 0)
+		goto fail;
+	/* Sealed, so no client can shrink the region under the other's mapping (SIGBUS). */
+	step = "sealing";
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		goto fail;
+	step = "mmap";
+	base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED)
+		goto fail;
+	step = "allocating the channel";
+	errno = ENOMEM;
+	ch = calloc(1, sizeof(*ch));
+	if (!ch)
+		goto fail;
+	ch->id = s->next_chan++;
+	step = "chan_format";
+	int rc = chan_format(base, len, &s->cfg.geom, ch->id);
+	if (rc) {
+		errno = -rc;
+		goto fail;
+	}
+	ch->shm = base;
+	ch->len = len;
+	dl_push(&s->chans, &ch->link);
+	s->nchans_open++;
+	*out = ch;
+	return fd;
+fail:;
+	int e = errno ? errno : EIO;
+	snprintf(err, errlen, "cannot create the channel's shared memory (%zu bytes): %s: %s", len,
+		 step, strerror(e));
+	free(ch);
+	if (base != MAP_FAILED)
+		munmap(base, len);
+	if (fd >= 0)
+		close(fd);
+	return -e;
+}
+
+/* ---- sessions, listeners, pending connects ------------------------------- */
+
+static struct session *session_by_pid(struct srv *s, pid_t pid)
+{
+	struct dl *p, *t;
+	dl_each_safe(p, t, &s->sessions)
+	{
+		struct session *se = dl_entry(p, struct session, link);
+		if (se->pid == pid)
+			return se;
+	}
+	return NULL;
+}
+
+static bool session_alive(struct srv *s, uint64_t serial)
+{
+	struct dl *p, *t;
+	dl_each_safe(p, t, &s->sessions)
+	{
+		if (dl_entry(p, struct session, link)->serial == serial)
+			return true;
+	}
+	return false;
+}
+
+static struct listener *listener_find(struct srv *s, uint64_t id)
+{
+	struct dl *p, *t;
+	dl_each_safe(p, t, &s->listeners)
+	{
+		struct listener *l = dl_entry(p, struct listener, link);
+		if (l->id == id)
+			return l;
+	}
+	return NULL;
+}
+
+static struct tomb *tomb_find(struct srv *s, uint64_t id)
+{
+	for (int i = 0; i < SRV_TOMBS; i++)
+		if (s->tombs[i].used && s->tombs[i].id == id)
+			return &s->tombs[i];
+	return NULL;
+}
+
+static void pending_remove(struct srv_conn *c)
+{
+	if (!c->pending)
+		return;
+	dl_del(&c->pend_link);
+	c->pending = false;
+	c->srv->npending--;
+}
+
+/* Drop a listener. Its connection goes too, unless keep_conn (it is draining an error). */
+static void listener_drop(struct srv *s, struct listener *l, const char *why, bool keep_conn)
+{
+	struct tomb *tb = &s->tombs[s->tomb_pos];
+	s->tomb_pos = (s->tomb_pos + 1) % SRV_TOMBS;
+	*tb = (struct tomb){.id = l->id, .sess_serial = l->sess->serial, .pid = l->sess->pid,
+			    .used = true};
+	dl_del(&l->link);
+	s->nlisteners--;
+	struct srv_conn *c = l->conn;
+	c->lis = NULL;
+	c->role = R_NONE;
+	log_info("listener 0x%llx (pid %d, %s/%d) dropped: %s; it accepted %llu connection(s)",
+		 (unsigned long long)l->id, (int)l->sess->pid, l->sess->node->name, l->nic, why,
+		 (unsigned long long)l->accepted);
+	free(l);
+	if (!keep_conn)
+		conn_kill(c, why);
+}
+
+static void session_end(struct srv *s, struct session *se, const char *why)
+{
+	int ends = 0, nl = 0, np = 0;
+	char buf[128];
+	struct dl *p, *t;
+	dl_del(&se->link);
+	s->nsessions--;
+	se->conn->sess = NULL;
+	se->conn->role = R_NONE;
+	log_info("session pid %d (node %s, %s) ended: %s", (int)se->pid, se->node->name, se->client,
+		 why);
+	snprintf(buf, sizeof(buf), "the session of pid %d ended", (int)se->pid);
+	dl_each_safe(p, t, &s->chans)
+	{
+		struct channel *ch = dl_entry(p, struct channel, link);
+		for (int side = 0; side < 2; side++) {
+			if (ch->end[side].sess != se)
+				continue;
+			ch->end[side].sess = NULL;
+			if (ch->shm && ch->end[side].st == END_OPEN) {
+				ends++;
+				chan_end_gone(s, ch, side, buf); /* unmaps, never frees, ch */
+			}
+		}
+	}
+	dl_each_safe(p, t, &s->listeners)
+	{
+		struct listener *l = dl_entry(p, struct listener, link);
+		if (l->sess == se) {
+			nl++;
+			listener_drop(s, l, buf, false);
+		}
+	}
+	dl_each_safe(p, t, &s->pending)
+	{
+		struct srv_conn *pc = dl_entry(p, struct srv_conn, pend_link);
+		if (pc->pend_sess == se) {
+			np++;
+			pending_remove(pc);
+			reply_error(pc, ECONNABORTED, buf);
+		}
+	}
+	log_info("session pid %d: %d channel end(s) marked dead, %d listener(s) dropped, %d "
+		 "pending connect(s) refused",
+		 (int)se->pid, ends, nl, np);
+	free(se);
+}
+
+/* Undo what a connection stands for (session, listener, waiting connect). Idempotent. */
+static void conn_retire(struct srv_conn *c, const char *why, bool keep_conn)
+{
+	struct srv *s = c->srv;
+	if (c->role == R_SESSION && c->sess)
+		session_end(s, c->sess, why);
+	else if (c->role == R_LISTENER && c->lis)
+		listener_drop(s, c->lis, why, keep_conn);
+	pending_remove(c);
+	c->role = R_NONE;
+}
+
+static void conn_kill(struct srv_conn *c, const char *why)
+{
+	struct srv *s = c->srv;
+	if (c->dead)
+		return;
+	c->dead = true;
+	if (why != c->why)
+		snprintf(c->why, sizeof(c->why), "%s", why);
+	log_debug("conn#%llu (pid %d) closed: %s", (unsigned long long)c->id, (int)c->pid, c->why);
+	conn_retire(c, c->why, false);
+	dl_del(&c->link);
+	dl_push(&s->dead, &c->link);
+	s->nconns--;
+	if (c->dirty.next != &c->dirty)
+		dl_del(&c->dirty);
+}
+
+/* Stop reading from c, write what is queued (an error reply), then close it. */
+static void conn_drain(struct srv_conn *c, const char *why)
+{
+	if (c->dead || c->draining)
+		return;
+	snprintf(c->why, sizeof(c->why), "%s", why);
+	c->draining = true;
+	conn_retire(c, c->why, true);
+	mark_dirty(c);
+}
+
+/*
+ * Close a socket we are done with. Unread input at close() makes the peer's
+ * next read fail with ECONNRESET instead of a clean EOF after our last reply,
+ * so read what is already there first (bounded: this never waits).
+ */
+static void close_gently(int fd)
+{
+	char sink[4096];
+	shutdown(fd, SHUT_WR);
+	for (int i = 0; i < 16; i++) {
+		ssize_t n = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+		if (n <= 0 && !(n < 0 && errno == EINTR))
+			break;
+	}
+	close(fd);
+}
+
+static void conn_free(struct srv *s, struct srv_conn *c, bool abandon)
+{
+	while (c->out_head) {
+		struct out_item *it = c->out_head;
+		c->out_head = it->next;
+		item_free(s, it, abandon);
+	}
+	if (c->io)
+		s->ops.detach(s->ops.ctx, c->io);
+	if (c->fd >= 0 && c->draining)
+		close_gently(c->fd);
+	else if (c->fd >= 0)
+		close(c->fd);
+	ctl_parser_free(c->parser);
+	free(c);
+}
+
+/* Write what was queued, then free what was killed. Every entry point ends here. */
+static void settle(struct srv *s)
+{
+	while (!dl_empty(&s->dirty)) {
+		struct srv_conn *c = dl_entry(s->dirty.next, struct srv_conn, dirty);
+		dl_del(&c->dirty);
+		if (!c->dead)
+			conn_flush(c);
+	}
+	while (!dl_empty(&s->dead)) {
+		struct srv_conn *c = dl_entry(s->dead.next, struct srv_conn, link);
+		dl_del(&c->link);
+		conn_free(s, c, true);
+	}
+	chan_trim(s);
+}
+
+/* ---- connecting ---------------------------------------------------------- */
+
+/* Make the channel for connect c to listener l and hand its two ends out. */
+static void do_connect(struct srv *s, struct srv_conn *c, struct session *se, struct listener *l,
+		       int nic)
+{
+	char err[SRV_ERR_LEN];
+	struct channel *ch = NULL;
+	struct ctl_msg *m = s->out;
+	c->role = R_CONNECT;
+	int fd = chan_create(s, &ch, err, sizeof(err));
+	if (fd < 0) {
+		log_error("connect from pid %d to listener 0x%llx: %s", (int)c->pid,
+			  (unsigned long long)l->id, err);
+		reply_error(c, -fd, err);
+		return;
+	}
+	uint64_t id = ch->id;
+	ch->listener = l->id;
+	ch->end[END_TX] = (struct chan_end){
+		.sess = se, .pid = se->pid, .node = se->node, .nic = nic, .st = END_OPEN};
+	ch->end[END_RX] = (struct chan_end){.sess = l->sess,
+					    .pid = l->sess->pid,
+					    .node = l->sess->node,
+					    .nic = l->nic,
+					    .st = END_OPEN};
+	int fd2 = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (fd2 < 0) {
+		int e = errno;
+		snprintf(err, sizeof(err), "cannot duplicate the channel's memfd: %s", strerror(e));
+		log_error("connect from pid %d to listener 0x%llx: %s", (int)c->pid,
+			  (unsigned long long)l->id, err);
+		reply_error(c, e, err);
+		close(fd);
+		ch->end[END_TX].st = ch->end[END_RX].st = END_DEAD;
+		chan_maybe_free(s, ch);
+		return;
+	}
+	l->accepted++;
+	log_info("chan 0x%llx: %s/%d (pid %d) -> %s/%d (pid %d), listener 0x%llx, %zu bytes of "
+		 "shared memory",
+		 (unsigned long long)id, se->node->name, nic, (int)se->pid, l->sess->node->name,
+		 l->nic, (int)l->sess->pid, (unsigned long long)l->id, s->shm_bytes);
+
+	/* Neither queue call frees ch, except on out-of-memory: use only id from here. */
+	msg_reset(m);
+	ctl_addf(m, "chan", "0x%llx", (unsigned long long)id);
+	ctl_addf(m, "shm_bytes", "%zu", s->shm_bytes);
+	ctl_add(m, "fd", "1");
+	ctl_add(m, "errno", "0");
+	conn_queue(c, m, fd2, id, END_TX);
+
+	msg_reset(m);
+	ctl_add(m, "op", "incoming");
+	ctl_addf(m, "chan", "0x%llx", (unsigned long long)id);
+	ctl_addf(m, "shm_bytes", "%zu", s->shm_bytes);
+	ctl_add(m, "from_node", se->node->name);
+	ctl_addf(m, "from_nic", "%d", nic);
+	ctl_addf(m, "listener", "0x%llx", (unsigned long long)l->id);
+	ctl_add(m, "fd", "1");
+	conn_queue(l->conn, m, fd, id, END_RX);
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+typedef int (*op_fn)(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
+		     struct ctl_msg *rep, char *err);
+
+static struct session *need_session(struct srv *s, struct srv_conn *c, char *err)
+{
+	struct session *se = session_by_pid(s, c->pid);
+	if (!se)
+		snprintf(err, SRV_ERR_LEN,
+			 "hello first: pid %d has no session (send op=hello on a connection "
+			 "that stays open)",
+			 (int)c->pid);
+	return se;
+}
+
+static int need_fresh(struct srv_conn *c, const char *op, char *err)
+{
+	if (c->role == R_NONE)
+		return 0;
+	snprintf(err, SRV_ERR_LEN,
+		 "op=%s needs a connection of its own; this one already carries a %s", op,
+		 role_names[c->role]);
+	return -EISCONN;
+}
+
+static int get_u64(const struct ctl_msg *req, const char *key, uint64_t *out, char *err)
+{
+	char q[72];
+	if (ctl_get_u64(req, key, out) == 0)
+		return 0;
+	snprintf(err, SRV_ERR_LEN, "%s='%s' is not a u64 (decimal, or hex with 0x)", key,
+		 clip(ctl_get(req, key), q));
+	return -EINVAL;
+}
+
+/* The nic key, checked against node's NICs. */
+static int get_nic(const struct ctl_msg *req, const struct fabric_node *node, int *out, char *err)
+{
+	char q[72];
+	if (ctl_get_int(req, "nic", 0, INT_MAX, out) != 0) {
+		snprintf(err, SRV_ERR_LEN, "nic='%s' is not a NIC index",
+			 clip(ctl_get(req, "nic"), q));
+		return -EINVAL;
+	}
+	if (*out >= node->nnics) {
+		snprintf(err, SRV_ERR_LEN, "nic %d does not exist on node %s (%d NIC(s): 0..%d)",
+			 *out, node->name, node->nnics, node->nnics - 1);
+		return -ENODEV;
+	}
+	return 0;
+}
+
+static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
+		    struct ctl_msg *rep, char *err)
+{
+	char q[72];
+	int rc = need_fresh(c, "hello", err), version, pid;
+	if (rc)
+		return rc;
+	struct session *old = session_by_pid(s, c->pid);
+	if (old) {
+		snprintf(err, SRV_ERR_LEN, "pid %d already has a session (node %s, conn#%llu)",
+			 (int)c->pid, old->node->name, (unsigned long long)old->conn->id);
+		return -EEXIST;
+	}
+	if (ctl_get_int(req, "version", 0, INT_MAX, &version) != 0) {
+		snprintf(err, SRV_ERR_LEN, "version='%s' is not a number",
+			 clip(ctl_get(req, "version"), q));
+		return -EINVAL;
+	}
+	if (version != 1) {
+		snprintf(err, SRV_ERR_LEN, "protocol version %d is not supported (this daemon: 1)",
+			 version);
+		return -EPROTONOSUPPORT;
+	}
+	if (ctl_get_int(req, "pid", 1, INT_MAX, &pid) != 0) {
+		snprintf(err, SRV_ERR_LEN, "pid='%s' is not a process id",
+			 clip(ctl_get(req, "pid"), q));
+		return -EINVAL;
+	}
+	const char *client = ctl_get(req, "client");
+	if (!*client || strlen(client) > SRV_CLIENT_MAX) {
+		snprintf(err, SRV_ERR_LEN, "client='%s' must be 1..%d characters", clip(client, q),
+			 SRV_CLIENT_MAX);
+		return -EINVAL;
+	}
+	const struct fabric_node *node;
+	char ferr[FABRIC_ERR_LEN];
+	rc = fabric_node_get(s->fabric, ctl_get(req, "node"), &node, ferr, sizeof(ferr));
+	if (rc) {
+		snprintf(err, SRV_ERR_LEN, "%s", ferr);
+		return rc;
+	}
+	struct session *se = calloc(1, sizeof(*se));
+	if (!se) {
+		snprintf(err, SRV_ERR_LEN, "out of memory");
+		return -ENOMEM;
+	}
+	se->serial = ++s->next_serial;
+	se->pid = c->pid;
+	se->node = node;
+	snprintf(se->client, sizeof(se->client), "%s", client);
+	se->conn = c;
+	dl_push(&s->sessions, &se->link);
+	s->nsessions++;
+	c->role = R_SESSION;
+	c->sess = se;
+	if (pid != (int)c->pid)
+		log_info("conn#%llu: hello says pid=%d, the socket says pid %d (another pid "
+			 "namespace?); using %d",
+			 (unsigned long long)c->id, pid, (int)c->pid, (int)c->pid);
+	log_info("session pid %d: node %s (id %d), client %s, conn#%llu", (int)se->pid, node->name,
+		 node->id, se->client, (unsigned long long)c->id);
+
+	ctl_add(rep, "fabric", fabric_kind(s->fabric));
+	ctl_add(rep, "instance", s->instance);
+	ctl_add(rep, "node", node->name);
+	ctl_addf(rep, "node_id", "%d", node->id);
+	ctl_addf(rep, "nics", "%d", node->nnics);
+	for (int i = 0; i < node->nnics; i++) {
+		const struct fabric_nic *nic = &node->nic[i];
+		char k[CTL_KEY_MAX + 1];
+		snprintf(k, sizeof(k), "nic.%d.name", i);
+		ctl_add(rep, k, nic->name);
+		snprintf(k, sizeof(k), "nic.%d.speed_mbps", i);
+		ctl_addf(rep, k, "%lld", (long long)nic->speed_mbps);
+		snprintf(k, sizeof(k), "nic.%d.latency_ns", i);
+		ctl_addf(rep, k, "%lld", (long long)nic->latency_ns);
+		snprintf(k, sizeof(k), "nic.%d.guid", i);
+		ctl_addf(rep, k, "0x%016llx", (unsigned long long)nic->guid);
+	}
+	ctl_addf(rep, "conn_mem", "%llu", (unsigned long long)s->conn_mem);
+	ctl_addf(rep, "shm_bytes", "%zu", s->shm_bytes);
+	ctl_addf(rep, "slot_bytes", "%u", s->cfg.geom.slot_bytes);
+	ctl_addf(rep, "nslots", "%u", s->cfg.geom.nslots);
+	return 0;
+}
+
+static int op_listen(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
+		     struct ctl_msg *rep, char *err)
+{
+	uint64_t id;
+	int nic, rc;
+	struct session *se = need_session(s, c, err);
+	if (!se)
+		return -EPERM;
+	if ((rc = need_fresh(c, "listen", err)) || (rc = get_u64(req, "listener", &id, err)) ||
+	    (rc = get_nic(req, se->node, &nic, err)))
+		return rc;
+	struct listener *dup = listener_find(s, id);
+	if (dup) {
+		snprintf(err, SRV_ERR_LEN, "listener 0x%llx already exists (pid %d, node %s)",
+			 (unsigned long long)id, (int)dup->sess->pid, dup->sess->node->name);
+		return -EEXIST;
+	}
+	struct listener *l = calloc(1, sizeof(*l));
+	if (!l) {
+		snprintf(err, SRV_ERR_LEN, "out of memory");
+		return -ENOMEM;
+	}
+	l->id = id;
+	l->sess = se;
+	l->nic = nic;
+	l->conn = c;
+	dl_push(&s->listeners, &l->link);
+	s->nlisteners++;
+	c->role = R_LISTENER;
+	c->lis = l;
+	struct tomb *tb = tomb_find(s, id);
+	if (tb)
+		tb->used = false;
+	log_info("listener 0x%llx: pid %d, %s/%d, conn#%llu", (unsigned long long)id, (int)se->pid,
+		 se->node->name, nic, (unsigned long long)c->id);
+
+	/* The reply goes first: incoming events for waiting connects follow it. */
+	ctl_add(rep, "errno", "0");
+	conn_queue(c, rep, -1, 0, 0);
+	struct dl *p, *t;
+	dl_each_safe(p, t, &s->pending)
+	{
+		struct srv_conn *pc = dl_entry(p, struct srv_conn, pend_link);
+		if (pc->pend_listener != id)
+			continue;
+		pending_remove(pc);
+		log_debug("conn#%llu: connect to listener 0x%llx waited %lld ms",
+			  (unsigned long long)pc->id, (unsigned long long)id,
+			  (long long)((now_ns() - pc->pend_since) / 1000000));
+		do_connect(s, pc, pc->pend_sess, l, pc->pend_nic);
+	}
+	return SRV_DONE;
+}
+
+static int op_connect(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
+		      struct ctl_msg *rep, char *err)
+{
+	uint64_t id;
+	int nic, rc;
+	(void)rep;
+	struct session *se = need_session(s, c, err);
+	if (!se)
+		return -EPERM;
+	if ((rc = need_fresh(c, "connect", err)) || (rc = get_u64(req, "listener", &id, err)) ||
+	    (rc = get_nic(req, se->node, &nic, err)))
+		return rc;
+	struct listener *l = listener_find(s, id);
+	if (l) {
+		do_connect(s, c, se, l, nic);
+		return SRV_DONE;
+	}
+	struct tomb *tb = tomb_find(s, id);
+	if (tb && session_alive(s, tb->sess_serial)) {
+		snprintf(err, SRV_ERR_LEN, "listener 0x%llx (pid %d) was closed",
+			 (unsigned long long)id, (int)tb->pid);
+		return -ECONNREFUSED;
+	}
+	if (tb) {
+		snprintf(err, SRV_ERR_LEN, "listener 0x%llx is gone: its process (pid %d) ended",
+			 (unsigned long long)id, (int)tb->pid);
+		return -ECONNRESET;
+	}
+	if (s->cfg.connect_wait_ms == 0) {
+		snprintf(err, SRV_ERR_LEN, "listener 0x%llx is not known", (unsigned long long)id);
+		return -ECONNREFUSED;
+	}
+	/* Handles travel out of band, so a connect may overtake its listen: wait for it. */
+	c->role = R_CONNECT;
+	c->pending = true;
+	c->pend_listener = id;
+	c->pend_nic = nic;
+	c->pend_sess = se;
+	c->pend_since = now_ns();
+	c->pend_deadline = c->pend_since + (int64_t)s->cfg.connect_wait_ms * 1000000;
+	dl_push(&s->pending, &c->pend_link);
+	s->npending++;
+	log_debug("conn#%llu: connect from pid %d to unknown listener 0x%llx waits up to %d ms",
+		  (unsigned long long)c->id, (int)c->pid, (unsigned long long)id,
+		  s->cfg.connect_wait_ms);
+	return SRV_DONE;
+}
+
+static int op_close(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
+		    struct ctl_msg *rep, char *err)
+{
+	char q[72];
+	uint64_t id;
+	int rc;
+	(void)rep;
+	struct session *se = need_session(s, c, err);
+	if (!se)
+		return -EPERM;
+	if ((rc = get_u64(req, "chan", &id, err)))
+		return rc;
+	const char *sv = ctl_get(req, "side");
+	int side;
+	if (strcmp(sv, "send") == 0)
+		side = END_TX;
+	else if (strcmp(sv, "recv") == 0)
+		side = END_RX;
+	else {
+		snprintf(err, SRV_ERR_LEN, "side='%s' must be send or recv", clip(sv, q));
+		return -EINVAL;
+	}
+	struct channel *ch = chan_find(s, id);
+	if (!ch) {
+		snprintf(err, SRV_ERR_LEN, "no channel 0x%llx", (unsigned long long)id);
+		return -ENOENT;
+	}
+	struct chan_end *e = &ch->end[side];
+	if (ch->shm && e->sess != se) {
+		snprintf(err, SRV_ERR_LEN, "the %s end of channel 0x%llx belongs to pid %d%s",
+			 end_name(side), (unsigned long long)id, (int)e->pid,
+			 e->pid == c->pid ? " (an earlier session)" : "");
+		return -EPERM;
+	}
+	if (!ch->shm || e->st != END_OPEN) {
+		snprintf(err, SRV_ERR_LEN, "the %s end of channel 0x%llx is already %s",
+			 end_name(side), (unsigned long long)id,
+			 e->st == END_DEAD ? "dead" : "closed");
+		return -EALREADY;
+	}
+	e->st = END_CLOSED;
+	log_info("chan 0x%llx: %s end closed by pid %d", (unsigned long long)id, end_name(side),
+		 (int)c->pid);
+	chan_maybe_free(s, ch);
+	return 0;
+}
+
+/* A comma list of the pids of node's live sessions, cut with "..." to fit a value. */
+static void node_pids(struct srv *s, const struct fabric_node *n, char *buf, size_t cap)
+{
+	size_t len = 0;
+	buf[0] = 0;
+	struct dl *p, *t;
+	dl_each_safe(p, t, &s->sessions)
+	{
+		struct session *se = dl_entry(p, struct session, link);
+		if (se->node != n)
+			continue;
+		char one[16];
+		int k = snprintf(one, sizeof(one), "%s%d", len ? "," : "", (int)se->pid);
+		if (len + (size_t)k + 4 >= cap) {
+			memcpy(buf + len, ",...", 5);
+			return;
+		}
+		memcpy(buf + len, one, (size_t)k + 1);
+		len += (size_t)k;
+	}
+}
+
+static int add_node(struct srv *s, struct ctl_msg *m, const struct fabric_node *n)
+{
+	char pids[CTL_VALUE_MAX + 1], k[CTL_KEY_MAX + 1];
+	int rc = 0;
+	node_pids(s, n, pids, sizeof(pids));
+	snprintf(k, sizeof(k), "node.%d.name", n->id);
+	rc |= ctl_add(m, k, n->name);
+	snprintf(k, sizeof(k), "node.%d.pids", n->id);
+	rc |= ctl_add(m, k, pids);
+	snprintf(k, sizeof(k), "node.%d.nics", n->id);
+	rc |= ctl_addf(m, k, "%d", n->nnics);
+	for (int i = 0; i < n->nnics; i++) {
+		snprintf(k, sizeof(k), "nic.%d.%d.name", n->id, i);
+		rc |= ctl_add(m, k, n->nic[i].name);
+	}
+	return rc;
+}
+
+static int add_chan(struct ctl_msg *m, const struct channel *ch)
+{
+	char k[CTL_KEY_MAX + 1];
+	struct chan_stats st = ch->last;
+	int rc = 0;
+	if (ch->shm)
+		chan_stats(ch->shm, &st);
+	unsigned long long id = (unsigned long long)ch->id;
+	const struct chan_end *tx = &ch->end[END_TX], *rx = &ch->end[END_RX];
+	snprintf(k, sizeof(k), "chan.0x%llx.src", id);
+	rc |= ctl_addf(m, k, "%s/%d", tx->node->name, tx->nic);
+	snprintf(k, sizeof(k), "chan.0x%llx.dst", id);
+	rc |= ctl_addf(m, k, "%s/%d", rx->node->name, rx->nic);
+	snprintf(k, sizeof(k), "chan.0x%llx.state", id);
+	rc |= ctl_add(m, k, chan_state(ch));
+	snprintf(k, sizeof(k), "chan.0x%llx.msgs", id);
+	rc |= ctl_addf(m, k, "%llu", (unsigned long long)st.rx_msgs);
+	snprintf(k, sizeof(k), "chan.0x%llx.bytes", id);
+	rc |= ctl_addf(m, k, "%llu", (unsigned long long)st.rx_bytes);
+	snprintf(k, sizeof(k), "chan.0x%llx.shm_bytes", id);
+	rc |= ctl_addf(m, k, "%zu", ch->len);
+	snprintf(k, sizeof(k), "chan.0x%llx.src_pid", id);
+	rc |= ctl_addf(m, k, "%d", (int)tx->pid);
+	snprintf(k, sizeof(k), "chan.0x%llx.dst_pid", id);
+	rc |= ctl_addf(m, k, "%d", (int)rx->pid);
+	return rc;
+}
+
+/*
+ * The fabric's live state. Records (one per node, then one per channel) that
+ * do not fit one message are left for the next page: the reply then carries
+ * next=<records listed so far> and the client asks again with skip=<next>.
+ */
+static int op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
+		   struct ctl_msg *rep, char *err)
+{
+	uint64_t skip = 0;
+	(void)c;
+	if (ctl_get(req, "skip") && get_u64(req, "skip", &skip, err))
+		return -EINVAL;
+	ctl_add(rep, "fabric", fabric_kind(s->fabric));
+	ctl_add(rep, "instance", s->instance);
+	ctl_addf(rep, "conn_mem", "%llu", (unsigned long long)s->conn_mem);
+	ctl_addf(rep, "sessions", "%d", s->nsessions);
+	ctl_addf(rep, "nodes", "%d", fabric_nnodes(s->fabric));
+	ctl_addf(rep, "chans", "%d", s->nchans_open + s->nchans_closed);
+	ctl_addf(rep, "chans_open", "%d", s->nchans_open);
+	ctl_addf(rep, "listeners", "%d", s->nlisteners);
+	ctl_addf(rep, "pending", "%d", s->npending);
+
+	uint64_t idx = 0;
+	int nn = fabric_nnodes(s->fabric);
+	struct dl *p = s->chans.next;
+	for (;; idx++) {
+		const struct fabric_node *node = NULL;
+		const struct channel *ch = NULL;
+		if (idx < (uint64_t)nn) {
+			node = fabric_node(s->fabric, (int)idx);
+		} else {
+			if (p == &s->chans)
+				break;
+			ch = dl_entry(p, struct channel, link);
+			p = p->next;
+		}
+		if (idx < skip)
+			continue;
+		int n0 = rep->n;
+		size_t l0 = rep->len;
+		int rc = node ? add_node(s, rep, node) : add_chan(rep, ch);
+		if (!rc) {
+			/* Is there still room for the longest trailer? Try it, then take it back. */
+			int n1 = rep->n;
+			size_t l1 = rep->len;
+			rc = ctl_add(rep, "next", "18446744073709551615");
+			if (!rc)
+				rc = ctl_add(rep, "errno", "0");
+			rep->n = n1;
+			rep->len = l1;
+		}
+		if (rc) {
+			/* This record goes on the next page. */
+			rep->n = n0;
+			rep->len = l0;
+			ctl_addf(rep, "next", "%llu", (unsigned long long)idx);
+			break;
+		}
+	}
+	return 0;
+}
+
+static int op_ping(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
+		   struct ctl_msg *rep, char *err)
+{
+	(void)s, (void)c, (void)req, (void)rep, (void)err;
+	return 0;
+}
+
+static int op_stop(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
+		   struct ctl_msg *rep, char *err)
+{
+	(void)req, (void)rep, (void)err;
+	log_info("stop requested by pid %d (conn#%llu)", (int)c->pid, (unsigned long long)c->id);
+	s->stopping = true;
+	return 0;
+}
+
+#define KEYS(...) ((const char *const[]){__VA_ARGS__, NULL})
+static const struct op_def {
+	const char *name;
+	op_fn fn;
+	const char *const *required;
+	const char *const *optional;
+} op_table[] = {
+	{"hello", op_hello, KEYS("node", "pid", "version", "client"), KEYS(NULL)},
+	{"listen", op_listen, KEYS("listener", "nic"), KEYS(NULL)},
+	{"connect", op_connect, KEYS("listener", "nic"), KEYS(NULL)},
+	{"close", op_close, KEYS("chan", "side"), KEYS(NULL)},
+	{"show", op_show, KEYS(NULL), KEYS("skip")},
+	{"ping", op_ping, KEYS(NULL), KEYS(NULL)},
+	{"stop", op_stop, KEYS(NULL), KEYS(NULL)},
+};
+#undef KEYS
+
+static bool in_list(const char *const *list, const char *key)
+{
+	for (; *list; list++)
+		if (strcmp(*list, key) == 0)
+			return true;
+	return false;
+}
+
+/* Check the request's shape against its op's keys. 0 or -errno with err. */
+static int check_request(const struct ctl_msg *req, const struct op_def **out, char *err)
+{
+	char q[72];
+	if (strcmp(req->kv[0].key, "op") != 0) {
+		snprintf(err, SRV_ERR_LEN, "line 1 is '%s=...'; a request starts with op=<verb>",
+			 req->kv[0].key);
+		return -EINVAL;
+	}
+	const char *op = req->kv[0].value;
+	const struct op_def *d = NULL;
+	for (size_t i = 0; i < sizeof(op_table) / sizeof(op_table[0]); i++)
+		if (strcmp(op_table[i].name, op) == 0)
+			d = &op_table[i];
+	if (!d) {
+		snprintf(err, SRV_ERR_LEN,
+			 "unknown op '%s' (known: hello, listen, connect, close, show, ping, stop)",
+			 clip(op, q));
+		return -EOPNOTSUPP;
+	}
+	for (int i = 1; i < req->n; i++) {
+		const char *k = req->kv[i].key;
+		if (!in_list(d->required, k) && !in_list(d->optional, k)) {
+			snprintf(err, SRV_ERR_LEN, "op=%s: unknown key '%s' (line %d)", d->name, k,
+				 i + 1);
+			return -EINVAL;
+		}
+		for (int j = 0; j < i; j++) {
+			if (strcmp(req->kv[j].key, k) == 0) {
+				snprintf(err, SRV_ERR_LEN,
+					 "op=%s: key '%s' appears twice (lines %d and %d)", d->name,
+					 k, j + 1, i + 1);
+				return -EINVAL;
+			}
+		}
+	}
+	for (const char *const *k = d->required; *k; k++) {
+		if (!ctl_get(req, *k)) {
+			snprintf(err, SRV_ERR_LEN, "op=%s: missing key '%s'", d->name, *k);
+			return -EINVAL;
+		}
+	}
+	*out = d;
+	return 0;
+}
+
+static void handle(struct srv *s, struct srv_conn *c, const struct ctl_msg *req)
+{
+	char err[SRV_ERR_LEN];
+	const struct op_def *d = NULL;
+	struct ctl_msg *rep = s->out;
+	err[0] = 0;
+	msg_reset(rep);
+	int rc = check_request(req, &d, err);
+	if (!rc)
+		rc = d->fn(s, c, req, rep, err);
+	if (rc == SRV_DONE)
+		return;
+	if (rc < 0) {
+		if (!err[0])
+			snprintf(err, SRV_ERR_LEN, "%s", strerror(-rc));
+		char q[72];
+		const char *op = d ? d->name
+			       : strcmp(req->kv[0].key, "op") == 0 ? clip(req->kv[0].value, q)
+								    : "(none)";
+		log_info("conn#%llu (pid %d): op=%s refused: %s: %s", (unsigned long long)c->id,
+			 (int)c->pid, op, errname(-rc), err);
+		reply_error(c, -rc, err);
+		return;
+	}
+	if (d->fn == op_show || d->fn == op_ping)
+		log_debug("conn#%llu (pid %d): op=%s", (unsigned long long)c->id, (int)c->pid,
+			  d->name);
+	if (ctl_add(rep, "errno", "0") != 0) {
+		/* Cannot happen: every reply leaves room for its errno line. */
+		reply_error(c, EOVERFLOW, "reply too long");
+		return;
+	}
+	conn_queue(c, rep, -1, 0, 0);
+}
+
+/* ---- entry points -------------------------------------------------------- */
+
+void srv_config_init(struct srv_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	fabric_config_init(&cfg->fabric);
+	if (chan_geom_for((uint64_t)CHAN_DEFAULT_NSLOTS * CHAN_DEFAULT_SLOT_BYTES,
+			  CHAN_DEFAULT_SLOT_BYTES, &cfg->geom) != 0)
+		cfg->geom = (struct chan_geom){CHAN_DEFAULT_SLOT_BYTES, CHAN_DEFAULT_NSLOTS};
+	cfg->connect_wait_ms = SRV_CONNECT_WAIT_MS;
+	cfg->outq_max = SRV_OUTQ_MAX;
+}
+
+int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv **out, char *err,
+	    size_t errlen)
+{
+	*out = NULL;
+	size_t shm = chan_shm_bytes(&cfg->geom);
+	if (shm == 0) {
+		snprintf(err, errlen, "bad channel geometry: %u slots of %u bytes", cfg->geom.nslots,
+			 cfg->geom.slot_bytes);
+		return -EINVAL;
+	}
+	struct srv *s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	s->cfg = *cfg;
+	s->ops = *ops;
+	s->shm_bytes = shm;
+	s->conn_mem = (uint64_t)cfg->geom.nslots * cfg->geom.slot_bytes;
+	dl_init(&s->conns);
+	dl_init(&s->dead);
+	dl_init(&s->dirty);
+	dl_init(&s->sessions);
+	dl_init(&s->listeners);
+	dl_init(&s->pending);
+	dl_init(&s->chans);
+	s->next_chan = 1;
+	uint64_t tok = 0;
+	if (getrandom(&tok, sizeof(tok), GRND_NONBLOCK) != (ssize_t)sizeof(tok))
+		tok = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32);
+	snprintf(s->instance, sizeof(s->instance), "%016llx", (unsigned long long)tok);
+	s->out = ctl_msg_new();
+	int rc = s->out ? fabric_new_ideal(&cfg->fabric, &s->fabric, err, errlen) : -ENOMEM;
+	if (rc) {
+		if (rc == -ENOMEM && !s->out)
+			snprintf(err, errlen, "out of memory");
+		ctl_msg_free(s->out);
+		free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+void srv_free(struct srv *s)
+{
+	if (!s)
+		return;
+	struct dl *p, *t;
+	/* Tell waiting connects why, as far as their sockets take it now. */
+	dl_each_safe(p, t, &s->pending)
+	{
+		struct srv_conn *pc = dl_entry(p, struct srv_conn, pend_link);
+		pending_remove(pc);
+		reply_error(pc, ESHUTDOWN, "the daemon is shutting down");
+	}
+	settle(s);
+	log_info("shutting down: %d session(s), %d listener(s), %d open channel(s)", s->nsessions,
+		 s->nlisteners, s->nchans_open);
+	dl_each_safe(p, t, &s->chans)
+	{
+		struct channel *ch = dl_entry(p, struct channel, link);
+		chan_unmap(ch, 'd');
+		free(ch);
+	}
+	dl_each_safe(p, t, &s->listeners)
+	{
+		free(dl_entry(p, struct listener, link));
+	}
+	dl_each_safe(p, t, &s->sessions)
+	{
+		free(dl_entry(p, struct session, link));
+	}
+	dl_each_safe(p, t, &s->conns)
+	{
+		conn_free(s, dl_entry(p, struct srv_conn, link), false);
+	}
+	fabric_free(s->fabric);
+	ctl_msg_free(s->out);
+	free(s);
+}
+
+/* Refuse a peer of another user: one best-effort error reply, then close. */
+static void refuse_peer(int fd, uid_t uid)
+{
+	char buf[160];
+	int n = snprintf(buf, sizeof(buf),
+			 "error=peer uid %u is not this daemon's uid %u\nerrno=%d\n\n",
+			 (unsigned)uid, (unsigned)geteuid(), EPERM);
+	if (n > 0 && send(fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		log_debug("refusing uid %u: %s", (unsigned)uid, strerror(errno));
+	close_gently(fd);
+}
+
+int srv_accept(struct srv *s, int lfd)
+{
+	int rc = 0;
+	for (int i = 0; i < SRV_ACCEPT_BATCH; i++) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			rc = -errno;
+			log_warn("accept: %s", strerror(errno));
+			break;
+		}
+		struct ucred cr;
+		socklen_t crlen = sizeof(cr);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0) {
+			log_warn("SO_PEERCRED: %s; dropping the connection", strerror(errno));
+			close(fd);
+			continue;
+		}
+		if (cr.uid != geteuid()) {
+			log_warn("refusing a connection from pid %d uid %u (not our uid %u)",
+				 (int)cr.pid, (unsigned)cr.uid, (unsigned)geteuid());
+			refuse_peer(fd, cr.uid);
+			continue;
+		}
+		struct srv_conn *c = calloc(1, sizeof(*c));
+		struct ctl_parser *parser = c ? ctl_parser_new() : NULL;
+		if (!parser) {
+			log_warn("out of memory accepting pid %d", (int)cr.pid);
+			free(c);
+			close(fd);
+			rc = -ENOMEM;
+			break;
+		}
+		c->srv = s;
+		c->id = ++s->next_conn;
+		c->fd = fd;
+		c->pid = cr.pid;
+		c->uid = cr.uid;
+		c->parser = parser;
+		c->out_tail = &c->out_head;
+		c->rd_on = true;
+		dl_init(&c->dirty);
+		dl_init(&c->pend_link);
+		c->io = s->ops.attach(s->ops.ctx, c, fd);
+		if (!c->io) {
+			log_warn("cannot watch the connection of pid %d; dropping it", (int)cr.pid);
+			ctl_parser_free(parser);
+			free(c);
+			close(fd);
+			continue;
+		}
+		dl_push(&s->conns, &c->link);
+		s->nconns++;
+		log_debug("conn#%llu: pid %d connected (%d connection(s))", (unsigned long long)c->id,
+			  (int)c->pid, s->nconns);
+	}
+	settle(s);
+	return rc;
+}
+
+void srv_conn_readable(struct srv_conn *c)
+{
+	struct srv *s = c->srv;
+	int i;
+	for (i = 0; i < SRV_READ_BATCH && !c->dead && !c->draining; i++) {
+		struct ctl_msg *m;
+		int rc = ctl_recv(c->fd, c->parser, &m, 0);
+		if (rc == 0) {
+			handle(s, c, m);
+			ctl_msg_free(m);
+			continue;
+		}
+		if (rc == -EAGAIN)
+			break;
+		if (rc == -ECONNRESET) {
+			conn_kill(c, "the peer closed the connection");
+		} else if (rc == -EINVAL) {
+			char why[CTL_ERR_LEN + 32];
+			snprintf(why, sizeof(why), "framing error: %s", ctl_parser_error(c->parser));
+			log_warn("conn#%llu (pid %d): %s; replying and disconnecting",
+				 (unsigned long long)c->id, (int)c->pid, why);
+			reply_error(c, EINVAL, ctl_parser_error(c->parser));
+			conn_drain(c, why);
+		} else {
+			char why[96];
+			snprintf(why, sizeof(why), "read: %s", strerror(-rc));
+			conn_kill(c, why);
+		}
+		break;
+	}
+	if (i == SRV_READ_BATCH && !c->dead && !c->draining)
+		s->ops.again(s->ops.ctx, c->io); /* more may be buffered: come back after others */
+	if (c->draining)
+		watch(c, false, c->wr_on);
+	settle(s);
+}
+
+void srv_conn_writable(struct srv_conn *c)
+{
+	mark_dirty(c);
+	settle(c->srv);
+}
+
+int srv_timeout_ms(const struct srv *s)
+{
+	int64_t first = INT64_MAX;
+	const struct dl *p;
+	for (p = s->pending.next; p != &s->pending; p = p->next) {
+		const struct srv_conn *c = dl_entry(p, const struct srv_conn, pend_link);
+		if (c->pend_deadline < first)
+			first = c->pend_deadline;
+	}
+	if (first == INT64_MAX)
+		return -1;
+	int64_t ms = (first - now_ns() + 999999) / 1000000;
+	return ms < 1 ? 1 : ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+void srv_tick(struct srv *s)
+{
+	int64_t now = now_ns();
+	struct dl *p, *t;
+	dl_each_safe(p, t, &s->pending)
+	{
+		struct srv_conn *c = dl_entry(p, struct srv_conn, pend_link);
+		if (c->pend_deadline > now)
+			continue;
+		char err[SRV_ERR_LEN];
+		snprintf(err, sizeof(err), "listener 0x%llx is not known (waited %d ms)",
+			 (unsigned long long)c->pend_listener, s->cfg.connect_wait_ms);
+		log_info("conn#%llu (pid %d): op=connect refused: ECONNREFUSED: %s",
+			 (unsigned long long)c->id, (int)c->pid, err);
+		pending_remove(c);
+		reply_error(c, ECONNREFUSED, err);
+	}
+	settle(s);
+}
+
+int srv_stopping(const struct srv *s)
+{
+	return s->stopping;
+}
+
+const char *srv_fabric_kind(const struct srv *s)
+{
+	return fabric_kind(s->fabric);
+}
+
+uint64_t srv_conn_mem(const struct srv *s)
+{
+	return s->conn_mem;
+}
+
+size_t srv_shm_bytes(const struct srv *s)
+{
+	return s->shm_bytes;
+}
+
+const char *srv_instance(const struct srv *s)
+{
+	return s->instance;
+}
+
+/* ---- the listening socket ------------------------------------------------ */
+
+static int check_dir(const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+	if (stat(dir, &st) < 0) {
+		if (errno != ENOENT) {
+			snprintf(err, errlen, "socket directory %s: %s", dir, strerror(errno));
+			return -errno;
+		}
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+			snprintf(err, errlen, "cannot create socket directory %s: %s", dir,
+				 strerror(errno));
+			return -errno;
+		}
+		if (stat(dir, &st) < 0) {
+			snprintf(err, errlen, "socket directory %s: %s", dir, strerror(errno));
+			return -errno;
+		}
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "socket directory %s is not a directory", dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+		snprintf(err, errlen,
+			 "socket directory %s is owned by uid %u with mode %04o; it must be owned "
+			 "by uid %u with no group/other access (chmod 700 %s)",
+			 dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+			 (unsigned)geteuid(), dir);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* Hold PATH.lock, so two daemons never both decide a socket is stale. */
+static int take_lock(struct srv_sock *sk, char *err, size_t errlen)
+{
+	for (int tries = 0; tries < 5; tries++) {
+		int fd = open(sk->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0) {
+			snprintf(err, errlen, "cannot open lock file %s: %s", sk->lock_path,
+				 strerror(errno));
+			return -errno;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			int e = errno;
+			close(fd);
+			if (e == EWOULDBLOCK) {
+				snprintf(err, errlen,
+					 "simfabricd is already running at %s (%s is locked)",
+					 sk->path, sk->lock_path);
+				return -EADDRINUSE;
+			}
+			snprintf(err, errlen, "cannot lock %s: %s", sk->lock_path, strerror(e));
+			return -e;
+		}
+		/* The previous owner may have unlinked it between our open and flock. */
+		struct stat a, b;
+		if (fstat(fd, &a) == 0 && stat(sk->lock_path, &b) == 0 && a.st_dev == b.st_dev &&
+		    a.st_ino == b.st_ino) {
+			sk->lock_fd = fd;
+			return 0;
+		}
+		close(fd);
+	}
+	snprintf(err, errlen, "cannot lock %s: it keeps being replaced", sk->lock_path);
+	return -EAGAIN;
+}
+
+int srv_sock_open(struct srv_sock *sk, const char *path, char *err, size_t errlen)
+{
+	int rc;
+	sk->fd = sk->lock_fd = -1;
+	sk->path[0] = sk->lock_path[0] = 0;
+	size_t len = strlen(path);
+	if (len == 0 || len >= sizeof(sk->path)) {
+		snprintf(err, errlen, "socket path '%s' is %zu bytes; it must be 1..%zu", path, len,
+			 sizeof(sk->path) - 1);
+		return -ENAMETOOLONG;
+	}
+	memcpy(sk->path, path, len + 1);
+	snprintf(sk->lock_path, sizeof(sk->lock_path), "%s.lock", path);
+
+	char dir[sizeof(sk->path)];
+	memcpy(dir, path, len + 1);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = 0;
+	else
+		*slash = 0;
+	if ((rc = check_dir(dir, err, errlen)) || (rc = take_lock(sk, err, errlen)))
+		goto fail;
+
+	struct stat st;
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			snprintf(err, errlen, "%s exists and is not a socket", path);
+			rc = -EEXIST;
+			goto fail;
+		}
+		int fd = ctl_connect(path);
+		if (fd >= 0) {
+			close(fd);
+			snprintf(err, errlen, "simfabricd is already running at %s", path);
+			rc = -EADDRINUSE;
+			goto fail;
+		}
+		if (fd != -ECONNREFUSED && fd != -ENOENT) {
+			snprintf(err, errlen, "cannot check the existing socket %s: %s", path,
+				 strerror(-fd));
+			rc = fd;
+			goto fail;
+		}
+		if (unlink(path) < 0 && errno != ENOENT) {
+			snprintf(err, errlen, "cannot remove the stale socket %s: %s", path,
+				 strerror(errno));
+			rc = -errno;
+			goto fail;
+		}
+		log_info("removed a stale socket at %s", path);
+	}
+
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		rc = -errno;
+		goto fail;
+	}
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	memcpy(sa.sun_path, path, len + 1);
+	mode_t old = umask(077);
+	int b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	int e = errno;
+	umask(old);
+	if (b < 0) {
+		snprintf(err, errlen, "cannot bind %s: %s", path, strerror(e));
+		close(fd);
+		rc = -e;
+		goto fail;
+	}
+	if (listen(fd, SOMAXCONN) < 0) {
+		e = errno;
+		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(e));
+		close(fd);
+		unlink(path);
+		rc = -e;
+		goto fail;
+	}
+	sk->fd = fd;
+	return 0;
+fail:
+	srv_sock_close(sk);
+	return rc;
+}
+
+void srv_sock_close(struct srv_sock *sk)
+{
+	if (sk->fd >= 0) {
+		unlink(sk->path);
+		close(sk->fd);
+		sk->fd = -1;
+	}
+	if (sk->lock_fd >= 0) {
+		unlink(sk->lock_path);
+		close(sk->lock_fd);
+		sk->lock_fd = -1;
+	}
+}

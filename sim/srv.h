@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * srv.h - simfabricd's server: sessions, listeners, pending connects and
+ * channels, driven by control-protocol requests (docs/control-protocol.md).
+ *
+ * No libevent here (this file is linked into the harness and unit tests too):
+ * the server does its own non-blocking reads and writes, and asks its host
+ * (sim/simfabricd.c) through struct srv_ops which descriptors to watch. The
+ * host calls back into srv_accept / srv_conn_readable / srv_conn_writable /
+ * srv_tick when they are ready, and keeps one timer armed at srv_timeout_ms.
+ * Every entry point finishes its work (flushes what it queued, frees what it
+ * closed) before it returns, so a srv_conn handed to the host is valid until
+ * its ops->detach.
+ *
+ * Single-threaded: everything runs on the host's loop thread.
+ */
+#ifndef SF_SRV_H
+#define SF_SRV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/chan.h"
+#include "sim/fabric.h"
+
+#define SRV_ERR_LEN 512
+#define SRV_OUTQ_MAX (1u << 20) /* a client that lets more replies pile up is dropped */
+#define SRV_CONNECT_WAIT_MS 10000
+
+struct srv_config {
+	struct fabric_config fabric;
+	struct chan_geom geom;	 /* every channel's geometry */
+	int connect_wait_ms;	 /* how long a connect waits for an unknown listener */
+	size_t outq_max;	 /* per-connection output queue limit, bytes */
+};
+
+struct srv;
+struct srv_conn;
+
+struct srv_ops {
+	void *ctx;
+	/* Start watching a new connection's fd for reading; the handle comes back in the
+	 * other calls. NULL: could not (the connection is dropped). */
+	void *(*attach)(void *ctx, struct srv_conn *c, int fd);
+	/* Watch for readability (rd) and writability (wr), 0 or 1 each. */
+	void (*watch)(void *ctx, void *io, int rd, int wr);
+	/* Call srv_conn_readable again soon: input is left in user-space buffers. */
+	void (*again)(void *ctx, void *io);
+	/* The connection is being freed; release the handle (the fd is closed after). */
+	void (*detach)(void *ctx, void *io);
+};
+
+/* Defaults for everything in srv_config. */
+void srv_config_init(struct srv_config *cfg);
+
+int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv **out, char *err,
+	    size_t errlen);
+/*
+ * Shut down: answer waiting connects (ESHUTDOWN) as far as sockets take it
+ * without blocking, mark daemon_gone in every channel, unmap them, close
+ * every connection (detach first) and free everything. NULL-safe.
+ */
+void srv_free(struct srv *s);
+
+/* The listening socket is readable: accept what is waiting. 0, or -EMFILE/-ENFILE/-ENOMEM
+ * (out of descriptors or memory: pause accepting for a moment) or another negative errno. */
+int srv_accept(struct srv *s, int lfd);
+void srv_conn_readable(struct srv_conn *c);
+void srv_conn_writable(struct srv_conn *c);
+/* Milliseconds until the next deadline (>= 1), or -1 if none. */
+int srv_timeout_ms(const struct srv *s);
+/* Expire what is due. */
+void srv_tick(struct srv *s);
+/* 1 once op=stop was received. */
+int srv_stopping(const struct srv *s);
+
+/* Daemon-facing facts, for the startup line. */
+const char *srv_fabric_kind(const struct srv *s);
+uint64_t srv_conn_mem(const struct srv *s);   /* staging bytes per connection */
+size_t srv_shm_bytes(const struct srv *s);    /* shared memory per connection */
+const char *srv_instance(const struct srv *s); /* hex token of this run */
+
+/* ---- the listening socket ------------------------------------------------ */
+
+struct srv_sock {
+	int fd;	     /* listening, non-blocking, close-on-exec; -1 if none */
+	int lock_fd; /* flock'd PATH.lock, held while we own PATH */
+	char path[108];
+	char lock_path[116];
+};
+
+/*
+ * Create the parent directory (0700) if missing and check it is ours with no
+ * group/other access; take PATH.lock; refuse if a daemon answers at PATH,
+ * unlink it if stale; bind and listen. Returns 0, or a negative errno with a
+ * message naming the path (and owner/mode found) in err.
+ */
+int srv_sock_open(struct srv_sock *sk, const char *path, char *err, size_t errlen);
+/* Close and unlink the socket and its lock file. Safe on a failed or closed srv_sock. */
+void srv_sock_close(struct srv_sock *sk);
+
+#endif /* SF_SRV_H */
