@@ -143,6 +143,11 @@ def fabric_factory(sf_env, tmp_path, request):
     made = []
 
     def make(args=(), name="fabric", start=True):
+        used = {os.path.basename(f.rundir) for f in made}
+        base, k = name, 1
+        while name in used:  # a second fabric in one test gets a directory of its own
+            k += 1
+            name = "%s-%d" % (base, k)
         f = Fabric(sf_env, str(tmp_path / name), args)
         made.append(f)
         return f.start() if start else f

@@ -101,7 +101,8 @@ def test_02_06_bad_arguments(sf_env, tmp_path):
     (b"op=hello\nnode=ok\npid=1\nversion=99\nclient=t\n\n", "version"),
     (b"op=hello\nnode=bad/name\npid=1\nversion=1\nclient=t\n\n", "bad/name"),
     (b"op=connect\nlistener=0x1\nnic=0\n\n", "hello"),
-    (b"op=close\nchan=zz\nside=send\n\n", "zz"),
+    (b"op=close\nchan=zz\nside=send\n\n", "hello first"),
+    (b"op=show\nskip=zz\n\n", "zz"),
     (b"op=" + b"x" * 2000 + b"\n\n", "1:"),
 ])
 def test_02_07_bad_control_messages_get_a_reason(fabric, data, needle):

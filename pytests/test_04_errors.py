@@ -21,12 +21,7 @@ def test_04_02_peer_death_gives_remote_error_within_bound(harness):
 
 def test_04_03_daemon_death_gives_system_error(harness, fabric):
     p = harness(nranks=2, tests="daemon_death", fabric=fabric, timeout=60, popen=True)
-    deadline = time.monotonic() + 60
-    line = ""
-    while time.monotonic() < deadline:
-        line = p.stdout.readline()
-        if "READY" in line or not line:
-            break
+    line = _wait_ready(p)
     assert "READY" in line, "harness never got traffic going: %r" % line
     t0 = time.monotonic()
     fabric.kill(signal.SIGKILL)
@@ -42,16 +37,44 @@ def test_04_04_no_daemon_fails_init_with_the_socket_and_the_fix(harness, fabric,
     assert missing in r.stderr and "simfabricd" in r.stderr, r.report()
 
 
+def _wait_ready(p):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if "READY" in line or not line:
+            return line
+    return ""
+
+
 def test_04_05_daemon_stopped_cleanly_mid_run(harness, fabric):
     p = harness(nranks=2, tests="daemon_death", fabric=fabric, timeout=60, popen=True)
-    line = p.stdout.readline()
+    line = _wait_ready(p)
     assert "READY" in line, line
     assert fabric.stop(signal.SIGTERM) == 0, fabric.log()
     r = simfabric_pytest.finish(p, timeout=60)
     r.check_ok()
 
 
-def test_04_06_bad_node_name_is_refused(harness):
-    r = harness(nranks=2, tests="connect", extra=["--node-prefix", "bad name/"], timeout=60)
-    assert r.rc == 1, r.report()
-    assert "bad name/" in r.stderr, r.report()
+INIT_SCRIPT = r"""
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+table = ctypes.c_void_p.in_dll(lib, "ncclNetPlugin_v8")
+slots = (ctypes.c_void_p * 19).from_address(ctypes.addressof(table))
+init = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(slots[1])
+print(init(None))
+"""
+
+
+def test_04_06_bad_node_name_fails_init(sf_env, fabric):
+    import subprocess
+    import sys
+    env = dict(os.environ, SIMFABRIC_SOCKET=fabric.socket, SIMFABRIC_NODE="bad name/")
+    p = subprocess.run([sys.executable, "-c", INIT_SCRIPT, sf_env.plugin], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() not in ("", "0"), "init accepted a bad node name: %r" % p.stdout
+    assert "bad name/" in fabric.log(), fabric.log()
+    env["SIMFABRIC_NODE"] = "good-node"
+    p = subprocess.run([sys.executable, "-c", INIT_SCRIPT, sf_env.plugin], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip() == "0", (p.stdout, p.stderr, fabric.log())
