@@ -75,7 +75,8 @@ def run_job(nranks, net, plugin, fabric_env, rundir, sizes, colls, mps_env, time
                  MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                  NCCL_HOSTID="node%d" % r, SIMFABRIC_NODE="node%d" % r, NCCL_NET=net,
                  NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
-                 NVSHMEM_DISABLE_NVLS="1", NCCL_MNNVL_ENABLE="0", NCCL_DEBUG="WARN")
+                 NVSHMEM_DISABLE_NVLS="1", NCCL_MNNVL_ENABLE="0", NCCL_DEBUG="INFO",
+                 NCCL_DEBUG_SUBSYS="INIT,NET")
         if net == "simfabric":
             e.update(fabric_env)
             e["NCCL_NET_PLUGIN"] = plugin
@@ -96,13 +97,18 @@ def run_job(nranks, net, plugin, fabric_env, rundir, sizes, colls, mps_env, time
             out = "TIMEOUT"
         log.close()
         outs.append((p.returncode, out))
-    logs = ""
+    logs, full = "", ""
     for r in range(nranks):
         with open(os.path.join(rundir, "%s-rank%d.log" % (net, r))) as f:
-            logs += "--- %s rank %d ---\n%s\n" % (net, r, f.read()[-4000:])
+            text = f.read()
+        full += text
+        logs += "--- %s rank %d ---\n%s\n" % (net, r, text[-4000:])
     rc0, out0 = outs[0]
     assert all(rc == 0 for rc, _ in outs), "ranks failed: %s\n%s" % ([rc for rc, _ in outs], logs)
-    return json.loads(out0.strip().splitlines()[-1]), logs
+    # NCCL's INFO lines go to stdout too: the result is the last line that is JSON.
+    last = [ln for ln in out0.splitlines() if ln.startswith("{")]
+    assert last, "rank 0 printed no result:\n%s\n%s" % (out0[-4000:], logs)
+    return json.loads(last[-1]), full + out0
 
 
 @pytest.mark.parametrize("nranks", [2, 4])
@@ -121,6 +127,8 @@ def test_07_01_collectives_exact_and_compared_with_socket(sf_env, fabric, tmp_pa
         if mps:
             mps.stop()
     assert not sf["errors"], sf["errors"]
+    # NCCL really used the plugin (NCCL_NET=simfabric makes any fallback an error anyway).
+    assert "Using network simfabric" in sf_logs, sf_logs[-8000:]
     assert all(r["ok"] for r in sf["results"]), sf
     st = fabric.show()
     report = {"nranks": nranks, "mps": bool(mps and mps.ok), "nccl": sf.get("nccl_version"),

@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * data.c - the ncclNet v12 implementation, part three: memory registration
+ * and the data path (isend, irecv, test, iflush).
+ *
+ * The data path is NCCL's proxy progress loop: it takes no lock, allocates
+ * nothing (each comm has a fixed request pool), logs nothing on success and
+ * makes no syscall but one poll() per liveness period. One comm's calls come
+ * from one thread at a time (NCCL's rule), so the pool needs no lock either.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "plugin/net_int.h"
+#include "plugin/plog.h"
+
+/* ---- memory registration --------------------------------------------------------------- */
+
+/*
+ * Can the CPU read byte p? Asked of the kernel (a read of our own memory),
+ * so a pointer the CPU cannot touch gives EFAULT instead of a crash.
+ * 1 yes, 0 no, -1 cannot tell (process_vm_readv refused by a sandbox).
+ */
+static int cpu_readable(const void *p)
+{
+	char b;
+	struct iovec local = {.iov_base = &b, .iov_len = 1};
+	struct iovec remote = {.iov_base = (void *)p, .iov_len = 1};
+	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 1)
+		return 1;
+	return errno == EFAULT ? 0 : -1;
+}
+
+/*
+ * If libcuda is already in the process (NCCL loaded it), ask it whether a
+ * "host" pointer is really device memory. Never loads CUDA ourselves: the
+ * plugin must work on machines without it. CUDA may call host memory that
+ * it maps itself (cuMem host allocations) "device" memory too, so a DEVICE
+ * answer counts only if the CPU cannot read the buffer.
+ */
+typedef int (*cu_pointer_get_attribute_fn)(void *data, int attribute, unsigned long long ptr);
+#define SF_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define SF_CU_POINTER_ATTRIBUTE_IS_MANAGED 8
+#define SF_CU_MEMORYTYPE_DEVICE 2
+
+static int is_device_memory(const void *p, size_t size)
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_NOW);
+	if (!lib)
+		return 0;
+	int dev = 0;
+	cu_pointer_get_attribute_fn get;
+	*(void **)&get = dlsym(lib, "cuPointerGetAttribute");
+	unsigned int type = 0, managed = 0;
+	if (get && get(&type, SF_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (uintptr_t)p) == 0 &&
+	    type == SF_CU_MEMORYTYPE_DEVICE) {
+		/* Managed memory reports DEVICE but the CPU can copy it: let it through. */
+		int is_managed =
+			get(&managed, SF_CU_POINTER_ATTRIBUTE_IS_MANAGED, (uintptr_t)p) == 0 && managed;
+		const char *last = (const char *)p + size - 1;
+		dev = !is_managed && !(cpu_readable(p) == 1 && cpu_readable(last) == 1);
+	}
+	dlclose(lib);
+	return dev;
+}
+
+static ncclResult_t gpu_unsupported(const char *op, const void *data, size_t size, int type)
+{
+	PWARN("%s of %zu bytes at %p (type 0x%x): GPU memory is not supported yet; this plugin's "
+	      "ptrSupport is NCCL_PTR_HOST only",
+	      op, size, data, type);
+	return ncclInvalidUsage;
+}
+
+ncclResult_t sfnet_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+{
+	if (!mhandle)
+		return ncclInternalError;
+	*mhandle = NULL;
+	if (type != NCCL_PTR_HOST)
+		return gpu_unsupported("regMr", data, size, type);
+	if (size && is_device_memory(data, size)) {
+		PWARN("regMr of %zu bytes at %p: the buffer is GPU device memory though registered "
+		      "as NCCL_PTR_HOST; GPU memory is not supported yet",
+		      size, data);
+		return ncclInvalidUsage;
+	}
+	struct sfnet_mr *mr = calloc(1, sizeof(*mr));
+	if (!mr) {
+		PWARN("regMr: out of memory");
+		return ncclSystemError;
+	}
+	pthread_mutex_lock(&sfnet_g.lock);
+	struct sfnet_obj *o = sfnet_obj_find(comm, SFNET_SEND);
+	if (!o)
+		o = sfnet_obj_find(comm, SFNET_RECV);
+	if (!o) {
+		pthread_mutex_unlock(&sfnet_g.lock);
+		free(mr);
+		PWARN("regMr of %zu bytes at %p on an unknown comm %p", size, data, comm);
+		return ncclInternalError;
+	}
+	struct sfnet_comm *c = (struct sfnet_comm *)o;
+	mr->magic = SFNET_MR_MAGIC;
+	mr->comm = c;
+	mr->base = (uintptr_t)data;
+	mr->size = size;
+	mr->next = c->mrs;
+	c->mrs = mr;
+	pthread_mutex_unlock(&sfnet_g.lock);
+	*mhandle = mr;
+	return ncclSuccess;
+}
+
+/*
+ * Implemented (rather than a NULL slot) so that a caller that ignores
+ * ptrSupport gets a clear WARN instead of a crash through NULL; NCCL itself
+ * never calls it, because ptrSupport has no NCCL_PTR_DMABUF bit. The fd is
+ * NCCL's, which closes it.
+ */
+ncclResult_t sfnet_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
+				 int fd, void **mhandle)
+{
+	(void)comm;
+	(void)offset;
+	(void)fd;
+	if (mhandle)
+		*mhandle = NULL;
+	return gpu_unsupported("regMrDmaBuf", data, size, type);
+}
+
+ncclResult_t sfnet_dereg_mr(void *comm, void *mhandle)
+{
+	(void)comm; /* the mr knows its comm */
+	if (!mhandle)
+		return ncclSuccess;
+	pthread_mutex_lock(&sfnet_g.lock);
+	int found = 0;
+	for (struct sfnet_obj *o = sfnet_g.objs; o && !found; o = o->next) {
+		if (o->kind != SFNET_SEND && o->kind != SFNET_RECV)
+			continue;
+		for (struct sfnet_mr **pp = &((struct sfnet_comm *)o)->mrs; *pp; pp = &(*pp)->next)
+			if (*pp == mhandle) {
+				*pp = (*pp)->next;
+				found = 1;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&sfnet_g.lock);
+	if (!found) {
+		/* Never fail a deregistration: NCCL would skip the rest of its cleanup. */
+		PWARN("deregMr of unknown mhandle %p ignored", mhandle);
+		return ncclSuccess;
+	}
+	struct sfnet_mr *mr = mhandle;
+	mr->magic = 0;
+	free(mr);
+	return ncclSuccess;
+}
+
+/* Sanity: a data-path pointer lies inside the registration it came with (NULL: no check). */
+static inline int mr_covers(const void *mhandle, const void *data, size_t size)
+{
+	const struct sfnet_mr *mr = mhandle;
+	if (!mr || !size)
+		return 1;
+	uintptr_t p = (uintptr_t)data;
+	return mr->magic == SFNET_MR_MAGIC && p >= mr->base && p - mr->base <= mr->size &&
+	       size <= mr->size - (p - mr->base);
+}
+
+/*
+ * A buffer outside the registration it came with is the caller's bug, but
+ * harmless to a plugin that copies through host memory: say so once per
+ * comm and carry on, rather than fail a job on a sanity check.
+ */
+__attribute__((cold, noinline)) static void mr_outside(struct sfnet_comm *c, const char *op,
+						       const void *mhandle, const void *data,
+						       size_t size)
+{
+	if (c->mr_warned)
+		return;
+	c->mr_warned = 1;
+	const struct sfnet_mr *mr = mhandle;
+	int ours = mr->magic == SFNET_MR_MAGIC;
+	PWARN("%s: %s of %zu bytes at %p lies outside its registration (%s [0x%llx, +%zu)); "
+	      "continuing, this is reported once per comm",
+	      c->desc, op, size, data, ours ? "mhandle" : "not an mhandle of ours",
+	      ours ? (unsigned long long)mr->base : 0ULL, ours ? mr->size : (size_t)0);
+}
+
+/* ---- data path -------------------------------------------------------------------------- */
+
+__attribute__((cold, noinline)) static ncclResult_t comm_daemon_gone(struct sfnet_comm *c,
+								     const char *op)
+{
+	PWARN("%s: %s: the fabric daemon at %s went away; restart simfabricd and the job", c->desc,
+	      op, sfnet_g.sock);
+	c->failed = ncclSystemError;
+	return ncclSystemError;
+}
+
+/* Map chan's negative errno to ncclResult_t, say why once, and make the failure sticky. */
+__attribute__((cold, noinline)) static ncclResult_t comm_fail(struct sfnet_comm *c, const char *op,
+							      int code, const struct chan_err *e)
+{
+	ncclResult_t res;
+	const char *what = e && e->what ? e->what : "";
+	unsigned long long v0 = e ? (unsigned long long)e->value[0] : 0;
+	unsigned long long v1 = e ? (unsigned long long)e->value[1] : 0;
+	switch (code) {
+	case -EMSGSIZE:
+		res = ncclInvalidUsage;
+		PWARN("%s: %s: send of %llu bytes is larger than the posted receive of %llu bytes "
+		      "(the ranks disagree on message sizes: same NCCL_PROTO, NCCL_ALGO, "
+		      "NCCL_BUFFSIZE everywhere?)",
+		      c->desc, op, v0, v1);
+		break;
+	case -ECONNRESET:
+		/* A peer that lost the daemon closes its end: name the cause, not the symptom. */
+		if (sfc_session_gone(c->session))
+			return comm_daemon_gone(c, op);
+		res = ncclRemoteError;
+		PWARN("%s: %s: %s", c->desc, op, *what ? what : "the peer closed or died");
+		break;
+	case -ESHUTDOWN:
+		res = ncclSystemError;
+		PWARN("%s: %s: the fabric daemon at %s shut down", c->desc, op, sfnet_g.sock);
+		break;
+	case -ETIMEDOUT:
+		res = ncclRemoteError;
+		PWARN("%s: %s: %s (network timeout; %llu, %llu)", c->desc, op,
+		      *what ? what : "timed out", v0, v1);
+		break;
+	case -ENOMEM:
+		res = ncclSystemError;
+		PWARN("%s: %s: out of memory", c->desc, op);
+		break;
+	default: /* -EINVAL, -EPROTO and anything unexpected: a bug on one side */
+		res = ncclInternalError;
+		PWARN("%s: %s: %s (%s; values %llu, %llu)", c->desc, op, *what ? what : "failed",
+		      strerror(-code), v0, v1);
+		break;
+	}
+	c->failed = res;
+	return res;
+}
+
+/*
+ * At most once per liveness period: has the daemon gone? The daemon's flag
+ * in the region, then one poll() of the session socket for a hang-up. Peer
+ * death needs no check here: the daemon flags it in the region and chan
+ * reports -ECONNRESET.
+ */
+static inline ncclResult_t live_check(struct sfnet_comm *c, const char *op)
+{
+	int64_t now = sfnet_coarse_ns();
+	if (__builtin_expect(now < c->live_next_ns, 1))
+		return ncclSuccess;
+	c->live_next_ns = now + c->live_period_ns;
+	if (atomic_load_explicit(&c->shm->daemon_gone, memory_order_acquire) ||
+	    sfc_session_gone(c->session))
+		return comm_daemon_gone(c, op);
+	return ncclSuccess;
+}
+
+static inline struct sfnet_req *req_get(struct sfnet_comm *c)
+{
+	int i = c->free_head;
+	if (i < 0)
+		return NULL;
+	struct sfnet_req *r = &c->reqs[i];
+	c->free_head = r->next_free;
+	return r;
+}
+
+/* Back to the pool (LIFO, so the next request reuses a warm one). */
+static inline void req_put(struct sfnet_comm *c, struct sfnet_req *r)
+{
+	r->magic = 0;
+	r->next_free = c->free_head;
+	c->free_head = (int)(r - c->reqs);
+}
+
+__attribute__((cold, noinline)) static ncclResult_t bad_call(const char *op, const void *p,
+							     const char *why)
+{
+	PWARN("%s(%p): %s", op, p, why);
+	return ncclInternalError;
+}
+
+ncclResult_t sfnet_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			 void *phandle, void **request)
+{
+	(void)phandle; /* no profiler events yet */
+	struct sfnet_comm *c = send_comm;
+	if (__builtin_expect(!request || !c || c->obj.magic != SFNET_OBJ_MAGIC ||
+				     c->obj.kind != SFNET_SEND,
+			     0))
+		return bad_call("isend", c, "not a sendComm of ours, or no request slot");
+	*request = NULL;
+	if (__builtin_expect(c->failed != ncclSuccess, 0))
+		return c->failed;
+	if (live_check(c, "isend"))
+		return c->failed;
+	if (__builtin_expect(size > SFNET_MAX_MSG_BYTES, 0)) {
+		PWARN("%s: isend of %zu bytes: larger than maxP2pBytes (%llu)", c->desc, size,
+		      SFNET_MAX_MSG_BYTES);
+		return ncclInvalidUsage;
+	}
+	if (__builtin_expect(!mr_covers(mhandle, data, size), 0))
+		mr_outside(c, "isend", mhandle, data, size);
+	struct sfnet_req *r = req_get(c);
+	if (!r)
+		return ncclSuccess; /* all requests in flight: would block */
+	struct chan_err err;
+	int rc = chan_tx_post(c->tx, data, size, tag, &r->creq, &err);
+	if (rc) {
+		req_put(c, r);
+		return rc == -EAGAIN ? ncclSuccess : comm_fail(c, "isend", rc, &err);
+	}
+	r->magic = SFNET_REQ_MAGIC;
+	r->is_send = 1;
+	r->n = 1;
+	*request = r;
+	return ncclSuccess;
+}
+
+ncclResult_t sfnet_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+			 void **mhandles, void **phandles, void **request)
+{
+	(void)phandles;
+	struct sfnet_comm *c = recv_comm;
+	if (__builtin_expect(!request || !c || c->obj.magic != SFNET_OBJ_MAGIC ||
+				     c->obj.kind != SFNET_RECV,
+			     0))
+		return bad_call("irecv", c, "not a recvComm of ours, or no request slot");
+	*request = NULL; /* also overwrites NCCL's 0x1 "optional completion" hint */
+	if (__builtin_expect(c->failed != ncclSuccess, 0))
+		return c->failed;
+	if (live_check(c, "irecv"))
+		return c->failed;
+	if (__builtin_expect(n < 1 || n > CHAN_MAX_RECVS || !data || !sizes, 0))
+		return bad_call("irecv", c, "n out of [1, maxRecvs] or no buffers");
+	if (mhandles)
+		for (int i = 0; i < n; i++)
+			if (__builtin_expect(!mr_covers(mhandles[i], data[i], sizes[i]), 0))
+				mr_outside(c, "irecv", mhandles[i], data[i], sizes[i]);
+	struct sfnet_req *r = req_get(c);
+	if (!r)
+		return ncclSuccess;
+	struct chan_err err;
+	int rc = chan_rx_post(c->rx, n, data, (const uint64_t *)sizes, (const int32_t *)tags,
+			      &r->creq, &err);
+	if (rc) {
+		req_put(c, r);
+		return rc == -EAGAIN ? ncclSuccess : comm_fail(c, "irecv", rc, &err);
+	}
+	r->magic = SFNET_REQ_MAGIC;
+	r->is_send = 0;
+	r->n = (uint16_t)n;
+	*request = r;
+	return ncclSuccess;
+}
+
+ncclResult_t sfnet_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+			  void **request)
+{
+	(void)recv_comm;
+	(void)n;
+	(void)data;
+	(void)sizes;
+	(void)mhandles;
+	/* Host memory only: the data is visible once test() said done. Nothing to flush. */
+	if (request)
+		*request = NULL;
+	return ncclSuccess;
+}
+
+ncclResult_t sfnet_test(void *request, int *done, int *sizes)
+{
+	struct sfnet_req *r = request;
+	if (__builtin_expect(!done, 0))
+		return bad_call("test", r, "no done flag");
+	*done = 0;
+	if (__builtin_expect(!r || r->magic != SFNET_REQ_MAGIC, 0))
+		return bad_call("test", r, "not a request in flight");
+	struct sfnet_comm *c = r->comm;
+	if (__builtin_expect(c->failed != ncclSuccess, 0))
+		return c->failed;
+	if (live_check(c, "test"))
+		return c->failed;
+	struct chan_err err;
+	int d = 0, rc;
+	if (r->is_send) {
+		uint64_t sent = 0;
+		rc = chan_tx_test(c->tx, r->creq, &d, &sent, &err);
+		if (__builtin_expect(rc != 0, 0))
+			return comm_fail(c, "test (send)", rc, &err);
+		if (!d)
+			return ncclSuccess;
+		if (sizes)
+			sizes[0] = (int)sent;
+	} else {
+		uint64_t got[CHAN_MAX_RECVS];
+		rc = chan_rx_test(c->rx, r->creq, &d, got, &err);
+		if (__builtin_expect(rc != 0, 0))
+			return comm_fail(c, "test (recv)", rc, &err);
+		if (!d)
+			return ncclSuccess;
+		if (sizes)
+			for (int i = 0; i < r->n; i++)
+				sizes[i] = (int)got[i]; /* <= the send size <= INT_MAX */
+	}
+	req_put(c, r); /* NCCL never tests a request again after done */
+	*done = 1;
+	return ncclSuccess;
+}
