@@ -36,7 +36,7 @@ static int pl_log_rank;
 static int pl_log_level = NCCL_LOG_WARN;
 static unsigned long pl_log_mask = NCCL_INIT | NCCL_BOOTSTRAP | NCCL_ENV;
 static int pl_nwarn;
-static char pl_warns[HX_WARN_KEEP][512];
+static char pl_warns[HX_WARN_KEEP][1024]; /* as long as one formatted message */
 
 static const struct {
 	const char *name;

@@ -1,0 +1,162 @@
+# SPDX-License-Identifier: MIT
+"""apidrv.py - drive ncclNetPlugin_v12 directly from Python (ctypes), for edge cases.
+
+Run as a script in a child process (so a crash or a hang cannot take pytest down):
+    python3 apidrv.py PLUGIN CASE
+prints one JSON object with what happened. The logger is NULL (the plugin stays silent).
+"""
+import ctypes as C
+import json
+import sys
+import time
+
+V = C.c_void_p
+P = C.POINTER
+RES = C.c_int
+SLOTS = ["name", "init", "devices", "getProperties", "listen", "connect", "accept", "regMr",
+         "regMrDmaBuf", "deregMr", "isend", "irecv", "iflush", "test", "closeSend", "closeRecv",
+         "closeListen", "getDeviceMr", "irecvConsumed", "makeVDevice", "finalize", "setNetAttr"]
+PROTO = {
+    "init": C.CFUNCTYPE(RES, P(V), C.c_uint64, V, V, V),
+    "devices": C.CFUNCTYPE(RES, P(C.c_int)),
+    "getProperties": C.CFUNCTYPE(RES, C.c_int, V),
+    "listen": C.CFUNCTYPE(RES, V, C.c_int, V, P(V)),
+    "connect": C.CFUNCTYPE(RES, V, C.c_int, V, P(V), P(V)),
+    "accept": C.CFUNCTYPE(RES, V, P(V), P(V)),
+    "regMr": C.CFUNCTYPE(RES, V, V, C.c_size_t, C.c_int, P(V)),
+    "deregMr": C.CFUNCTYPE(RES, V, V),
+    "isend": C.CFUNCTYPE(RES, V, V, C.c_size_t, C.c_int, V, V, P(V)),
+    "irecv": C.CFUNCTYPE(RES, V, C.c_int, P(V), P(C.c_size_t), P(C.c_int), P(V), P(V), P(V)),
+    "test": C.CFUNCTYPE(RES, V, P(C.c_int), P(C.c_int)),
+    "closeSend": C.CFUNCTYPE(RES, V),
+    "closeRecv": C.CFUNCTYPE(RES, V),
+    "closeListen": C.CFUNCTYPE(RES, V),
+    "finalize": C.CFUNCTYPE(RES, V),
+}
+
+
+class Props(C.Structure):  # ncclNetProperties_v12_t, offsets checked in plugin/ncclnet.h
+    _fields_ = [("name", C.c_char_p), ("pciPath", C.c_char_p), ("guid", C.c_uint64),
+                ("ptrSupport", C.c_int), ("regIsGlobal", C.c_int), ("forceFlush", C.c_int),
+                ("speed", C.c_int), ("port", C.c_int), ("latency", C.c_float),
+                ("maxComms", C.c_int), ("maxRecvs", C.c_int), ("netDeviceType", C.c_int),
+                ("netDeviceVersion", C.c_int), ("vndevs", C.c_int), ("vdevs", C.c_int * 8),
+                ("maxP2pBytes", C.c_size_t), ("maxCollBytes", C.c_size_t),
+                ("maxMultiRequestSize", C.c_int), ("railId", C.c_int16), ("planeId", C.c_int16)]
+
+
+assert C.sizeof(Props) == 128 and Props.maxP2pBytes.offset == 104
+
+
+class Net:
+    def __init__(self, path):
+        self.lib = C.CDLL(path)
+        base = C.addressof(C.c_void_p.in_dll(self.lib, "ncclNetPlugin_v12"))
+        slots = (V * 22).from_address(base)
+        for i, name in enumerate(SLOTS):
+            if name in PROTO and slots[i]:
+                setattr(self, name, PROTO[name](slots[i]))
+        self.ctx = V()
+        cfg = C.c_int(-1)
+        self.rc_init = self.init(C.byref(self.ctx), 42, C.addressof(cfg), None, None)
+
+
+def poll(fn, deadline_s):
+    """Call fn() until it returns (rc, done) with done or rc != 0; returns (rc, seconds)."""
+    t0 = time.monotonic()
+    while True:
+        rc, done = fn()
+        if rc or done:
+            return rc, time.monotonic() - t0
+        if time.monotonic() - t0 > deadline_s:
+            return "hang", time.monotonic() - t0
+        time.sleep(0.001)
+
+
+def setup_pair(net):
+    h = (C.c_char * 128)()
+    lc, sc, rc_ = V(), V(), V()
+    assert net.listen(net.ctx, 0, h, C.byref(lc)) == 0 and lc
+    r = {"sc": 0, "rc": 0}
+
+    def step():
+        if not sc:
+            r["sc"] = net.connect(net.ctx, 0, h, C.byref(sc), None)
+        if not rc_:
+            r["rc"] = net.accept(lc, C.byref(rc_), None)
+        return (r["sc"] or r["rc"]), bool(sc and rc_)
+    rc, secs = poll(step, 20)
+    assert rc == 0, rc
+    net.closeListen(lc)
+    return sc, rc_
+
+
+def case(net, name):
+    out = {"init": net.rc_init}
+    if name == "props":
+        n = C.c_int()
+        out["devices_rc"] = net.devices(C.byref(n))
+        out["ndev"] = n.value
+        out["devs"] = []
+        for d in range(n.value):
+            p = Props()
+            C.memset(C.byref(p), 0x5a, C.sizeof(p))  # NCCL does not zero it
+            rc = net.getProperties(d, C.byref(p))
+            out["devs"].append({k: (getattr(p, k).decode() if isinstance(getattr(p, k), bytes)
+                                    else list(getattr(p, k)) if k == "vdevs" else getattr(p, k))
+                                for k, _ in Props._fields_} | {"rc": rc})
+    elif name in ("bad_magic", "other_instance", "unknown_listener"):
+        h = (C.c_char * 128)()
+        lc = V()
+        assert net.listen(net.ctx, 0, h, C.byref(lc)) == 0
+        raw = bytearray(h.raw)
+        if name == "bad_magic":
+            raw[0] ^= 0xff
+        elif name == "other_instance":
+            raw[16] ^= 0xff
+        else:
+            raw[24] ^= 0xff  # a listener id nobody registered
+        h2 = (C.c_char * 128).from_buffer_copy(bytes(raw))
+        sc = V()
+        rc, secs = poll(lambda: (net.connect(net.ctx, 0, h2, C.byref(sc), None), bool(sc)), 60)
+        out.update(rc=rc, seconds=secs)
+        net.closeListen(lc)
+    elif name == "accept_timeout":
+        h = (C.c_char * 128)()
+        lc, rcm = V(), V()
+        assert net.listen(net.ctx, 0, h, C.byref(lc)) == 0
+        rc, secs = poll(lambda: (net.accept(lc, C.byref(rcm), None), bool(rcm)), 60)
+        out.update(rc=rc, seconds=secs)
+        net.closeListen(lc)
+    elif name == "regmr":
+        sc, rcm = setup_pair(net)
+        buf = C.create_string_buffer(1 << 16)
+        mh = V()
+        out["host"] = net.regMr(sc, buf, 1 << 16, 1, C.byref(mh))
+        out["dereg"] = net.deregMr(sc, mh)
+        mh2 = V()
+        out["cuda"] = net.regMr(sc, buf, 1 << 16, 2, C.byref(mh2))
+        out["close"] = [net.closeSend(sc), net.closeRecv(rcm)]
+    elif name == "request_always_written":
+        sc, rcm = setup_pair(net)
+        buf = C.create_string_buffer(64)
+        req = V(0x1)  # NCCL's optional-completion hint, and garbage for the send slot
+        sreq = V(0xdead)
+        out["isend_rc"] = net.isend(sc, buf, 8, 0, None, None, C.byref(sreq))
+        out["isend_req_null"] = sreq.value is None  # no receive posted yet: would block
+        data = (V * 1)(C.addressof(buf))
+        sizes = (C.c_size_t * 1)(64)
+        tags = (C.c_int * 1)(0)
+        out["irecv_rc"] = net.irecv(rcm, 1, data, sizes, tags, None, None, C.byref(req))
+        out["irecv_req"] = "hint" if req.value == 1 else ("null" if req.value is None else "real")
+        done = C.c_int(7)
+        out["test_rc"] = net.test(req, C.byref(done), None)
+        out["done_written"] = done.value in (0, 1)
+        out["close"] = [net.closeSend(sc), net.closeRecv(rcm)]
+    out["finalize"] = net.finalize(net.ctx)
+    return out
+
+
+if __name__ == "__main__":
+    net = Net(sys.argv[1])
+    print(json.dumps(case(net, sys.argv[2])))

@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: MIT
+"""The plugin's API edges, driven directly (apidrv.py, in a child process each)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+OK, INVALID_USAGE = 0, 5
+
+
+def drive(sf_env, fabric, case, env=None, timeout=60):
+    e = dict(os.environ, SIMFABRIC_SOCKET=fabric.socket, SIMFABRIC_NODE="edge")
+    e.update(env or {})
+    p = subprocess.run([sys.executable, os.path.join(HERE, "apidrv.py"), sf_env.plugin, case],
+                       env=e, capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, "apidrv %s crashed (%s):\n%s\n%s\n--- daemon ---\n%s" % (
+        case, p.returncode, p.stdout, p.stderr, fabric.log())
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_06_01_properties_are_complete(sf_env, fabric_factory):
+    f = fabric_factory(args=["--nics", "2"])
+    r = drive(sf_env, f, "props")
+    assert r["init"] == OK and r["devices_rc"] == OK and r["ndev"] == 2, r
+    names = {d["name"] for d in r["devs"]}
+    guids = {d["guid"] for d in r["devs"]}
+    assert len(names) == 2 and len(guids) == 2, r
+    for i, d in enumerate(r["devs"]):
+        assert d["rc"] == OK
+        assert d["pciPath"] is None, d  # virtual NICs: NCCL attaches them to the CPU
+        assert d["ptrSupport"] == 1, d  # host memory only, for now
+        assert d["maxRecvs"] >= 8 and d["speed"] > 0 and d["latency"] >= 0, d
+        assert 0 < d["maxP2pBytes"] <= 1 << 40 and 0 < d["maxCollBytes"] <= 1 << 40, d
+        assert d["netDeviceType"] == 0 and d["netDeviceVersion"] == 0, d
+        assert d["vndevs"] == 1 and d["vdevs"][0] == i, d
+        assert d["maxMultiRequestSize"] == 1 and d["railId"] == -1 and d["planeId"] == -1, d
+        assert d["regIsGlobal"] in (0, 1) and d["forceFlush"] == 0 and d["port"] >= 0, d
+        assert d["maxComms"] > 0, d
+
+
+def test_06_02_a_corrupt_handle_is_invalid_usage(sf_env, fabric):
+    r = drive(sf_env, fabric, "bad_magic")
+    assert r["rc"] == INVALID_USAGE and r["seconds"] < 1, r
+
+
+def test_06_03_a_handle_of_another_daemon_is_invalid_usage(sf_env, fabric):
+    r = drive(sf_env, fabric, "other_instance")
+    assert r["rc"] == INVALID_USAGE and r["seconds"] < 1, r
+
+
+def test_06_04_connect_to_an_unknown_listener_fails_in_bounded_time(sf_env, fabric_factory):
+    f = fabric_factory(args=["--connect-wait-ms", "300"])
+    r = drive(sf_env, f, "unknown_listener")
+    assert r["rc"] not in (OK, "hang"), r
+    assert 0.25 < r["seconds"] < 5, r
+    assert "ECONNREFUSED" in f.log() or "refused" in f.log(), f.log()
+
+
+def test_06_05_accept_times_out_with_the_plugins_own_timeout(sf_env, fabric):
+    r = drive(sf_env, fabric, "accept_timeout", env={"SIMFABRIC_CONNECT_TIMEOUT_MS": "400"})
+    assert r["rc"] not in (OK, "hang"), r
+    assert 0.35 < r["seconds"] < 5, r
+
+
+def test_06_06_gpu_memory_is_refused_host_memory_registers(sf_env, fabric):
+    r = drive(sf_env, fabric, "regmr")
+    assert r["host"] == OK and r["dereg"] == OK, r
+    assert r["cuda"] == INVALID_USAGE, r
+    assert r["close"] == [OK, OK] and r["finalize"] == OK, r
+
+
+def test_06_07_requests_always_written(sf_env, fabric):
+    r = drive(sf_env, fabric, "request_always_written")
+    assert r["isend_rc"] == OK and r["isend_req_null"], r
+    assert r["irecv_rc"] == OK and r["irecv_req"] != "hint", r
+    assert r["test_rc"] == OK and r["done_written"], r
+    assert r["close"] == [OK, OK] and r["finalize"] == OK, r
