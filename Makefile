@@ -19,6 +19,10 @@ EVENT_CFLAGS := $(shell pkg-config --cflags libevent_core 2>/dev/null)
 EVENT_LIBS := $(shell pkg-config --libs libevent_core 2>/dev/null || echo -levent_core)
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -I. $(WARN) $(CFLAGS) -MMD -MP
 LIBS := -lpthread -ldl
+# libyaml is linked statically: the GPU machine has no libyaml, and the daemon must run there.
+YAML_A := $(firstword $(wildcard $(shell pkg-config --variable=libdir yaml-0.1 2>/dev/null)/libyaml.a \
+	/usr/lib/x86_64-linux-gnu/libyaml.a /usr/lib/libyaml.a))
+YAML_LIBS := $(if $(YAML_A),$(YAML_A),-lyaml)
 
 ifeq ($(V),1)
 Q :=
@@ -66,16 +70,16 @@ $(PLUGIN): $(call pic,$(PLUGIN_SRC))
 
 $(DAEMON): $(call obj,sim/simfabricd.c $(SIM_LIB_SRC))
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(LIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(YAML_LIBS) $(LIBS) -lm
 
 $(HARNESS): $(call obj,$(HARNESS_SRC) $(SIM_LIB_SRC))
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) -lm
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(YAML_LIBS) $(LIBS) -lm
 
 $(B)/test/%: $(B)/obj/sim/test/%.o $(call obj,$(SIM_LIB_SRC))
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(LIBS) -lm
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(YAML_LIBS) $(LIBS) -lm
 
 # Only the ncclNetPlugin_v8..v12 data symbols may be exported.
 symbols: $(PLUGIN)

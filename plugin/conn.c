@@ -7,6 +7,7 @@
  * which becomes a sendComm or recvComm here.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,13 @@ static ncclResult_t comm_open(enum sfnet_kind kind, struct sfnet_ctx *ctx, int d
 		      (long long)st.st_size);
 		return ncclInternalError;
 	}
+	/* The daemon seals the memfd: without the seals a peer could shrink it and SIGBUS us. */
+	int seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+		PWARN("%s on %s/%s chan 0x%llx: the shared memory is not sealed against shrinking "
+		      "(seals 0x%x)", side, me, mynic, (unsigned long long)chan_id, seals);
+		return ncclInternalError;
+	}
 	/* Populate now: page faults belong to setup, not to the first messages. */
 	void *base =
 		mmap(NULL, shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
@@ -79,6 +87,7 @@ static ncclResult_t comm_open(enum sfnet_kind kind, struct sfnet_ctx *ctx, int d
 	}
 	struct sfnet_comm *c = calloc(1, sizeof(*c));
 	if (!c) {
+		chan_abandon(base, kind == SFNET_SEND ? 't' : 'r', ENOMEM); /* the peer must not wait */
 		munmap(base, shm_bytes);
 		PWARN("%s on %s/%s: out of memory", side, me, mynic);
 		return ncclSystemError;
@@ -91,6 +100,8 @@ static ncclResult_t comm_open(enum sfnet_kind kind, struct sfnet_ctx *ctx, int d
 		PWARN("%s on %s/%s chan 0x%llx: cannot attach to the channel: %s", side, me, mynic,
 		      (unsigned long long)chan_id,
 		      rc == -EPROTO ? "that end is already attached" : strerror(-rc));
+		if (rc == -ENOMEM)
+			chan_abandon(base, kind == SFNET_SEND ? 't' : 'r', ENOMEM);
 		munmap(base, shm_bytes);
 		free(c);
 		return rc == -ENOMEM ? ncclSystemError : ncclInternalError;

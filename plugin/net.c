@@ -227,9 +227,46 @@ static ncclResult_t fabric_open(void)
 	return ncclSuccess;
 }
 
+/*
+ * A child forked from a rank without exec (a DataLoader worker, say) inherits
+ * our daemon sockets. If it kept them, a crash of the rank would go unnoticed
+ * by the daemon for as long as the child lives, and the rank's peers would
+ * wait instead of failing. The child is not that rank, so it lets them go;
+ * any use of the plugin in the child then fails as "daemon gone".
+ * glibc drops this handler when the library is dlclosed.
+ */
+static void atfork_child(void)
+{
+	/* Only this thread survives the fork; the lock may have been held by another. */
+	pthread_mutex_init(&sfnet_g.lock, NULL);
+	if (sfnet_g.session) {
+		if (sfnet_g.session->conn.fd >= 0)
+			close(sfnet_g.session->conn.fd);
+		sfnet_g.session->conn.fd = -1;
+		atomic_store(&sfnet_g.session->gone, 1);
+		pthread_mutex_init(&sfnet_g.session->lock, NULL);
+	}
+	for (struct sfnet_obj *o = sfnet_g.objs; o; o = o->next) {
+		struct sfc_conn *c = o->kind == SFNET_LISTEN	? &((struct sfnet_listen *)o)->conn
+				     : o->kind == SFNET_PCONN ? &((struct sfnet_pconn *)o)->conn
+							      : NULL;
+		if (c && c->fd >= 0) {
+			close(c->fd);
+			c->fd = -1;
+		}
+	}
+}
+
+static void atfork_register(void)
+{
+	pthread_atfork(NULL, NULL, atfork_child);
+}
+
 static ncclResult_t init_locked(struct sfnet_ctx **out, uint64_t comm_id, int traffic_class,
 				ncclDebugLogger_t logger, ncclProfilerCallback_t profiler)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, atfork_register);
 	*out = NULL;
 	/* The first init sets the logger even to NULL (a silent harness); later ones refresh it. */
 	if (sfnet_g.nctx == 0 || logger)

@@ -167,6 +167,16 @@ int chan_check(const void *base, size_t len, struct chan_err *err)
 	return 0;
 }
 
+void chan_abandon(struct chan_shm *shm, char which, int error)
+{
+	if (!shm || (which != 't' && which != 'r'))
+		return;
+	struct chan_side *side = which == 't' ? &shm->tx : &shm->rx;
+	SET(&side->error, error);
+	uint32_t st = CHAN_ST_INIT;
+	atomic_compare_exchange_strong(&side->state, &st, CHAN_ST_FAILED);
+}
+
 void chan_mark_dead(struct chan_shm *shm, char which)
 {
 	if (!shm)
@@ -236,7 +246,8 @@ struct chan_tx {
 struct rx_recv {
 	uint8_t *data[CHAN_MAX_RECVS];
 	uint64_t cap[CHAN_MAX_RECVS];
-	uint64_t got[CHAN_MAX_RECVS];
+	uint64_t got[CHAN_MAX_RECVS];	 /* bytes landed so far, per buffer */
+	uint8_t complete[CHAN_MAX_RECVS]; /* its last chunk is in */
 	uint64_t seq;
 	uint32_t n;
 	uint32_t nfilled;
@@ -365,11 +376,13 @@ static int peer_error(struct chan_shm *shm, struct chan_side *peer, _Atomic uint
 	int peer_dead = (int)ACQ(dead);
 	int drained = !head || ACQ(head) == tail;
 	if (st == CHAN_ST_FAILED) {
-		int code = -(int)RLX(&peer->error);
-		const char *what = code == -EMSGSIZE ? "send larger than the posted receive"
-						     : "the peer's end failed";
-		return fail(err, code ? code : -ECONNRESET, what, RLX(&peer->detail[0]),
-			    RLX(&peer->detail[1]));
+		/* A size mismatch is both ends' usage error; anything else is the peer's failure. */
+		int code = (int)RLX(&peer->error);
+		if (code == EMSGSIZE)
+			return fail(err, -EMSGSIZE, "send larger than the posted receive",
+				    RLX(&peer->detail[0]), RLX(&peer->detail[1]));
+		return fail(err, -ECONNRESET, "the peer's end failed (value: its errno)",
+			    (uint64_t)code, 0);
 	}
 	if (peer_dead && drained)
 		return fail(err, -ECONNRESET, "the peer process died", 0, 0);
@@ -385,7 +398,14 @@ static void tx_push(struct chan_tx *tx)
 		struct tx_send *s = &tx->sends[tx->push_msg % CHAN_MAX_SENDS];
 		while (!s->started || s->pushed < s->size) {
 			if (tx->head - tx->tail_seen > tx->mask) {
-				tx->tail_seen = ACQ(&tx->shm->rx.head);
+				uint64_t t = ACQ(&tx->shm->rx.head);
+				if (t > tx->head || t < tx->tail_seen) {
+					side_fail(&tx->shm->tx, &tx->failed, &tx->ferr, NULL, -EPROTO,
+						  "receiver consumed slots that were never sent", t,
+						  tx->head);
+					return;
+				}
+				tx->tail_seen = t;
 				if (tx->head - tx->tail_seen > tx->mask)
 					return;
 			}
@@ -424,7 +444,9 @@ int chan_tx_progress(struct chan_tx *tx, struct chan_err *err)
 		return tx->failed;
 	}
 	tx_push(tx);
-	return 0;
+	if (tx->failed && err)
+		*err = tx->ferr;
+	return tx->failed;
 }
 
 int chan_tx_post(struct chan_tx *tx, const void *data, uint64_t size, int32_t tag, chan_req *req,
@@ -449,24 +471,29 @@ int chan_tx_post(struct chan_tx *tx, const void *data, uint64_t size, int32_t ta
 		if (tx->cur_recv >= tx->cts_seen)
 			return fail(err, -EAGAIN, "no receive posted yet", 0, 0);
 	}
-	const struct chan_cts *c = &shm->cts[tx->cur_recv % CHAN_MAX_REQS];
-	uint32_t n = c->n;
-	if (n < 1 || n > CHAN_MAX_RECVS || c->seq != tx->cur_recv)
+	/* A local copy: the receiver owns the entry and could rewrite it under us. */
+	struct chan_cts c;
+	memcpy(&c, (const void *)&shm->cts[tx->cur_recv % CHAN_MAX_REQS], sizeof(c));
+	atomic_signal_fence(memory_order_seq_cst);
+	uint32_t n = c.n;
+	if (n < 1 || n > CHAN_MAX_RECVS || c.seq != tx->cur_recv)
 		return side_fail(&shm->tx, &tx->failed, &tx->ferr, err, -EPROTO,
-				 "corrupt receive post", c->seq, n);
-	/* Tags choose a buffer inside the head receive only (NCCL's rule); n == 1 ignores them. */
-	uint32_t b = 0;
-	if (n > 1) {
-		for (b = 0; b < n; b++)
-			if (!tx->filled[b] && c->tags[b] == tag)
-				break;
-		if (b == n)
-			return fail(err, -EAGAIN, "no buffer with this tag in the head receive",
-				    (uint64_t)(uint32_t)tag, n);
-	}
-	if (size > c->sizes[b])
+				 "corrupt receive post", c.seq, n);
+	/*
+	 * Tags choose a buffer inside the head receive only (NCCL's rule), and they
+	 * always matter, n == 1 included: with maxRecvs > 1 NCCL shares one comm
+	 * between several peers, each posting its own receives with its own tag.
+	 */
+	uint32_t b;
+	for (b = 0; b < n; b++)
+		if (!tx->filled[b] && c.tags[b] == tag)
+			break;
+	if (b == n)
+		return fail(err, -EAGAIN, "no buffer with this tag in the head receive",
+			    (uint64_t)(uint32_t)tag, n);
+	if (size > c.sizes[b])
 		return side_fail(&shm->tx, &tx->failed, &tx->ferr, err, -EMSGSIZE,
-				 "send larger than the posted receive", size, c->sizes[b]);
+				 "send larger than the posted receive", size, c.sizes[b]);
 	tx->filled[b] = 1;
 	if (++tx->nfilled == n) {
 		tx->cur_recv++;
@@ -474,7 +501,7 @@ int chan_tx_post(struct chan_tx *tx, const void *data, uint64_t size, int32_t ta
 		memset(tx->filled, 0, sizeof(tx->filled));
 	}
 	*s = (struct tx_send){.data = data, .size = size, .msg = tx->next_msg,
-			      .recv = c->seq, .buf = (uint16_t)b, .in_use = 1, .tag = tag};
+			      .recv = c.seq, .buf = (uint16_t)b, .in_use = 1, .tag = tag};
 	*req = (chan_req)(tx->next_msg % CHAN_MAX_SENDS);
 	tx->next_msg++;
 	tx->inflight++;
@@ -494,8 +521,16 @@ int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
 	int rc = chan_tx_progress(tx, err);
 	if (rc)
 		goto failed;
-	if (tx->acked <= s->msg)
-		tx->acked = ACQ(&shm->rx.msgs);
+	if (tx->acked <= s->msg) {
+		uint64_t a = ACQ(&shm->rx.msgs);
+		if (a > tx->next_msg || a < tx->acked) {
+			rc = side_fail(&shm->tx, &tx->failed, &tx->ferr, err, -EPROTO,
+				       "receiver acknowledged messages that were never sent", a,
+				       tx->next_msg);
+			goto failed;
+		}
+		tx->acked = a;
+	}
 	if (tx->acked > s->msg) {
 		*done = 1;
 		if (size)
@@ -577,10 +612,16 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 					 rx->head_seen - rx->tail, rx->mask + 1);
 		uint32_t i = (uint32_t)(rx->tail & rx->mask);
 		/* A local copy: the peer could rewrite the shared one between check and use. */
-		const struct chan_desc dcopy = rx->desc[i], *d = &dcopy;
+		struct chan_desc dcopy;
+		memcpy(&dcopy, (const void *)&rx->desc[i], sizeof(dcopy));
+		atomic_signal_fence(memory_order_seq_cst);
+		const struct chan_desc *d = &dcopy;
 		struct rx_recv *r = &rx->recvs[d->recv % CHAN_MAX_REQS];
+		/* Chunks of a buffer arrive in order, exactly once, and end exactly at its size. */
 		if (!r->in_use || r->seq != d->recv || d->buf >= r->n || d->len > rx->slot_bytes ||
-		    d->offset + d->len > d->total || d->total > r->cap[d->buf])
+		    d->total > r->cap[d->buf] || r->complete[d->buf] ||
+		    d->offset != r->got[d->buf] || d->len > d->total - d->offset ||
+		    ((d->flags & CHAN_F_LAST) != 0) != (d->offset + d->len == d->total))
 			return side_fail(&shm->rx, &rx->failed, &rx->ferr, err, -EPROTO,
 					 "descriptor does not match a posted receive", d->recv,
 					 d->msg);
@@ -594,8 +635,9 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 			copy_out(r->data[d->buf] + d->offset, rx->slots + (size_t)i * rx->slot_bytes,
 				 d->len);
 		rx->bytes += d->len;
+		r->got[d->buf] += d->len;
 		if (d->flags & CHAN_F_LAST) {
-			r->got[d->buf] = d->total;
+			r->complete[d->buf] = 1;
 			r->nfilled++;
 			rx->msgs++;
 		}

@@ -143,6 +143,11 @@ int chan_geom_for(uint64_t mem_bytes, uint32_t slot_bytes, struct chan_geom *out
 int chan_format(void *base, size_t len, const struct chan_geom *g, uint64_t chan_id);
 /* Validate a region's header before trusting its offsets. 0, or -EPROTO with err filled. */
 int chan_check(const void *base, size_t len, struct chan_err *err);
+/*
+ * An end that could not attach ('t' or 'r': out of memory, say) marks itself
+ * failed with a positive errno, so the peer fails instead of waiting for it.
+ */
+void chan_abandon(struct chan_shm *shm, char which, int error);
 /* Mark one side's process dead ('t' or 'r'), or the daemon gone ('d'). */
 void chan_mark_dead(struct chan_shm *shm, char which);
 

@@ -15,6 +15,7 @@ need gcc command -v cc
 need make command -v make
 need pkg-config command -v pkg-config
 need libevent-dev pkg-config --exists libevent_core
+need libyaml-dev pkg-config --exists yaml-0.1
 need python3 test -x "$PYTHON"
 need python3-pytest "$PYTHON" -c 'import pytest'
 need python3-yaml "$PYTHON" -c 'import yaml'

@@ -286,6 +286,8 @@ struct oob_result {
 
 /* Rank side. */
 void oob_child_init(int fd);
+/* In a process forked from a rank: drop the rank's OOB socket (it is not that rank). */
+void oob_child_detach(void);
 int oob_send(uint32_t type, uint32_t arg, const void *data, size_t len);
 /* Like oob_send, but gives up instead of waiting for another thread's exchange. */
 int oob_try_send(uint32_t type, uint32_t arg, const void *data, size_t len);

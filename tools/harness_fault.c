@@ -12,6 +12,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -150,9 +151,24 @@ void t_peer_death(struct hx_test *t)
 				eng_isend(sc, b, T_PD_SIZE, me, m2, &o[1]);
 		}
 		oob_barrier();
-		/* ...and die without closing anything. */
+		/*
+		 * ...leave a forked child behind (as a DataLoader worker would be), holding
+		 * copies of every descriptor the plugin had, for longer than the bound: the
+		 * peers must still learn of the death in time...
+		 */
 		fflush(stdout);
 		fflush(stderr);
+		if (fork() == 0) {
+			/* Not the harness's own pipes and OOB socket: only what the plugin had. */
+			int dn = open("/dev/null", O_RDWR);
+			for (int fd = 0; fd < 3 && dn >= 0; fd++)
+				dup2(dn, fd);
+			oob_child_detach();
+			alarm((unsigned)(hx_opt.bound * 3 + 5)); /* never outlives the run for long */
+			hx_sleep(hx_opt.bound * 2 + 1);
+			_exit(0);
+		}
+		/* ...and die without closing anything. */
 		_exit(0);
 	}
 	if (t_barrier(t) < 0)

@@ -75,6 +75,13 @@ int oob_write(int fd, uint32_t type, uint32_t arg, const void *data, size_t len)
 	return 0;
 }
 
+void oob_child_detach(void)
+{
+	if (oob_fd >= 0)
+		close(oob_fd);
+	oob_fd = -1;
+}
+
 int oob_send(uint32_t type, uint32_t arg, const void *data, size_t len)
 {
 	int rc;

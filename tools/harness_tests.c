@@ -1422,6 +1422,8 @@ struct t_lr_hdr {
 #define T_LR_MAGIC 0x4c525553u
 #define T_LR_SIZE 8192
 
+#define T_LR_TAG 0x51f /* the one tag of listen_reuse: see below */
+
 void t_listen_reuse(struct hx_test *t)
 {
 	struct eng e;
@@ -1454,10 +1456,11 @@ void t_listen_reuse(struct hx_test *t)
 		bufs[i] = hx_alloc(T_LR_SIZE);
 		memset(bufs[i], HX_POISON_BYTE, T_LR_SIZE);
 		ops[i].want_sizes = 1;
-		/* Accepts came in arrival order: the sender is unknown, so any tag would be a guess;
-		 * tags only matter for grouped receives. */
+		/* Accepts came in arrival order, so the sender of each is unknown here: both sides
+		 * use one agreed tag (a plugin may match tags even for n == 1, as IB does), and
+		 * the header in the payload says who sent it. */
 		if (eng_reg(l->recv, bufs[i], T_LR_SIZE, &mhs[i]) == 0)
-			eng_recv1(l->recv, bufs[i], T_LR_SIZE, l->src, mhs[i], &ops[i]);
+			eng_recv1(l->recv, bufs[i], T_LR_SIZE, T_LR_TAG, mhs[i], &ops[i]);
 		nin++;
 	}
 	for (d = 0; d < n && !hx_failed(t); d++) {
@@ -1475,7 +1478,7 @@ void t_listen_reuse(struct hx_test *t)
 			h->nth = k;
 			h->dst = d;
 			if (eng_reg(l->send, bufs[idx], T_LR_SIZE, &mhs[idx]) == 0)
-				eng_send(l->send, bufs[idx], T_LR_SIZE, me, mhs[idx], &ops[idx]);
+				eng_send(l->send, bufs[idx], T_LR_SIZE, T_LR_TAG, mhs[idx], &ops[idx]);
 			nout++;
 		}
 	}

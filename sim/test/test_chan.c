@@ -134,7 +134,7 @@ static void test_sizes(void)
 		uint64_t cap = n + 100, got[1] = {~0ull}, sent = ~0ull;
 		CHECK(chan_rx_post(f.rx, 1, bufs, &cap, NULL, &r, NULL) == 0, "rx post %lu",
 		      (unsigned long)n);
-		CHECK(chan_tx_post(f.tx, src, n, 5, &s, NULL) == 0, "tx post");
+		CHECK(chan_tx_post(f.tx, src, n, 0, &s, NULL) == 0, "tx post");
 		int rc = pump(&f, s, r, &sent, got);
 		CHECK(rc == 0, "pump %lu: %d", (unsigned long)n, rc);
 		CHECK(sent == n && got[0] == n, "sizes %lu: sent %lu got %lu", (unsigned long)n,
@@ -228,6 +228,103 @@ static void test_grouped_tags(void)
 	fix_down(&f);
 }
 
+/* n == 1 receives match by tag too: with maxRecvs > 1 NCCL shares one comm among peers. */
+static void test_tags_single(void)
+{
+	struct fix f;
+	fix_up(&f, 4096, 4);
+	uint8_t x[16], y[16], a[16], b[16];
+	memset(a, 0xaa, sizeof(a));
+	memset(b, 0xbb, sizeof(b));
+	void *bx[1] = {x}, *by[1] = {y};
+	uint64_t cap = 16;
+	int32_t t10 = 10, t20 = 20;
+	chan_req rx1, rx2, s1, s2;
+	CHECK(chan_rx_post(f.rx, 1, bx, &cap, &t10, &rx1, NULL) == 0, "post x");
+	CHECK(chan_rx_post(f.rx, 1, by, &cap, &t20, &rx2, NULL) == 0, "post y");
+	CHECK(chan_tx_post(f.tx, b, 16, 20, &s2, NULL) == -EAGAIN, "tag 20 waits for its receive");
+	CHECK(chan_tx_post(f.tx, a, 16, 10, &s1, NULL) == 0, "tag 10 fills the head");
+	CHECK(chan_tx_post(f.tx, b, 16, 20, &s2, NULL) == 0, "then tag 20");
+	uint64_t got[1];
+	CHECK(pump(&f, s1, rx1, NULL, got) == 0 && memcmp(x, a, 16) == 0, "x has tag 10's data");
+	CHECK(pump(&f, s2, rx2, NULL, got) == 0 && memcmp(y, b, 16) == 0, "y has tag 20's data");
+	fix_down(&f);
+}
+
+/* Descriptors a broken or hostile sender could write: each is refused, nothing is written. */
+static void test_hostile_descriptors(void)
+{
+	static const struct {
+		const char *what;
+		uint64_t offset, total;
+		uint32_t len;
+		uint16_t flags, buf;
+	} cases[] = {
+		{"offset wraps", UINT64_MAX - 4095, 4096, 4096, CHAN_F_LAST, 0},
+		{"chunk beyond the message", 0, 8, 16, CHAN_F_LAST, 0},
+		{"gap before the chunk", 8, 16, 8, CHAN_F_LAST, 0},
+		{"last flag before the end", 0, 16, 8, CHAN_F_LAST, 0},
+		{"no last flag at the end", 0, 8, 8, 0, 0},
+		{"buffer index out of range", 0, 8, 8, CHAN_F_LAST, 3},
+		{"message larger than the buffer", 0, 100, 8, 0, 0},
+	};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct fix f;
+		fix_up(&f, 4096, 4);
+		uint8_t guard[64], d[16], g2[64];
+		memset(guard, 0x11, sizeof(guard));
+		memset(g2, 0x22, sizeof(g2));
+		memset(d, 0x33, sizeof(d));
+		void *bufs[1] = {d};
+		uint64_t cap = 16;
+		chan_req r;
+		CHECK(chan_rx_post(f.rx, 1, bufs, &cap, NULL, &r, NULL) == 0, "post");
+		struct chan_desc *desc = (struct chan_desc *)((uint8_t *)f.shm + f.shm->desc_off);
+		desc[0] = (struct chan_desc){.msg = 0, .recv = 0, .offset = cases[k].offset,
+					     .total = cases[k].total, .len = cases[k].len,
+					     .buf = cases[k].buf, .flags = cases[k].flags};
+		atomic_store(&f.shm->tx.head, 1);
+		int done = 0;
+		CHECK(chan_rx_test(f.rx, r, &done, NULL, NULL) == -EPROTO, "%s: refused",
+		      cases[k].what);
+		for (size_t i = 0; i < sizeof(guard); i++)
+			if (guard[i] != 0x11 || g2[i] != 0x22) {
+				CHECK(0, "%s: wrote outside the buffer", cases[k].what);
+				break;
+			}
+		fix_down(&f);
+	}
+	/* A second LAST for a buffer that is complete: refused, not counted twice. */
+	struct fix f;
+	fix_up(&f, 4096, 4);
+	uint8_t d0[8], d1[8];
+	void *bufs[2] = {d0, d1};
+	uint64_t caps[2] = {8, 8};
+	int32_t tags[2] = {1, 2};
+	chan_req r;
+	CHECK(chan_rx_post(f.rx, 2, bufs, caps, tags, &r, NULL) == 0, "post 2");
+	struct chan_desc *desc = (struct chan_desc *)((uint8_t *)f.shm + f.shm->desc_off);
+	for (int i = 0; i < 2; i++)
+		desc[i] = (struct chan_desc){.msg = (uint64_t)i, .recv = 0, .offset = 0, .total = 8,
+					     .len = 8, .buf = 0, .flags = CHAN_F_LAST};
+	atomic_store(&f.shm->tx.head, 2);
+	int done = 0;
+	CHECK(chan_rx_test(f.rx, r, &done, NULL, NULL) == -EPROTO && !done, "duplicate last");
+	fix_down(&f);
+
+	/* A receiver that ACKs what was never sent. */
+	fix_up(&f, 4096, 4);
+	uint8_t b[8] = {0};
+	void *bb[1] = {d0};
+	uint64_t cap = 8;
+	chan_req s;
+	CHECK(chan_rx_post(f.rx, 1, bb, &cap, NULL, &r, NULL) == 0, "post");
+	CHECK(chan_tx_post(f.tx, b, 8, 0, &s, NULL) == 0, "send");
+	atomic_store(&f.shm->rx.msgs, 5);
+	CHECK(chan_tx_test(f.tx, s, &done, NULL, NULL) == -EPROTO, "false ACK refused");
+	fix_down(&f);
+}
+
 static void test_truncation(void)
 {
 	struct fix f;
@@ -310,6 +407,20 @@ static void test_close_and_death(void)
 	chan_mark_dead(f.shm, 'd');
 	CHECK(chan_rx_test(f.rx, r, &done, NULL, NULL) == -ESHUTDOWN, "daemon gone");
 	CHECK(chan_tx_post(f.tx, b, 1, 0, &s, NULL) == -ESHUTDOWN, "daemon gone (tx)");
+	fix_down(&f);
+}
+
+static void test_abandon(void)
+{
+	struct fix f;
+	fix_up(&f, 4096, 4);
+	uint8_t b[8] = {0};
+	chan_req s;
+	atomic_store(&f.shm->rx.state, CHAN_ST_INIT); /* as if the receiver never attached */
+	chan_abandon(f.shm, 'r', ENOMEM);
+	struct chan_err e = {0};
+	CHECK(chan_tx_post(f.tx, b, 8, 0, &s, &e) == -ECONNRESET && e.value[0] == ENOMEM,
+	      "an abandoned peer fails the sender");
 	fix_down(&f);
 }
 
@@ -443,9 +554,12 @@ int main(void)
 	test_sizes();
 	test_would_block_and_limits();
 	test_grouped_tags();
+	test_tags_single();
+	test_hostile_descriptors();
 	test_truncation();
 	test_close_and_death();
 	test_corrupt_descriptor();
+	test_abandon();
 	test_stress();
 	if (failures) {
 		fprintf(stderr, "test_chan: %d check(s) failed\n", failures);
