@@ -33,7 +33,7 @@ endif
 # Everything in sim/ except the daemon's main is library code, shared with the
 # plugin where it needs it (the data path and the protocol parser).
 SIM_LIB_SRC := $(filter-out sim/simfabricd.c,$(wildcard sim/*.c))
-PLUGIN_SRC := $(wildcard plugin/*.c) sim/chan.c sim/ctl.c
+PLUGIN_SRC := $(wildcard plugin/*.c) sim/chan.c sim/ctl.c sim/fstate.c sim/model.c
 HARNESS_SRC := $(wildcard tools/harness*.c)
 UNIT_SRC := $(wildcard sim/test/test_*.c)
 FUZZ_SRC := $(wildcard sim/fuzz/fuzz_*.c)
@@ -66,7 +66,7 @@ $(B)/pic/%.o: %.c
 
 $(PLUGIN): $(call pic,$(PLUGIN_SRC))
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs -Wl,-z,now -o $@ $^ $(LIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs -Wl,-z,now -o $@ $^ $(LIBS) -lm
 
 $(DAEMON): $(call obj,sim/simfabricd.c $(SIM_LIB_SRC))
 	@$(if $(Q),echo "  LD      $@")

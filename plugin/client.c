@@ -11,11 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "plugin/plog.h"
+#include "sim/fstate.h"
 
 /* ---- one connection ------------------------------------------------------ */
 
@@ -185,6 +187,37 @@ static int parse_hello(struct sfc_session *s, const struct ctl_msg *r, char *why
 	return 0;
 }
 
+/*
+ * A modelled fabric comes with its shared state: every sender reserves its
+ * messages' paths there (sim/fstate.h). The ideal fabric sends none.
+ */
+static int map_fabric(struct sfc_session *s, struct ctl_msg *r, char *why, size_t whylen)
+{
+	uint64_t len;
+	if (ctl_get_u64(r, "fabric_bytes", &len) != 0)
+		return 0;
+	if (r->fd < 0 || len == 0 || len > (1ull << 32)) {
+		snprintf(why, whylen, "hello reply announces %llu bytes of fabric state but %s",
+			 (unsigned long long)len, r->fd < 0 ? "carries no memfd" : "the size is bad");
+		return -EPROTO;
+	}
+	void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, 0);
+	if (base == MAP_FAILED) {
+		snprintf(why, whylen, "mmap of the fabric state (%llu bytes): %s",
+			 (unsigned long long)len, strerror(errno));
+		return -errno;
+	}
+	int rc = fst_view_new(base, len, &s->fab);
+	if (rc) {
+		munmap(base, len);
+		snprintf(why, whylen, "the fabric state fails its check: %s", strerror(-rc));
+		return rc;
+	}
+	s->fab_base = base;
+	s->fab_len = len;
+	return 0;
+}
+
 int sfc_session_open(const char *path, const char *node, struct sfc_session **out, char *why,
 		     size_t whylen)
 {
@@ -250,6 +283,9 @@ int sfc_session_open(const char *path, const char *node, struct sfc_session **ou
 	rc = parse_hello(s, r, why, whylen);
 	if (rc)
 		goto fail;
+	rc = map_fabric(s, r, why, whylen);
+	if (rc)
+		goto fail;
 	ctl_msg_free(m);
 	ctl_msg_free(r);
 	*out = s;
@@ -267,6 +303,10 @@ void sfc_session_close(struct sfc_session *s)
 		return;
 	/* Closing the session is the daemon's cue that every channel end of ours is gone. */
 	sfc_conn_close(&s->conn);
+	/* Every comm is closed by now (the last ctx's finalize closes its objects first). */
+	fst_view_free(s->fab);
+	if (s->fab_base)
+		munmap(s->fab_base, s->fab_len);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }

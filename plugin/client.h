@@ -20,6 +20,8 @@
 #ifndef SF_CLIENT_H
 #define SF_CLIENT_H
 
+struct fst_view;
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -76,6 +78,10 @@ struct sfc_session {
 	uint64_t conn_mem;
 	int nnics;
 	struct sfc_nic nics[SFC_MAX_NICS];
+	/* A modelled fabric's shared state (fabric_bytes and an fd with hello), else NULL. */
+	void *fab_base;
+	size_t fab_len;
+	struct fst_view *fab;
 };
 
 /*

@@ -106,6 +106,22 @@ static ncclResult_t comm_open(enum sfnet_kind kind, struct sfnet_ctx *ctx, int d
 		free(c);
 		return rc == -ENOMEM ? ncclSystemError : ncclInternalError;
 	}
+	/* On a modelled fabric every message is reserved on the route the daemon wrote. */
+	if (sfnet_g.session->fab) {
+		rc = kind == SFNET_SEND ? chan_tx_set_fabric(c->tx, sfnet_g.session->fab)
+					: chan_rx_set_fabric(c->rx, sfnet_g.session->fab);
+		if (rc) {
+			PWARN("%s on %s/%s chan 0x%llx: the route in the shared memory names links "
+			      "the fabric does not have", side, me, mynic, (unsigned long long)chan_id);
+			if (kind == SFNET_SEND)
+				chan_tx_free(c->tx);
+			else
+				chan_rx_free(c->rx);
+			munmap(base, shm_bytes);
+			free(c);
+			return ncclInternalError;
+		}
+	}
 	c->session = sfnet_g.session;
 	c->chan_id = chan_id;
 	c->dev = dev;

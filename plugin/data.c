@@ -234,8 +234,10 @@ __attribute__((cold, noinline)) static ncclResult_t comm_fail(struct sfnet_comm 
 		break;
 	case -ETIMEDOUT:
 		res = ncclRemoteError;
-		PWARN("%s: %s: %s (network timeout; %llu, %llu)", c->desc, op,
-		      *what ? what : "timed out", v0, v1);
+		/* The model exhausted the RC retries: name the link (simfabric fabric lists ids). */
+		PWARN("%s: %s: the message failed: %s %llu after %llu ACK timeouts (retry count "
+		      "exhausted, as an InfiniBand RC transport would report)",
+		      c->desc, op, *what ? what : "timed out on link", v0, v1);
 		break;
 	case -ENOMEM:
 		res = ncclSystemError;

@@ -6,6 +6,7 @@
  * CTS ring; the daemon writes only the dead flags.
  */
 #include "sim/chan.h"
+#include "sim/fstate.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -144,6 +145,21 @@ int chan_format(void *base, size_t len, const struct chan_geom *g, uint64_t chan
 	return 0;
 }
 
+int chan_set_route(struct chan_shm *shm, const struct model_path *p, uint32_t src_nic,
+		   const struct model_nic *nic)
+{
+	if (!shm || !p || !nic || p->nhops < 0 || p->nhops > MODEL_MAX_HOPS)
+		return -EINVAL;
+	memset(&shm->route, 0, sizeof(shm->route));
+	shm->route.npath = (uint32_t)p->nhops;
+	shm->route.switching = (uint32_t)p->switching;
+	for (int j = 0; j < p->nhops; j++)
+		shm->route.path[j] = p->link_id[j];
+	shm->route.src_nic = src_nic;
+	shm->route.nic = *nic;
+	return 0;
+}
+
 int chan_check(const void *base, size_t len, struct chan_err *err)
 {
 	const struct chan_shm *shm = base;
@@ -164,6 +180,8 @@ int chan_check(const void *base, size_t len, struct chan_err *err)
 		return fail(err, -EPROTO, "channel size does not match its geometry", len, need);
 	if (shm->desc_off != desc_off_for() || shm->data_off != data_off_for(&g))
 		return fail(err, -EPROTO, "bad channel offsets", shm->desc_off, shm->data_off);
+	if (shm->route.npath > MODEL_MAX_HOPS)
+		return fail(err, -EPROTO, "bad route length", shm->route.npath, MODEL_MAX_HOPS);
 	return 0;
 }
 
@@ -218,7 +236,12 @@ struct tx_send {
 	uint16_t buf;
 	uint8_t in_use;
 	uint8_t started; /* first chunk pushed (a 0-byte send has one chunk) */
+	uint8_t doomed;	 /* the model says it fails at done_ns */
 	int32_t tag;
+	int64_t ready_ns; /* modelled: the receive completes, 0 on the ideal fabric */
+	int64_t done_ns;  /* modelled: the send completes (or fails, if doomed) */
+	uint32_t timeouts;
+	uint32_t fail_link;
 };
 
 struct chan_tx {
@@ -240,6 +263,8 @@ struct chan_tx {
 	int inflight;
 	int failed; /* sticky negative errno */
 	struct chan_err ferr;
+	struct fst_view *fab; /* NULL: the ideal fabric */
+	struct fst_conn conn;
 	struct tx_send sends[CHAN_MAX_SENDS];
 };
 
@@ -248,6 +273,9 @@ struct rx_recv {
 	uint64_t cap[CHAN_MAX_RECVS];
 	uint64_t got[CHAN_MAX_RECVS];	 /* bytes landed so far, per buffer */
 	uint8_t complete[CHAN_MAX_RECVS]; /* its last chunk is in */
+	uint8_t doomed;			   /* a message of it fails at ready_ns */
+	uint32_t fail_link;
+	int64_t ready_ns;		   /* modelled completion: the latest of its messages' */
 	uint64_t seq;
 	uint32_t n;
 	uint32_t nfilled;
@@ -268,6 +296,8 @@ struct chan_rx {
 	int inflight;
 	int failed;
 	struct chan_err ferr;
+	struct fst_view *fab; /* NULL: the ideal fabric */
+	uint32_t last_link;   /* the route's last hop: where lateness is recorded */
 	struct rx_recv recvs[CHAN_MAX_REQS];
 };
 
@@ -319,6 +349,43 @@ int chan_rx_new(struct chan_shm *shm, size_t len, struct chan_rx **out)
 	rx->slot_bytes = shm->slot_bytes;
 	rx->mask = shm->nslots - 1;
 	*out = rx;
+	return 0;
+}
+
+int chan_tx_set_fabric(struct chan_tx *tx, struct fst_view *fab)
+{
+	const struct chan_route *r = &tx->shm->route;
+	if (!fab || r->npath == 0) {
+		tx->fab = NULL;
+		return 0;
+	}
+	for (uint32_t j = 0; j < r->npath; j++)
+		if (r->path[j] >= fab->nlinks)
+			return -EINVAL;
+	if (r->src_nic >= fab->nnics)
+		return -EINVAL;
+	memset(&tx->conn, 0, sizeof(tx->conn));
+	tx->conn.id = tx->shm->chan_id;
+	tx->conn.npath = (int)r->npath;
+	memcpy(tx->conn.path, r->path, sizeof(r->path));
+	tx->conn.nic = r->nic;
+	tx->conn.src_nic = r->src_nic;
+	tx->conn.switching = (enum model_switching)r->switching;
+	tx->fab = fab;
+	return 0;
+}
+
+int chan_rx_set_fabric(struct chan_rx *rx, struct fst_view *fab)
+{
+	const struct chan_route *r = &rx->shm->route;
+	if (!fab || r->npath == 0) {
+		rx->fab = NULL;
+		return 0;
+	}
+	if (r->path[r->npath - 1] >= fab->nlinks)
+		return -EINVAL;
+	rx->last_link = r->path[r->npath - 1];
+	rx->fab = fab;
 	return 0;
 }
 
@@ -417,13 +484,19 @@ static void tx_push(struct chan_tx *tx)
 			d->recv = s->recv;
 			d->offset = s->pushed;
 			d->total = s->size;
-			d->ready_ns = 0;
 			d->len = len;
 			d->buf = s->buf;
 			d->tag = s->tag;
 			s->pushed += len;
 			s->started = 1;
 			d->flags = s->pushed == s->size ? CHAN_F_LAST : 0;
+			/* The model gates completion, not copying: only the last chunk carries it. */
+			d->ready_ns = d->flags ? s->ready_ns : 0;
+			d->reserved = 0;
+			if (d->flags && s->doomed) {
+				d->flags |= CHAN_F_FAIL;
+				d->reserved = s->fail_link; /* for the receiver's message */
+			}
 			if (len)
 				memcpy(tx->slots + (size_t)i * tx->slot_bytes, s->data + d->offset,
 				       len);
@@ -502,6 +575,24 @@ int chan_tx_post(struct chan_tx *tx, const void *data, uint64_t size, int32_t ta
 	}
 	*s = (struct tx_send){.data = data, .size = size, .msg = tx->next_msg,
 			      .recv = c.seq, .buf = (uint16_t)b, .in_use = 1, .tag = tag};
+	if (tx->fab) {
+		struct model_msg m;
+		int rc2 = fst_reserve(tx->fab, &tx->conn, now_ns(), size, &m);
+		if (rc2) {
+			s->in_use = 0;
+			return side_fail(&shm->tx, &tx->failed, &tx->ferr, err, rc2 == -EDEADLK ? -EDEADLK : -EINVAL,
+					 "the fabric model could not reserve the route", (uint64_t)-rc2, 0);
+		}
+		/* 0 stays "no gate" for the receiver: a real time is never 0. */
+		s->ready_ns = m.recv_done_ns > 0 ? m.recv_done_ns : 1;
+		s->done_ns = m.send_done_ns;
+		s->doomed = (uint8_t)(m.failed != 0);
+		s->timeouts = m.timeouts;
+		s->fail_link = m.failed && m.fail_hop >= 0 && m.fail_hop < tx->conn.npath
+				       ? tx->conn.path[m.fail_hop] : 0;
+		if (s->doomed)
+			s->done_ns = s->ready_ns;
+	}
 	*req = (chan_req)(tx->next_msg % CHAN_MAX_SENDS);
 	tx->next_msg++;
 	tx->inflight++;
@@ -531,7 +622,17 @@ int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
 		}
 		tx->acked = a;
 	}
+	if (s->doomed) {
+		if (now_ns() < s->done_ns)
+			goto pending;
+		/* Like RC after retry_count expirations: this request and the connection fail. */
+		rc = side_fail(&shm->tx, &tx->failed, &tx->ferr, err, -ETIMEDOUT,
+			       "retry count exhausted on link", s->fail_link, s->timeouts);
+		goto failed;
+	}
 	if (tx->acked > s->msg) {
+		if (s->done_ns && now_ns() < s->done_ns)
+			return 0; /* delivered, but the model's ACK is still on its way */
 		*done = 1;
 		if (size)
 			*size = s->size;
@@ -539,6 +640,7 @@ int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
 		tx->inflight--;
 		return 0;
 	}
+pending:
 	rc = peer_error(shm, &shm->rx, &shm->rx_dead, NULL, 0, err);
 	if (!rc)
 		return 0;
@@ -599,7 +701,6 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 		return rx->failed;
 	}
 	int moved = 0;
-	int64_t now = 0;
 	for (;;) {
 		if (rx->tail == rx->head_seen) {
 			rx->head_seen = ACQ(&shm->tx.head);
@@ -625,12 +726,6 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 			return side_fail(&shm->rx, &rx->failed, &rx->ferr, err, -EPROTO,
 					 "descriptor does not match a posted receive", d->recv,
 					 d->msg);
-		if (d->ready_ns) {
-			if (!now)
-				now = now_ns();
-			if (now < d->ready_ns)
-				break;
-		}
 		if (d->len)
 			copy_out(r->data[d->buf] + d->offset, rx->slots + (size_t)i * rx->slot_bytes,
 				 d->len);
@@ -640,6 +735,12 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 			r->complete[d->buf] = 1;
 			r->nfilled++;
 			rx->msgs++;
+			if (d->ready_ns > r->ready_ns)
+				r->ready_ns = d->ready_ns;
+			if (d->flags & CHAN_F_FAIL) {
+				r->doomed = 1;
+				r->fail_link = d->reserved;
+			}
 		}
 		rx->tail++;
 		moved = 1;
@@ -664,6 +765,18 @@ int chan_rx_test(struct chan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 	int rc = chan_rx_progress(rx, err);
 	if (rc)
 		goto failed;
+	if (r->nfilled == r->n && r->ready_ns) {
+		int64_t now = now_ns();
+		if (now < r->ready_ns)
+			return 0; /* the bytes are here; the model's delivery time is not yet */
+		if (r->doomed) {
+			rc = side_fail(&shm->rx, &rx->failed, &rx->ferr, err, -ETIMEDOUT,
+				       "retry count exhausted on link", r->fail_link, 0);
+			goto failed;
+		}
+		if (rx->fab)
+			fst_record_lateness(rx->fab->shm, rx->last_link, now - r->ready_ns);
+	}
 	if (r->nfilled == r->n) {
 		*done = 1;
 		if (sizes)

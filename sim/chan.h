@@ -45,8 +45,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sim/model.h"
+
+struct fst_view;
+
 #define CHAN_MAGIC 0x314e414843465353ULL /* "SSFCHAN1" little-endian */
-#define CHAN_VERSION 1
+#define CHAN_VERSION 2
 #define CHAN_MAX_RECVS 8	/* largest n of a grouped receive (maxRecvs) */
 #define CHAN_MAX_REQS 32	/* receives in flight per channel (NCCL_NET_MAX_REQUESTS) */
 #define CHAN_MAX_SENDS (CHAN_MAX_REQS * CHAN_MAX_RECVS) /* sends in flight */
@@ -66,6 +70,7 @@ enum chan_state {
 
 /* Descriptor flags. */
 #define CHAN_F_LAST 0x1 /* last chunk of its message */
+#define CHAN_F_FAIL 0x2 /* the model says the message fails (retries exhausted) at ready_ns */
 
 /* One posted receive, written by rx before it bumps rx.cts_head. */
 struct chan_cts {
@@ -102,6 +107,16 @@ struct chan_side {
 	_Atomic uint32_t pid;		    /* attached process, for show */
 };
 
+/* The connection's route, written by the daemon at connect (npath 0: the ideal fabric). */
+struct chan_route {
+	uint32_t npath;
+	uint32_t switching; /* enum model_switching */
+	uint32_t path[MODEL_MAX_HOPS]; /* directed link ids, sender to receiver */
+	uint32_t src_nic;	       /* the sending NIC's index in the fabric (gid) */
+	uint32_t reserved;
+	struct model_nic nic;	       /* the sending NIC */
+};
+
 struct chan_shm {
 	uint64_t magic;
 	uint32_t version;
@@ -112,6 +127,7 @@ struct chan_shm {
 	uint64_t total_bytes; /* size of the whole region */
 	uint64_t desc_off;    /* offset of struct chan_desc[nslots] */
 	uint64_t data_off;    /* offset of the staging slots, page aligned */
+	struct chan_route route;
 	struct chan_side tx;
 	struct chan_side rx;
 	/* Written by the daemon only. */
@@ -141,6 +157,9 @@ size_t chan_shm_bytes(const struct chan_geom *g);
 int chan_geom_for(uint64_t mem_bytes, uint32_t slot_bytes, struct chan_geom *out);
 /* Initialise a zeroed region of len bytes. Returns 0 or -EINVAL. */
 int chan_format(void *base, size_t len, const struct chan_geom *g, uint64_t chan_id);
+/* Set the route of a formatted region, before it is handed out. 0 or -EINVAL. */
+int chan_set_route(struct chan_shm *shm, const struct model_path *p, uint32_t src_nic,
+		   const struct model_nic *nic);
 /* Validate a region's header before trusting its offsets. 0, or -EPROTO with err filled. */
 int chan_check(const void *base, size_t len, struct chan_err *err);
 /*
@@ -177,6 +196,16 @@ int chan_rx_new(struct chan_shm *shm, size_t len, struct chan_rx **out);
  */
 void chan_tx_free(struct chan_tx *tx);
 void chan_rx_free(struct chan_rx *rx);
+
+/*
+ * Put an endpoint on a modelled fabric (the shared fabric state; not owned,
+ * must outlive the endpoint). From then on each send is reserved on the
+ * route at post time and completes no earlier than the model says; each
+ * receive likewise, and its lateness is recorded. Without it (the ideal
+ * fabric) completions are immediate. 0, or -EINVAL if the route does not fit.
+ */
+int chan_tx_set_fabric(struct chan_tx *tx, struct fst_view *fab);
+int chan_rx_set_fabric(struct chan_rx *rx, struct fst_view *fab);
 
 /* Requests are small integers, valid until reported done or failed. */
 typedef int chan_req;

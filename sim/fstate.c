@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fstate.c - the fabric's shared state (see fstate.h).
+ */
+#include "sim/fstate.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ALIGN 64u
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+struct layout {
+	uint64_t params_off, state_off, nics_off, tables_off, total;
+};
+
+static int layout_for(uint32_t nlinks, uint32_t nnics, uint64_t table_entries, struct layout *l)
+{
+	if (nlinks > FST_MAX_LINKS || nnics > FST_MAX_LINKS ||
+	    table_entries > (uint64_t)nlinks * MODEL_TABLE_MAX)
+		return -EINVAL;
+	l->params_off = align_up(sizeof(struct fst_shm), ALIGN);
+	l->state_off = align_up(l->params_off + (uint64_t)nlinks * sizeof(struct model_link), ALIGN);
+	l->nics_off = align_up(l->state_off + (uint64_t)nlinks * sizeof(struct fst_link), ALIGN);
+	l->tables_off = align_up(l->nics_off + (uint64_t)nnics * sizeof(struct fst_nic), ALIGN);
+	l->total = align_up(l->tables_off + table_entries * sizeof(int64_t), 4096);
+	return 0;
+}
+
+size_t fst_bytes(uint32_t nlinks, uint32_t nnics, uint64_t table_entries)
+{
+	struct layout l;
+	return layout_for(nlinks, nnics, table_entries, &l) ? 0 : (size_t)l.total;
+}
+
+int fst_format(void *base, size_t len, uint32_t nlinks, const struct model_link *links,
+	       uint32_t nnics, uint64_t seed, int64_t epoch_ns)
+{
+	uint64_t entries = 0;
+	for (uint32_t i = 0; i < nlinks; i++)
+		if (links[i].jitter.dist == MODEL_DIST_TABLE) {
+			if (!links[i].jitter.table || links[i].jitter.ntable <= 0 ||
+			    links[i].jitter.ntable > MODEL_TABLE_MAX)
+				return -EINVAL;
+			entries += (uint64_t)links[i].jitter.ntable;
+		}
+	struct layout l;
+	if (!base || layout_for(nlinks, nnics, entries, &l) || len < l.total)
+		return -EINVAL;
+	struct fst_shm *shm = base;
+	memset(shm, 0, sizeof(*shm));
+	shm->version = FST_VERSION;
+	shm->nlinks = nlinks;
+	shm->seed = seed;
+	shm->epoch_ns = epoch_ns;
+	shm->total_bytes = l.total;
+	shm->params_off = l.params_off;
+	shm->state_off = l.state_off;
+	shm->tables_off = l.tables_off;
+	shm->nnics = nnics;
+	shm->nics_off = l.nics_off;
+	memset((uint8_t *)base + l.nics_off, 0, (size_t)nnics * sizeof(struct fst_nic));
+	struct model_link *params = (struct model_link *)((uint8_t *)base + l.params_off);
+	struct fst_link *state = (struct fst_link *)((uint8_t *)base + l.state_off);
+	int64_t *tables = (int64_t *)((uint8_t *)base + l.tables_off);
+	uint64_t at = 0;
+	for (uint32_t i = 0; i < nlinks; i++) {
+		params[i] = links[i];
+		params[i].jitter.table = NULL; /* pointers mean nothing in another process */
+		memset(&state[i], 0, sizeof(state[i]));
+		state[i].loss.state = 1;
+		if (links[i].jitter.dist == MODEL_DIST_TABLE) {
+			state[i].table_off = at;
+			state[i].table_n = (uint64_t)links[i].jitter.ntable;
+			memcpy(tables + at, links[i].jitter.table,
+			       (size_t)links[i].jitter.ntable * sizeof(int64_t));
+			at += (uint64_t)links[i].jitter.ntable;
+		}
+	}
+	atomic_thread_fence(memory_order_release);
+	shm->magic = FST_MAGIC;
+	return 0;
+}
+
+int fst_check(const void *base, size_t len)
+{
+	const struct fst_shm *shm = base;
+	if (!base || len < sizeof(*shm) || shm->magic != FST_MAGIC || shm->version != FST_VERSION)
+		return -EPROTO;
+	struct layout l;
+	uint64_t entries = 0;
+	if (layout_for(shm->nlinks, shm->nnics, 0, &l))
+		return -EPROTO;
+	if (shm->params_off != l.params_off || shm->state_off != l.state_off ||
+	    shm->nics_off != l.nics_off ||
+	    shm->tables_off != l.tables_off || shm->total_bytes > len ||
+	    shm->total_bytes < l.tables_off)
+		return -EPROTO;
+	entries = (shm->total_bytes - l.tables_off) / sizeof(int64_t);
+	const struct fst_link *state = (const struct fst_link *)((const uint8_t *)base + l.state_off);
+	for (uint32_t i = 0; i < shm->nlinks; i++)
+		if (state[i].table_n > MODEL_TABLE_MAX || state[i].table_off > entries ||
+		    state[i].table_n > entries - state[i].table_off)
+			return -EPROTO;
+	return 0;
+}
+
+int fst_view_new(void *base, size_t len, struct fst_view **out)
+{
+	int rc = fst_check(base, len);
+	if (rc)
+		return rc;
+	struct fst_shm *shm = base;
+	struct fst_view *v = calloc(1, sizeof(*v));
+	struct model_link *links = calloc(shm->nlinks ? shm->nlinks : 1, sizeof(*links));
+	if (!v || !links) {
+		free(v);
+		free(links);
+		return -ENOMEM;
+	}
+	const struct model_link *params =
+		(const struct model_link *)((const uint8_t *)base + shm->params_off);
+	const struct fst_link *state = (const struct fst_link *)((const uint8_t *)base + shm->state_off);
+	const int64_t *tables = (const int64_t *)((const uint8_t *)base + shm->tables_off);
+	for (uint32_t i = 0; i < shm->nlinks; i++) {
+		links[i] = params[i];
+		links[i].jitter.table = NULL;
+		if (links[i].jitter.dist == MODEL_DIST_TABLE) {
+			if (state[i].table_n == 0) {
+				free(v);
+				free(links);
+				return -EPROTO;
+			}
+			links[i].jitter.table = tables + state[i].table_off;
+			links[i].jitter.ntable = (int)state[i].table_n;
+		}
+	}
+	v->shm = shm;
+	v->len = len;
+	v->nlinks = shm->nlinks;
+	v->nnics = shm->nnics;
+	v->links = links;
+	*out = v;
+	return 0;
+}
+
+void fst_view_free(struct fst_view *v)
+{
+	if (!v)
+		return;
+	free(v->links);
+	free(v);
+}
+
+static struct fst_link *link_state(struct fst_shm *shm, uint32_t id)
+{
+	return (struct fst_link *)((uint8_t *)shm + shm->state_off) + id;
+}
+
+/* The holder's process is gone (kill(pid, 0) is safe here: every process shares our pid namespace). */
+static int holder_gone(int32_t pid)
+{
+	return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+static int fst_lock(struct fst_shm *shm)
+{
+	int32_t me = (int32_t)getpid();
+	int64_t t0 = 0;
+	for (unsigned spins = 0;; spins++) {
+		uint32_t free_ = 0;
+		if (atomic_compare_exchange_weak_explicit(&shm->lock, &free_, 1, memory_order_acquire,
+							  memory_order_relaxed)) {
+			atomic_store_explicit(&shm->lock_pid, me, memory_order_relaxed);
+			return 0;
+		}
+		if ((spins & 1023) == 1023) {
+			int64_t now = mono_ns();
+			if (!t0)
+				t0 = now;
+			else if (now - t0 > FST_LOCK_STEAL_NS) {
+				int32_t pid = atomic_load(&shm->lock_pid);
+				if (!holder_gone(pid))
+					return -EDEADLK; /* held for 50 ms by a live process: a bug */
+				/* Steal: the dead holder's reservation may be half-committed,
+				 * which costs accuracy on those links, never safety. */
+				atomic_store(&shm->lock_pid, me);
+				atomic_fetch_add(&shm->lock_steals, 1);
+				return 0;
+			}
+		}
+	}
+}
+
+static void fst_unlock(struct fst_shm *shm)
+{
+	atomic_store_explicit(&shm->lock_pid, 0, memory_order_relaxed);
+	atomic_store_explicit(&shm->lock, 0, memory_order_release);
+}
+
+int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t bytes,
+		struct model_msg *out)
+{
+	struct model_path p = {.nhops = c->npath, .switching = c->switching};
+	if (c->npath < 0 || c->npath > MODEL_MAX_HOPS || c->src_nic >= v->nnics)
+		return -EINVAL;
+	for (int j = 0; j < c->npath; j++) {
+		if (c->path[j] >= v->nlinks)
+			return -EINVAL;
+		p.link_id[j] = c->path[j];
+		p.hop[j] = &v->links[c->path[j]];
+	}
+	struct model_key key = {.seed = v->shm->seed, .conn = c->id, .msg = c->msgs};
+	int64_t busy[MODEL_MAX_HOPS], before[MODEL_MAX_HOPS];
+	struct model_loss_state loss[MODEL_MAX_HOPS];
+	struct fst_nic *nic = (struct fst_nic *)((uint8_t *)v->shm + v->shm->nics_off) + c->src_nic;
+	int rc = fst_lock(v->shm);
+	if (rc)
+		return rc;
+	int64_t host_busy = nic->host_busy;
+	for (int j = 0; j < c->npath; j++) {
+		struct fst_link *s = link_state(v->shm, c->path[j]);
+		before[j] = busy[j] = s->busy_until;
+		loss[j] = s->loss;
+	}
+	rc = model_message(&p, &c->nic, now_ns, bytes, &key, &host_busy, busy, loss, &c->mc, out);
+	if (rc == 0) {
+		nic->host_busy = host_busy;
+		for (int j = 0; j < c->npath; j++) {
+			struct fst_link *s = link_state(v->shm, c->path[j]);
+			s->busy_until = busy[j];
+			s->loss = loss[j];
+		}
+	}
+	fst_unlock(v->shm);
+	if (rc)
+		return rc;
+	c->msgs++;
+	for (int j = 0; j < c->npath; j++) {
+		struct fst_link *s = link_state(v->shm, c->path[j]);
+		atomic_fetch_add_explicit(&s->msgs, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->bytes, bytes, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->packets, out->packets, memory_order_relaxed);
+		if (before[j] > now_ns)
+			atomic_fetch_add_explicit(&s->queue_ns, (uint64_t)(before[j] - now_ns),
+						  memory_order_relaxed);
+	}
+	/* Impairments are charged to the first hop: the model reports them per message. */
+	if (c->npath > 0) {
+		int hop = out->failed && out->fail_hop >= 0 && out->fail_hop < c->npath ? out->fail_hop : 0;
+		struct fst_link *s = link_state(v->shm, c->path[hop]);
+		atomic_fetch_add_explicit(&s->lost, out->lost, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->timeouts, out->timeouts, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->duplicates, out->duplicates, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->reordered, out->reordered, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->corrupted, out->corrupted, memory_order_relaxed);
+		if (out->failed)
+			atomic_fetch_add_explicit(&s->failed, 1, memory_order_relaxed);
+	}
+	return 0;
+}
+
+void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns)
+{
+	if (!shm || link >= shm->nlinks)
+		return;
+	struct fst_link *s = link_state(shm, link);
+	if (late_ns < 0) {
+		atomic_fetch_add_explicit(&s->early, 1, memory_order_relaxed);
+		return;
+	}
+	uint64_t l = (uint64_t)late_ns;
+	atomic_fetch_add_explicit(&s->late_n, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->late_sum_ns, l, memory_order_relaxed);
+	uint64_t max = atomic_load_explicit(&s->late_max_ns, memory_order_relaxed);
+	while (l > max && !atomic_compare_exchange_weak_explicit(&s->late_max_ns, &max, l,
+								  memory_order_relaxed,
+								  memory_order_relaxed))
+		;
+	int b = 0;
+	while (l && b < FST_LATE_BUCKETS - 1) {
+		l >>= 1;
+		b++;
+	}
+	atomic_fetch_add_explicit(&s->late_hist[b], 1, memory_order_relaxed);
+}

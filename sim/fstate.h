@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fstate.h - the fabric's shared state: one region for the whole fabric.
+ *
+ * The daemon creates it (a sealed memfd) when it loads a scenario and hands
+ * it to every process at hello. It holds what every sender must agree on:
+ * each directed link's model parameters (read-only after format), its
+ * "busy until" time and Markov loss state (the FIFO reservation: written
+ * under the fabric lock), and its counters and fidelity monitor (atomics).
+ * Senders reserve a message's path in one short critical section (pure
+ * arithmetic, no syscall); the lock records its holder's pid so a process
+ * killed inside it cannot wedge the fabric: a waiter that has spun for
+ * FST_LOCK_STEAL_NS and finds the holder gone takes the lock over.
+ *
+ * Errors are negative errno values.
+ */
+#ifndef SF_FSTATE_H
+#define SF_FSTATE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/model.h"
+
+#define FST_MAGIC 0x3154534653465353ULL /* "SSFSFST1" */
+#define FST_VERSION 1
+#define FST_MAX_LINKS 131072
+#define FST_LATE_BUCKETS 24 /* lateness histogram: bucket b counts [2^(b-1), 2^b) ns; 0: 0 ns */
+#define FST_LOCK_STEAL_NS 50000000LL
+
+/* One directed link's shared state. */
+struct fst_link {
+	_Alignas(64) int64_t busy_until;  /* under the lock */
+	struct model_loss_state loss;	  /* under the lock */
+	uint64_t table_off, table_n;	  /* its jitter table in the region (read-only) */
+	_Atomic uint64_t msgs, bytes, packets, lost, timeouts, duplicates, reordered, corrupted;
+	_Atomic uint64_t failed;	/* messages that exhausted the retries on it */
+	_Atomic uint64_t queue_ns;	/* summed queueing delay of messages entering it */
+	/* Fidelity monitor, at the receiver of messages whose last hop this is. */
+	_Atomic uint64_t late_n, late_sum_ns, late_max_ns;
+	_Atomic uint64_t early; /* completions before the model's time: a bug if ever non-zero */
+	_Atomic uint64_t late_hist[FST_LATE_BUCKETS];
+};
+
+/* One NIC's shared state: its host-to-NIC stage, shared by all its connections. */
+struct fst_nic {
+	_Alignas(64) int64_t host_busy; /* under the lock */
+};
+
+struct fst_shm {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t nlinks;
+	uint64_t seed;
+	int64_t epoch_ns; /* CLOCK_MONOTONIC at fabric start: virtual time 0 */
+	uint64_t total_bytes;
+	uint64_t params_off; /* struct model_link[nlinks], table pointers NULL */
+	uint64_t state_off;  /* struct fst_link[nlinks] */
+	uint64_t tables_off; /* int64_t[], the jitter tables */
+	uint32_t nnics;
+	uint32_t reserved;
+	uint64_t nics_off; /* struct fst_nic[nnics] */
+	_Alignas(64) _Atomic uint32_t lock;
+	_Atomic int32_t lock_pid;
+	_Atomic uint64_t lock_steals;
+};
+
+/* ---- daemon side ---------------------------------------------------------- */
+
+/* Bytes for nlinks links whose jitter tables have table_entries entries in all; 0 if too many. */
+size_t fst_bytes(uint32_t nlinks, uint32_t nnics, uint64_t table_entries);
+/* Format a zeroed region: copies links[] (their tables too). 0 or -EINVAL. */
+int fst_format(void *base, size_t len, uint32_t nlinks, const struct model_link *links,
+	       uint32_t nnics, uint64_t seed, int64_t epoch_ns);
+/* Validate a region's header. 0 or -EPROTO. */
+int fst_check(const void *base, size_t len);
+
+/* ---- every process -------------------------------------------------------- */
+
+/* A process's view: the mapping plus local copies of the parameters with table pointers set. */
+struct fst_view {
+	struct fst_shm *shm;
+	size_t len;
+	uint32_t nlinks, nnics;
+	struct model_link *links; /* owned, nlinks entries */
+};
+
+/* Attach to a mapped, checked region (not owned: unmap after fst_view_free). 0, -ENOMEM, -EPROTO. */
+int fst_view_new(void *base, size_t len, struct fst_view **out);
+void fst_view_free(struct fst_view *v); /* NULL-safe; does not unmap */
+
+/* A sender's per-connection model state. */
+struct fst_conn {
+	uint64_t id;  /* the channel id: part of every random key */
+	uint64_t msgs; /* messages reserved so far */
+	int npath;
+	uint32_t path[MODEL_MAX_HOPS];
+	uint32_t src_nic;     /* the sending NIC's index in the fabric (gid) */
+	struct model_nic nic; /* its parameters */
+	enum model_switching switching;
+	struct model_conn mc; /* FIFO clamp, jitter scores */
+};
+
+/*
+ * Reserve one message of bytes posted at now_ns on the connection's path, in
+ * FIFO order with every other sender, and say when it arrives, completes at
+ * the receiver, completes at the sender, or fails. Updates the links'
+ * counters. 0, -EINVAL (a bad path), -EDEADLK (the lock could not be had).
+ */
+int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t bytes,
+		struct model_msg *out);
+/* The fidelity monitor: a receive on a path whose last hop is link completed late_ns late. */
+void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns);
+
+#endif /* SF_FSTATE_H */
