@@ -2,7 +2,8 @@
 /*
  * simfabricd.c - the fabric daemon: options, the socket, and a libevent loop
  * around the server in srv.c. Runs in the foreground until SIGINT/SIGTERM or
- * op=stop; exit status 0 then, 1 on a startup error, 2 on a usage error.
+ * op=stop; exit status 0 then, 1 on a startup error, 2 on a usage error or a
+ * scenario that does not load ("file:line:column: key: reason").
  *
  * libevent's part is small on purpose: one persistent read event per
  * connection (plus a write event while output waits), one for the listening
@@ -27,6 +28,8 @@
 #include "sim/ctl.h"
 #include "sim/fabric.h"
 #include "sim/log.h"
+#include "sim/param.h"
+#include "sim/scenario.h"
 #include "sim/srv.h"
 
 #define SIMFABRICD_VERSION "0.1.0"
@@ -55,9 +58,14 @@ static void usage(FILE *f)
 		"  --socket PATH          control socket (default: $SIMFABRIC_SOCKET, else\n"
 		"                         $XDG_RUNTIME_DIR/simfabric/ctl.sock, else\n"
 		"                         /tmp/simfabric-<uid>/ctl.sock)\n"
-		"  --scenario FILE        fabric scenario (not implemented yet: the built-in\n"
-		"                         ideal fabric is used without this option)\n"
-		"  --nics N               NICs per node of the ideal fabric, 1..%d (default 1)\n"
+		"  --scenario FILE        the fabric from a scenario file (scenarios/README.md);\n"
+		"                         without it, the built-in ideal fabric\n"
+		"  --seed N               the models' random seed, over the scenario's (default 1)\n"
+		"  --check                load the scenario, print a summary and exit (0, or 2\n"
+		"                         with file:line:column: key: reason)\n"
+		"  --dump-params FORMAT   print the parameter table (markdown or json) and exit\n"
+		"  --nics N               NICs per node of the ideal fabric, 1..%d (default 1);\n"
+		"                         not with --scenario\n"
 		"  --conn-mem BYTES       staging memory per connection; K, M, G suffixes are\n"
 		"                         KiB, MiB, GiB (default %u: %u slots of %u bytes)\n"
 		"  --connect-wait-ms MS   how long a connect waits for a listener that is not\n"
@@ -284,6 +292,9 @@ int main(int argc, char **argv)
 	enum {
 		O_SOCKET = 256,
 		O_SCENARIO,
+		O_SEED,
+		O_CHECK,
+		O_DUMP_PARAMS,
 		O_NICS,
 		O_CONN_MEM,
 		O_WAIT,
@@ -294,6 +305,9 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"socket", required_argument, NULL, O_SOCKET},
 		{"scenario", required_argument, NULL, O_SCENARIO},
+		{"seed", required_argument, NULL, O_SEED},
+		{"check", no_argument, NULL, O_CHECK},
+		{"dump-params", required_argument, NULL, O_DUMP_PARAMS},
 		{"nics", required_argument, NULL, O_NICS},
 		{"conn-mem", required_argument, NULL, O_CONN_MEM},
 		{"connect-wait-ms", required_argument, NULL, O_WAIT},
@@ -303,11 +317,13 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	char path[sizeof(((struct srv_sock *)0)->path)];
-	const char *socket_arg = NULL, *scenario = NULL;
-	char err[SRV_ERR_LEN];
+	const char *socket_arg = NULL, *scenario = NULL, *seed_arg = NULL, *dump = NULL;
+	char err[SCN_ERR_LEN];
 	struct srv_config cfg;
+	struct fabric_config seedcfg;
+	struct fabric *fabric = NULL;
 	enum log_level level = LOG_LEVEL_INFO;
-	int opt, rc, status = 1;
+	int opt, rc, status = 1, check = 0, nics_given = 0;
 
 	srv_config_init(&cfg);
 	log_init("simfabricd", level);
@@ -319,12 +335,27 @@ int main(int argc, char **argv)
 		case O_SCENARIO:
 			scenario = optarg;
 			break;
+		case O_SEED:
+			fabric_config_init(&seedcfg);
+			if (fabric_config_set(&seedcfg, "seed", optarg, err, sizeof(err))) {
+				fprintf(stderr, "simfabricd: --%s\n", err);
+				return 2;
+			}
+			seed_arg = optarg;
+			break;
+		case O_CHECK:
+			check = 1;
+			break;
+		case O_DUMP_PARAMS:
+			dump = optarg;
+			break;
 		case O_NICS:
 			if (fabric_config_set(&cfg.fabric, "nics_per_node", optarg, err,
 					      sizeof(err))) {
 				fprintf(stderr, "simfabricd: --nics: %s\n", err);
 				return 2;
 			}
+			nics_given = 1;
 			break;
 		case O_CONN_MEM: {
 			uint64_t b;
@@ -376,23 +407,56 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	log_set_level(level);
-	if (scenario) {
-		fprintf(stderr,
-			"simfabricd: --scenario %s: loading scenario files is not implemented yet; "
-			"run without --scenario to use the built-in ideal fabric\n",
-			scenario);
+	if (dump) {
+		if (param_dump(stdout, dump)) {
+			fprintf(stderr, "simfabricd: --dump-params: '%s' is not markdown or json\n",
+				dump);
+			return 2;
+		}
+		return 0;
+	}
+	if (scenario && nics_given) {
+		fprintf(stderr, "simfabricd: --nics: not with --scenario (the scenario says how many "
+				"NICs each node has)\n");
 		return 2;
+	}
+	if (check && !scenario) {
+		fprintf(stderr, "simfabricd: --check: needs --scenario FILE\n");
+		return 2;
+	}
+	if (scenario) {
+		rc = scn_load(scenario, &fabric, err, sizeof(err));
+		if (rc) {
+			fprintf(stderr, "simfabricd: %s\n", err);
+			return 2;
+		}
+		if (seed_arg)
+			fabric_set_seed(fabric, seedcfg.seed);
+		if (check) {
+			printf("%s: ok: fabric %s '%s', %d node(s), %d NIC(s), %d switch(es), %d "
+			       "link(s), seed %llu\n",
+			       scenario, fabric_kind(fabric), fabric_name(fabric), fabric_nnodes(fabric),
+			       fabric_nnics(fabric), fabric_nswitches(fabric),
+			       fabric_nlinks(fabric) / 2, (unsigned long long)fabric_seed(fabric));
+			fabric_free(fabric);
+			return 0;
+		}
+		cfg.use_fabric = fabric; /* srv_new takes it over */
+	} else if (seed_arg) {
+		cfg.fabric.seed = seedcfg.seed;
 	}
 	if (socket_arg) {
 		if (snprintf(path, sizeof(path), "%s", socket_arg) >= (int)sizeof(path)) {
 			fprintf(stderr, "simfabricd: --socket: '%s' is longer than %zu bytes\n",
 				socket_arg, sizeof(path) - 1);
+			fabric_free(cfg.use_fabric);
 			return 2;
 		}
 	} else if (ctl_default_socket(path, sizeof(path)) != 0) {
 		fprintf(stderr, "simfabricd: the default socket path is longer than %zu bytes "
 				"(check SIMFABRIC_SOCKET and XDG_RUNTIME_DIR)\n",
 			sizeof(path) - 1);
+		fabric_free(cfg.use_fabric);
 		return 1;
 	}
 
@@ -411,6 +475,7 @@ int main(int argc, char **argv)
 	}
 	if (!d.base) {
 		fprintf(stderr, "simfabricd: cannot create the event loop\n");
+		fabric_free(cfg.use_fabric);
 		goto out;
 	}
 	struct srv_ops ops = {
@@ -419,6 +484,8 @@ int main(int argc, char **argv)
 	rc = srv_sock_open(&d.sock, path, err, sizeof(err));
 	if (rc == 0)
 		rc = srv_new(&cfg, &ops, &d.srv, err, sizeof(err));
+	else
+		fabric_free(cfg.use_fabric);
 	if (rc) {
 		fprintf(stderr, "simfabricd: %s\n", err);
 		goto out;
@@ -437,14 +504,32 @@ int main(int argc, char **argv)
 
 	uint64_t cm = srv_conn_mem(d.srv);
 	int nics = (int)cfg.fabric.nics_per_node;
-	/* Exactly this line: scripts wait for it. */
-	fprintf(stderr,
-		"simfabricd: listening on %s (fabric %s, %d NIC(s) per node, conn-mem %llu)\n", path,
-		srv_fabric_kind(d.srv), nics, (unsigned long long)cm);
+	/* Exactly these lines: scripts wait for them. */
+	if (!fabric)
+		fprintf(stderr,
+			"simfabricd: listening on %s (fabric %s, %d NIC(s) per node, conn-mem "
+			"%llu)\n",
+			path, srv_fabric_kind(d.srv), nics, (unsigned long long)cm);
+	else
+		fprintf(stderr,
+			"simfabricd: listening on %s (fabric %s, scenario %s, seed %llu, conn-mem "
+			"%llu)\n",
+			path, fabric_kind(fabric), scenario, (unsigned long long)fabric_seed(fabric),
+			(unsigned long long)cm);
 	log_info("instance %s, pid %d, %u slots of %u bytes per connection (%zu bytes of shared "
 		 "memory), connect wait %d ms, log level %s",
 		 srv_instance(d.srv), (int)getpid(), cfg.geom.nslots, cfg.geom.slot_bytes,
 		 srv_shm_bytes(d.srv), cfg.connect_wait_ms, log_level_name(level));
+	if (fabric)
+		log_info("scenario %s: '%s', %d node(s), %d NIC(s), %d switch(es), %d link(s); seed "
+			 "%llu (%s)",
+			 scenario, fabric_name(fabric), fabric_nnodes(fabric), fabric_nnics(fabric),
+			 fabric_nswitches(fabric), fabric_nlinks(fabric) / 2,
+			 (unsigned long long)fabric_seed(fabric),
+			 seed_arg ? "from --seed" : "from the scenario or the default");
+	else
+		log_info("seed %llu (%s)", (unsigned long long)cfg.fabric.seed,
+			 seed_arg ? "from --seed" : "the default");
 
 	if (event_base_loop(d.base, EVLOOP_NO_EXIT_ON_EMPTY) < 0) {
 		log_error("the event loop failed");

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "sim/ctl.h"
+#include "sim/fstate.h"
 #include "sim/log.h"
 
 #define SRV_READ_BATCH 64    /* messages per readable callback before yielding */
@@ -191,6 +192,10 @@ struct srv {
 	int tomb_pos;
 	bool stopping;
 	struct ctl_msg *out; /* scratch for building replies */
+	/* A modelled fabric's shared state (sim/fstate.h), handed to every session at hello. */
+	int fab_fd;
+	void *fab_base;
+	size_t fab_len;
 	char wire[CTL_MSG_MAX];
 };
 
@@ -779,6 +784,28 @@ static void do_connect(struct srv *s, struct srv_conn *c, struct session *se, st
 		 (unsigned long long)id, se->node->name, nic, (int)se->pid, l->sess->node->name,
 		 l->nic, (int)l->sess->pid, (unsigned long long)l->id, s->shm_bytes);
 
+	/* The route: every message on the channel is reserved along it (a modelled fabric). */
+	if (s->fab_fd >= 0) {
+		struct model_path path;
+		const struct fabric_nic *snic = fabric_nic(se->node, nic);
+		int prc = snic ? fabric_path(s->fabric, se->node->id, nic, l->sess->node->id, l->nic,
+					     &path, err, sizeof(err))
+			       : -ENODEV;
+		if (prc == 0)
+			prc = chan_set_route(ch->shm, &path, (uint32_t)snic->gid, &snic->model);
+		if (prc) {
+			log_error("chan 0x%llx: no route %s/%d -> %s/%d: %s", (unsigned long long)id,
+				  se->node->name, nic, l->sess->node->name, l->nic,
+				  prc == -ENODEV ? "no such NIC" : err);
+			reply_error(c, -prc, "no route between these NICs in the fabric");
+			close(fd);
+			close(fd2);
+			ch->end[END_TX].st = ch->end[END_RX].st = END_DEAD;
+			chan_maybe_free(s, ch);
+			return;
+		}
+	}
+
 	/* Neither queue call frees ch, except on out-of-memory: use only id from here. */
 	msg_reset(m);
 	ctl_addf(m, "chan", "0x%llx", (unsigned long long)id);
@@ -934,7 +961,20 @@ static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 	ctl_addf(rep, "shm_bytes", "%zu", s->shm_bytes);
 	ctl_addf(rep, "slot_bytes", "%u", s->cfg.geom.slot_bytes);
 	ctl_addf(rep, "nslots", "%u", s->cfg.geom.nslots);
-	return 0;
+	if (s->fab_fd < 0)
+		return 0;
+	/* A modelled fabric: the session gets the shared fabric state with the reply. */
+	int fd = fcntl(s->fab_fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, SRV_ERR_LEN, "cannot duplicate the fabric state's memfd: %s",
+			 strerror(errno));
+		return -EMFILE;
+	}
+	ctl_addf(rep, "fabric_bytes", "%zu", s->fab_len);
+	ctl_add(rep, "fd", "1");
+	ctl_add(rep, "errno", "0");
+	conn_queue(c, rep, fd, 0, 0);
+	return SRV_DONE;
 }
 
 static int op_listen(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
@@ -1168,6 +1208,7 @@ static int op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 		return -EINVAL;
 	ctl_add(rep, "fabric", fabric_kind(s->fabric));
 	ctl_add(rep, "instance", s->instance);
+	ctl_addf(rep, "seed", "%llu", (unsigned long long)fabric_seed(s->fabric));
 	ctl_addf(rep, "conn_mem", "%llu", (unsigned long long)s->conn_mem);
 	ctl_addf(rep, "sessions", "%d", s->nsessions);
 	ctl_addf(rep, "nodes", "%d", fabric_nnodes(s->fabric));
@@ -1216,6 +1257,54 @@ static int op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 	return 0;
 }
 
+/*
+ * The resolved fabric as JSON (fabric_json), cut into json.<i> values of
+ * SRV_JSON_CHUNK bytes, SRV_JSON_PAGE of them per reply; next=<i> says where
+ * the next page starts (ask again with skip=<i>). A request without skip
+ * takes a fresh snapshot of the ideal fabric (its nodes come and go); later
+ * pages read the same snapshot. An explicit fabric's JSON never changes.
+ */
+#define SRV_JSON_CHUNK CTL_VALUE_MAX
+#define SRV_JSON_PAGE 60
+static int op_fabric(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
+		     struct ctl_msg *rep, char *err)
+{
+	uint64_t skip = 0;
+	const char *json;
+	size_t len;
+	char k[CTL_KEY_MAX + 1], v[SRV_JSON_CHUNK + 1];
+	(void)c;
+	if (ctl_get(req, "skip") && get_u64(req, "skip", &skip, err))
+		return -EINVAL;
+	if (fabric_json(s->fabric, skip == 0 && fabric_is_ideal(s->fabric), &json, &len)) {
+		snprintf(err, SRV_ERR_LEN, "out of memory writing the fabric's JSON");
+		return -ENOMEM;
+	}
+	uint64_t chunks = (len + SRV_JSON_CHUNK - 1) / SRV_JSON_CHUNK;
+	if (skip > chunks) {
+		snprintf(err, SRV_ERR_LEN, "skip=%llu is beyond the %llu chunk(s)",
+			 (unsigned long long)skip, (unsigned long long)chunks);
+		return -EINVAL;
+	}
+	ctl_addf(rep, "bytes", "%zu", len);
+	ctl_addf(rep, "chunks", "%llu", (unsigned long long)chunks);
+	for (uint64_t i = skip; i < chunks && i < skip + SRV_JSON_PAGE; i++) {
+		size_t off = (size_t)i * SRV_JSON_CHUNK;
+		size_t n = len - off < SRV_JSON_CHUNK ? len - off : SRV_JSON_CHUNK;
+		memcpy(v, json + off, n);
+		v[n] = 0;
+		snprintf(k, sizeof(k), "json.%llu", (unsigned long long)i);
+		if (ctl_add(rep, k, v)) {
+			snprintf(err, SRV_ERR_LEN, "the fabric's JSON has a byte the protocol "
+						   "cannot carry");
+			return -EINVAL;
+		}
+	}
+	if (skip + SRV_JSON_PAGE < chunks)
+		ctl_addf(rep, "next", "%llu", (unsigned long long)(skip + SRV_JSON_PAGE));
+	return 0;
+}
+
 static int op_ping(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 		   struct ctl_msg *rep, char *err)
 {
@@ -1244,6 +1333,7 @@ static const struct op_def {
 	{"connect", op_connect, KEYS("listener", "nic"), KEYS(NULL)},
 	{"close", op_close, KEYS("chan", "side"), KEYS(NULL)},
 	{"show", op_show, KEYS(NULL), KEYS("skip")},
+	{"fabric", op_fabric, KEYS(NULL), KEYS("skip")},
 	{"ping", op_ping, KEYS(NULL), KEYS(NULL)},
 	{"stop", op_stop, KEYS(NULL), KEYS(NULL)},
 };
@@ -1273,7 +1363,8 @@ static int check_request(const struct ctl_msg *req, const struct op_def **out, c
 			d = &op_table[i];
 	if (!d) {
 		snprintf(err, SRV_ERR_LEN,
-			 "unknown op '%s' (known: hello, listen, connect, close, show, ping, stop)",
+			 "unknown op '%s' (known: hello, listen, connect, close, show, fabric, ping, "
+			 "stop)",
 			 clip(op, q));
 		return -EOPNOTSUPP;
 	}
@@ -1327,7 +1418,7 @@ static void handle(struct srv *s, struct srv_conn *c, const struct ctl_msg *req)
 		reply_error(c, -rc, err);
 		return;
 	}
-	if (d->fn == op_show || d->fn == op_ping)
+	if (d->fn == op_show || d->fn == op_ping || d->fn == op_fabric)
 		log_debug("conn#%llu (pid %d): op=%s", (unsigned long long)c->id, (int)c->pid,
 			  d->name);
 	if (ctl_add(rep, "errno", "0") != 0) {
@@ -1351,18 +1442,75 @@ void srv_config_init(struct srv_config *cfg)
 	cfg->outq_max = SRV_OUTQ_MAX;
 }
 
+/* The shared fabric state of a modelled fabric: every link's parameters and reservation state. */
+static int fabric_state_create(struct srv *s, char *err, size_t errlen)
+{
+	uint32_t nlinks = (uint32_t)fabric_nlinks(s->fabric);
+	uint64_t entries = 0;
+	struct model_link *links = calloc(nlinks ? nlinks : 1, sizeof(*links));
+	if (!links) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < nlinks; i++) {
+		links[i] = fabric_link(s->fabric, i)->model;
+		if (links[i].jitter.dist == MODEL_DIST_TABLE)
+			entries += (uint64_t)links[i].jitter.ntable;
+	}
+	const char *step = "sizing";
+	size_t len = fst_bytes(nlinks, (uint32_t)fabric_nnics(s->fabric), entries);
+	int fd = -1, rc = -EINVAL;
+	void *base = MAP_FAILED;
+	if (!len)
+		goto fail;
+	step = "memfd_create";
+	fd = memfd_create("simfabric-fabric", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)len) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		goto fail_errno;
+	step = "mmap";
+	base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED)
+		goto fail_errno;
+	step = "fst_format";
+	rc = fst_format(base, len, nlinks, links, (uint32_t)fabric_nnics(s->fabric),
+			fabric_seed(s->fabric), now_ns());
+	if (rc)
+		goto fail;
+	free(links);
+	s->fab_fd = fd;
+	s->fab_base = base;
+	s->fab_len = len;
+	log_info("fabric state: %u directed link(s), %d NIC(s), %zu bytes of shared memory, seed %llu",
+		 nlinks, fabric_nnics(s->fabric), len, (unsigned long long)fabric_seed(s->fabric));
+	return 0;
+fail_errno:
+	rc = -errno;
+fail:
+	snprintf(err, errlen, "cannot create the fabric's shared state (%zu bytes): %s: %s", len,
+		 step, strerror(-rc));
+	free(links);
+	if (base != MAP_FAILED)
+		munmap(base, len);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
 int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv **out, char *err,
 	    size_t errlen)
 {
 	*out = NULL;
 	size_t shm = chan_shm_bytes(&cfg->geom);
 	if (shm == 0) {
+		fabric_free(cfg->use_fabric);
 		snprintf(err, errlen, "bad channel geometry: %u slots of %u bytes", cfg->geom.nslots,
 			 cfg->geom.slot_bytes);
 		return -EINVAL;
 	}
 	struct srv *s = calloc(1, sizeof(*s));
 	if (!s) {
+		fabric_free(cfg->use_fabric);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
@@ -1383,8 +1531,21 @@ int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv 
 		tok = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32);
 	snprintf(s->instance, sizeof(s->instance), "%016llx", (unsigned long long)tok);
 	s->out = ctl_msg_new();
-	int rc = s->out ? fabric_new_ideal(&cfg->fabric, &s->fabric, err, errlen) : -ENOMEM;
+	s->fab_fd = -1;
+	int rc = !s->out		? -ENOMEM
+		 : cfg->use_fabric ? (s->fabric = cfg->use_fabric, 0)
+				   : fabric_new_ideal(&cfg->fabric, &s->fabric, err, errlen);
+	s->cfg.use_fabric = NULL;
+	if (!rc && !fabric_is_ideal(s->fabric)) {
+		rc = fabric_state_create(s, err, errlen);
+		if (rc) {
+			fabric_free(s->fabric);
+			s->fabric = NULL;
+		}
+	}
 	if (rc) {
+		if (!s->out)
+			fabric_free(cfg->use_fabric);
 		if (rc == -ENOMEM && !s->out)
 			snprintf(err, errlen, "out of memory");
 		ctl_msg_free(s->out);
@@ -1429,6 +1590,10 @@ void srv_free(struct srv *s)
 		conn_free(s, dl_entry(p, struct srv_conn, link), false);
 	}
 	fabric_free(s->fabric);
+	if (s->fab_base)
+		munmap(s->fab_base, s->fab_len);
+	if (s->fab_fd >= 0)
+		close(s->fab_fd);
 	ctl_msg_free(s->out);
 	free(s);
 }

@@ -28,7 +28,9 @@
 #define SRV_CONNECT_WAIT_MS 10000
 
 struct srv_config {
-	struct fabric_config fabric;
+	struct fabric_config fabric; /* the ideal fabric's settings, when use_fabric is NULL */
+	struct fabric *use_fabric;   /* a fabric built by the caller (a scenario): srv_new takes
+				      * it over, also when it fails; srv_free frees it */
 	struct chan_geom geom;	 /* every channel's geometry */
 	int connect_wait_ms;	 /* how long a connect waits for an unknown listener */
 	size_t outq_max;	 /* per-connection output queue limit, bytes */

@@ -21,6 +21,10 @@ mkdir -p "$OUT"
 FLAGS="-std=c11 -D_GNU_SOURCE -I. -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
 	-fno-sanitize-recover=undefined -Wall -Wextra -Wno-unused-parameter -Wno-unused-function"
 
+# A harness names the libraries it needs (beyond libm) on a comment line
+# " * fuzz-libs: ..."; its seeds can come from seed_<name>, its dictionary
+# from sim/fuzz/<name>.dict.
+
 # A few seeds for the ctl parser: real requests and replies, and near-misses.
 seed_ctl() {
 	d=$1
@@ -40,15 +44,20 @@ for src in sim/fuzz/fuzz_*.c; do
 	name=$(basename "$src" .c)
 	bin=$OUT/$name
 	echo "  FUZZ-CC $src"
+	libs=$(sed -n 's/^ \* fuzz-libs: //p' "$src")
 	# shellcheck disable=SC2086
-	$CLANG $FLAGS "$src" -o "$bin" -lm
+	$CLANG $FLAGS "$src" -o "$bin" $libs -lm
 	work=$OUT/$name.d
 	corpus=$OUT/$name.corpus
 	mkdir -p "$work" "$corpus"
 	[ "$name" = fuzz_ctl ] && seed_ctl "$corpus"
+	[ "$name" = fuzz_scenario ] && cp scenarios/*.yaml "$corpus"/
+	dict=
+	[ -e "sim/fuzz/$name.dict" ] && dict="-dict=../../sim/fuzz/$name.dict"
 	echo "  FUZZ    $name for ${SECONDS_EACH}s"
+	# shellcheck disable=SC2086
 	if ! (cd "$work" && "../$name" -max_total_time="$SECONDS_EACH" -print_final_stats=1 \
-		-max_len=140000 ../"$name.corpus" >"../$name.log" 2>&1); then
+		-max_len=140000 $dict ../"$name.corpus" >"../$name.log" 2>&1); then
 		echo "fuzz: $name failed; see $work/ and $OUT/$name.log:" >&2
 		tail -n 40 "$OUT/$name.log" >&2
 		status=1

@@ -8,7 +8,8 @@ import os
 import socket
 import time
 
-__all__ = ["CtlError", "default_socket", "request", "show", "wait_ready", "format_status"]
+__all__ = ["CtlError", "default_socket", "request", "show", "fabric", "wait_ready", "format_status",
+           "format_fabric"]
 
 
 class CtlError(Exception):
@@ -124,6 +125,76 @@ def show(path, timeout=5.0):
     out["nics"] = [dict(v, index=k) for k, v in out["nics"].items()]
     out["chans"] = [dict(v, id=k) for k, v in out["chans"].items()]
     return out
+
+
+def fabric(path, timeout=5.0):
+    """The resolved fabric (op=fabric) as parsed JSON: every parameter after defaults, per
+    node, NIC, switch, directed link and NIC-to-NIC path. See docs/control-protocol.md."""
+    chunks, skip, total = {}, None, None
+    for _ in range(100000):  # pages of json.<i> chunks; next=<i> says where to go on
+        page = request(path, "fabric", timeout=timeout, **({"skip": skip} if skip else {}))
+        d = dict(page)
+        total = int(d["bytes"])
+        for k, v in page:
+            if k.startswith("json."):
+                chunks[int(k[5:])] = v
+        if "next" not in d:
+            break
+        skip = d["next"]
+    text = "".join(chunks[i] for i in sorted(chunks))
+    if len(text) != total or sorted(chunks) != list(range(len(chunks))):
+        raise CtlError("op=fabric: got %d of %d bytes in chunks %s" % (len(text), total,
+                                                                      sorted(chunks)[:10]))
+    return json.loads(text)
+
+
+def format_fabric(fb):
+    """A human-readable summary of fabric()'s result."""
+    c = fb["counts"]
+    lines = ["fabric %s%s: %d node(s), %d NIC(s), %d switch(es), %d directed link(s), seed %d" % (
+        fb["kind"], " '%s' from %s" % (fb["name"], fb["scenario"]) if fb.get("scenario") else "",
+        c["nodes"], c["nics"], c["switches"], c["links"], fb["seed"])]
+    if fb.get("description"):
+        lines.append("  " + fb["description"])
+    if fb["nodes"]:
+        lines += ["", "%-20s %-24s %10s %12s %s" % ("NODE", "NIC", "SPEED", "LATENCY", "GUID")]
+        for n in fb["nodes"]:
+            for nic in n["nics"]:
+                lines.append("%-20s %-24s %7.1f Gb %9d ns %s" % (
+                    n["name"], nic["name"], nic["speed_mbps"] / 1000.0, nic["latency_ns"],
+                    nic["guid"]))
+    if fb["switches"]:
+        lines += ["", "%-20s %9s %12s %12s %s" % ("SWITCH", "PORTS", "TO NICS", "TO SWITCHES",
+                                                  "OVERSUBSCRIPTION")]
+        for s in fb["switches"]:
+            o = s.get("oversubscription")
+            lines.append("%-20s %4d/%-4d %9s Gb %9s Gb %s" % (
+                s["name"], s["ports_used"], s["params"]["ports"], s["nic_gbps"], s["switch_gbps"],
+                "%g:1" % o if o else "-"))
+    if fb["links"]:
+        lines += ["", "%-5s %-16s %-16s %10s %9s  %s" % ("LINK", "FROM", "TO", "RATE", "HOP",
+                                                         "IMPAIRMENTS")]
+        for l in fb["links"]:
+            p = l["params"]
+            imp = []
+            if p.get("jitter", {}).get("dist", "none") != "none":
+                imp.append("jitter " + json.dumps(p["jitter"], separators=(",", ":")))
+            if p.get("loss", {}).get("model", "none") != "none":
+                imp.append("loss " + json.dumps(p["loss"], separators=(",", ":")))
+            for k in ("reorder", "duplicate", "corrupt"):
+                if p.get(k):
+                    imp.append("%s %s" % (k, p[k]))
+            rate = "%s Gb" % p["rate_gbps"] if p["rate_gbps"] else "unlimited"
+            lines.append("%-5d %-16s %-16s %10s %6d ns  %s" % (
+                l["id"], l["from"], l["to"], rate, l["hop_latency_ns"], ", ".join(imp)))
+    if fb.get("paths"):
+        lines += ["", "%-16s %-16s %10s  %s" % ("PATH FROM", "TO", "LATENCY", "LINKS")]
+        for p in fb["paths"]:
+            lines.append("%-16s %-16s %7d ns  %s" % (p["src"], p["dst"], p["latency_ns"],
+                                                    " ".join(str(x) for x in p["links"])))
+    elif fb.get("path_pairs"):
+        lines += ["", "(%d NIC pairs: paths not listed)" % fb["path_pairs"]]
+    return "\n".join(lines)
 
 
 def format_status(st):

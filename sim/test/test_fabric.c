@@ -4,6 +4,7 @@
  * messages, the parameter table, and the ideal fabric's on-demand nodes.
  */
 #include "sim/fabric.h"
+#include "sim/param.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -77,31 +78,62 @@ static void test_names(void)
 static void test_params(void)
 {
 	struct fabric_config cfg;
-	char err[FABRIC_ERR_LEN];
+	char err[FABRIC_ERR_LEN], buf[PARAM_VALUE_MAX];
 	fabric_config_init(&cfg);
-	CHECK(cfg.nics_per_node == 1 && cfg.speed_mbps == 400000 && cfg.latency_ns == 0,
-	      "defaults: %lld %lld %lld", (long long)cfg.nics_per_node, (long long)cfg.speed_mbps,
-	      (long long)cfg.latency_ns);
+	CHECK(cfg.nics_per_node == 1 && cfg.speed_mbps == 400000 && cfg.latency_ns == 0 &&
+		      cfg.seed == 1 && cfg.switching == MODEL_CUT_THROUGH,
+	      "defaults: %lld %lld %lld %llu", (long long)cfg.nics_per_node,
+	      (long long)cfg.speed_mbps, (long long)cfg.latency_ns, (unsigned long long)cfg.seed);
 	CHECK(fabric_config_check(&cfg, err, sizeof(err)) == 0, "defaults are valid: %s", err);
-	/* Every table entry: default within bounds, findable, settable at min and max. */
-	for (int i = 0; i < fabric_nparams; i++) {
-		const struct fabric_param *p = &fabric_params[i];
-		char v[32];
-		CHECK(p->min <= p->def && p->def <= p->max, "%s: default in range", p->name);
-		CHECK(fabric_param_find(p->name) == p, "%s: found", p->name);
-		CHECK(p->unit && p->doc && *p->unit && *p->doc, "%s: unit and doc", p->name);
-		snprintf(v, sizeof(v), "%lld", (long long)p->min);
-		CHECK(fabric_config_set(&cfg, p->name, v, err, sizeof(err)) == 0 &&
-			      fabric_config_get(&cfg, p) == p->min,
+	CHECK(param_count <= PARAM_MAX, "%d parameters fit the bitmasks", param_count);
+	/* Every table entry: found, documented, default valid; integers settable at min and max
+	 * and not beyond; every default formats to text that parses back to the same value. */
+	union {
+		struct fabric_config fab;
+		struct model_link link;
+		struct model_nic nic;
+		struct fabric_switch_cfg sw;
+	} obj, back;
+	for (int i = 0; i < param_count; i++) {
+		const struct param *p = &param_table[i];
+		memset(&obj, 0, sizeof(obj));
+		param_defaults(p->scope, &obj);
+		CHECK(param_find(p->scope, p->name) == p, "%s: found", p->name);
+		CHECK(p->unit && p->doc && *p->doc, "%s: unit and doc", p->name);
+		CHECK(p->offset + p->size <= sizeof(obj), "%s: offset", p->name);
+		CHECK(param_check(p, &obj, err, sizeof(err)) == 0, "%s: default valid: %s", p->name,
+		      err);
+		if (p->group != PARAM_G_NONE)
+			CHECK(param_selector(p) && param_selector(p)->group == p->group,
+			      "%s: has a selector", p->name);
+		if (p->type == PARAM_TABLE)
+			continue;
+		param_format_value(p, p->def, buf, sizeof(buf));
+		memset(&back, 0xa5, sizeof(back));
+		CHECK(param_parse(p, buf, &back, err, sizeof(err)) == 0 &&
+			      (p->type == PARAM_REAL
+				       ? param_get_real(p, &back) == (double)p->def / 1e6
+				       : param_get_u64(p, &back) == (uint64_t)p->def),
+		      "%s: default '%s' parses back: %s", p->name, buf, err);
+		if (p->type != PARAM_INT)
+			continue;
+		snprintf(buf, sizeof(buf), "%lld", (long long)p->min);
+		CHECK(param_parse(p, buf, &obj, err, sizeof(err)) == 0 &&
+			      param_get_u64(p, &obj) == (uint64_t)p->min,
 		      "%s = min", p->name);
-		snprintf(v, sizeof(v), "%lld", (long long)p->max);
-		CHECK(fabric_config_set(&cfg, p->name, v, err, sizeof(err)) == 0 &&
-			      fabric_config_get(&cfg, p) == p->max,
+		snprintf(buf, sizeof(buf), "%lld", (long long)p->max);
+		CHECK(param_parse(p, buf, &obj, err, sizeof(err)) == 0 &&
+			      param_get_u64(p, &obj) == (uint64_t)p->max,
 		      "%s = max", p->name);
-		snprintf(v, sizeof(v), "%lld", (long long)p->max + 1);
-		CHECK(fabric_config_set(&cfg, p->name, v, err, sizeof(err)) == -EINVAL,
-		      "%s = max+1", p->name);
+		snprintf(buf, sizeof(buf), "%lld", (long long)p->max + 1);
+		CHECK(param_parse(p, buf, &obj, err, sizeof(err)) == -EINVAL &&
+			      param_get_u64(p, &obj) == (uint64_t)p->max,
+		      "%s = max+1 refused, value unchanged", p->name);
 	}
+	CHECK(param_find(PARAM_LINK, "latency_ns") != param_find(PARAM_SWITCH, "latency_ns") &&
+		      param_find(PARAM_NIC, "latency_ns") == NULL,
+	      "names are per scope");
+
 	fabric_config_init(&cfg);
 	static const struct {
 		const char *value;
@@ -119,6 +151,7 @@ static void test_params(void)
 		{"2x", -EINVAL, 0, "nics_per_node: '2x' is not an integer in 1..8 (count)"},
 		{" 2", -EINVAL, 0, "nics_per_node: ' 2' is not an integer in 1..8 (count)"},
 		{"0x2", -EINVAL, 0, "nics_per_node: '0x2' is not an integer in 1..8 (count)"},
+		{"1.5", -EINVAL, 0, "nics_per_node: '1.5' is not an integer in 1..8 (count)"},
 		{"99999999999999999999999", -EINVAL, 0,
 		 "nics_per_node: '99999999999999999999999' is not an integer in 1..8 (count)"},
 	};
@@ -137,7 +170,16 @@ static void test_params(void)
 	CHECK(fabric_config_set(&cfg, "nic", "1", err, sizeof(err)) == -ENOENT &&
 		      strcmp(err, "unknown fabric parameter 'nic'") == 0,
 	      "unknown parameter: '%s'", err);
-	CHECK(fabric_param_find("bogus") == NULL, "find unknown");
+	CHECK(param_find(PARAM_FABRIC, "bogus") == NULL, "find unknown");
+	CHECK(fabric_config_set(&cfg, "seed", "0xff", err, sizeof(err)) == 0 && cfg.seed == 255,
+	      "seed in hex");
+	CHECK(fabric_config_set(&cfg, "seed", "18446744073709551615", err, sizeof(err)) == 0 &&
+		      cfg.seed == UINT64_MAX,
+	      "seed max");
+	CHECK(fabric_config_set(&cfg, "seed", "18446744073709551616", err, sizeof(err)) == -EINVAL &&
+		      strcmp(err, "seed: '18446744073709551616' is not an integer in "
+				  "0..18446744073709551615 (decimal, or hex with 0x)") == 0,
+	      "seed overflow: '%s'", err);
 	fabric_config_init(&cfg);
 	cfg.nics_per_node = 0;
 	CHECK(fabric_config_check(&cfg, err, sizeof(err)) == -EINVAL &&
@@ -146,6 +188,153 @@ static void test_params(void)
 	struct fabric *f = (struct fabric *)1;
 	CHECK(fabric_new_ideal(&cfg, &f, err, sizeof(err)) == -EINVAL && f == NULL,
 	      "new with a bad config");
+}
+
+/* The value types, with their exact conversions and messages. */
+static void test_param_types(void)
+{
+	static const struct {
+		enum param_scope scope;
+		const char *name, *text;
+		int rc;
+		uint64_t want; /* stored */
+		const char *err;   /* or the formatted value when rc == 0 */
+	} cases[] = {
+		{PARAM_LINK, "rate_gbps", "200", 0, 200000000000ull, "200"},
+		{PARAM_LINK, "rate_gbps", "12.5", 0, 12500000000ull, "12.5"},
+		{PARAM_LINK, "rate_gbps", "0.001", 0, 1000000, "0.001"},
+		{PARAM_LINK, "rate_gbps", "0.000000001e6", 0, 1000000, "0.001"},
+		{PARAM_LINK, "rate_gbps", "1e2", 0, 100000000000ull, "100"},
+		{PARAM_LINK, "rate_gbps", "0", 0, 0, "0"},
+		{PARAM_LINK, "rate_gbps", "1000000", 0, 1000000000000000ull, "1000000"},
+		{PARAM_LINK, "rate_gbps", "0.0005", -EINVAL, 0,
+		 "'0.0005' is not a rate in 0.001..1000000 Gb/s (or 0: unlimited; a decimal, at most 9 "
+		 "places)"},
+		{PARAM_LINK, "rate_gbps", "0.0000000001", -EINVAL, 0,
+		 "'0.0000000001' is not a rate in 0.001..1000000 Gb/s (or 0: unlimited; a decimal, at "
+		 "most 9 places)"},
+		{PARAM_LINK, "rate_gbps", "1000001", -EINVAL, 0,
+		 "'1000001' is not a rate in 0.001..1000000 Gb/s (or 0: unlimited; a decimal, at most 9 "
+		 "places)"},
+		{PARAM_LINK, "rate_gbps", "-1", -EINVAL, 0,
+		 "'-1' is not a rate in 0.001..1000000 Gb/s (or 0: unlimited; a decimal, at most 9 "
+		 "places)"},
+		{PARAM_LINK, "rate_gbps", "200G", -EINVAL, 0,
+		 "'200G' is not a rate in 0.001..1000000 Gb/s (or 0: unlimited; a decimal, at most 9 "
+		 "places)"},
+		{PARAM_LINK, "reorder_delay_ns", "0", -EINVAL, 0,
+		 "'0' is not an integer in 1..1000000000 (ns)"},
+		{PARAM_LINK, "loss.p", "0.01", 0, 42949673, "0.01"},
+		{PARAM_LINK, "loss.p", "1%", 0, 42949673, "0.01"},
+		{PARAM_LINK, "loss.p", "1e-2", 0, 42949673, "0.01"},
+		{PARAM_LINK, "loss.p", "1", 0, 0xffffffffu, "1"},
+		{PARAM_LINK, "loss.p", "0", 0, 0, "0"},
+		{PARAM_LINK, "loss.p", "1e-6", 0, 4295, "1e-06"},
+		{PARAM_LINK, "loss.p", "1.5", -EINVAL, 0,
+		 "'1.5' is not a probability in 0..1 (like 0.001, 1e-6 or 0.1%)"},
+		{PARAM_LINK, "loss.p", "-0.1", -EINVAL, 0,
+		 "'-0.1' is not a probability in 0..1 (like 0.001, 1e-6 or 0.1%)"},
+		{PARAM_LINK, "loss.p", "1e-12", -EINVAL, 0,
+		 "'1e-12' is below the resolution of probabilities (2^-32, about 2.3e-10)"},
+		{PARAM_LINK, "loss.p", "lots", -EINVAL, 0,
+		 "'lots' is not a probability in 0..1 (like 0.001, 1e-6 or 0.1%)"},
+		{PARAM_LINK, "loss.model", "ge", 0, MODEL_LOSS_GE, "\"ge\""},
+		{PARAM_LINK, "loss.model", "gilbert", -EINVAL, 0,
+		 "'gilbert' is not one of none, bernoulli, ge, 4state"},
+		{PARAM_LINK, "jitter.dist", "pareto", 0, MODEL_DIST_PARETO, "\"pareto\""},
+		{PARAM_LINK, "mtu", "4096", 0, 4096, "4096"},
+		{PARAM_LINK, "mtu", "32", -EINVAL, 0, "'32' is not an integer in 64..65536 (B)"},
+		{PARAM_LINK, "latency_ns", "1e3", 0, 1000, "1000"},
+		{PARAM_NIC, "timeout_scale", "0.001", 0, 1000, "0.001"},
+		{PARAM_NIC, "timeout_scale", "1", 0, 1000000, "1"},
+		{PARAM_NIC, "timeout_scale", "0.0000001", -EINVAL, 0,
+		 "'0.0000001' is not a fraction in 0.000001..1 (at most 6 decimal places)"},
+		{PARAM_NIC, "host_rate_gbps", "192", 0, 192000000000ull, "192"},
+		{PARAM_NIC, "timeout_exp", "32", -EINVAL, 0, "'32' is not an integer in 0..31"},
+		{PARAM_SWITCH, "ports", "0", -EINVAL, 0, "'0' is not an integer in 1..1024 (count)"},
+		{PARAM_FABRIC, "switching", "store_forward", 0, MODEL_STORE_FORWARD,
+		 "\"store_forward\""},
+	};
+	char err[PARAM_ERR_LEN], buf[PARAM_VALUE_MAX];
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		union {
+			struct model_link link;
+			struct model_nic nic;
+			struct fabric_switch_cfg sw;
+			struct fabric_config fab;
+		} obj;
+		const struct param *p = param_find(cases[i].scope, cases[i].name);
+		CHECK(p, "%s exists", cases[i].name);
+		if (!p)
+			continue;
+		memset(&obj, 0, sizeof(obj));
+		err[0] = 0;
+		int rc = param_parse(p, cases[i].text, &obj, err, sizeof(err));
+		if (cases[i].rc) {
+			CHECK(rc == cases[i].rc && strcmp(err, cases[i].err) == 0,
+			      "%s '%s': %d '%s', want '%s'", cases[i].name, cases[i].text, rc, err,
+			      cases[i].err);
+			continue;
+		}
+		param_format(p, &obj, buf, sizeof(buf));
+		CHECK(rc == 0 && param_get_u64(p, &obj) == cases[i].want &&
+			      strcmp(buf, cases[i].err) == 0,
+		      "%s '%s': %d %llu '%s' (%s), want %llu '%s'", cases[i].name, cases[i].text, rc,
+		      (unsigned long long)param_get_u64(p, &obj), buf, err,
+		      (unsigned long long)cases[i].want, cases[i].err);
+	}
+	/* A real: jitter.corr in [0, 1). */
+	struct model_link l;
+	memset(&l, 0, sizeof(l));
+	const struct param *corr = param_find(PARAM_LINK, "jitter.corr");
+	CHECK(param_parse(corr, "0.5", &l, err, sizeof(err)) == 0 && l.jitter.rho == 0.5, "corr");
+	CHECK(param_parse(corr, "1", &l, err, sizeof(err)) == -EINVAL &&
+		      strcmp(err, "'1' is not a number in 0..0.999999") == 0 && l.jitter.rho == 0.5,
+	      "corr 1: '%s'", err);
+	/* Groups: a member applies only to its selector's kinds. */
+	param_defaults(PARAM_LINK, &l);
+	const struct param *r = param_find(PARAM_LINK, "loss.r");
+	CHECK(!param_applies(r, &l), "loss.r not with none");
+	l.loss.kind = MODEL_LOSS_BERNOULLI;
+	CHECK(!param_applies(r, &l) && param_applies(param_find(PARAM_LINK, "loss.p"), &l),
+	      "bernoulli: p, not r");
+	l.loss.kind = MODEL_LOSS_GE;
+	CHECK(param_applies(r, &l) && param_selector(r) == param_find(PARAM_LINK, "loss.model"),
+	      "ge: r");
+	/* Kinds share fields (loss.bad and loss.p32 are both p[2]): defaults per kind. */
+	param_group_defaults(param_selector(r), &l);
+	CHECK(l.loss.p[0] == 0 && l.loss.p[1] == 0 && l.loss.p[2] == 0xffffffffu &&
+		      l.loss.p[3] == 0 && l.loss.p[4] == 0,
+	      "ge defaults: bad = 1");
+	l.loss.kind = MODEL_LOSS_4STATE;
+	param_group_defaults(param_selector(r), &l);
+	CHECK(l.loss.p[1] == 0xffffffffu && l.loss.p[2] == 0, "4state defaults: p31 = 1, p32 = 0");
+	/* Tables: sorted quantiles, 1..4096 entries. */
+	const struct param *t = param_find(PARAM_LINK, "jitter.table");
+	static const int64_t good[] = {0, 10, 10, 400}, bad[] = {0, 20, 10};
+	CHECK(param_set_table(t, &l, good, 4, err, sizeof(err)) == 0 && l.jitter.ntable == 4 &&
+		      l.jitter.table == good,
+	      "table");
+	param_format(t, &l, buf, sizeof(buf));
+	CHECK(strcmp(buf, "[0,10,10,400]") == 0, "table format '%s'", buf);
+	CHECK(param_set_table(t, &l, bad, 3, err, sizeof(err)) == -EINVAL &&
+		      strcmp(err, "entry 3 (10) is below entry 2 (20): the quantiles of an inverse "
+				  "CDF never decrease") == 0,
+	      "unsorted table: '%s'", err);
+	CHECK(param_set_table(t, &l, good, 0, err, sizeof(err)) == -EINVAL, "empty table");
+	/* The docs table has a row per parameter. */
+	char *md = NULL;
+	size_t mdlen = 0;
+	FILE *mf = open_memstream(&md, &mdlen);
+	CHECK(mf && param_dump(mf, "markdown") == 0 && param_dump(mf, "html") == -EINVAL, "dump");
+	if (mf)
+		fclose(mf);
+	for (int i = 0; md && i < param_count; i++) {
+		char row[80];
+		snprintf(row, sizeof(row), "| `%s` |", param_table[i].name);
+		CHECK(strstr(md, row) != NULL, "markdown row for %s", param_table[i].name);
+	}
+	free(md);
 }
 
 static void test_ideal(void)
@@ -226,11 +415,291 @@ static void test_ideal(void)
 	fabric_free(f);
 }
 
+/* A default link and NIC model (HDR), as a scenario's defaults would give. */
+static struct model_link dlink(void)
+{
+	struct model_link l;
+	param_defaults(PARAM_LINK, &l);
+	return l;
+}
+
+static struct fabric_switch_cfg dswitch(int ports)
+{
+	struct fabric_switch_cfg c;
+	param_defaults(PARAM_SWITCH, &c);
+	c.ports = ports;
+	return c;
+}
+
+#define NICEP(node, nic) (&(struct fabric_ep){FABRIC_EP_NIC, (node), (nic)})
+#define SWEP(id) (&(struct fabric_ep){FABRIC_EP_SWITCH, (id), 0})
+
+static void test_explicit(void)
+{
+	struct fabric_config cfg;
+	struct fabric *f;
+	struct model_nic nic;
+	struct model_link l = dlink(), slow = dlink();
+	struct fabric_switch_cfg sw = dswitch(3);
+	char err[FABRIC_ERR_LEN];
+	int other, bad;
+	fabric_config_init(&cfg);
+	param_defaults(PARAM_NIC, &nic);
+	slow.rate_bps = 100000000000ull;
+	CHECK(fabric_new_explicit(&cfg, &f, err, sizeof(err)) == 0, "new: %s", err);
+	CHECK(strcmp(fabric_kind(f), "explicit") == 0 && !fabric_is_ideal(f), "kind");
+	CHECK(fabric_add_node(f, "a", 2, &nic, 10, err, sizeof(err)) == 0 &&
+		      fabric_add_node(f, "b", 1, &nic, 11, err, sizeof(err)) == 0 &&
+		      fabric_add_switch(f, "sw", &sw, 12, err, sizeof(err)) == 0,
+	      "build: %s", err);
+	CHECK(fabric_add_node(f, "sw", 1, &nic, 13, err, sizeof(err)) == -EEXIST &&
+		      strcmp(err, "'sw' is already the name of a switch") == 0,
+	      "duplicate: '%s'", err);
+	CHECK(fabric_add_switch(f, "a", &sw, 13, err, sizeof(err)) == -EEXIST &&
+		      strcmp(err, "'a' is already the name of a node") == 0,
+	      "duplicate: '%s'", err);
+	CHECK(fabric_add_node(f, "c", 9, &nic, 13, err, sizeof(err)) == -EINVAL &&
+		      strcmp(err, "a node has 1..8 NICs, not 9") == 0,
+	      "9 NICs: '%s'", err);
+	CHECK(fabric_add_node(f, "no/slash", 1, &nic, 13, err, sizeof(err)) == -EINVAL,
+	      "bad name");
+	const struct fabric_node *a = fabric_node_find(f, "a"), *b = fabric_node_find(f, "b");
+	CHECK(a && b && a->nic[1].gid == 1 && b->nic[0].gid == 2 && fabric_nnics(f) == 3 &&
+		      fabric_switch_find(f, "sw")->id == 0 && fabric_switch_find(f, "a") == NULL &&
+		      fabric_node_find(f, "sw") == NULL,
+	      "lookups");
+	CHECK(fabric_add_link(f, NICEP(0, 0), SWEP(0), &l, &slow, 20, &other, err, sizeof(err)) == 0,
+	      "link: %s", err);
+	CHECK(fabric_add_link(f, SWEP(0), NICEP(0, 0), &l, &l, 21, &other, err, sizeof(err)) ==
+			      -EBUSY &&
+		      other == 20 &&
+		      strcmp(err, "NIC a/0 (a-nic0) already has a link, to sw; a NIC has one "
+				  "port") == 0,
+	      "second link: '%s' %d", err, other);
+	CHECK(fabric_add_link(f, SWEP(0), SWEP(0), &l, &l, 21, &other, err, sizeof(err)) == -EINVAL &&
+		      strcmp(err, "a link cannot connect sw to itself") == 0,
+	      "self: '%s'", err);
+	CHECK(fabric_add_link(f, NICEP(0, 2), SWEP(0), &l, &l, 21, &other, err, sizeof(err)) ==
+			      -ENODEV &&
+		      strcmp(err, "node a has 2 NIC(s) (0..1); there is no NIC 2") == 0,
+	      "no NIC: '%s'", err);
+	struct model_link bad_l = l;
+	bad_l.loss.kind = MODEL_LOSS_4STATE;
+	bad_l.loss.p[0] = bad_l.loss.p[4] = 0xc0000000u;
+	CHECK(fabric_add_link(f, NICEP(1, 0), SWEP(0), &l, &bad_l, 22, &other, err, sizeof(err)) ==
+			      -EINVAL &&
+		      strcmp(err, "loss.p14: 0.75 with p13 0.75 leaves state 1 with probability 1.5 > "
+				  "1 (sw -> b/0)") == 0,
+	      "model check: '%s'", err);
+	CHECK(fabric_add_link(f, NICEP(1, 0), SWEP(0), &l, &l, 22, &other, err, sizeof(err)) == 0,
+	      "b: %s", err);
+	/* Not finished: a-nic1 has no link. */
+	CHECK(fabric_finish(f, &bad, err, sizeof(err)) == -ENOTCONN && bad == 10 &&
+		      strcmp(err, "NIC a/1 (a-nic1) has no link: every NIC needs one (add it to a "
+				  "links entry)") == 0,
+	      "disconnected: '%s' %d", err, bad);
+	fabric_free(f);
+
+	/* A complete one: a (2 NICs) and b on sw, sw full at 3 ports. */
+	CHECK(fabric_new_explicit(&cfg, &f, err, sizeof(err)) == 0, "new");
+	fabric_add_node(f, "a", 2, &nic, 10, err, sizeof(err));
+	fabric_add_node(f, "b", 1, &nic, 11, err, sizeof(err));
+	fabric_add_switch(f, "sw", &sw, 12, err, sizeof(err));
+	CHECK(fabric_add_link(f, NICEP(0, 0), SWEP(0), &l, &slow, 20, &other, err, sizeof(err)) == 0 &&
+		      fabric_add_link(f, SWEP(0), NICEP(0, 1), &l, &l, 21, &other, err, sizeof(err)) ==
+			      0 &&
+		      fabric_add_link(f, NICEP(1, 0), SWEP(0), &l, &l, 22, &other, err, sizeof(err)) ==
+			      0,
+	      "links: %s", err);
+	fabric_add_switch(f, "sw2", &sw, 13, err, sizeof(err));
+	CHECK(fabric_add_link(f, SWEP(0), SWEP(1), &l, &l, 23, &other, err, sizeof(err)) == -ENOSPC &&
+		      strcmp(err, "switch sw has 3 port(s), all taken: this would be link 4 on it") ==
+			      0,
+	      "ports: '%s'", err);
+	CHECK(fabric_finish(f, &bad, err, sizeof(err)) == 0, "finish: %s", err);
+	CHECK(fabric_add_node(f, "late", 1, &nic, 1, err, sizeof(err)) == -EINVAL,
+	      "read-only after finish");
+	a = fabric_node(f, 0);
+	b = fabric_node(f, 1);
+	/* Directed links: 2c is a->b as written, 2c+1 back. */
+	const struct fabric_link *l0 = fabric_link(f, 0), *l1 = fabric_link(f, 1),
+				 *l2 = fabric_link(f, 2), *l3 = fabric_link(f, 3);
+	CHECK(fabric_nlinks(f) == 6 && l0->cable == 0 && l1->cable == 0 && l2->cable == 1 &&
+		      l0->from.kind == FABRIC_EP_NIC && l0->to.kind == FABRIC_EP_SWITCH &&
+		      l2->from.kind == FABRIC_EP_SWITCH && l3->to.kind == FABRIC_EP_SWITCH &&
+		      fabric_link(f, 6) == NULL,
+	      "link ids");
+	CHECK(a->nic[0].link_out == 0 && a->nic[0].link_in == 1 && a->nic[1].link_out == 3 &&
+		      a->nic[1].link_in == 2 && b->nic[0].link_out == 4,
+	      "NIC link ids");
+	/* Hop latency = own + the switch entered; per direction models kept apart. */
+	CHECK(l0->model.latency_ns == 140 && l1->model.latency_ns == 10 &&
+		      l0->param.latency_ns == 10 && l0->model.rate_bps == 200000000000ull &&
+		      l1->model.rate_bps == 100000000000ull && l0->model.fs_per_byte == 40000 &&
+		      l1->model.fs_per_byte == 80000,
+	      "models: %lld %lld %llu", (long long)l0->model.latency_ns,
+	      (long long)l1->model.latency_ns, (unsigned long long)l1->model.fs_per_byte);
+	CHECK(a->nic[0].model.host_fs_per_byte == 41667, "host fs/B %llu",
+	      (unsigned long long)a->nic[0].model.host_fs_per_byte);
+	const struct fabric_switch *s0 = fabric_switch(f, 0);
+	CHECK(s0->ports_used == 3 && s0->nic_links == 3 && s0->switch_links == 0 &&
+		      s0->nic_bps == 500000000000ull,
+	      "switch sums %llu", (unsigned long long)s0->nic_bps);
+	/* Paths. */
+	struct model_path p;
+	CHECK(fabric_path(f, 0, 0, 1, 0, &p, err, sizeof(err)) == 0 && p.nhops == 2 &&
+		      p.link_id[0] == 0 && p.link_id[1] == 5 && p.hop[0] == &l0->model &&
+		      fabric_path_latency(&p) == 150 && p.switching == MODEL_CUT_THROUGH,
+	      "a/0 -> b: %d hops", p.nhops);
+	CHECK(fabric_path(f, 1, 0, 0, 0, &p, err, sizeof(err)) == 0 && p.nhops == 2 &&
+		      p.link_id[0] == 4 && p.link_id[1] == 1,
+	      "b -> a/0");
+	CHECK(fabric_path(f, 0, 0, 0, 1, &p, err, sizeof(err)) == 0 && p.nhops == 2 &&
+		      p.link_id[0] == 0 && p.link_id[1] == 2,
+	      "a/0 -> a/1 through the switch");
+	CHECK(fabric_path(f, 0, 0, 0, 0, &p, err, sizeof(err)) == 0 && p.nhops == 0,
+	      "a NIC to itself");
+	CHECK(fabric_path(f, 0, 2, 1, 0, &p, err, sizeof(err)) == -ENODEV &&
+		      strcmp(err, "node a has 2 NIC(s); there is no NIC 2") == 0,
+	      "bad NIC: '%s'", err);
+	CHECK(fabric_path(f, 5, 0, 1, 0, &p, err, sizeof(err)) == -ENODEV, "bad node");
+	/* What the NICs report: uplink speed; the model's zero-byte time to the typical peer:
+	 * o_send 300 + hops 140 + 10 + 46 header bytes at 200 Gb/s (2 ns) + o_recv 300. */
+	CHECK(a->nic[0].speed_mbps == 200000 && a->nic[0].latency_ns == 752 &&
+		      b->nic[0].latency_ns == 754 /* into a/0 at 100 Gb/s: headers take 4 ns */,
+	      "reported %lld %lld", (long long)a->nic[0].speed_mbps, (long long)a->nic[0].latency_ns);
+	/* hello of a node the scenario does not have. */
+	const struct fabric_node *n;
+	fabric_set_source(f, "x.yaml", "x", NULL);
+	CHECK(fabric_node_get(f, "zz", &n, err, sizeof(err)) == -ENOENT &&
+		      strcmp(err, "node 'zz' is not in scenario x.yaml (its 2 node(s): a, b)") == 0,
+	      "unknown node: '%s'", err);
+	CHECK(fabric_node_get(f, "b", &n, err, sizeof(err)) == 0 && n == b, "known node");
+	/* The dump: one line of printable ASCII. */
+	const char *js;
+	size_t jl;
+	CHECK(fabric_json(f, false, &js, &jl) == 0 && jl == strlen(js), "json");
+	int odd = 0;
+	for (size_t i = 0; i < jl; i++)
+		odd += js[i] < 0x20 || js[i] > 0x7e;
+	CHECK(odd == 0 && strstr(js, "\"paths\":[{\"src\":\"a/0\",\"dst\":\"a/1\",\"links\":[0,2]") &&
+		      strstr(js, "\"hop_latency_ns\":140") && strstr(js, "\"kind\":\"explicit\""),
+	      "json content: %.300s", js);
+	fabric_set_seed(f, 99);
+	CHECK(fabric_seed(f) == 99 && fabric_json(f, false, &js, &jl) == 0 &&
+		      strstr(js, "\"seed\":99"),
+	      "seed");
+	fabric_free(f);
+}
+
+/*
+ * Leaf-spine: n0..n3 on leaf0, n4..n7 on leaf1, spines s0 and s1 each linked
+ * to both leaves. Equal-cost choice: destination gid mod 2 picks the spine.
+ */
+static void test_routes(void)
+{
+	struct fabric_config cfg;
+	struct fabric *f;
+	struct model_nic nic;
+	struct model_link l = dlink();
+	struct fabric_switch_cfg sw = dswitch(40);
+	char err[FABRIC_ERR_LEN], name[16];
+	int other, bad;
+	fabric_config_init(&cfg);
+	param_defaults(PARAM_NIC, &nic);
+	fabric_new_explicit(&cfg, &f, err, sizeof(err));
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		fabric_add_node(f, name, 1, &nic, i, err, sizeof(err));
+	}
+	fabric_add_switch(f, "leaf0", &sw, 100, err, sizeof(err));
+	fabric_add_switch(f, "leaf1", &sw, 101, err, sizeof(err));
+	fabric_add_switch(f, "s0", &sw, 102, err, sizeof(err));
+	fabric_add_switch(f, "s1", &sw, 103, err, sizeof(err));
+	for (int i = 0; i < 8; i++) /* cables 0..7: directed 2i up, 2i+1 down */
+		fabric_add_link(f, NICEP(i, 0), SWEP(i / 4), &l, &l, 200 + i, &other, err, sizeof(err));
+	/* cables 8..11: leaf0-s0 (16,17), leaf0-s1 (18,19), leaf1-s0 (20,21), leaf1-s1 (22,23) */
+	for (int leaf = 0; leaf < 2; leaf++)
+		for (int sp = 0; sp < 2; sp++)
+			CHECK(fabric_add_link(f, SWEP(leaf), SWEP(2 + sp), &l, &l, 300, &other, err,
+					      sizeof(err)) == 0,
+			      "uplink: %s", err);
+	CHECK(fabric_finish(f, &bad, err, sizeof(err)) == 0, "finish: %s", err);
+	struct model_path p;
+	CHECK(fabric_path(f, 0, 0, 4, 0, &p, err, sizeof(err)) == 0 && p.nhops == 4 &&
+		      p.link_id[0] == 0 && p.link_id[1] == 16 && p.link_id[2] == 21 &&
+		      p.link_id[3] == 9 && fabric_path_latency(&p) == 140 * 3 + 10,
+	      "n0 -> n4 (gid 4, even): via s0: %u %u %u %u", p.link_id[0], p.link_id[1],
+	      p.link_id[2], p.link_id[3]);
+	CHECK(fabric_path(f, 0, 0, 5, 0, &p, err, sizeof(err)) == 0 && p.nhops == 4 &&
+		      p.link_id[1] == 18 && p.link_id[2] == 23 && p.link_id[3] == 11,
+	      "n0 -> n5 (gid 5, odd): via s1: %u %u", p.link_id[1], p.link_id[2]);
+	CHECK(fabric_path(f, 6, 0, 1, 0, &p, err, sizeof(err)) == 0 && p.nhops == 4 &&
+		      p.link_id[0] == 12 && p.link_id[1] == 22 && p.link_id[2] == 19 &&
+		      p.link_id[3] == 3,
+	      "n6 -> n1 (odd): via s1: %u %u", p.link_id[1], p.link_id[2]);
+	CHECK(fabric_path(f, 1, 0, 2, 0, &p, err, sizeof(err)) == 0 && p.nhops == 2, "same leaf");
+	/* Typical peer latency: of 7 others, 3 at 150 ns, 4 at 430 ns of hops: the median is
+	 * 430 + 600 of overheads + 2 of headers. */
+	CHECK(fabric_node(f, 0)->nic[0].latency_ns == 1032, "typical latency %lld",
+	      (long long)fabric_node(f, 0)->nic[0].latency_ns);
+	const struct fabric_switch *leaf0 = fabric_switch(f, 0);
+	CHECK(leaf0->nic_bps == 800000000000ull && leaf0->switch_bps == 400000000000ull,
+	      "leaf sums");
+	fabric_free(f);
+
+	/* Two islands: no path, reported once at finish. */
+	fabric_new_explicit(&cfg, &f, err, sizeof(err));
+	fabric_add_node(f, "a", 1, &nic, 1, err, sizeof(err));
+	fabric_add_node(f, "b", 1, &nic, 2, err, sizeof(err));
+	fabric_add_switch(f, "x", &sw, 3, err, sizeof(err));
+	fabric_add_switch(f, "y", &sw, 4, err, sizeof(err));
+	fabric_add_link(f, NICEP(0, 0), SWEP(0), &l, &l, 5, &other, err, sizeof(err));
+	fabric_add_link(f, NICEP(1, 0), SWEP(1), &l, &l, 6, &other, err, sizeof(err));
+	CHECK(fabric_finish(f, &bad, err, sizeof(err)) == -EHOSTUNREACH && bad == -1 &&
+		      strcmp(err, "no path from a/0 (a-nic0) to b/0 (b-nic0): switch x does not "
+				  "reach switch y") == 0,
+	      "islands: '%s'", err);
+	fabric_free(f);
+
+	/* NIC to NIC: two nodes back to back work; a third cannot be reached. */
+	fabric_new_explicit(&cfg, &f, err, sizeof(err));
+	fabric_add_node(f, "a", 1, &nic, 1, err, sizeof(err));
+	fabric_add_node(f, "b", 1, &nic, 2, err, sizeof(err));
+	fabric_add_link(f, NICEP(0, 0), NICEP(1, 0), &l, &l, 5, &other, err, sizeof(err));
+	CHECK(fabric_finish(f, &bad, err, sizeof(err)) == 0, "back to back: %s", err);
+	CHECK(fabric_path(f, 0, 0, 1, 0, &p, err, sizeof(err)) == 0 && p.nhops == 1 &&
+		      p.link_id[0] == 0 && fabric_path_latency(&p) == 10 &&
+		      fabric_path(f, 1, 0, 0, 0, &p, err, sizeof(err)) == 0 && p.link_id[0] == 1,
+	      "back to back paths");
+	fabric_free(f);
+
+	/* A chain of 8 switches: 9 hops end to end, over the model's limit of 8. */
+	fabric_new_explicit(&cfg, &f, err, sizeof(err));
+	fabric_add_node(f, "a", 1, &nic, 1, err, sizeof(err));
+	fabric_add_node(f, "b", 1, &nic, 2, err, sizeof(err));
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "c%d", i);
+		fabric_add_switch(f, name, &sw, 10 + i, err, sizeof(err));
+		if (i)
+			fabric_add_link(f, SWEP(i - 1), SWEP(i), &l, &l, 20, &other, err, sizeof(err));
+	}
+	fabric_add_link(f, NICEP(0, 0), SWEP(0), &l, &l, 5, &other, err, sizeof(err));
+	fabric_add_link(f, NICEP(1, 0), SWEP(7), &l, &l, 6, &other, err, sizeof(err));
+	CHECK(fabric_finish(f, &bad, err, sizeof(err)) == -ELOOP &&
+		      strcmp(err, "the path from a-nic0 to b-nic0 has 9 hops; the limit is 8") == 0,
+	      "too long: '%s'", err);
+	fabric_free(f);
+}
+
 int main(void)
 {
 	test_names();
 	test_params();
+	test_param_types();
 	test_ideal();
+	test_explicit();
+	test_routes();
 	if (failures) {
 		fprintf(stderr, "test_fabric: %d of %d checks failed\n", failures, checks);
 		return 1;

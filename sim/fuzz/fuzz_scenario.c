@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fuzz_scenario.c - the scenario parser under libFuzzer.
+ *
+ * The input is a scenario file. For every input scn_load_buffer must not
+ * read or write out of bounds or leak (ASan), and must either
+ *  - fail with exactly one message "t.yaml:<line>:<column>: <key>: <reason>"
+ *    (line and column >= 1, key and reason not empty) and no fabric, or
+ *  - give a fabric whose JSON dump is one line of printable ASCII, the same
+ *    when the input is loaded again (deterministic), whose links all pass
+ *    model_link_resolve, and in which every NIC reaches every other: paths
+ *    that pass model_path_check and chain from the source NIC, hop by hop,
+ *    to the destination NIC.
+ * Seeds: the shipped scenarios (tools/fuzz.sh copies them into the corpus) and
+ * the dictionary fuzz_scenario.dict.
+ *
+ * fuzz-libs: -lyaml
+ */
+#include "sim/model.c"
+#include "sim/param.c"
+#include "sim/fabric.c"
+#include "sim/log.c"
+#include "sim/scenario.c" /* last: it defines a fail() macro */
+
+#include <assert.h>
+#include <stdio.h>
+
+static void check_error(const char *err)
+{
+	int line = 0, col = 0, n = 0;
+	assert(sscanf(err, "t.yaml:%d:%d:%n", &line, &col, &n) == 2 && n > 0);
+	assert(line >= 1 && col >= 1 && err[n] == ' ' && err[n + 1] != ' ');
+	/* The key: a plain word, or quoted; then ": " and a reason. */
+	const char *key = err + n + 1, *sep;
+	if (*key == '\'') {
+		sep = strchr(key + 1, '\'');
+		assert(sep && sep[1] == ':' && sep[2] == ' ' && sep[3]);
+	} else {
+		sep = key + strspn(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-/");
+		assert(sep > key && sep[0] == ':' && sep[1] == ' ' && sep[2]);
+	}
+	for (const char *c = err; *c; c++)
+		assert(*c != '\n');
+}
+
+static bool ep_is_nic(const struct fabric_ep *e, const struct fabric_nic *n)
+{
+	return e->kind == FABRIC_EP_NIC && e->id == n->node && e->nic == n->index;
+}
+
+static void check_fabric(struct fabric *f, const char *again, size_t again_len)
+{
+	const char *js;
+	size_t jl;
+	char err[FABRIC_ERR_LEN];
+	assert(fabric_json(f, false, &js, &jl) == 0 && jl == strlen(js));
+	assert(js[0] == '{' && js[jl - 1] == '}');
+	for (size_t i = 0; i < jl; i++)
+		assert(js[i] >= 0x20 && js[i] < 0x7f);
+	if (again) {
+		assert(again_len == jl && memcmp(again, js, jl) == 0);
+		return;
+	}
+	for (int i = 0; i < fabric_nlinks(f); i++) {
+		struct model_link m = fabric_link(f, (uint32_t)i)->model;
+		char why[MODEL_ERR_LEN];
+		assert(model_link_resolve(&m, why, sizeof(why)) == 0);
+	}
+	int n = fabric_nnics(f), step = n > 24 ? n / 24 : 1;
+	for (int a = 0; a < n; a += step) {
+		for (int b = 0; b < n; b += step) {
+			const struct fabric_nic *x = fabric_nic_by_gid(f, a), *y = fabric_nic_by_gid(f, b);
+			struct model_path p;
+			assert(x && y);
+			assert(fabric_path(f, x->node, x->index, y->node, y->index, &p, err,
+					   sizeof(err)) == 0);
+			assert(model_path_check(&p, err, sizeof(err)) == 0);
+			if (fabric_is_ideal(f) || a == b) {
+				assert(p.nhops == 0);
+				continue;
+			}
+			assert(p.nhops >= 1 && p.nhops <= MODEL_MAX_HOPS);
+			const struct fabric_link *first = fabric_link(f, p.link_id[0]),
+						 *last = fabric_link(f, p.link_id[p.nhops - 1]);
+			assert(ep_is_nic(&first->from, x) && ep_is_nic(&last->to, y));
+			for (int h = 0; h + 1 < p.nhops; h++) {
+				const struct fabric_link *u = fabric_link(f, p.link_id[h]),
+							 *v = fabric_link(f, p.link_id[h + 1]);
+				assert(p.hop[h] == &u->model);
+				assert(u->to.kind == FABRIC_EP_SWITCH && v->from.kind == FABRIC_EP_SWITCH &&
+				       u->to.id == v->from.id);
+			}
+		}
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static bool quiet;
+	char err[SCN_ERR_LEN];
+	struct fabric *f = (struct fabric *)1;
+	if (!quiet) {
+		log_init("fuzz", LOG_LEVEL_ERROR);
+		quiet = true;
+	}
+	int rc = scn_load_buffer("t.yaml", (const char *)data, size, &f, err, sizeof(err));
+	if (rc) {
+		assert(f == NULL);
+		if (rc != -ENOMEM && rc != -EFBIG)
+			check_error(err);
+		return 0;
+	}
+	assert(f);
+	check_fabric(f, NULL, 0);
+	const char *js;
+	size_t jl;
+	fabric_json(f, false, &js, &jl);
+	char *copy = malloc(jl + 1);
+	assert(copy);
+	memcpy(copy, js, jl + 1);
+	fabric_free(f);
+	assert(scn_load_buffer("t.yaml", (const char *)data, size, &f, err, sizeof(err)) == 0);
+	check_fabric(f, copy, jl);
+	free(copy);
+	fabric_free(f);
+	return 0;
+}
