@@ -1258,6 +1258,75 @@ static int op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 }
 
 /*
+ * Per directed link, from the shared fabric state: what crossed it, what the
+ * impairments did, and the fidelity monitor (how late the real deliveries
+ * were against the model). One line per link, link.<id>=k=v,k=v,...; paged
+ * with skip/next like show. The ideal fabric has no links.
+ */
+static int op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
+		    struct ctl_msg *rep, char *err)
+{
+	uint64_t skip = 0;
+	(void)c;
+	if (ctl_get(req, "skip") && get_u64(req, "skip", &skip, err))
+		return -EINVAL;
+	uint32_t n = s->fab_base ? ((struct fst_shm *)s->fab_base)->nlinks : 0;
+	ctl_addf(rep, "links", "%u", n);
+	if (s->fab_base)
+		ctl_addf(rep, "lock_steals", "%llu",
+			 (unsigned long long)atomic_load(&((struct fst_shm *)s->fab_base)->lock_steals));
+	for (uint64_t i = skip; i < n; i++) {
+		const struct fst_shm *fs = s->fab_base;
+		struct fst_link *l = (struct fst_link *)((uint8_t *)s->fab_base + fs->state_off) + i;
+		char key[32], v[CTL_VALUE_MAX];
+		uint64_t hist_p50 = 0, seen = 0, late_n = atomic_load(&l->late_n);
+		for (int b = 0; b < FST_LATE_BUCKETS && late_n; b++) {
+			seen += atomic_load(&l->late_hist[b]);
+			if (seen * 2 >= late_n) {
+				hist_p50 = b ? 1ull << b : 0; /* upper bound of the median's bucket */
+				break;
+			}
+		}
+		snprintf(key, sizeof(key), "link.%llu", (unsigned long long)i);
+		snprintf(v, sizeof(v),
+			 "msgs=%llu,bytes=%llu,packets=%llu,lost=%llu,timeouts=%llu,duplicates=%llu,"
+			 "reordered=%llu,corrupted=%llu,failed=%llu,queue_ns=%llu,late_n=%llu,"
+			 "late_sum_ns=%llu,late_max_ns=%llu,late_p50_le_ns=%llu,early=%llu",
+			 (unsigned long long)atomic_load(&l->msgs), (unsigned long long)atomic_load(&l->bytes),
+			 (unsigned long long)atomic_load(&l->packets),
+			 (unsigned long long)atomic_load(&l->lost),
+			 (unsigned long long)atomic_load(&l->timeouts),
+			 (unsigned long long)atomic_load(&l->duplicates),
+			 (unsigned long long)atomic_load(&l->reordered),
+			 (unsigned long long)atomic_load(&l->corrupted),
+			 (unsigned long long)atomic_load(&l->failed),
+			 (unsigned long long)atomic_load(&l->queue_ns), (unsigned long long)late_n,
+			 (unsigned long long)atomic_load(&l->late_sum_ns),
+			 (unsigned long long)atomic_load(&l->late_max_ns),
+			 (unsigned long long)hist_p50, (unsigned long long)atomic_load(&l->early));
+		int n0 = rep->n;
+		size_t l0 = rep->len;
+		int rc = ctl_add(rep, key, v);
+		if (!rc) {
+			int n1 = rep->n;
+			size_t l1 = rep->len;
+			rc = ctl_add(rep, "next", "18446744073709551615");
+			if (!rc)
+				rc = ctl_add(rep, "errno", "0");
+			rep->n = n1;
+			rep->len = l1;
+		}
+		if (rc) {
+			rep->n = n0;
+			rep->len = l0;
+			ctl_addf(rep, "next", "%llu", (unsigned long long)i);
+			break;
+		}
+	}
+	return 0;
+}
+
+/*
  * The resolved fabric as JSON (fabric_json), cut into json.<i> values of
  * SRV_JSON_CHUNK bytes, SRV_JSON_PAGE of them per reply; next=<i> says where
  * the next page starts (ask again with skip=<i>). A request without skip
@@ -1334,6 +1403,7 @@ static const struct op_def {
 	{"close", op_close, KEYS("chan", "side"), KEYS(NULL)},
 	{"show", op_show, KEYS(NULL), KEYS("skip")},
 	{"fabric", op_fabric, KEYS(NULL), KEYS("skip")},
+	{"stats", op_stats, KEYS(NULL), KEYS("skip")},
 	{"ping", op_ping, KEYS(NULL), KEYS(NULL)},
 	{"stop", op_stop, KEYS(NULL), KEYS(NULL)},
 };
@@ -1418,7 +1488,7 @@ static void handle(struct srv *s, struct srv_conn *c, const struct ctl_msg *req)
 		reply_error(c, -rc, err);
 		return;
 	}
-	if (d->fn == op_show || d->fn == op_ping || d->fn == op_fabric)
+	if (d->fn == op_show || d->fn == op_ping || d->fn == op_fabric || d->fn == op_stats)
 		log_debug("conn#%llu (pid %d): op=%s", (unsigned long long)c->id, (int)c->pid,
 			  d->name);
 	if (ctl_add(rep, "errno", "0") != 0) {

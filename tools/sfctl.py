@@ -197,6 +197,23 @@ def format_fabric(fb):
     return "\n".join(lines)
 
 
+def stats(path, timeout=5.0):
+    """Per directed link: counters and the fidelity monitor, as {link id: {key: int}}."""
+    out, skip = {}, None
+    for _ in range(100000):
+        page = request(path, "stats", timeout=timeout, **({"skip": skip} if skip else {}))
+        nxt = None
+        for k, v in page:
+            if k.startswith("link."):
+                out[int(k[5:])] = {a: int(b) for a, b in (kv.split("=") for kv in v.split(","))}
+            elif k == "next":
+                nxt = v
+        if nxt is None:
+            return out
+        skip = nxt
+    return out
+
+
 def format_status(st):
     """A human-readable table of show()'s result."""
     lines = ["fabric %s (instance %s): %d node(s), %d connection(s) (%s open), %s listener(s)" % (
