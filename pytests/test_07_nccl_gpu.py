@@ -146,3 +146,37 @@ def test_07_01_collectives_exact_and_compared_with_socket(sf_env, fabric, tmp_pa
             b["busbw_GBps"]))
     sys.stderr.write("\n" + "\n".join(lines) + "\n")
     assert len(st["nodes"]) == nranks, st
+
+
+@pytest.mark.parametrize("scenario", ["model-bandwidth.yaml", "hdr-2node.yaml"])
+def test_07_02_nccl_over_a_modelled_fabric(sf_env, fabric_factory, tmp_path, scenario):
+    """Real NCCL over a scenario's fabric: exact results, busbw against the model's link rate."""
+    import sfctl
+    f = fabric_factory(args=["--scenario", os.path.join(ROOT, "scenarios", scenario)])
+    fb = sfctl.fabric(f.socket)
+    rate_gbps = fb["nodes"][0]["nics"][0]["speed_mbps"] / 1000.0
+    mps = Mps(str(tmp_path)).start() if 2 > NGPU else None
+    try:
+        sf, _ = run_job(2, "simfabric", sf_env.plugin, f.env_vars(), str(tmp_path),
+                        "8,1048576,67108864", "all_reduce,send_recv", mps.env if mps else {})
+    finally:
+        if mps:
+            mps.stop()
+    assert not sf["errors"] and all(r["ok"] for r in sf["results"]), sf
+    st = sfctl.stats(f.socket)
+    assert all(l["early"] == 0 for l in st.values()), st
+    late = sum(l["late_sum_ns"] for l in st.values()) / max(1, sum(l["late_n"] for l in st.values()))
+    report = {"scenario": scenario, "link_gbps": rate_gbps, "results": sf["results"],
+              "mean_lateness_ns": late}
+    out = os.environ.get("SIMFABRIC_RESULTS")
+    if out:
+        with open(os.path.join(out, "nccl-%s.json" % scenario.replace(".yaml", "")), "w") as fo:
+            json.dump(report, fo, indent=1)
+    sys.stderr.write("\n%s (links %.0f Gb/s = %.2f GB/s), mean lateness %.0f ns\n" % (
+        scenario, rate_gbps, rate_gbps / 8, late))
+    for r in sf["results"]:
+        sys.stderr.write("  %-12s %10d B %10.1f us %7.2f GB/s busbw\n" % (
+            r["collective"], r["bytes"], r["time_us"], r["busbw_GBps"]))
+        # The model is a ceiling: a ring allreduce's busbw cannot beat the link's payload rate.
+        if r["collective"] == "all_reduce" and r["bytes"] >= 1 << 20:
+            assert r["busbw_GBps"] <= rate_gbps / 8 * 1.02, r

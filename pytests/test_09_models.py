@@ -80,3 +80,36 @@ def test_09_03_bandwidth_is_never_above_the_model(harness, fabric_factory):
     for b in bw:
         # Payload rate: headers take their share of the wire, so strictly below the link rate.
         assert b["plugin_gbps"] * 8 <= rate_gbps * 1.001, (b, rate_gbps)
+
+
+FAST = """\
+name: too-fast
+description: "1.6 Tb/s links and no host limit, faster than any host can copy"
+fabric:
+  defaults:
+    link: {rate_gbps: 1600, latency_ns: 0}
+    nic: {host_rate_gbps: 0, o_send_ns: 0, o_recv_ns: 0, ack_proc_ns: 0}
+    switch: {latency_ns: 0}
+  nodes: {count: 2, name: "node{i}"}
+  switches:
+    - {name: sw0, ports: 4}
+  links:
+    - ends: [[node0, node1], sw0]
+"""
+
+
+def test_09_04_a_fabric_faster_than_the_host_is_reported_loudly(harness, fabric_factory,
+                                                                 tmp_path):
+    sc = tmp_path / "too-fast.yaml"
+    sc.write_text(FAST)
+    f = fabric_factory(args=["--scenario", str(sc)])
+    r = harness(nranks=2, tests="sizes", fabric=f,
+                extra=["--max-bytes", "67108864", "--node-prefix", "node"], timeout=300)
+    r.check_ok()
+    import time
+    deadline = time.monotonic() + 5
+    while "fidelity:" not in f.log() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "fidelity:" in f.log() and "cannot emulate" in f.log(), f.log()
+    st = sfctl.stats(f.socket)
+    assert max(l["late_max_ns"] for l in st.values()) > 0, st

@@ -196,8 +196,16 @@ struct srv {
 	int fab_fd;
 	void *fab_base;
 	size_t fab_len;
+	/* The fidelity monitor's last look, per link: deliveries and lateness summed so far. */
+	int64_t fid_next_ns;
+	uint64_t *fid_n, *fid_sum;
+	int64_t *fid_warned_ns;
 	char wire[CTL_MSG_MAX];
 };
+
+#define SRV_FIDELITY_PERIOD_NS 1000000000LL
+#define SRV_FIDELITY_MIN_MSGS 16	  /* deliveries in a period before it judges */
+#define SRV_FIDELITY_LATE_NS 20000ull /* mean lateness that counts as "cannot keep up" */
 
 /* ---- small helpers ------------------------------------------------------- */
 
@@ -1548,6 +1556,21 @@ static int fabric_state_create(struct srv *s, char *err, size_t errlen)
 	if (rc)
 		goto fail;
 	free(links);
+	s->fid_n = calloc(nlinks ? nlinks : 1, sizeof(*s->fid_n));
+	s->fid_sum = calloc(nlinks ? nlinks : 1, sizeof(*s->fid_sum));
+	s->fid_warned_ns = calloc(nlinks ? nlinks : 1, sizeof(*s->fid_warned_ns));
+	if (!s->fid_n || !s->fid_sum || !s->fid_warned_ns) {
+		free(s->fid_n);
+		free(s->fid_sum);
+		free(s->fid_warned_ns);
+		s->fid_n = s->fid_sum = NULL;
+		s->fid_warned_ns = NULL;
+		munmap(base, len);
+		close(fd);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	s->fid_next_ns = now_ns() + SRV_FIDELITY_PERIOD_NS;
 	s->fab_fd = fd;
 	s->fab_base = base;
 	s->fab_len = len;
@@ -1664,6 +1687,9 @@ void srv_free(struct srv *s)
 		munmap(s->fab_base, s->fab_len);
 	if (s->fab_fd >= 0)
 		close(s->fab_fd);
+	free(s->fid_n);
+	free(s->fid_sum);
+	free(s->fid_warned_ns);
 	ctl_msg_free(s->out);
 	free(s);
 }
@@ -1795,15 +1821,63 @@ int srv_timeout_ms(const struct srv *s)
 		if (c->pend_deadline < first)
 			first = c->pend_deadline;
 	}
+	if (s->fab_base && s->fid_next_ns < first)
+		first = s->fid_next_ns;
 	if (first == INT64_MAX)
 		return -1;
 	int64_t ms = (first - now_ns() + 999999) / 1000000;
 	return ms < 1 ? 1 : ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
+/* An end of a link, for messages: "node3-nic0" or "sw0". */
+static const char *ep_name(const struct fabric *f, const struct fabric_ep *e)
+{
+	if (e->kind == FABRIC_EP_SWITCH) {
+		const struct fabric_switch *sw = fabric_switch(f, e->id);
+		return sw ? sw->name : "?";
+	}
+	const struct fabric_node *n = fabric_node(f, e->id);
+	const struct fabric_nic *nic = n ? fabric_nic(n, e->nic) : NULL;
+	return nic ? nic->name : "?";
+}
+
+/*
+ * The fidelity monitor, once a second: a link whose recent deliveries came
+ * well after the model's time is faster than this machine can emulate (one
+ * core copies 10-25 GB/s; ranks may share cores). Say so loudly, at most once
+ * a minute per link: the run is slower than the scenario claims.
+ */
+static void fidelity_check(struct srv *s, int64_t now)
+{
+	if (!s->fab_base || now < s->fid_next_ns)
+		return;
+	s->fid_next_ns = now + SRV_FIDELITY_PERIOD_NS;
+	const struct fst_shm *fs = s->fab_base;
+	struct fst_link *l = (struct fst_link *)((uint8_t *)s->fab_base + fs->state_off);
+	for (uint32_t i = 0; i < fs->nlinks; i++) {
+		uint64_t n = atomic_load(&l[i].late_n), sum = atomic_load(&l[i].late_sum_ns);
+		uint64_t dn = n - s->fid_n[i], ds = sum - s->fid_sum[i];
+		s->fid_n[i] = n;
+		s->fid_sum[i] = sum;
+		if (dn < SRV_FIDELITY_MIN_MSGS || ds / dn < SRV_FIDELITY_LATE_NS ||
+		    (s->fid_warned_ns[i] && now - s->fid_warned_ns[i] < 60 * 1000000000LL))
+			continue;
+		s->fid_warned_ns[i] = now;
+		const struct fabric_link *fl = fabric_link(s->fabric, i);
+		log_warn("fidelity: link %u (%s -> %s): %llu deliveries in the last second completed "
+			 "%.1f us after the model's time on average (max so far %.1f us): this machine "
+			 "cannot emulate the fabric at this speed, so the run is slower than the scenario "
+			 "says (per-link figures: op=stats)",
+			 i, fl ? ep_name(s->fabric, &fl->from) : "?", fl ? ep_name(s->fabric, &fl->to) : "?",
+			 (unsigned long long)dn, (double)ds / (double)dn / 1000.0,
+			 (double)atomic_load(&l[i].late_max_ns) / 1000.0);
+	}
+}
+
 void srv_tick(struct srv *s)
 {
 	int64_t now = now_ns();
+	fidelity_check(s, now);
 	struct dl *p, *t;
 	dl_each_safe(p, t, &s->pending)
 	{
