@@ -113,3 +113,18 @@ def test_09_04_a_fabric_faster_than_the_host_is_reported_loudly(harness, fabric_
     assert "fidelity:" in f.log() and "cannot emulate" in f.log(), f.log()
     st = sfctl.stats(f.socket)
     assert max(l["late_max_ns"] for l in st.values()) > 0, st
+
+
+def test_09_05_corruption_lets_wrong_data_through_on_purpose(harness, fabric_factory, tmp_path):
+    with open(os.path.join(SCEN, "model-corrupt.yaml")) as f:
+        text = f.read().replace("corrupt: 1e-5", "corrupt: 1e-2")
+    assert "corrupt: 1e-2" in text
+    sc = tmp_path / "corrupt.yaml"
+    sc.write_text(text)
+    f = fabric_factory(args=["--scenario", str(sc)])
+    r = harness(nranks=2, tests="sizes", fabric=f, extra=["--max-bytes", "4194304"], timeout=120)
+    assert r.rc == 1 and "differs" in r.stderr, r.report()  # the harness catches the flipped bit
+    st = sfctl.stats(f.socket)
+    assert sum(l["corrupted"] for l in st.values()) > 0, st
+    # Only node0's uplink corrupts: so only what rank 0 sent arrived wrong.
+    assert "from rank 0" in r.stderr and "from rank 1" not in r.stderr, r.stderr

@@ -242,6 +242,8 @@ struct tx_send {
 	int64_t done_ns;  /* modelled: the send completes (or fails, if doomed) */
 	uint32_t timeouts;
 	uint32_t fail_link;
+	uint32_t corrupted; /* packets the model corrupts: bits flipped in the staged copy */
+	uint64_t key_msg;   /* the model's message number, for the corruption draws */
 };
 
 struct chan_tx {
@@ -265,6 +267,8 @@ struct chan_tx {
 	struct chan_err ferr;
 	struct fst_view *fab; /* NULL: the ideal fabric */
 	struct fst_conn conn;
+	struct model_path mpath; /* the route, for the corruption draws */
+	uint32_t mtu;
 	struct tx_send sends[CHAN_MAX_SENDS];
 };
 
@@ -371,6 +375,12 @@ int chan_tx_set_fabric(struct chan_tx *tx, struct fst_view *fab)
 	tx->conn.nic = r->nic;
 	tx->conn.src_nic = r->src_nic;
 	tx->conn.switching = (enum model_switching)r->switching;
+	tx->mpath = (struct model_path){.nhops = (int)r->npath, .switching = tx->conn.switching};
+	for (uint32_t j = 0; j < r->npath; j++) {
+		tx->mpath.link_id[j] = r->path[j];
+		tx->mpath.hop[j] = &fab->links[r->path[j]];
+	}
+	tx->mtu = model_path_mtu(&tx->mpath);
 	tx->fab = fab;
 	return 0;
 }
@@ -458,6 +468,32 @@ static int peer_error(struct chan_shm *shm, struct chan_side *peer, _Atomic uint
 	return 0;
 }
 
+/*
+ * Silent corruption, the one model that lets wrong data through (on purpose):
+ * flip, in the staged copy of this chunk, the bit the model picks in each
+ * corrupted packet that lies in it. The sender's own buffer is never touched.
+ */
+static void corrupt_chunk(struct chan_tx *tx, const struct tx_send *s, uint8_t *slot,
+			  uint64_t off, uint32_t len)
+{
+	if (!tx->mtu)
+		return;
+	uint64_t npk = s->size ? (s->size + tx->mtu - 1) / tx->mtu : 1;
+	struct model_key key = {.seed = tx->fab->shm->seed, .conn = tx->conn.id, .msg = s->key_msg};
+	for (uint64_t k = model_corrupt_next(&tx->mpath, &key, off / tx->mtu, npk);
+	     k < npk && k * tx->mtu < off + len; k = model_corrupt_next(&tx->mpath, &key, k + 1, npk)) {
+		uint64_t pstart = k * tx->mtu, plen = s->size - pstart < tx->mtu ? s->size - pstart
+										 : tx->mtu;
+		struct model_key bk = key;
+		bk.packet = k;
+		uint64_t bit = model_corrupt_bit(&bk, plen);
+		uint64_t at = pstart + bit / 8; /* the byte, in the message */
+		if (bit == UINT64_MAX || at < off || at >= off + len)
+			continue; /* that packet's byte is in another chunk */
+		slot[at - off] ^= (uint8_t)(1u << (bit % 8));
+	}
+}
+
 /* Copy as much of the pending sends into staging as the ring has room for. */
 static void tx_push(struct chan_tx *tx)
 {
@@ -500,6 +536,9 @@ static void tx_push(struct chan_tx *tx)
 			if (len)
 				memcpy(tx->slots + (size_t)i * tx->slot_bytes, s->data + d->offset,
 				       len);
+			if (s->corrupted && len)
+				corrupt_chunk(tx, s, tx->slots + (size_t)i * tx->slot_bytes, d->offset,
+					      len);
 			tx->bytes += len;
 			/* Publish chunk by chunk so the receiver copies out while we copy in. */
 			REL(&tx->shm->tx.head, ++tx->head);
@@ -588,6 +627,8 @@ int chan_tx_post(struct chan_tx *tx, const void *data, uint64_t size, int32_t ta
 		s->done_ns = m.send_done_ns;
 		s->doomed = (uint8_t)(m.failed != 0);
 		s->timeouts = m.timeouts;
+		s->corrupted = m.corrupted;
+		s->key_msg = tx->conn.msgs - 1; /* fst_reserve used this number, then counted it */
 		s->fail_link = m.failed && m.fail_hop >= 0 && m.fail_hop < tx->conn.npath
 				       ? tx->conn.path[m.fail_hop] : 0;
 		if (s->doomed)
