@@ -1207,6 +1207,20 @@ static int add_chan(struct ctl_msg *m, const struct channel *ch)
  * do not fit one message are left for the next page: the reply then carries
  * next=<records listed so far> and the client asks again with skip=<next>.
  */
+/* Paged replies: is there still room for the longest trailer (next=, errno=)? Tries it,
+ * then takes it back. */
+static bool trailer_fits(struct ctl_msg *rep)
+{
+	int n = rep->n;
+	size_t len = rep->len;
+	int rc = ctl_add(rep, "next", "18446744073709551615");
+	if (!rc)
+		rc = ctl_add(rep, "errno", "0");
+	rep->n = n;
+	rep->len = len;
+	return rc == 0;
+}
+
 static int op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 		   struct ctl_msg *rep, char *err)
 {
@@ -1244,16 +1258,8 @@ static int op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 		int n0 = rep->n;
 		size_t l0 = rep->len;
 		int rc = node ? add_node(s, rep, node) : add_chan(rep, ch);
-		if (!rc) {
-			/* Is there still room for the longest trailer? Try it, then take it back. */
-			int n1 = rep->n;
-			size_t l1 = rep->len;
-			rc = ctl_add(rep, "next", "18446744073709551615");
-			if (!rc)
-				rc = ctl_add(rep, "errno", "0");
-			rep->n = n1;
-			rep->len = l1;
-		}
+		if (!rc && !trailer_fits(rep))
+			rc = -E2BIG;
 		if (rc) {
 			/* This record goes on the next page. */
 			rep->n = n0;
@@ -1315,15 +1321,8 @@ static int op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 		int n0 = rep->n;
 		size_t l0 = rep->len;
 		int rc = ctl_add(rep, key, v);
-		if (!rc) {
-			int n1 = rep->n;
-			size_t l1 = rep->len;
-			rc = ctl_add(rep, "next", "18446744073709551615");
-			if (!rc)
-				rc = ctl_add(rep, "errno", "0");
-			rep->n = n1;
-			rep->len = l1;
-		}
+		if (!rc && !trailer_fits(rep))
+			rc = -E2BIG;
 		if (rc) {
 			rep->n = n0;
 			rep->len = l0;
