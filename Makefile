@@ -105,7 +105,8 @@ pytest: all
 	$(Q)cd pytests && $(PYTHON) -m pytest $(PYTEST_ARGS)
 
 bench: deps all
-	$(Q)$(PYTHON) tools/bench.py --build $(B)
+	$(Q)rc=0; $(PYTHON) tools/bench.py --build $(B) || rc=1; echo; \
+		$(PYTHON) tools/bench_models.py --build $(B) || rc=1; exit $$rc
 
 demo: deps all
 	$(Q)tools/demo.sh $(B)
