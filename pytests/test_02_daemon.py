@@ -163,9 +163,14 @@ def test_02_11_nics_per_node(fabric_factory):
     assert len(names) == 3 and len(guids) == 3, d
 
 
-def test_02_12_scenario_flag_is_not_faked(sf_env, tmp_path):
-    sc = tmp_path / "s.yaml"
-    sc.write_text("fabric: {}\n")
+def test_02_12_scenario_errors_name_the_file_and_place(sf_env, tmp_path):
+    sc = tmp_path / "bad.yaml"
+    sc.write_text("fabric:\n  nodes: {count: 2, name: \"n{i}\"}\n  bogus: 1\n")
     p = subprocess.run([sf_env.daemon, "--socket", str(tmp_path / "d" / "s"), "--scenario",
                         str(sc)], capture_output=True, text=True, timeout=10)
-    assert p.returncode != 0 and "scenario" in p.stderr, p.stderr
+    assert p.returncode == 2, p.stderr
+    assert "%s:3:" % sc in p.stderr and "bogus" in p.stderr, p.stderr
+    missing = tmp_path / "missing.yaml"
+    p = subprocess.run([sf_env.daemon, "--socket", str(tmp_path / "d" / "s"), "--scenario",
+                        str(missing)], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 2 and str(missing) in p.stderr, p.stderr

@@ -376,8 +376,8 @@ static int parse_table(struct scn *s, const struct param *p, const yaml_node_t *
 }
 
 /* `loss: {model: ge, p: 0.01, r: 0.3}` (or `loss: none`): the whole group into l. */
-static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t *k,
-		       const yaml_node_t *v, struct layer *l)
+static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t *v,
+		       struct layer *l)
 {
 	char gname[32], keys[256], q[80];
 	snprintf(gname, sizeof(gname), "%.*s", (int)(strchr(sel->name, '.') - sel->name),
@@ -476,7 +476,6 @@ static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t
 	if ((sel->group == PARAM_G_LOSS ? model_loss_check(&l->v.link.loss, why, sizeof(why))
 					: model_jitter_check(&l->v.link.jitter, why, sizeof(why))))
 		return fail_model(s, v, gname, why, "");
-	(void)k;
 	return 0;
 }
 
@@ -491,7 +490,7 @@ static int parse_param_pair(struct scn *s, enum param_scope scope, const char *n
 	char keys[512];
 	const struct param *sel = group_selector(scope, name);
 	if (sel)
-		return parse_group(s, sel, k, v, l);
+		return parse_group(s, sel, v, l);
 	const struct param *p = param_find(scope, name);
 	if (!p || p->group != PARAM_G_NONE || (p->flags & PARAM_TOPLEVEL)) {
 		if (p && (p->flags & PARAM_TOPLEVEL))
@@ -1142,7 +1141,7 @@ static int parse_text(struct scn *s, const yaml_node_t *v, const char *key, size
 static int parse_top(struct scn *s, const yaml_node_t *root)
 {
 	static const char *const later[] = {"faults", "job", "expect"};
-	const yaml_node_t *fab = NULL, *seed = NULL, *seed_key = NULL;
+	const yaml_node_t *fab = NULL, *seed = NULL;
 	if (root->type != YAML_MAPPING_NODE)
 		return fail(s, root, "document",
 			    "a scenario is a mapping of sections (name, description, seed, fabric, "
@@ -1162,7 +1161,7 @@ static int parse_top(struct scn *s, const yaml_node_t *root)
 		} else if (!strcmp(name, "fabric")) {
 			fab = v;
 		} else if (!strcmp(name, "seed")) {
-			seed = v, seed_key = k;
+			seed = v;
 		} else if (!strcmp(name, "name")) {
 			if (parse_text(s, v, "name", NAME_TEXT_MAX, &s->name))
 				return s->rc;
@@ -1182,7 +1181,6 @@ static int parse_top(struct scn *s, const yaml_node_t *root)
 			return s->rc;
 		s->cfg = l.v.fab;
 	}
-	(void)seed_key;
 	if (!fab)
 		return fail(s, root, "fabric", "missing: a scenario needs a fabric: section");
 	return parse_fabric(s, fab);
