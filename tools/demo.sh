@@ -34,3 +34,20 @@ echo
 echo "== results: $dir/demo.json is removed on exit; run the harness yourself to keep one:"
 echo "   $B/simfabricd --socket $sock &"
 echo "   SIMFABRIC_SOCKET=$sock $B/simfabric-harness --plugin $B/libnccl-net-simfabric.so --nranks 4 --json out.json"
+
+echo
+echo "== the same 4 nodes over a modelled fabric: scenarios/roce-4node-jitter.yaml"
+echo "   (100 Gb/s RoCE links, normal jitter; messages complete no earlier than the model says)"
+kill "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null
+"$B/simfabricd" --socket "$sock" --scenario scenarios/roce-4node-jitter.yaml 2>"$dir/daemon2.log" &
+dpid=$!
+i=0
+until tools/simfabric status --socket "$sock" >/dev/null 2>&1; do
+	i=$((i + 1))
+	[ $i -gt 100 ] && { cat "$dir/daemon2.log"; exit 1; }
+	sleep 0.05
+done
+"$B/simfabric-harness" --plugin "$B/libnccl-net-simfabric.so" --nranks 4 \
+	--tests sizes,allreduce --max-bytes 4194304 --json "$dir/demo2.json"
+echo
+tools/simfabric stats --socket "$sock"
