@@ -235,9 +235,17 @@ __attribute__((cold, noinline)) static ncclResult_t comm_fail(struct sfnet_comm 
 	case -ETIMEDOUT:
 		res = ncclRemoteError;
 		/* The model exhausted the RC retries: name the link (simfabric fabric lists ids). */
-		PWARN("%s: %s: the message failed: %s %llu after %llu ACK timeouts (retry count "
-		      "exhausted, as an InfiniBand RC transport would report)",
-		      c->desc, op, *what ? what : "timed out on link", v0, v1);
+		/* The receiver knows the link, not how many timeouts the sender saw (v1 = ~0). */
+		if (v1 == ~0ULL)
+			PWARN("%s: %s: message #%llu failed: %s %llu, as an InfiniBand RC transport "
+			      "would report (link ids: `simfabric fabric`)",
+			      c->desc, op, e ? (unsigned long long)e->msg : 0ULL,
+			      *what ? what : "timed out on link", v0);
+		else
+			PWARN("%s: %s: message #%llu failed: %s %llu after %llu ACK timeouts, as an "
+			      "InfiniBand RC transport would report (link ids: `simfabric fabric`)",
+			      c->desc, op, e ? (unsigned long long)e->msg : 0ULL,
+			      *what ? what : "timed out on link", v0, v1);
 		break;
 	case -ENOMEM:
 		res = ncclSystemError;

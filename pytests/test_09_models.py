@@ -129,3 +129,32 @@ def test_09_05_corruption_lets_wrong_data_through_on_purpose(harness, fabric_fac
     # Only node0's uplink corrupts: so only what rank 0 sent arrived wrong.
     bad = [ln for ln in r.stderr.splitlines() if "differs" in ln]
     assert bad and all("from rank 0" in ln for ln in bad), r.stderr
+
+
+EXHAUST = """\
+name: exhaust
+description: "half the packets lost, an 8 us ACK timeout, one retry: messages fail"
+seed: 5
+fabric:
+  defaults:
+    link: {rate_gbps: 100, loss: {model: bernoulli, p: 0.5}}
+    nic: {timeout_exp: 1, retry_count: 1}
+  nodes: {count: 2, name: "node{i}"}
+"""
+
+
+def test_09_06_retry_exhaustion_fails_both_ends_naming_link_message_retries(harness,
+                                                                            fabric_factory,
+                                                                            tmp_path):
+    sc = tmp_path / "exhaust.yaml"
+    sc.write_text(EXHAUST)
+    f = fabric_factory(args=["--scenario", str(sc)])
+    r = harness(nranks=2, tests="sizes", fabric=f, timeout=60)
+    assert r.rc == 1, r.report()
+    assert "ncclRemoteError" in r.stderr or "remote" in r.stderr.lower(), r.report()
+    warns = [ln for ln in r.stderr.splitlines() if "retry count exhausted on link" in ln]
+    assert any("test (send)" in w and "ACK timeouts" in w for w in warns), r.stderr
+    assert any("test (recv)" in w for w in warns), r.stderr
+    assert all("message #" in w for w in warns), warns
+    st = sfctl.stats(f.socket)
+    assert sum(l["failed"] for l in st.values()) > 0 and sum(l["lost"] for l in st.values()) > 0

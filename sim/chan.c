@@ -75,6 +75,7 @@ static int fail(struct chan_err *err, int code, const char *what, uint64_t v0, u
 		err->what = what;
 		err->value[0] = v0;
 		err->value[1] = v1;
+		err->msg = 0;
 	}
 	return code;
 }
@@ -279,6 +280,7 @@ struct rx_recv {
 	uint8_t complete[CHAN_MAX_RECVS]; /* its last chunk is in */
 	uint8_t doomed;			   /* a message of it fails at ready_ns */
 	uint32_t fail_link;
+	uint64_t fail_msg;
 	int64_t ready_ns;		   /* modelled completion: the latest of its messages' */
 	uint64_t seq;
 	uint32_t n;
@@ -669,6 +671,9 @@ int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
 		/* Like RC after retry_count expirations: this request and the connection fail. */
 		rc = side_fail(&shm->tx, &tx->failed, &tx->ferr, err, -ETIMEDOUT,
 			       "retry count exhausted on link", s->fail_link, s->timeouts);
+		tx->ferr.msg = s->msg;
+		if (err)
+			err->msg = s->msg;
 		goto failed;
 	}
 	if (tx->acked > s->msg) {
@@ -781,6 +786,7 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 			if (d->flags & CHAN_F_FAIL) {
 				r->doomed = 1;
 				r->fail_link = d->reserved;
+				r->fail_msg = d->msg;
 			}
 		}
 		rx->tail++;
@@ -812,7 +818,10 @@ int chan_rx_test(struct chan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 			return 0; /* the bytes are here; the model's delivery time is not yet */
 		if (r->doomed) {
 			rc = side_fail(&shm->rx, &rx->failed, &rx->ferr, err, -ETIMEDOUT,
-				       "retry count exhausted on link", r->fail_link, 0);
+				       "retry count exhausted on link", r->fail_link, UINT64_MAX);
+			rx->ferr.msg = r->fail_msg;
+			if (err)
+				err->msg = r->fail_msg;
 			goto failed;
 		}
 		if (rx->fab)

@@ -147,6 +147,7 @@ struct chan_err {
 	int code;	    /* the negative errno returned */
 	uint64_t value[2];  /* EMSGSIZE: send size, receive capacity; else context */
 	const char *what;   /* static text: "send larger than the posted receive", ... */
+	uint64_t msg;	    /* the message concerned (its sequence number on the channel), if any */
 };
 
 /* ---- daemon side --------------------------------------------------------- */
