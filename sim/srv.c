@@ -1293,11 +1293,17 @@ static int op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 		const struct fst_shm *fs = s->fab_base;
 		struct fst_link *l = (struct fst_link *)((uint8_t *)s->fab_base + fs->state_off) + i;
 		char key[32], v[CTL_VALUE_MAX];
-		uint64_t hist_p50 = 0, seen = 0, late_n = atomic_load(&l->late_n);
+		/* Percentiles as the upper bound of their histogram bucket (powers of two). */
+		uint64_t hist_p50 = 0, hist_p99 = 0, seen = 0, late_n = atomic_load(&l->late_n);
+		int got50 = 0;
 		for (int b = 0; b < FST_LATE_BUCKETS && late_n; b++) {
 			seen += atomic_load(&l->late_hist[b]);
-			if (seen * 2 >= late_n) {
-				hist_p50 = b ? 1ull << b : 0; /* upper bound of the median's bucket */
+			if (!got50 && seen * 2 >= late_n) {
+				hist_p50 = b ? 1ull << b : 0;
+				got50 = 1;
+			}
+			if (seen * 100 >= late_n * 99) {
+				hist_p99 = b ? 1ull << b : 0;
 				break;
 			}
 		}
@@ -1305,7 +1311,8 @@ static int op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 		snprintf(v, sizeof(v),
 			 "msgs=%llu,bytes=%llu,packets=%llu,lost=%llu,timeouts=%llu,duplicates=%llu,"
 			 "reordered=%llu,corrupted=%llu,failed=%llu,queue_ns=%llu,late_n=%llu,"
-			 "late_sum_ns=%llu,late_max_ns=%llu,late_p50_le_ns=%llu,early=%llu",
+			 "late_sum_ns=%llu,late_max_ns=%llu,late_p50_le_ns=%llu,late_p99_le_ns=%llu,"
+			 "early=%llu",
 			 (unsigned long long)atomic_load(&l->msgs), (unsigned long long)atomic_load(&l->bytes),
 			 (unsigned long long)atomic_load(&l->packets),
 			 (unsigned long long)atomic_load(&l->lost),
@@ -1317,7 +1324,8 @@ static int op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 			 (unsigned long long)atomic_load(&l->queue_ns), (unsigned long long)late_n,
 			 (unsigned long long)atomic_load(&l->late_sum_ns),
 			 (unsigned long long)atomic_load(&l->late_max_ns),
-			 (unsigned long long)hist_p50, (unsigned long long)atomic_load(&l->early));
+			 (unsigned long long)hist_p50, (unsigned long long)hist_p99,
+			 (unsigned long long)atomic_load(&l->early));
 		int n0 = rep->n;
 		size_t l0 = rep->len;
 		int rc = ctl_add(rep, key, v);

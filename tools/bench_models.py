@@ -69,6 +69,7 @@ def run_one(build, d, name, rate_gbps, hop_lat_ns):
     return fb, m["metrics"], {"late_n": lat_n, "late_mean_ns": late_mean,
                               "late_max_ns": max(l["late_max_ns"] for l in st.values()),
                               "late_p50_le_ns": max(l["late_p50_le_ns"] for l in st.values()),
+                              "late_p99_le_ns": max(l["late_p99_le_ns"] for l in st.values()),
                               "early": sum(l["early"] for l in st.values())}
 
 
@@ -83,8 +84,9 @@ def main():
 
     print("simfabric bench (models): configured versus measured, 2 processes, one switch")
     print()
-    print("%-10s %14s %14s %10s %12s  %s" % ("latency", "model us", "measured us", "diff us",
-                                              "late p50<=", "target max(1 us, 2%)"))
+    print("%-10s %12s %12s %9s %11s %11s  %s" % ("latency", "model us", "measured us",
+                                                 "diff us", "late p50<=", "late p99<=",
+                                                 "target max(1 us, 2%)"))
     for us in (1, 5, 50, 500):
         # Two hops, no overheads, a fast link: the one-way time is the hop latencies.
         fb, m, late = run_one(a.build, d, "lat%dus" % us, 400, us * 500)
@@ -94,18 +96,21 @@ def main():
         ok &= good
         rows.append({"kind": "latency", "configured_us": us, "model_us": model,
                      "measured_us": meas, "lateness": late})
-        print("%-10s %14.3f %14.3f %10.3f %10d ns  %s" % ("%d us" % us, model, meas,
-                                                          meas - model, late["late_p50_le_ns"],
-                                                          "ok" if good else "MISS"))
-    print("  (model: the daemon's zero-byte one-way time; measured: median 8-byte ping-pong / 2)")
+        print("%-10s %12.3f %12.3f %9.3f %8d ns %8d ns  %s" % (
+            "%d us" % us, model, meas, meas - model, late["late_p50_le_ns"],
+            late["late_p99_le_ns"], "ok" if good else "MISS"))
+    print("  (model: the daemon's zero-byte one-way time; measured: median 8-byte ping-pong / 2;"
+          " lateness over the whole bench run on that fabric, its streaming phases included,"
+          " which a 400 Gb/s link outruns)")
 
     # The machine's copy rate bounds what can be emulated faithfully.
     _, m0, _ = run_one(a.build, d, "probe", 1000, 0)
     memcpy = [b for b in m0["bandwidth"] if b["bytes"] == 1 << 20][0]["memcpy_gbps"]
     top = max(1, int(memcpy * 8 / 2 * 0.8))  # Gb/s, under half the memcpy rate
     print()
-    print("%-10s %14s %14s %8s %12s  %s" % ("rate", "model GB/s", "measured GB/s", "ratio",
-                                             "late mean", "target within 3%"))
+    print("%-10s %12s %14s %7s %10s %11s  %s" % ("rate", "model GB/s", "measured GB/s",
+                                                 "ratio", "late mean", "late p99<=",
+                                                 "target within 3%"))
     for gbps in (1, 10, 50, top):
         fb, m, late = run_one(a.build, d, "bw%dg" % gbps, gbps, 0)
         mtu, hdr = 4096, 64
@@ -117,8 +122,9 @@ def main():
         ok &= good
         rows.append({"kind": "bandwidth", "gbps": gbps, "model_GBps": model,
                      "measured_GBps": meas, "lateness": late})
-        print("%-10s %14.3f %14.3f %8.3f %9.1f us  %s" % (
+        print("%-10s %12.3f %14.3f %7.3f %7.1f us %8d ns  %s" % (
             "%d Gb/s" % gbps, model, meas, ratio, late["late_mean_ns"] / 1000.0,
+            late["late_p99_le_ns"],
             ("ok" if good else "MISS") + ("" if half else " (above half of memcpy %.1f GB/s:"
                                           " not a target)" % memcpy)))
     print("  (1 MiB messages, 8 in flight; model: payload rate after 64 B of header per 4 KiB"
