@@ -5,6 +5,7 @@
 #include "sim/fstate.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,21 +190,28 @@ static int fst_lock(struct fst_shm *shm)
 			atomic_store_explicit(&shm->lock_pid, me, memory_order_relaxed);
 			return 0;
 		}
-		if ((spins & 1023) == 1023) {
-			int64_t now = mono_ns();
-			if (!t0)
-				t0 = now;
-			else if (now - t0 > FST_LOCK_STEAL_NS) {
-				int32_t pid = atomic_load(&shm->lock_pid);
-				if (!holder_gone(pid))
-					return -EDEADLK; /* held for 50 ms by a live process: a bug */
-				/* Steal: the dead holder's reservation may be half-committed,
-				 * which costs accuracy on those links, never safety. */
-				atomic_store(&shm->lock_pid, me);
-				atomic_fetch_add(&shm->lock_steals, 1);
-				return 0;
-			}
+		if ((spins & 1023) != 1023)
+			continue;
+		/* The holder may be off its CPU (ranks can outnumber cores): let it run. */
+		sched_yield();
+		int64_t now = mono_ns();
+		if (!t0) {
+			t0 = now;
+			continue;
 		}
+		if (now - t0 < FST_LOCK_STEAL_NS)
+			continue;
+		int32_t pid = atomic_load(&shm->lock_pid);
+		if (holder_gone(pid)) {
+			/* Steal: the dead holder's reservation may be half-committed, which costs
+			 * accuracy on those links, never safety. */
+			atomic_store(&shm->lock_pid, me);
+			atomic_fetch_add(&shm->lock_steals, 1);
+			return 0;
+		}
+		/* A live holder takes nanoseconds; seconds mean a bug, not a busy machine. */
+		if (now - t0 > FST_LOCK_DEADLOCK_NS)
+			return -EDEADLK;
 	}
 }
 

@@ -27,7 +27,8 @@
 #define FST_VERSION 1
 #define FST_MAX_LINKS 131072
 #define FST_LATE_BUCKETS 24 /* lateness histogram: bucket b counts [2^(b-1), 2^b) ns; 0: 0 ns */
-#define FST_LOCK_STEAL_NS 50000000LL
+#define FST_LOCK_STEAL_NS 50000000LL	 /* after this, a dead holder's lock is taken over */
+#define FST_LOCK_DEADLOCK_NS 10000000000LL /* and a live one held this long is a bug */
 
 /* One directed link's shared state. */
 struct fst_link {
