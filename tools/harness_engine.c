@@ -204,6 +204,19 @@ static void eng_enqueue(struct eng_conn *c, struct eng_op *op)
 	c->npending++;
 }
 
+/* After a successful isend/irecv: NULL is "would block" (post again later), else track it. */
+static int eng_posted(struct eng_conn *c, struct eng_op *op, void *req)
+{
+	if (!req) {
+		c->e->nblocked++;
+		op->state = ENG_OP_IDLE;
+		return 1;
+	}
+	op->req = req;
+	eng_enqueue(c, op);
+	return 0;
+}
+
 int eng_isend(struct eng_conn *c, void *data, size_t size, int tag, void *mh, struct eng_op *op)
 {
 	struct eng *e = c->e;
@@ -232,14 +245,7 @@ int eng_isend(struct eng_conn *c, void *data, size_t size, int tag, void *mh, st
 		e->nfailed++;
 		return -1;
 	}
-	if (!req) {
-		e->nblocked++;
-		op->state = ENG_OP_IDLE;
-		return 1;
-	}
-	op->req = req;
-	eng_enqueue(c, op);
-	return 0;
+	return eng_posted(c, op, req);
 }
 
 int eng_irecv(struct eng_conn *c, int n, void **data, size_t *sizes, int *tags, void **mh,
@@ -289,14 +295,7 @@ int eng_irecv(struct eng_conn *c, int n, void **data, size_t *sizes, int *tags, 
 		e->nfailed++;
 		return -1;
 	}
-	if (!req) {
-		e->nblocked++;
-		op->state = ENG_OP_IDLE;
-		return 1;
-	}
-	op->req = req;
-	eng_enqueue(c, op);
-	return 0;
+	return eng_posted(c, op, req);
 }
 
 static void eng_violation(struct eng *e, struct eng_op *op, const char *fmt, ...)

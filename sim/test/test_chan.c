@@ -12,16 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-static int failures;
-#define CHECK(cond, ...)                                                                \
-	do {                                                                            \
-		if (!(cond)) {                                                          \
-			failures++;                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                   \
-			fputc('\n', stderr);                                            \
-		}                                                                       \
-	} while (0)
+#include "sim/test/check.h"
 
 struct fix {
 	void *base;

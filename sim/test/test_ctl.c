@@ -20,17 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		checks++;                                                                          \
-		if (!(cond)) {                                                                     \
-			failures++;                                                                \
-			fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);  \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fputc('\n', stderr);                                                       \
-		}                                                                                  \
-	} while (0)
+#include "sim/test/check.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 

@@ -16,16 +16,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-static int failures;
-#define CHECK(cond, ...)                                                                \
-	do {                                                                            \
-		if (!(cond)) {                                                          \
-			failures++;                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                   \
-			fputc('\n', stderr);                                            \
-		}                                                                       \
-	} while (0)
+#include "sim/test/check.h"
 
 static int64_t now_ns(void)
 {

@@ -15,17 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		checks++;                                                                          \
-		if (!(cond)) {                                                                     \
-			failures++;                                                                \
-			fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);  \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fputc('\n', stderr);                                                       \
-		}                                                                                  \
-	} while (0)
+#include "sim/test/check.h"
 #define EQ(got, want)                                                                              \
 	CHECK((long long)(got) == (long long)(want), "%s = %lld, want %lld", #got,                 \
 	      (long long)(got), (long long)(want))
