@@ -44,6 +44,9 @@ struct fabric {
 	struct adopted *adopted;
 	char *json;
 	size_t json_len;
+	char *section[FABRIC_NSECTIONS]; /* JSON texts of job:, expect:, faults: */
+	void *faults;			 /* struct fault_plan (sim/fault.h) */
+	void (*faults_free)(void *);
 };
 
 static int oom(char *err, size_t errlen)
@@ -236,7 +239,39 @@ void fabric_free(struct fabric *f)
 	free(f->name);
 	free(f->description);
 	free(f->json);
+	for (int i = 0; i < FABRIC_NSECTIONS; i++)
+		free(f->section[i]);
+	if (f->faults_free)
+		f->faults_free(f->faults);
 	free(f);
+}
+
+static const char *const section_names[FABRIC_NSECTIONS] = {"job", "expect", "faults"};
+
+void fabric_set_section(struct fabric *f, enum fabric_section which, char *json)
+{
+	free(f->section[which]);
+	f->section[which] = json;
+	free(f->json); /* the dump includes it */
+	f->json = NULL;
+}
+
+const char *fabric_section(const struct fabric *f, enum fabric_section which)
+{
+	return f->section[which];
+}
+
+void fabric_set_faults(struct fabric *f, void *plan, void (*plan_free)(void *))
+{
+	if (f->faults_free)
+		f->faults_free(f->faults);
+	f->faults = plan;
+	f->faults_free = plan_free;
+}
+
+void *fabric_faults(const struct fabric *f)
+{
+	return f->faults;
 }
 
 int fabric_adopt(struct fabric *f, void *mem)
@@ -1190,6 +1225,10 @@ static void json_build(struct fabric *f, struct jbuf *b)
 	jstr(b, f->description);
 	jprintf(b, ",\"seed\":%llu,\"config\":", (unsigned long long)f->cfg.seed);
 	jparams(b, PARAM_FABRIC, &f->cfg, skip);
+	for (int i = 0; i < FABRIC_NSECTIONS; i++) {
+		jprintf(b, ",\"%s\":", section_names[i]);
+		jputs(b, f->section[i] ? f->section[i] : "null");
+	}
 	jprintf(b, ",\"counts\":{\"nodes\":%d,\"nics\":%d,\"switches\":%d,\"links\":%d}", f->nnodes,
 		f->nnics, f->nswitches, f->nlinks);
 

@@ -212,6 +212,23 @@ int fabric_name_check(const char *name, char *err, size_t errlen);
  */
 int fabric_json(struct fabric *f, bool refresh, const char **text, size_t *len);
 
+/*
+ * The scenario's other sections, resolved by their parsers (sim/job.c,
+ * sim/fault.c) into JSON texts that fabric_json includes under their names
+ * ("job", "expect", "faults"; null when absent), so tools read them from the
+ * dump instead of parsing the scenario again.
+ */
+enum fabric_section { FABRIC_SECTION_JOB, FABRIC_SECTION_EXPECT, FABRIC_SECTION_FAULTS,
+		      FABRIC_NSECTIONS };
+/* Takes json (malloc'd, a JSON value; NULL clears it). */
+void fabric_set_section(struct fabric *f, enum fabric_section which, char *json);
+/* The text, or NULL. */
+const char *fabric_section(const struct fabric *f, enum fabric_section which);
+/* The fault plan (sim/fault.h), handed over: plan_free(plan) frees it with the fabric. */
+void fabric_set_faults(struct fabric *f, void *plan, void (*plan_free)(void *));
+/* It, or NULL. */
+void *fabric_faults(const struct fabric *f);
+
 /* ---- building an explicit fabric (sim/scenario.c) ---------------------- */
 
 /* tag: an opaque cookie the builder keeps per object and reports errors with. */

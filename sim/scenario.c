@@ -35,51 +35,17 @@
 
 #include "sim/log.h"
 #include "sim/param.h"
+#include "sim/fault.h"
+#include "sim/scn_int.h"
 
 #define NAME_TEXT_MAX 128
 #define DESCRIPTION_MAX 4096
 #define RESERVED_ALL "all" /* selects every node in links */
 #define IMPLICIT_SWITCH "sw0"
 
-struct loc {
-	int line, col;
-	const char *key; /* a static string */
-};
-
-struct layer {
-	union {
-		struct model_link link;
-		struct model_nic nic;
-		struct fabric_switch_cfg sw;
-		struct fabric_config fab;
-	} v;
-	uint64_t set; /* bit param_index(p) */
-};
-
-struct scn {
-	const char *file;
-	const char *data;
-	size_t len;
-	yaml_document_t doc;
-	bool have_doc;
-	char *err;
-	size_t errlen;
-	int rc;
-	struct fabric_config cfg;
-	bool ideal;
-	struct fabric *f;
-	struct model_link dlink;
-	struct model_nic dnic;
-	struct fabric_switch_cfg dswitch;
-	struct loc *locs;
-	int nlocs, caplocs;
-	yaml_node_t *links_at; /* where path errors point */
-	char *name, *description;
-};
-
 /* ---- errors ------------------------------------------------------------------------ */
 
-__attribute__((format(printf, 5, 6))) static int fail_at(struct scn *s, int line, int col,
+__attribute__((format(printf, 5, 6))) int scn_fail_at(struct scn *s, int line, int col,
 							  const char *key, const char *fmt, ...)
 {
 	if (s->rc)
@@ -115,9 +81,6 @@ __attribute__((format(printf, 5, 6))) static int fail_at(struct scn *s, int line
 	return s->rc;
 }
 
-#define fail(s, node, key, ...)                                                                    \
-	fail_at((s), (int)(node)->start_mark.line + 1, (int)(node)->start_mark.column + 1, (key),  \
-		__VA_ARGS__)
 
 /* A model check's "key: reason" at node, the key split off (else dflt is the key). */
 static int fail_model(struct scn *s, const yaml_node_t *at, const char *dflt, const char *why,
@@ -128,12 +91,12 @@ static int fail_model(struct scn *s, const yaml_node_t *at, const char *dflt, co
 		char key[40];
 		memcpy(key, why, k);
 		key[k] = 0;
-		return fail(s, at, key, "%s%s", why + k + 2, suffix);
+		return scn_fail(s, at, key, "%s%s", why + k + 2, suffix);
 	}
-	return fail(s, at, dflt, "%s%s", why, suffix);
+	return scn_fail(s, at, dflt, "%s%s", why, suffix);
 }
 
-static int fail_oom(struct scn *s)
+int scn_fail_oom(struct scn *s)
 {
 	if (!s->rc) {
 		snprintf(s->err, s->errlen, "%s: out of memory", s->file);
@@ -159,26 +122,26 @@ static int add_loc(struct scn *s, const yaml_node_t *n, const char *key)
 
 /* ---- tree helpers -------------------------------------------------------------------- */
 
-static yaml_node_t *node(struct scn *s, int id)
+yaml_node_t *scn_node(struct scn *s, int id)
 {
 	return yaml_document_get_node(&s->doc, id);
 }
 
-static const char *text(const yaml_node_t *n)
+const char *scn_text(const yaml_node_t *n)
 {
 	return (const char *)n->data.scalar.value;
 }
 
-static bool is_null(const yaml_node_t *n)
+bool scn_is_null(const yaml_node_t *n)
 {
 	if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
 		return false;
-	const char *t = text(n);
+	const char *t = scn_text(n);
 	return !*t || !strcmp(t, "~") || !strcmp(t, "null") || !strcmp(t, "Null") ||
 	       !strcmp(t, "NULL");
 }
 
-static const char *kind_name(const yaml_node_t *n)
+const char *scn_kind_name(const yaml_node_t *n)
 {
 	switch (n->type) {
 	case YAML_MAPPING_NODE:
@@ -186,72 +149,72 @@ static const char *kind_name(const yaml_node_t *n)
 	case YAML_SEQUENCE_NODE:
 		return "a sequence";
 	default:
-		return is_null(n) ? "nothing (null)" : "a scalar";
+		return scn_is_null(n) ? "nothing (null)" : "a scalar";
 	}
 }
 
-static int expect(struct scn *s, const yaml_node_t *n, yaml_node_type_t type, const char *key,
+int scn_expect(struct scn *s, const yaml_node_t *n, yaml_node_type_t type, const char *key,
 		  const char *what)
 {
-	if (n->type == type && !(type == YAML_SCALAR_NODE && is_null(n))) {
-		if (type == YAML_SCALAR_NODE && strlen(text(n)) != n->data.scalar.length)
-			return fail(s, n, key, "the value has a NUL byte");
+	if (n->type == type && !(type == YAML_SCALAR_NODE && scn_is_null(n))) {
+		if (type == YAML_SCALAR_NODE && strlen(scn_text(n)) != n->data.scalar.length)
+			return scn_fail(s, n, key, "the value has a NUL byte");
 		return 0;
 	}
-	if (n->type == YAML_SCALAR_NODE && !is_null(n)) {
+	if (n->type == YAML_SCALAR_NODE && !scn_is_null(n)) {
 		char q[80];
-		return fail(s, n, key, "expected %s, got the scalar '%s'", what,
-			    param_quote(text(n), q, sizeof(q)));
+		return scn_fail(s, n, key, "expected %s, got the scalar '%s'", what,
+			    param_quote(scn_text(n), q, sizeof(q)));
 	}
-	return fail(s, n, key, "expected %s, got %s", what, kind_name(n));
+	return scn_fail(s, n, key, "expected %s, got %s", what, scn_kind_name(n));
 }
 
 /* Pair i of mapping m: its key's text (checked: a plain scalar, not a repeat of an earlier one). */
-static int pair_key(struct scn *s, const yaml_node_t *m, int i, const char **name,
+int scn_pair_key(struct scn *s, const yaml_node_t *m, int i, const char **name,
 		    yaml_node_t **k, yaml_node_t **v)
 {
 	yaml_node_pair_t *pairs = m->data.mapping.pairs.start;
-	*k = node(s, pairs[i].key);
-	*v = node(s, pairs[i].value);
+	*k = scn_node(s, pairs[i].key);
+	*v = scn_node(s, pairs[i].value);
 	if (!*k || !*v)
-		return fail(s, m, "yaml", "a mapping entry without a key or value");
-	if ((*k)->type != YAML_SCALAR_NODE || strlen(text(*k)) != (*k)->data.scalar.length)
-		return fail(s, *k, "yaml", "keys are plain words, not %s", kind_name(*k));
-	*name = text(*k);
+		return scn_fail(s, m, "yaml", "a mapping entry without a key or value");
+	if ((*k)->type != YAML_SCALAR_NODE || strlen(scn_text(*k)) != (*k)->data.scalar.length)
+		return scn_fail(s, *k, "yaml", "keys are plain words, not %s", scn_kind_name(*k));
+	*name = scn_text(*k);
 	if (!**name)
-		return fail(s, *k, "yaml", "an empty key");
+		return scn_fail(s, *k, "yaml", "an empty key");
 	for (int j = 0; j < i; j++) {
-		yaml_node_t *o = node(s, pairs[j].key);
-		if (o && o->type == YAML_SCALAR_NODE && strcmp(text(o), *name) == 0)
-			return fail(s, *k, *name, "duplicate key (first at %d:%d)",
+		yaml_node_t *o = scn_node(s, pairs[j].key);
+		if (o && o->type == YAML_SCALAR_NODE && strcmp(scn_text(o), *name) == 0)
+			return scn_fail(s, *k, *name, "duplicate key (first at %d:%d)",
 				    (int)o->start_mark.line + 1, (int)o->start_mark.column + 1);
 	}
 	return 0;
 }
 
-static int npairs(const yaml_node_t *m)
+int scn_npairs(const yaml_node_t *m)
 {
 	return (int)(m->data.mapping.pairs.top - m->data.mapping.pairs.start);
 }
 
-static int nitems(const yaml_node_t *q)
+int scn_nitems(const yaml_node_t *q)
 {
 	return (int)(q->data.sequence.items.top - q->data.sequence.items.start);
 }
 
-static yaml_node_t *item(struct scn *s, const yaml_node_t *q, int i)
+yaml_node_t *scn_item(struct scn *s, const yaml_node_t *q, int i)
 {
-	return node(s, q->data.sequence.items.start[i]);
+	return scn_node(s, q->data.sequence.items.start[i]);
 }
 
 /* A strict integer in min..max (decimal digits, optional '-' if min < 0). */
-static int get_int(struct scn *s, const yaml_node_t *v, const char *key, int64_t min, int64_t max,
+int scn_get_int(struct scn *s, const yaml_node_t *v, const char *key, int64_t min, int64_t max,
 		   const char *unit, int64_t *out)
 {
 	char q[80];
-	if (expect(s, v, YAML_SCALAR_NODE, key, "an integer"))
+	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "an integer"))
 		return s->rc;
-	const char *t = text(v), *p = t;
+	const char *t = scn_text(v), *p = t;
 	bool neg = *p == '-';
 	p += neg;
 	uint64_t x = 0;
@@ -269,7 +232,7 @@ static int get_int(struct scn *s, const yaml_node_t *v, const char *key, int64_t
 			return 0;
 		}
 	}
-	return fail(s, v, key, "'%s' is not an integer in %lld..%lld%s%s%s", param_quote(t, q, sizeof(q)),
+	return scn_fail(s, v, key, "'%s' is not an integer in %lld..%lld%s%s%s", param_quote(t, q, sizeof(q)),
 		    (long long)min, (long long)max, *unit ? " (" : "", unit, *unit ? ")" : "");
 }
 
@@ -342,10 +305,10 @@ static int parse_scalar_param(struct scn *s, const struct param *p, const yaml_n
 		 : p->type == PARAM_RATE ? "rate in Gb/s"
 		 : p->type == PARAM_PROB ? "probability"
 					 : "number");
-	if (expect(s, v, YAML_SCALAR_NODE, p->name, what))
+	if (scn_expect(s, v, YAML_SCALAR_NODE, p->name, what))
 		return s->rc;
-	if (param_parse(p, text(v), &l->v, why, sizeof(why)))
-		return fail(s, v, p->name, "%s", why);
+	if (param_parse(p, scn_text(v), &l->v, why, sizeof(why)))
+		return scn_fail(s, v, p->name, "%s", why);
 	l->set |= 1ull << param_index(p);
 	return 0;
 }
@@ -354,23 +317,23 @@ static int parse_table(struct scn *s, const struct param *p, const yaml_node_t *
 		       struct layer *l)
 {
 	char why[PARAM_ERR_LEN];
-	if (expect(s, v, YAML_SEQUENCE_NODE, p->name, "a list of integers (ns)"))
+	if (scn_expect(s, v, YAML_SEQUENCE_NODE, p->name, "a list of integers (ns)"))
 		return s->rc;
-	int n = nitems(v);
+	int n = scn_nitems(v);
 	if (n < 1 || n > MODEL_TABLE_MAX)
-		return fail(s, v, p->name, "a table has 1..%d entries, not %d", MODEL_TABLE_MAX, n);
+		return scn_fail(s, v, p->name, "a table has 1..%d entries, not %d", MODEL_TABLE_MAX, n);
 	int64_t *t = malloc(sizeof(int64_t) * (size_t)n);
 	if (!t || fabric_adopt(s->f, t))
-		return fail_oom(s);
+		return scn_fail_oom(s);
 	for (int i = 0; i < n; i++) {
-		yaml_node_t *e = item(s, v, i);
+		yaml_node_t *e = scn_item(s, v, i);
 		if (!e)
-			return fail(s, v, p->name, "entry %d is missing", i + 1);
-		if (get_int(s, e, p->name, p->min, p->max, p->unit, &t[i]))
+			return scn_fail(s, v, p->name, "entry %d is missing", i + 1);
+		if (scn_get_int(s, e, p->name, p->min, p->max, p->unit, &t[i]))
 			return s->rc;
 	}
 	if (param_set_table(p, &l->v, t, n, why, sizeof(why)))
-		return fail(s, v, p->name, "%s", why);
+		return scn_fail(s, v, p->name, "%s", why);
 	l->set |= 1ull << param_index(p);
 	return 0;
 }
@@ -385,10 +348,10 @@ static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t
 	const yaml_node_t *selv = v;
 	if (v->type == YAML_MAPPING_NODE) {
 		selv = NULL;
-		for (int i = 0; i < npairs(v); i++) {
-			yaml_node_t *pk = node(s, v->data.mapping.pairs.start[i].key);
-			if (pk && pk->type == YAML_SCALAR_NODE && !strcmp(text(pk), param_leaf(sel)))
-				selv = node(s, v->data.mapping.pairs.start[i].value);
+		for (int i = 0; i < scn_npairs(v); i++) {
+			yaml_node_t *pk = scn_node(s, v->data.mapping.pairs.start[i].key);
+			if (pk && pk->type == YAML_SCALAR_NODE && !strcmp(scn_text(pk), param_leaf(sel)))
+				selv = scn_node(s, v->data.mapping.pairs.start[i].value);
 		}
 		if (!selv) {
 			char r[128];
@@ -396,11 +359,11 @@ static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t
 			for (int i = 0; sel->names[i] && len < sizeof(r); i++)
 				len += (size_t)snprintf(r + len, sizeof(r) - len, "%s%s", i ? ", " : "",
 							sel->names[i]);
-			return fail(s, v, gname, "missing key '%s' (one of %s)", param_leaf(sel), r);
+			return scn_fail(s, v, gname, "missing key '%s' (one of %s)", param_leaf(sel), r);
 		}
-	} else if (v->type != YAML_SCALAR_NODE || is_null(v)) {
-		return fail(s, v, gname, "expected a mapping like {%s: ...} or a %s name, got %s",
-			    param_leaf(sel), param_leaf(sel), kind_name(v));
+	} else if (v->type != YAML_SCALAR_NODE || scn_is_null(v)) {
+		return scn_fail(s, v, gname, "expected a mapping like {%s: ...} or a %s name, got %s",
+			    param_leaf(sel), param_leaf(sel), scn_kind_name(v));
 	}
 	/* The selector, then the group's members for it at their defaults, then what is given;
 	 * the whole group counts as set. */
@@ -412,10 +375,10 @@ static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t
 			l->set |= 1ull << i;
 	uint64_t given = 0;
 	if (v->type == YAML_MAPPING_NODE) {
-		for (int i = 0; i < npairs(v); i++) {
+		for (int i = 0; i < scn_npairs(v); i++) {
 			const char *name;
 			yaml_node_t *pk, *pv;
-			if (pair_key(s, v, i, &name, &pk, &pv))
+			if (scn_pair_key(s, v, i, &name, &pk, &pv))
 				return s->rc;
 			if (!strcmp(name, param_leaf(sel)))
 				continue;
@@ -434,7 +397,7 @@ static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t
 						len += (size_t)snprintf(keys + len, sizeof(keys) - len,
 									", %s", param_leaf(c));
 				}
-				return fail(s, pk, name, "unknown key in %s (known: %s)", gname, keys);
+				return scn_fail(s, pk, name, "unknown key in %s (known: %s)", gname, keys);
 			}
 			if (!param_applies(p, &l->v)) {
 				char vname[PARAM_VALUE_MAX];
@@ -450,7 +413,7 @@ static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t
 				}
 				param_format_value(sel, (int64_t)param_get_u64(sel, &l->v), vname,
 						   sizeof(vname));
-				return fail(s, pk, p->name, "not a parameter of %s %s %s (%s%s)", gname,
+				return scn_fail(s, pk, p->name, "not a parameter of %s %s %s (%s%s)", gname,
 					    param_leaf(sel), vname, len ? "its parameters: " : "it has none",
 					    keys);
 			}
@@ -467,7 +430,7 @@ static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t
 			continue;
 		char vname[PARAM_VALUE_MAX];
 		param_format_value(sel, (int64_t)param_get_u64(sel, &l->v), vname, sizeof(vname));
-		return fail(s, v, gname, "%s %s needs '%s' (write %s: {%s: %s, %s: ...})",
+		return scn_fail(s, v, gname, "%s %s needs '%s' (write %s: {%s: %s, %s: ...})",
 			    param_leaf(sel), vname, param_leaf(p), gname, param_leaf(sel),
 			    param_quote(vname, q, sizeof(q)), param_leaf(p));
 	}
@@ -494,16 +457,16 @@ static int parse_param_pair(struct scn *s, enum param_scope scope, const char *n
 	const struct param *p = param_find(scope, name);
 	if (!p || p->group != PARAM_G_NONE || (p->flags & PARAM_TOPLEVEL)) {
 		if (p && (p->flags & PARAM_TOPLEVEL))
-			return fail(s, k, name, "goes at the top level of the scenario, not in %s",
+			return scn_fail(s, k, name, "goes at the top level of the scenario, not in %s",
 				    ctx);
-		return fail(s, k, name, "unknown key in %s (known: %s)", ctx,
+		return scn_fail(s, k, name, "unknown key in %s (known: %s)", ctx,
 			    known_keys(scope, extra, keys, sizeof(keys)));
 	}
 	if (scope == PARAM_FABRIC && (p->flags & PARAM_IDEAL_ONLY) && !s->ideal)
-		return fail(s, k, name, "only with kind: ideal (an explicit fabric says it per node "
+		return scn_fail(s, k, name, "only with kind: ideal (an explicit fabric says it per node "
 					"and link)");
 	if (scope == PARAM_FABRIC && (p->flags & PARAM_EXPLICIT_ONLY) && s->ideal)
-		return fail(s, k, name, "not with kind: ideal");
+		return scn_fail(s, k, name, "not with kind: ideal");
 	return parse_scalar_param(s, p, v, l);
 }
 
@@ -511,12 +474,12 @@ static int parse_param_pair(struct scn *s, enum param_scope scope, const char *n
 static int parse_param_map(struct scn *s, enum param_scope scope, const yaml_node_t *m,
 			   const char *key, const char *ctx, struct layer *l)
 {
-	if (expect(s, m, YAML_MAPPING_NODE, key, "a mapping of parameters"))
+	if (scn_expect(s, m, YAML_MAPPING_NODE, key, "a mapping of parameters"))
 		return s->rc;
-	for (int i = 0; i < npairs(m); i++) {
+	for (int i = 0; i < scn_npairs(m); i++) {
 		const char *name;
 		yaml_node_t *k, *v;
-		if (pair_key(s, m, i, &name, &k, &v) ||
+		if (scn_pair_key(s, m, i, &name, &k, &v) ||
 		    parse_param_pair(s, scope, name, k, v, l, ctx, ""))
 			return s->rc;
 	}
@@ -532,11 +495,11 @@ static int check_free_name(struct scn *s, const yaml_node_t *at, const char *key
 	const struct fabric_switch *w = n ? NULL : fabric_switch_find(s->f, name);
 	if (n || w) {
 		const struct loc *l = &s->locs[n ? n->tag : w->tag];
-		return fail(s, at, key, "duplicate name '%s': a %s of that name is at %d:%d", name,
+		return scn_fail(s, at, key, "duplicate name '%s': a %s of that name is at %d:%d", name,
 			    n ? "node" : "switch", l->line, l->col);
 	}
 	if (!strcmp(name, RESERVED_ALL))
-		return fail(s, at, key, "'%s' is reserved (it stands for every node in links)",
+		return scn_fail(s, at, key, "'%s' is reserved (it stands for every node in links)",
 			    RESERVED_ALL);
 	return 0;
 }
@@ -549,12 +512,12 @@ static int add_node(struct scn *s, const yaml_node_t *at, const char *key, const
 		return s->rc;
 	int tag = add_loc(s, at, key);
 	if (tag < 0)
-		return fail_oom(s);
+		return scn_fail_oom(s);
 	int rc = fabric_add_node(s->f, name, nics, nic, tag, why, sizeof(why));
 	if (rc == -ENOMEM)
-		return fail_oom(s);
+		return scn_fail_oom(s);
 	if (rc)
-		return fail(s, at, key, "%s", why);
+		return scn_fail(s, at, key, "%s", why);
 	return 0;
 }
 
@@ -562,13 +525,13 @@ static int parse_node_group(struct scn *s, const yaml_node_t *g)
 {
 	const yaml_node_t *names = NULL, *count = NULL, *pattern = NULL, *first = NULL,
 			  *nics = NULL, *nic = NULL, *count_key = NULL;
-	if (expect(s, g, YAML_MAPPING_NODE, "nodes",
+	if (scn_expect(s, g, YAML_MAPPING_NODE, "nodes",
 		   "a mapping like {names: [a, b]} or {count: 8, name: \"n{i}\"}"))
 		return s->rc;
-	for (int i = 0; i < npairs(g); i++) {
+	for (int i = 0; i < scn_npairs(g); i++) {
 		const char *name;
 		yaml_node_t *k, *v;
-		if (pair_key(s, g, i, &name, &k, &v))
+		if (scn_pair_key(s, g, i, &name, &k, &v))
 			return s->rc;
 		if (!strcmp(name, "names"))
 			names = v;
@@ -583,19 +546,19 @@ static int parse_node_group(struct scn *s, const yaml_node_t *g)
 		else if (!strcmp(name, "nic"))
 			nic = v;
 		else
-			return fail(s, k, name,
+			return scn_fail(s, k, name,
 				    "unknown key in a nodes entry (known: names, count, name, first, "
 				    "nics, nic)");
 	}
 	if (names && count)
-		return fail(s, count_key, "count", "give names or count, not both");
+		return scn_fail(s, count_key, "count", "give names or count, not both");
 	if (!names && !count)
-		return fail(s, g, "nodes", "a nodes entry needs names: [...] or count: N");
+		return scn_fail(s, g, "nodes", "a nodes entry needs names: [...] or count: N");
 	if (names && (pattern || first))
-		return fail(s, pattern ? pattern : first, pattern ? "name" : "first",
+		return scn_fail(s, pattern ? pattern : first, pattern ? "name" : "first",
 			    "goes with count:, not with names:");
 	int64_t nn = 1, n0 = 0, nc = 1;
-	if (nics && get_int(s, nics, "nics", 1, FABRIC_MAX_NICS, "count", &nc))
+	if (nics && scn_get_int(s, nics, "nics", 1, FABRIC_MAX_NICS, "count", &nc))
 		return s->rc;
 	struct layer l;
 	char why[MODEL_ERR_LEN];
@@ -606,31 +569,31 @@ static int parse_node_group(struct scn *s, const yaml_node_t *g)
 	if (model_nic_resolve(&m, why, sizeof(why)))
 		return fail_model(s, nic ? nic : g, "nic", why, "");
 	if (names) {
-		if (expect(s, names, YAML_SEQUENCE_NODE, "names", "a list of node names"))
+		if (scn_expect(s, names, YAML_SEQUENCE_NODE, "names", "a list of node names"))
 			return s->rc;
-		if (nitems(names) == 0)
-			return fail(s, names, "names", "the list is empty");
-		for (int i = 0; i < nitems(names); i++) {
-			yaml_node_t *e = item(s, names, i);
-			if (!e || expect(s, e, YAML_SCALAR_NODE, "names", "a node name") ||
-			    add_node(s, e, "names", text(e), (int)nc, &l.v.nic))
-				return s->rc ? s->rc : fail(s, names, "names", "a missing entry");
+		if (scn_nitems(names) == 0)
+			return scn_fail(s, names, "names", "the list is empty");
+		for (int i = 0; i < scn_nitems(names); i++) {
+			yaml_node_t *e = scn_item(s, names, i);
+			if (!e || scn_expect(s, e, YAML_SCALAR_NODE, "names", "a node name") ||
+			    add_node(s, e, "names", scn_text(e), (int)nc, &l.v.nic))
+				return s->rc ? s->rc : scn_fail(s, names, "names", "a missing entry");
 		}
 		return 0;
 	}
-	if (get_int(s, count, "count", 1, FABRIC_MAX_NODES, "nodes", &nn) ||
-	    (first && get_int(s, first, "first", 0, 1000000000, "", &n0)))
+	if (scn_get_int(s, count, "count", 1, FABRIC_MAX_NODES, "nodes", &nn) ||
+	    (first && scn_get_int(s, first, "first", 0, 1000000000, "", &n0)))
 		return s->rc;
 	const char *pat = "n{i}";
 	if (pattern) {
-		if (expect(s, pattern, YAML_SCALAR_NODE, "name", "a name pattern like \"n{i}\""))
+		if (scn_expect(s, pattern, YAML_SCALAR_NODE, "name", "a name pattern like \"n{i}\""))
 			return s->rc;
-		pat = text(pattern);
+		pat = scn_text(pattern);
 	}
 	const char *hole = strstr(pat, "{i}");
 	if ((!hole && nn > 1) || (hole && strstr(hole + 3, "{i}"))) {
 		char q[80];
-		return fail(s, pattern ? pattern : count, "name",
+		return scn_fail(s, pattern ? pattern : count, "name",
 			    "pattern '%s' needs {i} exactly once (the node's number)",
 			    param_quote(pat, q, sizeof(q)));
 	}
@@ -651,14 +614,14 @@ static int parse_nodes(struct scn *s, const yaml_node_t *v)
 {
 	if (v->type == YAML_MAPPING_NODE)
 		return parse_node_group(s, v);
-	if (expect(s, v, YAML_SEQUENCE_NODE, "nodes", "a nodes mapping or a list of them"))
+	if (scn_expect(s, v, YAML_SEQUENCE_NODE, "nodes", "a nodes mapping or a list of them"))
 		return s->rc;
-	if (nitems(v) == 0)
-		return fail(s, v, "nodes", "the list is empty");
-	for (int i = 0; i < nitems(v); i++) {
-		yaml_node_t *g = item(s, v, i);
+	if (scn_nitems(v) == 0)
+		return scn_fail(s, v, "nodes", "the list is empty");
+	for (int i = 0; i < scn_nitems(v); i++) {
+		yaml_node_t *g = scn_item(s, v, i);
 		if (!g || parse_node_group(s, g))
-			return s->rc ? s->rc : fail(s, v, "nodes", "a missing entry");
+			return s->rc ? s->rc : scn_fail(s, v, "nodes", "a missing entry");
 	}
 	return 0;
 }
@@ -668,19 +631,19 @@ static int parse_nodes(struct scn *s, const yaml_node_t *v)
 static int parse_switches(struct scn *s, const yaml_node_t *v)
 {
 	char why[FABRIC_ERR_LEN];
-	if (expect(s, v, YAML_SEQUENCE_NODE, "switches", "a list of switches"))
+	if (scn_expect(s, v, YAML_SEQUENCE_NODE, "switches", "a list of switches"))
 		return s->rc;
-	for (int i = 0; i < nitems(v); i++) {
-		yaml_node_t *m = item(s, v, i), *name = NULL;
-		if (!m || expect(s, m, YAML_MAPPING_NODE, "switches",
+	for (int i = 0; i < scn_nitems(v); i++) {
+		yaml_node_t *m = scn_item(s, v, i), *name = NULL;
+		if (!m || scn_expect(s, m, YAML_MAPPING_NODE, "switches",
 				 "a mapping like {name: sw0, ports: 40}"))
-			return s->rc ? s->rc : fail(s, v, "switches", "a missing entry");
+			return s->rc ? s->rc : scn_fail(s, v, "switches", "a missing entry");
 		struct layer l;
 		layer_init(&l, PARAM_SWITCH, &s->dswitch);
-		for (int j = 0; j < npairs(m); j++) {
+		for (int j = 0; j < scn_npairs(m); j++) {
 			const char *key;
 			yaml_node_t *k, *pv;
-			if (pair_key(s, m, j, &key, &k, &pv))
+			if (scn_pair_key(s, m, j, &key, &k, &pv))
 				return s->rc;
 			if (!strcmp(key, "name"))
 				name = pv;
@@ -688,18 +651,18 @@ static int parse_switches(struct scn *s, const yaml_node_t *v)
 				return s->rc;
 		}
 		if (!name)
-			return fail(s, m, "switches", "a switch needs a name");
-		if (expect(s, name, YAML_SCALAR_NODE, "name", "a switch name") ||
-		    check_free_name(s, name, "name", text(name)))
+			return scn_fail(s, m, "switches", "a switch needs a name");
+		if (scn_expect(s, name, YAML_SCALAR_NODE, "name", "a switch name") ||
+		    check_free_name(s, name, "name", scn_text(name)))
 			return s->rc;
 		int tag = add_loc(s, name, "name");
 		if (tag < 0)
-			return fail_oom(s);
-		int rc = fabric_add_switch(s->f, text(name), &l.v.sw, tag, why, sizeof(why));
+			return scn_fail_oom(s);
+		int rc = fabric_add_switch(s->f, scn_text(name), &l.v.sw, tag, why, sizeof(why));
 		if (rc == -ENOMEM)
-			return fail_oom(s);
+			return scn_fail_oom(s);
 		if (rc)
-			return fail(s, name, "name", "%s", why);
+			return scn_fail(s, name, "name", "%s", why);
 	}
 	return 0;
 }
@@ -719,11 +682,11 @@ static int ends_push(struct scn *s, struct ends *e, const struct fabric_ep *ep,
 		int cap = e->cap ? e->cap * 2 : 8;
 		struct fabric_ep *a = realloc(e->ep, sizeof(*a) * (size_t)cap);
 		if (!a)
-			return fail_oom(s);
+			return scn_fail_oom(s);
 		e->ep = a;
 		const yaml_node_t **b = realloc(e->at, sizeof(*b) * (size_t)cap);
 		if (!b)
-			return fail_oom(s);
+			return scn_fail_oom(s);
 		e->at = b;
 		e->cap = cap;
 	}
@@ -747,14 +710,14 @@ static int node_nics(struct scn *s, struct ends *e, const struct fabric_node *n,
 static int parse_end(struct scn *s, const yaml_node_t *v, struct ends *e)
 {
 	char q[80];
-	if (expect(s, v, YAML_SCALAR_NODE, "ends",
+	if (scn_expect(s, v, YAML_SCALAR_NODE, "ends",
 		   "a switch, a node, node/<nic>, all or all/<nic>"))
 		return s->rc;
-	const char *t = text(v), *slash = strchr(t, '/');
+	const char *t = scn_text(v), *slash = strchr(t, '/');
 	char name[FABRIC_NAME_MAX + 2];
 	size_t nlen = slash ? (size_t)(slash - t) : strlen(t);
 	if (nlen > FABRIC_NAME_MAX)
-		return fail(s, v, "ends", "unknown node or switch '%s'", param_quote(t, q, sizeof(q)));
+		return scn_fail(s, v, "ends", "unknown node or switch '%s'", param_quote(t, q, sizeof(q)));
 	memcpy(name, t, nlen);
 	name[nlen] = 0;
 	int64_t nic = -1;
@@ -766,12 +729,12 @@ static int parse_end(struct scn *s, const yaml_node_t *v, struct ends *e)
 		for (; *p && nic >= 0; p++)
 			nic = *p >= '0' && *p <= '9' ? nic * 10 + (*p - '0') : -2;
 		if (nic < 0)
-			return fail(s, v, "ends", "'%s': after the '/' comes a NIC index",
+			return scn_fail(s, v, "ends", "'%s': after the '/' comes a NIC index",
 				    param_quote(t, q, sizeof(q)));
 	}
 	if (!strcmp(name, RESERVED_ALL)) {
 		if (fabric_nnodes(s->f) == 0)
-			return fail(s, v, "ends", "'all': there are no nodes");
+			return scn_fail(s, v, "ends", "'all': there are no nodes");
 		for (int i = 0; i < fabric_nnodes(s->f); i++) {
 			const struct fabric_node *n = fabric_node(s->f, i);
 			if (nic < 0) {
@@ -780,7 +743,7 @@ static int parse_end(struct scn *s, const yaml_node_t *v, struct ends *e)
 				continue;
 			}
 			if (nic >= n->nnics)
-				return fail(s, v, "ends",
+				return scn_fail(s, v, "ends",
 					    "'%s' needs NIC %lld on every node; node %s has %d NIC(s)",
 					    param_quote(t, q, sizeof(q)), (long long)nic, n->name, n->nnics);
 			struct fabric_ep ep = {FABRIC_EP_NIC, n->id, (int)nic};
@@ -793,7 +756,7 @@ static int parse_end(struct scn *s, const yaml_node_t *v, struct ends *e)
 	const struct fabric_switch *w = fabric_switch_find(s->f, name);
 	if (w) {
 		if (slash)
-			return fail(s, v, "ends",
+			return scn_fail(s, v, "ends",
 				    "'%s': %s is a switch; a NIC index goes with a node name",
 				    param_quote(t, q, sizeof(q)), w->name);
 		struct fabric_ep ep = {FABRIC_EP_SWITCH, w->id, 0};
@@ -810,11 +773,11 @@ static int parse_end(struct scn *s, const yaml_node_t *v, struct ends *e)
 		}
 	}
 	if (!n)
-		return fail(s, v, "ends", "unknown node or switch '%s'", param_quote(t, q, sizeof(q)));
+		return scn_fail(s, v, "ends", "unknown node or switch '%s'", param_quote(t, q, sizeof(q)));
 	if (nic < 0)
 		return node_nics(s, e, n, v);
 	if (nic >= n->nnics)
-		return fail(s, v, "ends", "node %s has %d NIC(s) (0..%d); there is no NIC %lld",
+		return scn_fail(s, v, "ends", "node %s has %d NIC(s) (0..%d); there is no NIC %lld",
 			    n->name, n->nnics, n->nnics - 1, (long long)nic);
 	struct fabric_ep ep = {FABRIC_EP_NIC, n->id, (int)nic};
 	return ends_push(s, e, &ep, v);
@@ -825,12 +788,12 @@ static int parse_end_list(struct scn *s, const yaml_node_t *v, struct ends *e)
 {
 	if (v->type != YAML_SEQUENCE_NODE)
 		return parse_end(s, v, e);
-	if (nitems(v) == 0)
-		return fail(s, v, "ends", "an empty list of ends");
-	for (int i = 0; i < nitems(v); i++) {
-		yaml_node_t *x = item(s, v, i);
+	if (scn_nitems(v) == 0)
+		return scn_fail(s, v, "ends", "an empty list of ends");
+	for (int i = 0; i < scn_nitems(v); i++) {
+		yaml_node_t *x = scn_item(s, v, i);
 		if (!x || parse_end(s, x, e))
-			return s->rc ? s->rc : fail(s, v, "ends", "a missing entry");
+			return s->rc ? s->rc : scn_fail(s, v, "ends", "a missing entry");
 	}
 	return 0;
 }
@@ -889,15 +852,15 @@ static int add_link(struct scn *s, const struct fabric_ep *a, const struct fabri
 	}
 	int tag = add_loc(s, at, "ends"), other = -1;
 	if (tag < 0)
-		return fail_oom(s);
+		return scn_fail_oom(s);
 	int rc = fabric_add_link(s->f, a, b, &ab, &ba, tag, &other, why, sizeof(why));
 	if (rc == -ENOMEM)
-		return fail_oom(s);
+		return scn_fail_oom(s);
 	if (rc == -EBUSY && other >= 0)
-		return fail(s, at, "ends", "%s (the other link: %d:%d)", why, s->locs[other].line,
+		return scn_fail(s, at, "ends", "%s (the other link: %d:%d)", why, s->locs[other].line,
 			    s->locs[other].col);
 	if (rc)
-		return fail(s, at, "ends", "%s", why);
+		return scn_fail(s, at, "ends", "%s", why);
 	return 0;
 }
 
@@ -906,15 +869,15 @@ static int parse_link(struct scn *s, const yaml_node_t *m)
 	const yaml_node_t *ends = NULL;
 	struct layer l0, lab, lba;
 	struct ends ea = {0}, eb = {0};
-	if (expect(s, m, YAML_MAPPING_NODE, "links", "a mapping like {ends: [n0, sw0]}"))
+	if (scn_expect(s, m, YAML_MAPPING_NODE, "links", "a mapping like {ends: [n0, sw0]}"))
 		return s->rc;
 	layer_init(&l0, PARAM_LINK, &s->dlink);
 	layer_init(&lab, PARAM_LINK, &s->dlink);
 	layer_init(&lba, PARAM_LINK, &s->dlink);
-	for (int i = 0; i < npairs(m); i++) {
+	for (int i = 0; i < scn_npairs(m); i++) {
 		const char *key;
 		yaml_node_t *k, *v;
-		if (pair_key(s, m, i, &key, &k, &v))
+		if (scn_pair_key(s, m, i, &key, &k, &v))
 			return s->rc;
 		if (!strcmp(key, "ends"))
 			ends = v;
@@ -927,17 +890,17 @@ static int parse_link(struct scn *s, const yaml_node_t *m)
 			return s->rc;
 	}
 	if (!ends)
-		return fail(s, m, "links", "a link needs ends: [a, b]");
-	if (expect(s, ends, YAML_SEQUENCE_NODE, "ends", "a list of two ends, like [n0, sw0]"))
+		return scn_fail(s, m, "links", "a link needs ends: [a, b]");
+	if (scn_expect(s, ends, YAML_SEQUENCE_NODE, "ends", "a list of two ends, like [n0, sw0]"))
 		return s->rc;
-	if (nitems(ends) != 2)
-		return fail(s, ends, "ends", "a link has two ends, not %d", nitems(ends));
-	yaml_node_t *xa = item(s, ends, 0), *xb = item(s, ends, 1);
+	if (scn_nitems(ends) != 2)
+		return scn_fail(s, ends, "ends", "a link has two ends, not %d", scn_nitems(ends));
+	yaml_node_t *xa = scn_item(s, ends, 0), *xb = scn_item(s, ends, 1);
 	if (!xa || !xb)
-		return fail(s, ends, "ends", "a missing end");
+		return scn_fail(s, ends, "ends", "a missing end");
 	if (!parse_end_list(s, xa, &ea) && !parse_end_list(s, xb, &eb)) {
 		if (ea.n > 1 && eb.n > 1)
-			fail(s, ends, "ends",
+			scn_fail(s, ends, "ends",
 			     "both ends stand for several endpoints (%d and %d); one end must be a "
 			     "switch, a NIC or a one-NIC node",
 			     ea.n, eb.n);
@@ -955,12 +918,12 @@ static int parse_link(struct scn *s, const yaml_node_t *m)
 
 static int parse_links(struct scn *s, const yaml_node_t *v)
 {
-	if (expect(s, v, YAML_SEQUENCE_NODE, "links", "a list of links"))
+	if (scn_expect(s, v, YAML_SEQUENCE_NODE, "links", "a list of links"))
 		return s->rc;
-	for (int i = 0; i < nitems(v); i++) {
-		yaml_node_t *m = item(s, v, i);
+	for (int i = 0; i < scn_nitems(v); i++) {
+		yaml_node_t *m = scn_item(s, v, i);
 		if (!m || parse_link(s, m))
-			return s->rc ? s->rc : fail(s, v, "links", "a missing entry");
+			return s->rc ? s->rc : scn_fail(s, v, "links", "a missing entry");
 	}
 	return 0;
 }
@@ -971,12 +934,12 @@ static int implicit_switch(struct scn *s, const yaml_node_t *at)
 	char why[FABRIC_ERR_LEN];
 	int nn = fabric_nnodes(s->f), nics = fabric_nnics(s->f);
 	if (fabric_node_find(s->f, IMPLICIT_SWITCH))
-		return fail(s, at, "nodes",
+		return scn_fail(s, at, "nodes",
 			    "a node is called %s, the name of the implicit switch: write switches: "
 			    "and links:",
 			    IMPLICIT_SWITCH);
 	if (nics > FABRIC_MAX_PORTS)
-		return fail(s, at, "nodes",
+		return scn_fail(s, at, "nodes",
 			    "%d NICs do not fit the implicit switch (%d ports at most): write "
 			    "switches: and links:",
 			    nics, FABRIC_MAX_PORTS);
@@ -984,9 +947,9 @@ static int implicit_switch(struct scn *s, const yaml_node_t *at)
 	cfg.ports = nics;
 	int tag = add_loc(s, at, "nodes");
 	if (tag < 0)
-		return fail_oom(s);
+		return scn_fail_oom(s);
 	if (fabric_add_switch(s->f, IMPLICIT_SWITCH, &cfg, tag, why, sizeof(why)))
-		return fail(s, at, "nodes", "%s", why);
+		return scn_fail(s, at, "nodes", "%s", why);
 	struct layer none;
 	layer_init(&none, PARAM_LINK, &s->dlink);
 	struct fabric_ep sw = {FABRIC_EP_SWITCH, fabric_switch_find(s->f, IMPLICIT_SWITCH)->id, 0};
@@ -1000,7 +963,7 @@ static int implicit_switch(struct scn *s, const yaml_node_t *at)
 			link_dir(s, &ep, &sw, &none, &none, &ab);
 			link_dir(s, &sw, &ep, &none, &none, &ba);
 			if (fabric_add_link(s->f, &ep, &sw, &ab, &ba, n->tag, &other, why, sizeof(why)))
-				return fail_at(s, l->line, l->col, l->key, "%s", why);
+				return scn_fail_at(s, l->line, l->col, l->key, "%s", why);
 		}
 	}
 	return 0;
@@ -1010,13 +973,13 @@ static int implicit_switch(struct scn *s, const yaml_node_t *at)
 
 static int parse_defaults(struct scn *s, const yaml_node_t *v)
 {
-	if (expect(s, v, YAML_MAPPING_NODE, "defaults", "a mapping with link, nic, switch"))
+	if (scn_expect(s, v, YAML_MAPPING_NODE, "defaults", "a mapping with link, nic, switch"))
 		return s->rc;
-	for (int i = 0; i < npairs(v); i++) {
+	for (int i = 0; i < scn_npairs(v); i++) {
 		const char *key;
 		yaml_node_t *k, *m;
 		struct layer l;
-		if (pair_key(s, v, i, &key, &k, &m))
+		if (scn_pair_key(s, v, i, &key, &k, &m))
 			return s->rc;
 		if (!strcmp(key, "link")) {
 			layer_init(&l, PARAM_LINK, &s->dlink);
@@ -1031,7 +994,7 @@ static int parse_defaults(struct scn *s, const yaml_node_t *v)
 			if (!parse_param_map(s, PARAM_SWITCH, m, "switch", "defaults.switch", &l))
 				s->dswitch = l.v.sw;
 		} else {
-			return fail(s, k, key, "unknown key in defaults (known: link, nic, switch)");
+			return scn_fail(s, k, key, "unknown key in defaults (known: link, nic, switch)");
 		}
 		if (s->rc)
 			return s->rc;
@@ -1045,36 +1008,36 @@ static int parse_fabric(struct scn *s, const yaml_node_t *m)
 	enum { F_KIND, F_DEFAULTS, F_NODES, F_SWITCHES, F_LINKS, F_N };
 	static const char *const names[F_N] = {"kind", "defaults", "nodes", "switches", "links"};
 	const yaml_node_t *val[F_N] = {0}, *key[F_N] = {0};
-	if (expect(s, m, YAML_MAPPING_NODE, "fabric", "a mapping (kind, nodes, switches, links, ...)"))
+	if (scn_expect(s, m, YAML_MAPPING_NODE, "fabric", "a mapping (kind, nodes, switches, links, ...)"))
 		return s->rc;
 	/* kind first: it decides which parameters are allowed. */
-	for (int i = 0; i < npairs(m); i++) {
+	for (int i = 0; i < scn_npairs(m); i++) {
 		const char *name;
 		yaml_node_t *k, *v;
-		if (pair_key(s, m, i, &name, &k, &v))
+		if (scn_pair_key(s, m, i, &name, &k, &v))
 			return s->rc;
 		for (int j = 0; j < F_N; j++)
 			if (!strcmp(name, names[j]))
 				val[j] = v, key[j] = k;
 	}
 	if (val[F_KIND]) {
-		if (expect(s, val[F_KIND], YAML_SCALAR_NODE, "kind", "ideal or explicit"))
+		if (scn_expect(s, val[F_KIND], YAML_SCALAR_NODE, "kind", "ideal or explicit"))
 			return s->rc;
-		if (!strcmp(text(val[F_KIND]), "ideal"))
+		if (!strcmp(scn_text(val[F_KIND]), "ideal"))
 			s->ideal = true;
-		else if (strcmp(text(val[F_KIND]), "explicit")) {
+		else if (strcmp(scn_text(val[F_KIND]), "explicit")) {
 			char q[80];
-			return fail(s, val[F_KIND], "kind", "'%s' is not one of ideal, explicit",
-				    param_quote(text(val[F_KIND]), q, sizeof(q)));
+			return scn_fail(s, val[F_KIND], "kind", "'%s' is not one of ideal, explicit",
+				    param_quote(scn_text(val[F_KIND]), q, sizeof(q)));
 		}
 	}
 	struct layer l;
 	layer_init(&l, PARAM_FABRIC, &s->cfg);
-	for (int i = 0; i < npairs(m); i++) {
+	for (int i = 0; i < scn_npairs(m); i++) {
 		const char *name;
 		yaml_node_t *k, *v;
 		bool ours = false;
-		pair_key(s, m, i, &name, &k, &v);
+		scn_pair_key(s, m, i, &name, &k, &v);
 		for (int j = 0; j < F_N; j++)
 			ours |= !strcmp(name, names[j]);
 		if (!ours && parse_param_pair(s, PARAM_FABRIC, name, k, v, &l, "fabric",
@@ -1085,19 +1048,19 @@ static int parse_fabric(struct scn *s, const yaml_node_t *m)
 	if (s->ideal) {
 		for (int j = F_DEFAULTS; j < F_N; j++)
 			if (key[j])
-				return fail(s, key[j], names[j],
+				return scn_fail(s, key[j], names[j],
 					    "not with kind: ideal (the ideal fabric makes nodes as "
 					    "they say hello, and has no switches or links)");
 		if (fabric_new_ideal(&s->cfg, &s->f, why, sizeof(why)))
-			return fail(s, m, "fabric", "%s", why);
+			return scn_fail(s, m, "fabric", "%s", why);
 		return 0;
 	}
 	if (fabric_new_explicit(&s->cfg, &s->f, why, sizeof(why)))
-		return fail(s, m, "fabric", "%s", why);
+		return scn_fail(s, m, "fabric", "%s", why);
 	if (val[F_DEFAULTS] && parse_defaults(s, val[F_DEFAULTS]))
 		return s->rc;
 	if (!val[F_NODES])
-		return fail(s, m, "nodes", "missing: an explicit fabric needs nodes (or write kind: "
+		return scn_fail(s, m, "nodes", "missing: an explicit fabric needs nodes (or write kind: "
 					   "ideal)");
 	if (parse_nodes(s, val[F_NODES]))
 		return s->rc;
@@ -1108,58 +1071,57 @@ static int parse_fabric(struct scn *s, const yaml_node_t *m)
 		if (parse_links(s, val[F_LINKS]))
 			return s->rc;
 	} else if (val[F_SWITCHES]) {
-		return fail(s, key[F_SWITCHES], "links",
+		return scn_fail(s, key[F_SWITCHES], "links",
 			    "missing: with switches: given, links: says what connects to what");
 	} else if (implicit_switch(s, key[F_NODES])) {
 		return s->rc;
 	}
 	int bad = -1, rc = fabric_finish(s->f, &bad, why, sizeof(why));
 	if (rc == -ENOMEM)
-		return fail_oom(s);
+		return scn_fail_oom(s);
 	if (rc && bad >= 0 && bad < s->nlocs)
-		return fail_at(s, s->locs[bad].line, s->locs[bad].col, s->locs[bad].key, "%s", why);
+		return scn_fail_at(s, s->locs[bad].line, s->locs[bad].col, s->locs[bad].key, "%s", why);
 	if (rc)
-		return fail(s, s->links_at, "links", "%s", why);
+		return scn_fail(s, s->links_at, "links", "%s", why);
 	return 0;
 }
 
 static int parse_text(struct scn *s, const yaml_node_t *v, const char *key, size_t max,
 		      char **out)
 {
-	if (is_null(v))
+	if (scn_is_null(v))
 		return 0;
-	if (expect(s, v, YAML_SCALAR_NODE, key, "a string"))
+	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a string"))
 		return s->rc;
-	if (strlen(text(v)) > max)
-		return fail(s, v, key, "is %zu characters long; the limit is %zu", strlen(text(v)),
+	if (strlen(scn_text(v)) > max)
+		return scn_fail(s, v, key, "is %zu characters long; the limit is %zu", strlen(scn_text(v)),
 			    max);
 	free(*out);
-	*out = strdup(text(v));
-	return *out ? 0 : fail_oom(s);
+	*out = strdup(scn_text(v));
+	return *out ? 0 : scn_fail_oom(s);
 }
 
 static int parse_top(struct scn *s, const yaml_node_t *root)
 {
-	static const char *const later[] = {"faults", "job", "expect"};
-	const yaml_node_t *fab = NULL, *seed = NULL;
+	const yaml_node_t *fab = NULL, *seed = NULL, *faults = NULL, *job = NULL, *expct = NULL;
 	if (root->type != YAML_MAPPING_NODE)
-		return fail(s, root, "document",
-			    "a scenario is a mapping of sections (name, description, seed, fabric, "
-			    "faults, job, expect), not %s",
-			    kind_name(root));
-	for (int i = 0; i < npairs(root); i++) {
+		return scn_fail(s, root, "document",
+				"a scenario is a mapping of sections (name, description, seed, "
+				"fabric, faults, job, expect), not %s",
+				scn_kind_name(root));
+	for (int i = 0; i < scn_npairs(root); i++) {
 		const char *name;
 		yaml_node_t *k, *v;
-		bool skip = false;
-		if (pair_key(s, root, i, &name, &k, &v))
+		if (scn_pair_key(s, root, i, &name, &k, &v))
 			return s->rc;
-		for (size_t j = 0; j < sizeof(later) / sizeof(later[0]); j++)
-			skip |= !strcmp(name, later[j]);
-		if (skip) {
-			log_debug("scenario %s:%d: section %s is not used yet; ignored", s->file,
-				  (int)k->start_mark.line + 1, name);
-		} else if (!strcmp(name, "fabric")) {
+		if (!strcmp(name, "fabric")) {
 			fab = v;
+		} else if (!strcmp(name, "faults")) {
+			faults = v;
+		} else if (!strcmp(name, "job")) {
+			job = v;
+		} else if (!strcmp(name, "expect")) {
+			expct = v;
 		} else if (!strcmp(name, "seed")) {
 			seed = v;
 		} else if (!strcmp(name, "name")) {
@@ -1169,9 +1131,9 @@ static int parse_top(struct scn *s, const yaml_node_t *root)
 			if (parse_text(s, v, "description", DESCRIPTION_MAX, &s->description))
 				return s->rc;
 		} else {
-			return fail(s, k, name,
-				    "unknown top-level key (known: name, description, seed, fabric, "
-				    "faults, job, expect)");
+			return scn_fail(s, k, name,
+					"unknown top-level key (known: name, description, seed, "
+					"fabric, faults, job, expect)");
 		}
 	}
 	if (seed) {
@@ -1182,8 +1144,17 @@ static int parse_top(struct scn *s, const yaml_node_t *root)
 		s->cfg = l.v.fab;
 	}
 	if (!fab)
-		return fail(s, root, "fabric", "missing: a scenario needs a fabric: section");
-	return parse_fabric(s, fab);
+		return scn_fail(s, root, "fabric", "missing: a scenario needs a fabric: section");
+	/* The fabric first, whatever the order in the file: the others refer to its names. */
+	if (parse_fabric(s, fab))
+		return s->rc;
+	if (faults && !scn_is_null(faults) && scn_parse_faults(s, faults))
+		return s->rc;
+	if (job && !scn_is_null(job) && scn_parse_job(s, job))
+		return s->rc;
+	if (expct && !scn_is_null(expct) && scn_parse_expect(s, expct))
+		return s->rc;
+	return 0;
 }
 
 /* Line and column of a byte offset (reader errors carry only the offset). */
@@ -1205,21 +1176,21 @@ static int yaml_failed(struct scn *s, const yaml_parser_t *p)
 {
 	int line = (int)p->problem_mark.line + 1, col = (int)p->problem_mark.column + 1;
 	if (p->error == YAML_MEMORY_ERROR)
-		return fail_oom(s);
+		return scn_fail_oom(s);
 	if (p->error == YAML_READER_ERROR)
 		offset_pos(s, p->problem_offset, &line, &col);
 	if (p->context)
-		return fail_at(s, line, col, "yaml", "%s (%s at line %d)",
+		return scn_fail_at(s, line, col, "yaml", "%s (%s at line %d)",
 			       p->problem ? p->problem : "syntax error", p->context,
 			       (int)p->context_mark.line + 1);
-	return fail_at(s, line, col, "yaml", "%s", p->problem ? p->problem : "syntax error");
+	return scn_fail_at(s, line, col, "yaml", "%s", p->problem ? p->problem : "syntax error");
 }
 
 static int load_doc(struct scn *s)
 {
 	yaml_parser_t p;
 	if (!yaml_parser_initialize(&p))
-		return fail_oom(s);
+		return scn_fail_oom(s);
 	yaml_parser_set_input_string(&p, (const unsigned char *)s->data, s->len);
 	if (!yaml_parser_load(&p, &s->doc)) {
 		yaml_failed(s, &p);
@@ -1230,7 +1201,7 @@ static int load_doc(struct scn *s)
 	yaml_node_t *root = yaml_document_get_root_node(&s->doc);
 	if (!root) {
 		yaml_parser_delete(&p);
-		return fail_at(s, 1, 1, "document",
+		return scn_fail_at(s, 1, 1, "document",
 			       "the scenario is empty (it needs at least a fabric: section)");
 	}
 	yaml_document_t second;
@@ -1239,7 +1210,7 @@ static int load_doc(struct scn *s)
 	} else {
 		yaml_node_t *r2 = yaml_document_get_root_node(&second);
 		if (r2)
-			fail(s, r2, "document", "a scenario is one YAML document; a second one "
+			scn_fail(s, r2, "document", "a scenario is one YAML document; a second one "
 						"starts here");
 		yaml_document_delete(&second);
 	}
@@ -1284,7 +1255,7 @@ int scn_load_buffer(const char *file, const char *data, size_t len, struct fabri
 		char nm[NAME_TEXT_MAX + 1];
 		if (fabric_set_source(s.f, file, s.name ? s.name : base_name(file, nm, sizeof(nm)),
 				      s.description))
-			fail_oom(&s);
+			scn_fail_oom(&s);
 	}
 	if (s.have_doc)
 		yaml_document_delete(&s.doc);

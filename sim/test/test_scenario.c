@@ -382,7 +382,7 @@ static void test_resolve(void)
 		"name: resolve\n"
 		"description: defaults and overrides\n"
 		"seed: 42\n"
-		"faults: [{at: 1s, down: x}]\n"
+		
 		"fabric:\n"
 		"  defaults:\n"
 		"    link: {rate_gbps: 100, latency_ns: 20, loss: {model: bernoulli, p: 0.01}}\n"

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * scn_int.h - what the scenario parser's section parsers share: the parse
+ * state and the YAML tree helpers of sim/scenario.c. Internal to the
+ * scenario loader (scenario.c, fault.c, job.c); nothing else includes it.
+ *
+ * Errors: the first one wins. scn_fail() records "file:line:column: key:
+ * reason" at a node and returns s->rc (-EINVAL); every later call returns the
+ * same rc without overwriting it, so a parser can simply return what a
+ * helper returned.
+ */
+#ifndef SF_SCN_INT_H
+#define SF_SCN_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <yaml.h>
+
+#include "sim/fabric.h"
+
+struct fault_plan;
+
+struct loc {
+	int line, col;
+	const char *key; /* a static string */
+};
+
+struct layer {
+	union {
+		struct model_link link;
+		struct model_nic nic;
+		struct fabric_switch_cfg sw;
+		struct fabric_config fab;
+	} v;
+	uint64_t set; /* bit param_index(p) */
+};
+
+struct scn {
+	const char *file;
+	const char *data;
+	size_t len;
+	yaml_document_t doc;
+	bool have_doc;
+	char *err;
+	size_t errlen;
+	int rc;
+	struct fabric_config cfg;
+	bool ideal;
+	struct fabric *f;
+	struct model_link dlink;
+	struct model_nic dnic;
+	struct fabric_switch_cfg dswitch;
+	struct loc *locs;
+	int nlocs, caplocs;
+	yaml_node_t *links_at; /* where path errors point */
+	char *name, *description;
+	/* the other sections' parsers' results, handed to the fabric at the end */
+	char *section[FABRIC_NSECTIONS];
+	struct fault_plan *faults;
+};
+
+/*
+ * The section parsers, called after the fabric is built (s->f, finished), so
+ * they can check node, NIC and link names against it. Each stores its
+ * resolved JSON text in s->section[...] (and fault.c its plan in s->faults).
+ */
+int scn_parse_job(struct scn *s, const yaml_node_t *v);	   /* sim/job.c */
+int scn_parse_expect(struct scn *s, const yaml_node_t *v); /* sim/job.c */
+int scn_parse_faults(struct scn *s, const yaml_node_t *v); /* sim/fault.c */
+
+__attribute__((format(printf, 5, 6))) int scn_fail_at(struct scn *s, int line, int col,
+						       const char *key, const char *fmt, ...);
+#define scn_fail(s, node, key, ...)                                                                \
+	scn_fail_at((s), (int)(node)->start_mark.line + 1, (int)(node)->start_mark.column + 1,     \
+		    (key), __VA_ARGS__)
+int scn_fail_oom(struct scn *s);
+
+yaml_node_t *scn_node(struct scn *s, int id);
+const char *scn_text(const yaml_node_t *n);
+bool scn_is_null(const yaml_node_t *n);
+/* "a mapping", "a sequence", "a scalar", "nothing (null)" */
+const char *scn_kind_name(const yaml_node_t *n);
+/* n is of type (a non-null scalar for YAML_SCALAR_NODE); else the error "expected what, got ...". */
+int scn_expect(struct scn *s, const yaml_node_t *n, yaml_node_type_t type, const char *key,
+	       const char *what);
+/* Pair i of mapping m: its key's text (checked: a plain scalar, not a repeat of an earlier one). */
+int scn_pair_key(struct scn *s, const yaml_node_t *m, int i, const char **name, yaml_node_t **k,
+		 yaml_node_t **v);
+int scn_npairs(const yaml_node_t *m);
+int scn_nitems(const yaml_node_t *q);
+yaml_node_t *scn_item(struct scn *s, const yaml_node_t *q, int i);
+/* A strict integer in min..max (decimal digits, optional '-' if min < 0). */
+int scn_get_int(struct scn *s, const yaml_node_t *v, const char *key, int64_t min, int64_t max,
+		const char *unit, int64_t *out);
+
+#endif /* SF_SCN_INT_H */
