@@ -33,7 +33,7 @@ endif
 # Everything in sim/ except the daemon's main is library code, shared with the
 # plugin where it needs it (the data path and the protocol parser).
 SIM_LIB_SRC := $(filter-out sim/simfabricd.c,$(wildcard sim/*.c))
-PLUGIN_SRC := $(wildcard plugin/*.c) sim/chan.c sim/ctl.c sim/fstate.c sim/model.c
+PLUGIN_SRC := $(wildcard plugin/*.c) sim/chan.c sim/ctl.c sim/fault.c sim/fstate.c sim/model.c
 HARNESS_SRC := $(wildcard tools/harness*.c)
 UNIT_SRC := $(wildcard sim/test/test_*.c)
 FUZZ_SRC := $(wildcard sim/fuzz/fuzz_*.c)
@@ -127,3 +127,51 @@ clean:
 	rm -rf build build-asan build-fuzz
 
 -include $(shell find $(B) build-asan -name '*.d' 2>/dev/null)
+
+# ---- simfabric-nccljob: the NCCL job program (tools/nccljob*.c) -------------
+# Built when CUDA's runtime and NCCL are found; otherwise `make` says why and goes on.
+# NCCL_HOME defaults to CUDA_HOME (NCCL installed into the CUDA tree). The program links
+# against the sonames (libnccl.so.2, libcudart.so.N), with a runpath to CUDA_HOME's and
+# NCCL_HOME's library directories; LD_LIBRARY_PATH wins over it (tools/nccl-libdir.sh
+# prints the directories to put there, e.g. NCCL from the nvidia-nccl-cu13 wheel).
+CUDA_HOME ?= /usr/local/cuda
+NCCL_HOME ?= $(CUDA_HOME)
+NCCLJOB := $(B)/simfabric-nccljob
+NCCLJOB_SRC := $(wildcard tools/nccljob*.c)
+NCCLJOB_CUDA_LIBDIR := $(CUDA_HOME)/lib64
+NCCLJOB_NCCL_LIBDIR := $(firstword $(foreach d,$(NCCL_HOME)/lib64 $(NCCL_HOME)/lib,\
+	$(if $(wildcard $(d)/libnccl.so $(d)/libnccl.so.2),$(d))))
+# -lX when the unversioned link exists, else the soname file itself
+nccljob_lib = $(if $(wildcard $(1)/lib$(2).so),-l$(2),$(if $(wildcard $(1)/lib$(2).so.*),\
+	-l:$(notdir $(firstword $(wildcard $(1)/lib$(2).so.*)))))
+NCCLJOB_LIBS := $(call nccljob_lib,$(NCCLJOB_NCCL_LIBDIR),nccl) \
+	$(call nccljob_lib,$(NCCLJOB_CUDA_LIBDIR),cudart)
+NCCLJOB_MISSING := $(strip \
+	$(if $(wildcard $(CUDA_HOME)/include/cuda_runtime.h),,$(CUDA_HOME)/include/cuda_runtime.h) \
+	$(if $(wildcard $(NCCL_HOME)/include/nccl.h),,$(NCCL_HOME)/include/nccl.h) \
+	$(if $(NCCLJOB_NCCL_LIBDIR),,$(NCCL_HOME)/lib64/libnccl.so*) \
+	$(if $(call nccljob_lib,$(NCCLJOB_CUDA_LIBDIR),cudart),,$(NCCLJOB_CUDA_LIBDIR)/libcudart.so*))
+NCCLJOB_CFLAGS := -isystem $(CUDA_HOME)/include -isystem $(NCCL_HOME)/include
+nccljob_comma := ,
+nccljob_space := $(subst ,, )
+NCCLJOB_LDFLAGS := -L$(NCCLJOB_NCCL_LIBDIR) -L$(NCCLJOB_CUDA_LIBDIR) \
+	-Wl,-rpath,$(NCCLJOB_CUDA_LIBDIR) $(if $(filter-out $(NCCLJOB_CUDA_LIBDIR),\
+	$(NCCLJOB_NCCL_LIBDIR)),-Wl$(nccljob_comma)-rpath$(nccljob_comma)$(NCCLJOB_NCCL_LIBDIR))
+
+.PHONY: nccljob
+all tools: nccljob
+ifeq ($(NCCLJOB_MISSING),)
+nccljob: $(NCCLJOB)
+else
+nccljob:
+	@echo "  SKIP    $(NCCLJOB): no CUDA runtime or NCCL (missing: $(subst $(nccljob_space),$(nccljob_comma) ,$(NCCLJOB_MISSING))); set CUDA_HOME or NCCL_HOME"
+endif
+
+$(B)/nccljob/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) $(NCCLJOB_CFLAGS) -c $< -o $@
+
+$(NCCLJOB): $(patsubst %.c,$(B)/nccljob/%.o,$(NCCLJOB_SRC))
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(NCCLJOB_LDFLAGS) $(NCCLJOB_LIBS) -lpthread -lm

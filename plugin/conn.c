@@ -444,6 +444,9 @@ static ncclResult_t connect_reply(struct sfnet_pconn *pc, const struct ctl_msg *
 		} else if (e == ECONNRESET) {
 			res = ncclRemoteError;
 			why = " (the listening process is gone)";
+		} else if (e == ECONNABORTED) {
+			res = ncclRemoteError; /* a connect_refuse fault: as an unreachable IB peer */
+			why = " (a fault of the emulated fabric refused it)";
 		}
 		PWARN("connect from %s/%s to %s/nic%u (listener 0x%016llx) failed: %s%s%s%s", me,
 		      nic, pc->peer_node, pc->peer_nic, (unsigned long long)pc->listener,

@@ -16,8 +16,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "plugin/client.h"
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
+#include "sim/fstate.h"
 
 /* ---- memory registration --------------------------------------------------------------- */
 
@@ -205,6 +207,41 @@ __attribute__((cold, noinline)) static ncclResult_t comm_daemon_gone(struct sfne
 	return ncclSystemError;
 }
 
+/* A fault failed the message: name it, its link, the connection and why, like IB would. */
+__attribute__((cold, noinline)) static void fault_warn(struct sfnet_comm *c, const char *op,
+						       const struct chan_err *e)
+{
+	struct fst_view *fab = c->session ? c->session->fab : NULL;
+	struct fst_fault *ff = fab ? fst_fault(fab->shm, e->fault - 1) : NULL;
+	const char *name = ff ? ff->spec.name : "?";
+	uint32_t action = ff ? ff->spec.action : 0;
+	const char *kind = ff && ff->spec.kind < FAULT_K_COUNT ? fault_kind_names[ff->spec.kind] : "?";
+	const char *why;
+	switch (action) {
+	case FAULT_A_DOWN:
+		why = "the link stayed down longer than the RC retry budget (retry_count x ACK "
+		      "timeout): retry count exhausted";
+		break;
+	case FAULT_A_STALL:
+		why = "no progress for longer than the RC retry budget (retry_count x ACK timeout): "
+		      "retry count exhausted";
+		break;
+	case FAULT_A_RESET:
+		why = "the connection was reset (its queue pair went to the error state)";
+		break;
+	default:
+		why = "retry count exhausted under the fault's degraded link";
+		break;
+	}
+	char d[32];
+	PWARN("%s: %s: message #%llu failed: fault #%u '%s' (%s) on link %llu: %s%s%s, as an "
+	      "InfiniBand RC transport would report (faults: `simfabric fault list`; links: "
+	      "`simfabric fabric`)",
+	      c->desc, op, (unsigned long long)e->msg, e->fault - 1, name, kind,
+	      (unsigned long long)e->value[0], why, e->delay_ns ? "; it had already been delayed " : "",
+	      e->delay_ns ? fault_fmt_ns(e->delay_ns, d, sizeof(d)) : "");
+}
+
 /* Map chan's negative errno to ncclResult_t, say why once, and make the failure sticky. */
 __attribute__((cold, noinline)) static ncclResult_t comm_fail(struct sfnet_comm *c, const char *op,
 							      int code, const struct chan_err *e)
@@ -234,6 +271,10 @@ __attribute__((cold, noinline)) static ncclResult_t comm_fail(struct sfnet_comm 
 		break;
 	case -ETIMEDOUT:
 		res = ncclRemoteError;
+		if (e && e->fault) {
+			fault_warn(c, op, e);
+			break;
+		}
 		/* The model exhausted the RC retries: name the link (simfabric fabric lists ids). */
 		/* The receiver knows the link, not how many timeouts the sender saw (v1 = ~0). */
 		if (v1 == ~0ULL)

@@ -13,8 +13,25 @@ Fixtures (each a fresh process, per test):
   sf_env    paths of the built daemon, plugin and harness (session scope)
   fabric    a simfabricd on a run-time socket under the test's tmp_path; .show(), .log()
   harness   harness(nranks, tests, plugin=None, ...) -> HarnessResult with .json and check_*()
+  sf_launch sf_launch(cmd=[...], nodes=2, gpus_per_node=1, scenario=None, fabric=None, env=None,
+            timeout=120) -> sflaunch.LaunchResult: every rank's exit status, outcome(), log
+            (output(rank)) and check_ok(); ranks get what `simfabric launch` gives them
+  sf_run    sf_run(scenario) -> ScenarioRun: `simfabric run` of a scenario file in a fresh
+            process under a hard timeout (every rank's stack dumped when it fires); .passed,
+            .report, check_ok()
 Failures print the daemon's and every rank's logs.
+
+Scenario files as tests: a test module that says
+
+    test_my_scenarios = simfabric_pytest.scenario_tests("path/to/scenarios/job-*.yaml")
+
+gets one test per file with a job: section (test_my_scenarios::job-x.yaml), run by `simfabric
+run` and marked gpu (programs nccl and torch: skipped with the reason where there is no GPU),
+timing (expect: timing:) and slow. Scenario files given on the command line (`pytest
+scenarios/job-x.yaml`), and files named test_*.yaml that pytest meets while collecting (ini
+option simfabric_scenario_files), are collected the same way.
 """
+import fnmatch
 import json
 import os
 import signal
@@ -35,6 +52,9 @@ def pytest_addoption(parser):
                 help="where the built daemon, plugin and harness are (default: build/)")
     g.addoption("--keep-logs", action="store_true", help="print logs of passing tests too")
     g.addoption("--no-timing", action="store_true", help="skip tests marked timing")
+    parser.addini("simfabric_scenario_files", type="args", default=["test_*.yaml"],
+                  help="scenario files collected as tests when pytest meets them (default "
+                       "test_*.yaml; any .yaml given on the command line is)")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -245,3 +265,258 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     setattr(item, "rep_" + rep.when, rep)
+
+
+# ---- jobs: sf_launch, sf_run, scenario files as tests ------------------------------------------
+
+def _sflaunch():
+    import sflaunch
+    return sflaunch
+
+
+@pytest.fixture
+def sf_launch(sf_env, tmp_path, request):
+    """sf_launch(cmd, nodes=2, gpus_per_node=1, scenario=None, fabric=None, env=None,
+    timeout=120, **kw) runs cmd as nodes x gpus_per_node ranks, each its own emulated node
+    (the ideal fabric by default, a scenario's, or a running `fabric` fixture's), and returns
+    sflaunch.LaunchResult; kw goes to sflaunch.launch (grace, fail_grace, echo, ...)."""
+    sl = _sflaunch()
+    made = []
+
+    def run(cmd, nodes=2, gpus_per_node=1, scenario=None, fabric=None, env=None, timeout=120,
+            **kw):
+        d = tmp_path / ("launch-%d" % (len(made) + 1))
+        kw.setdefault("echo", False)
+        r = sl.launch(list(cmd), nodes, gpus_per_node, scenario=scenario,
+                      socket=fabric.socket if fabric is not None else None, run_dir=str(d),
+                      env=env, timeout=timeout, paths=sl.Paths(sf_env.build), **kw)
+        made.append(r)
+        return r
+
+    yield run
+    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
+    if failed or request.config.getoption("--keep-logs"):
+        for r in made:
+            sys.stderr.write("\n--- launch in %s ---\n%s\n" % (r.run_dir, r.logs()))
+
+
+class ScenarioRun:
+    """`simfabric run` of one scenario: .rc, .report (text), .json (report.json), .passed,
+    .run_dir; logs() has every rank's log, the daemon's and any stack dump."""
+
+    def __init__(self, scenario, argv, rc, out, err, run_dir, seconds, hung=None):
+        self.scenario, self.argv, self.rc, self.stdout, self.stderr = scenario, argv, rc, out, err
+        self.run_dir, self.seconds, self.hung = run_dir, seconds, hung
+        self.json = None
+        try:
+            with open(os.path.join(run_dir, "report.json")) as f:
+                self.json = json.load(f)
+        except (OSError, ValueError):
+            pass
+        try:
+            with open(os.path.join(run_dir, "report.txt")) as f:
+                self.report = f.read()
+        except OSError:
+            self.report = out
+
+    @property
+    def passed(self):
+        return self.rc == 0 and bool(self.json and self.json.get("passed"))
+
+    @property
+    def skipped(self):
+        return (self.json or {}).get("skipped")
+
+    def logs(self, limit=8000):
+        parts = []
+        if os.path.isdir(self.run_dir):
+            for name in sorted(os.listdir(self.run_dir)):
+                if name.endswith((".log", ".txt")) and name != "report.txt":
+                    parts.append("--- %s ---\n%s" % (os.path.join(self.run_dir, name),
+                                                     _tail(os.path.join(self.run_dir, name),
+                                                           limit)))
+        return "\n".join(parts)
+
+    def explain(self):
+        head = "$ %s\nexit status %s after %.1f s%s" % (
+            " ".join(self.argv), self.rc, self.seconds,
+            "\nHARD TIMEOUT: %s" % self.hung if self.hung else "")
+        return "%s\n%s\n--- stderr ---\n%s\n%s" % (head, self.report, self.stderr[-6000:],
+                                                    self.logs())
+
+    def check_ok(self):
+        assert self.passed, self.explain()
+        return self
+
+
+def run_scenario_process(env, scenario, run_dir, extra=(), timeout=None):
+    """`simfabric run SCENARIO` in a fresh process, under a hard timeout (the job's timeout_s
+    plus a margin, or timeout): when it fires every process of the run gets its stack dumped
+    into run_dir/hard-timeout-stacks.txt (gdb, else /proc; the launcher's own Python stack via
+    SIGUSR1), then all of them are killed."""
+    sl = _sflaunch()
+    if timeout is None:
+        try:
+            job = sl.dump_scenario(scenario, sl.Paths(env.build)).get("job") or {}
+        except sl.LaunchError:
+            job = {}
+        timeout = job.get("timeout_s", 600) + 90
+    os.makedirs(run_dir, exist_ok=True)
+    argv = [sys.executable, env.cli, "run", scenario, "--run-dir", run_dir, "--quiet"] + list(
+        extra)
+    e = dict(os.environ, SIMFABRIC_BUILD=env.build)
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    hung = None
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        tree = sl.process_tree(p.pid)
+        path = os.path.join(run_dir, "hard-timeout-stacks.txt")
+        try:
+            os.kill(p.pid, signal.SIGUSR1)  # the launcher's faulthandler: its Python stack
+        except OSError:
+            pass
+        sl.dump_stacks(tree, path)
+        for q in reversed(tree):
+            try:
+                os.kill(q, signal.SIGKILL)
+            except OSError:
+                pass
+        out, err = p.communicate()
+        hung = "the run passed its %.0f s bound; stacks in %s" % (timeout, path)
+    return ScenarioRun(scenario, argv, p.returncode, out, err, run_dir, time.monotonic() - t0,
+                       hung)
+
+
+@pytest.fixture
+def sf_run(sf_env, tmp_path):
+    """sf_run(scenario, extra=(), timeout=None) -> ScenarioRun (check_ok() asserts it passed)."""
+    n = [0]
+
+    def run(scenario, extra=(), timeout=None):
+        n[0] += 1
+        return run_scenario_process(sf_env, str(scenario), str(tmp_path / ("run-%d" % n[0])),
+                                    extra, timeout)
+
+    return run
+
+
+class ScenarioTests:
+    """A test module's `test_x = scenario_tests(glob)`: one test per scenario file with a job:."""
+
+    def __init__(self, *patterns):
+        self.patterns = patterns
+
+    def files(self):
+        import glob
+        out = []
+        for pat in self.patterns:
+            out += sorted(glob.glob(str(pat)))
+        return out
+
+
+def scenario_tests(*patterns):
+    return ScenarioTests(*patterns)
+
+
+class ScenarioError(Exception):
+    pass
+
+
+class ScenarioItem(pytest.Item):
+    """One scenario file's job, run by `simfabric run` in a fresh process."""
+
+    def __init__(self, *, spath, dump=None, error=None, **kw):
+        super().__init__(**kw)
+        self.spath, self.dump, self.error = str(spath), dump, error
+        job = (dump or {}).get("job") or {}
+        expect = (dump or {}).get("expect") or {}
+        sl = _sflaunch()
+        if job.get("program") in sl.GPU_PROGRAMS:
+            self.add_marker(pytest.mark.gpu)
+            self.add_marker(pytest.mark.slow)
+        if expect.get("timing"):
+            self.add_marker(pytest.mark.timing)
+        if job.get("program") == "harness" and "bench" in (job.get("tests") or ()):
+            self.add_marker(pytest.mark.slow)
+        self.run = None
+
+    def runtest(self):
+        if self.error:
+            raise ScenarioError(self.error)
+        sl = _sflaunch()
+        env = Env(self.config.getoption("--build-dir"))
+        why = sl.can_run(self.dump["job"], sl.Paths(env.build))
+        if why:
+            pytest.skip(why)
+        try:
+            base = self.config._tmp_path_factory.mktemp(os.path.basename(self.spath))
+        except AttributeError:
+            import tempfile
+            base = tempfile.mkdtemp(prefix="sf-scn-")
+        self.run = run_scenario_process(env, self.spath, str(base))
+        if self.run.skipped:
+            pytest.skip(self.run.skipped)
+        if not self.run.passed:
+            raise ScenarioError(self.run.explain())
+        if self.config.getoption("--keep-logs"):
+            sys.stderr.write("\n" + self.run.report + "\n")
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, ScenarioError):
+            return "scenario %s failed:\n%s" % (self.spath, excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.spath, 0, "scenario %s" % os.path.basename(self.spath)
+
+
+def _scenario_item(parent, path, name=None):
+    """The item for a scenario file, or None if it has no job: (a bad file: a failing item)."""
+    sl = _sflaunch()
+    env = Env(parent.config.getoption("--build-dir"))
+    try:
+        dump = sl.dump_scenario(str(path), sl.Paths(env.build))
+    except sl.LaunchError as e:
+        return ScenarioItem.from_parent(parent, name=name or os.path.basename(str(path)),
+                                        spath=path, error=str(e))
+    if not dump.get("job"):
+        return None
+    return ScenarioItem.from_parent(parent, name=name or os.path.basename(str(path)), spath=path,
+                                    dump=dump)
+
+
+class ScenarioCollector(pytest.Collector):
+    def collect(self):
+        for f in self.obj.files():
+            it = _scenario_item(self, f)
+            if it is not None:
+                yield it
+
+
+class ScenarioFile(pytest.File):
+    def collect(self):
+        it = _scenario_item(self, self.path, name=self.path.name)
+        if it is not None:
+            yield it
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector, name, obj):
+    if isinstance(obj, ScenarioTests):
+        c = ScenarioCollector.from_parent(collector, name=name)
+        c.obj = obj
+        return c
+    return None
+
+
+def pytest_collect_file(parent, file_path):
+    if file_path.suffix not in (".yaml", ".yml"):
+        return None
+    pats = parent.config.getini("simfabric_scenario_files")
+    if parent.session.isinitpath(file_path) or any(fnmatch.fnmatch(file_path.name, p)
+                                                   for p in pats):
+        return ScenarioFile.from_parent(parent, path=file_path)
+    return None

@@ -40,7 +40,7 @@ def test_08_00_shipped_scenarios_exist():
     for want in ("ideal", "hdr-2node", "roce-4node-jitter", "leafspine-8node-2to1", "slow-lossy",
                  "model-latency", "model-bandwidth", "model-contention", "model-loss-bernoulli",
                  "model-loss-ge", "model-loss-4state", "model-reorder", "model-duplicate",
-                 "model-corrupt", "model-hostlimit", "model-multihop"):
+                 "model-corrupt", "model-hostlimit", "model-multihop", "model-oversub"):
         assert want in names, want
     assert any(n.startswith("model-jitter-") for n in names)
 

@@ -76,6 +76,8 @@ static int fail(struct chan_err *err, int code, const char *what, uint64_t v0, u
 		err->value[0] = v0;
 		err->value[1] = v1;
 		err->msg = 0;
+		err->fault = 0;
+		err->delay_ns = 0;
 	}
 	return code;
 }
@@ -147,7 +149,7 @@ int chan_format(void *base, size_t len, const struct chan_geom *g, uint64_t chan
 }
 
 int chan_set_route(struct chan_shm *shm, const struct model_path *p, uint32_t src_nic,
-		   const struct model_nic *nic)
+		   const struct model_nic *nic, int32_t src_node, int32_t dst_node)
 {
 	if (!shm || !p || !nic || p->nhops < 0 || p->nhops > MODEL_MAX_HOPS)
 		return -EINVAL;
@@ -157,6 +159,8 @@ int chan_set_route(struct chan_shm *shm, const struct model_path *p, uint32_t sr
 	for (int j = 0; j < p->nhops; j++)
 		shm->route.path[j] = p->link_id[j];
 	shm->route.src_nic = src_nic;
+	shm->route.src_node = src_node;
+	shm->route.dst_node = dst_node;
 	shm->route.nic = *nic;
 	return 0;
 }
@@ -208,6 +212,11 @@ void chan_mark_dead(struct chan_shm *shm, char which)
 		REL(&shm->daemon_gone, 1);
 }
 
+void chan_mark_reset(struct chan_shm *shm, uint32_t fault_id)
+{
+	REL(&shm->reset_fault, fault_id + 1);
+}
+
 void chan_stats(const struct chan_shm *shm, struct chan_stats *out)
 {
 	/* The counters are single-writer atomics; a torn pair only skews a display. */
@@ -244,6 +253,10 @@ struct tx_send {
 	uint32_t timeouts;
 	uint32_t fail_link;
 	uint32_t corrupted; /* packets the model corrupts: bits flipped in the staged copy */
+	uint32_t fault;	    /* the fault that dooms it, id + 1 */
+	uint8_t corrupt_set; /* a degrade fault sets the hops' corruption: corrupt_p */
+	uint32_t corrupt_p[MODEL_MAX_HOPS];
+	int64_t delay_ns;   /* what faults added before that */
 	uint64_t key_msg;   /* the model's message number, for the corruption draws */
 };
 
@@ -280,6 +293,7 @@ struct rx_recv {
 	uint8_t complete[CHAN_MAX_RECVS]; /* its last chunk is in */
 	uint8_t doomed;			   /* a message of it fails at ready_ns */
 	uint32_t fail_link;
+	uint32_t fail_fault;
 	uint64_t fail_msg;
 	int64_t ready_ns;		   /* modelled completion: the latest of its messages' */
 	uint64_t seq;
@@ -376,6 +390,8 @@ int chan_tx_set_fabric(struct chan_tx *tx, struct fst_view *fab)
 	memcpy(tx->conn.path, r->path, sizeof(r->path));
 	tx->conn.nic = r->nic;
 	tx->conn.src_nic = r->src_nic;
+	tx->conn.src_node = r->src_node;
+	tx->conn.dst_node = r->dst_node;
 	tx->conn.switching = (enum model_switching)r->switching;
 	tx->mpath = (struct model_path){.nhops = (int)r->npath, .switching = tx->conn.switching};
 	for (uint32_t j = 0; j < r->npath; j++) {
@@ -451,6 +467,14 @@ static int peer_error(struct chan_shm *shm, struct chan_side *peer, _Atomic uint
 {
 	if (ACQ(&shm->daemon_gone))
 		return fail(err, -ESHUTDOWN, "the fabric daemon shut down", 0, 0);
+	uint32_t rf = ACQ(&shm->reset_fault);
+	if (rf) {
+		int rc = fail(err, -ETIMEDOUT, "the connection was reset on link",
+			      shm->route.npath ? shm->route.path[0] : 0, UINT64_MAX);
+		if (err)
+			err->fault = rf;
+		return rc;
+	}
 	uint32_t st = ACQ(&peer->state);
 	int peer_dead = (int)ACQ(dead);
 	int drained = !head || ACQ(head) == tail;
@@ -460,6 +484,13 @@ static int peer_error(struct chan_shm *shm, struct chan_side *peer, _Atomic uint
 		if (code == EMSGSIZE)
 			return fail(err, -EMSGSIZE, "send larger than the posted receive",
 				    RLX(&peer->detail[0]), RLX(&peer->detail[1]));
+		if (code == ETIMEDOUT) { /* the model failed its message: the same failure here */
+			int rc = fail(err, -ETIMEDOUT, "retry count exhausted on link",
+				      RLX(&peer->detail[0]), UINT64_MAX);
+			if (err)
+				err->fault = RLX(&peer->fault);
+			return rc;
+		}
 		return fail(err, -ECONNRESET, "the peer's end failed (value: its errno)",
 			    (uint64_t)code, 0);
 	}
@@ -482,8 +513,17 @@ static void corrupt_chunk(struct chan_tx *tx, const struct tx_send *s, uint8_t *
 		return;
 	uint64_t npk = s->size ? (s->size + tx->mtu - 1) / tx->mtu : 1;
 	struct model_key key = {.seed = tx->fab->shm->seed, .conn = tx->conn.id, .msg = s->key_msg};
-	for (uint64_t k = model_corrupt_next(&tx->mpath, &key, off / tx->mtu, npk);
-	     k < npk && k * tx->mtu < off + len; k = model_corrupt_next(&tx->mpath, &key, k + 1, npk)) {
+	/* A corrupt fault's burst: the probabilities the model used for this message. */
+	struct model_path pp = tx->mpath;
+	struct model_link tmp[MODEL_MAX_HOPS];
+	if (s->corrupt_set)
+		for (int j = 0; j < pp.nhops; j++) {
+			tmp[j] = *pp.hop[j];
+			tmp[j].corrupt_p = s->corrupt_p[j];
+			pp.hop[j] = &tmp[j];
+		}
+	for (uint64_t k = model_corrupt_next(&pp, &key, off / tx->mtu, npk);
+	     k < npk && k * tx->mtu < off + len; k = model_corrupt_next(&pp, &key, k + 1, npk)) {
 		uint64_t pstart = k * tx->mtu, plen = s->size - pstart < tx->mtu ? s->size - pstart
 										 : tx->mtu;
 		struct model_key bk = key;
@@ -531,9 +571,12 @@ static void tx_push(struct chan_tx *tx)
 			/* The model gates completion, not copying: only the last chunk carries it. */
 			d->ready_ns = d->flags ? s->ready_ns : 0;
 			d->reserved = 0;
+			d->fault = 0;
+			d->reserved2 = 0;
 			if (d->flags && s->doomed) {
 				d->flags |= CHAN_F_FAIL;
 				d->reserved = s->fail_link; /* for the receiver's message */
+				d->fault = s->fault;
 			}
 			if (len)
 				memcpy(tx->slots + (size_t)i * tx->slot_bytes, s->data + d->offset,
@@ -618,7 +661,8 @@ int chan_tx_post(struct chan_tx *tx, const void *data, uint64_t size, int32_t ta
 			      .recv = c.seq, .buf = (uint16_t)b, .in_use = 1, .tag = tag};
 	if (tx->fab) {
 		struct model_msg m;
-		int rc2 = fst_reserve(tx->fab, &tx->conn, now_ns(), size, &m);
+		struct fst_hit hit;
+		int rc2 = fst_reserve(tx->fab, &tx->conn, now_ns(), size, &m, &hit);
 		if (rc2) {
 			s->in_use = 0;
 			return side_fail(&shm->tx, &tx->failed, &tx->ferr, err, rc2 == -EDEADLK ? -EDEADLK : -EINVAL,
@@ -633,6 +677,15 @@ int chan_tx_post(struct chan_tx *tx, const void *data, uint64_t size, int32_t ta
 		s->key_msg = tx->conn.msgs - 1; /* fst_reserve used this number, then counted it */
 		s->fail_link = m.failed && m.fail_hop >= 0 && m.fail_hop < tx->conn.npath
 				       ? tx->conn.path[m.fail_hop] : 0;
+		if (hit.corrupt_set && s->corrupted) {
+			s->corrupt_set = 1;
+			memcpy(s->corrupt_p, hit.corrupt_p, sizeof(s->corrupt_p));
+		}
+		if (s->doomed && hit.fault >= 0) {
+			s->fault = (uint32_t)hit.fault + 1;
+			s->fail_link = hit.link;
+			s->delay_ns = hit.delay_ns;
+		}
 		if (s->doomed)
 			s->done_ns = s->ready_ns;
 	}
@@ -669,11 +722,14 @@ int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
 		if (now_ns() < s->done_ns)
 			goto pending;
 		/* Like RC after retry_count expirations: this request and the connection fail. */
+		SET(&shm->tx.fault, s->fault); /* before the state: the peer reads it after */
 		rc = side_fail(&shm->tx, &tx->failed, &tx->ferr, err, -ETIMEDOUT,
 			       "retry count exhausted on link", s->fail_link, s->timeouts);
 		tx->ferr.msg = s->msg;
+		tx->ferr.fault = s->fault;
+		tx->ferr.delay_ns = s->delay_ns;
 		if (err)
-			err->msg = s->msg;
+			*err = tx->ferr;
 		goto failed;
 	}
 	if (tx->acked > s->msg) {
@@ -786,6 +842,7 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 			if (d->flags & CHAN_F_FAIL) {
 				r->doomed = 1;
 				r->fail_link = d->reserved;
+				r->fail_fault = d->fault;
 				r->fail_msg = d->msg;
 			}
 		}
@@ -817,11 +874,13 @@ int chan_rx_test(struct chan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 		if (now < r->ready_ns)
 			return 0; /* the bytes are here; the model's delivery time is not yet */
 		if (r->doomed) {
+			SET(&shm->rx.fault, r->fail_fault);
 			rc = side_fail(&shm->rx, &rx->failed, &rx->ferr, err, -ETIMEDOUT,
 				       "retry count exhausted on link", r->fail_link, UINT64_MAX);
 			rx->ferr.msg = r->fail_msg;
+			rx->ferr.fault = r->fail_fault;
 			if (err)
-				err->msg = r->fail_msg;
+				*err = rx->ferr;
 			goto failed;
 		}
 		if (rx->fab)

@@ -12,7 +12,7 @@
  * (multi-)receive as a clear-to-send entry (CTS: n buffers, their capacities
  * and tags) in a ring of CHAN_MAX_REQS. The sender matches each send to the
  * oldest CTS (the head receive; never one further down: NCCL's ordering rule),
- * picking the buffer whose tag matches (any buffer when n == 1), checks the
+ * picking the buffer whose tag matches (n == 1 included: NCCL always matches), checks the
  * size against the capacity, and copies the payload through a ring of
  * fixed-size staging slots, one descriptor per slot. The receiver copies each
  * slot into the matched buffer and counts a message delivered when its last
@@ -29,7 +29,9 @@
  *   -ESHUTDOWN  the daemon shut down (its flag in the region)
  *   -EPROTO     the region holds something this code did not write
  *   -EINVAL     misuse (bad argument, unknown request)
- *   -ETIMEDOUT  reserved for the fault models
+ *   -ETIMEDOUT  the model failed a message: retries exhausted (loss, a link
+ *               down or stalled past the budget) or a connection reset;
+ *               chan_err.fault names the fault, if one did it
  * Every failing call can fill a struct chan_err with the values involved, so
  * the caller can log one line naming them.
  *
@@ -50,7 +52,7 @@
 struct fst_view;
 
 #define CHAN_MAGIC 0x314e414843465353ULL /* "SSFCHAN1" little-endian */
-#define CHAN_VERSION 2
+#define CHAN_VERSION 3
 #define CHAN_MAX_RECVS 8	/* largest n of a grouped receive (maxRecvs) */
 #define CHAN_MAX_REQS 32	/* receives in flight per channel (NCCL_NET_MAX_REQUESTS) */
 #define CHAN_MAX_SENDS (CHAN_MAX_REQS * CHAN_MAX_RECVS) /* sends in flight */
@@ -92,7 +94,9 @@ struct chan_desc {
 	uint16_t buf;	  /* buffer index within the receive */
 	uint16_t flags;	  /* CHAN_F_* */
 	int32_t tag;
-	uint32_t reserved;
+	uint32_t reserved; /* CHAN_F_FAIL: the link that failed it */
+	uint32_t fault;	   /* CHAN_F_FAIL: the fault that failed it, id + 1 (0: none) */
+	uint32_t reserved2;
 };
 
 /* Per-side shared state. Each block has exactly one writer. */
@@ -105,6 +109,7 @@ struct chan_side {
 	_Atomic int32_t error;		    /* positive errno when state == FAILED */
 	_Atomic uint64_t detail[2];	    /* values behind error (EMSGSIZE: send, capacity) */
 	_Atomic uint32_t pid;		    /* attached process, for show */
+	_Atomic uint32_t fault;		    /* ETIMEDOUT: the fault behind it, id + 1 (0: none) */
 };
 
 /* The connection's route, written by the daemon at connect (npath 0: the ideal fabric). */
@@ -113,6 +118,7 @@ struct chan_route {
 	uint32_t switching; /* enum model_switching */
 	uint32_t path[MODEL_MAX_HOPS]; /* directed link ids, sender to receiver */
 	uint32_t src_nic;	       /* the sending NIC's index in the fabric (gid) */
+	int32_t src_node, dst_node;    /* the connection's node ids (connection-scoped faults) */
 	uint32_t reserved;
 	struct model_nic nic;	       /* the sending NIC */
 };
@@ -134,6 +140,7 @@ struct chan_shm {
 	_Alignas(64) _Atomic uint32_t tx_dead; /* the sender's process is gone */
 	_Atomic uint32_t rx_dead;	       /* the receiver's process is gone */
 	_Atomic uint32_t daemon_gone;	       /* the daemon shut down */
+	_Atomic uint32_t reset_fault;	       /* a reset fault failed the connection: id + 1 */
 	struct chan_cts cts[CHAN_MAX_REQS];
 };
 
@@ -148,6 +155,8 @@ struct chan_err {
 	uint64_t value[2];  /* EMSGSIZE: send size, receive capacity; else context */
 	const char *what;   /* static text: "send larger than the posted receive", ... */
 	uint64_t msg;	    /* the message concerned (its sequence number on the channel), if any */
+	uint32_t fault;	    /* -ETIMEDOUT: the fault that failed it, id + 1 (0: the models' own) */
+	int64_t delay_ns;   /* ... and what it had cost the message before (send side) */
 };
 
 /* ---- daemon side --------------------------------------------------------- */
@@ -160,7 +169,7 @@ int chan_geom_for(uint64_t mem_bytes, uint32_t slot_bytes, struct chan_geom *out
 int chan_format(void *base, size_t len, const struct chan_geom *g, uint64_t chan_id);
 /* Set the route of a formatted region, before it is handed out. 0 or -EINVAL. */
 int chan_set_route(struct chan_shm *shm, const struct model_path *p, uint32_t src_nic,
-		   const struct model_nic *nic);
+		   const struct model_nic *nic, int32_t src_node, int32_t dst_node);
 /* Validate a region's header before trusting its offsets. 0, or -EPROTO with err filled. */
 int chan_check(const void *base, size_t len, struct chan_err *err);
 /*
@@ -170,6 +179,8 @@ int chan_check(const void *base, size_t len, struct chan_err *err);
 void chan_abandon(struct chan_shm *shm, char which, int error);
 /* Mark one side's process dead ('t' or 'r'), or the daemon gone ('d'). */
 void chan_mark_dead(struct chan_shm *shm, char which);
+/* A reset fault (id) failed the connection: both ends fail what they have (-ETIMEDOUT). */
+void chan_mark_reset(struct chan_shm *shm, uint32_t fault_id);
 
 struct chan_stats {
 	uint64_t tx_msgs, tx_bytes, rx_msgs, rx_bytes;

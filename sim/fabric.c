@@ -3,6 +3,7 @@
 #include "sim/fabric.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1040,6 +1041,123 @@ int fabric_finish(struct fabric *f, int *bad_tag, char *err, size_t errlen)
 	free(lat);
 	f->finished = true;
 	return 0;
+}
+
+/* ---- load-time hazards ---------------------------------------------------------------- */
+
+/* Who sends across a directed link: the first NIC with an infinite ACK timeout (and how many),
+ * and the NIC with the fewest retries. */
+struct lint_use {
+	bool used;
+	int last;	     /* the NIC marked last: each NIC counts once */
+	int ninf, first_inf; /* gids */
+	uint32_t min_retry;
+	int min_retry_gid;
+};
+
+static void lint_mark(struct lint_use *u, const struct fabric_nic *a)
+{
+	if (u->used && u->last == a->gid)
+		return;
+	u->used = true;
+	u->last = a->gid;
+	if (a->model.timeout_exp == 0 && u->ninf++ == 0)
+		u->first_inf = a->gid;
+	if (a->model.retry_count < u->min_retry) {
+		u->min_retry = a->model.retry_count;
+		u->min_retry_gid = a->gid;
+	}
+}
+
+static const char *const lint_loss_names[] = {"none", "bernoulli", "ge", "4state"};
+
+/* "link 16 (leaf0 -> spine0, loss bernoulli, 1 % of packets)" */
+static void lint_link(const struct fabric *f, const struct fabric_link *l, double rate, char *buf,
+		      size_t cap)
+{
+	char na[FABRIC_NIC_NAME_MAX + 8], nb[FABRIC_NIC_NAME_MAX + 8];
+	snprintf(buf, cap, "link %u (%s -> %s, loss %s, %.3g %% of packets)", l->id,
+		 ep_name(f, &l->from, na, sizeof(na)), ep_name(f, &l->to, nb, sizeof(nb)),
+		 lint_loss_names[l->model.loss.kind], rate * 100);
+}
+
+int fabric_lint(const struct fabric *f, void (*warn)(void *ctx, const char *msg), void *ctx)
+{
+	if (!f->finished || f->kind == KIND_IDEAL)
+		return 0;
+	bool lossy = false;
+	for (int i = 0; i < f->nlinks && !lossy; i++)
+		lossy = model_loss_rate(&f->links[i].model.loss) > 0;
+	if (!lossy)
+		return 0;
+	struct lint_use *use = calloc((size_t)f->nlinks, sizeof(*use));
+	if (!use)
+		return -ENOMEM;
+	for (int i = 0; i < f->nlinks; i++)
+		use[i].min_retry = UINT32_MAX;
+	bool exact = f->nnics <= FABRIC_LINT_EXACT_NICS;
+	for (int g = 0; g < f->nnics; g++) {
+		const struct fabric_nic *a = f->by_gid[g];
+		struct model_path p;
+		char err[FABRIC_ERR_LEN];
+		if (!exact) {
+			for (int i = 0; i < f->nlinks; i++)
+				if (f->links[i].from.kind == FABRIC_EP_SWITCH || i == a->link_out)
+					lint_mark(&use[i], a);
+			continue;
+		}
+		for (int h = 0; h < f->nnics; h++)
+			if (h != g && route(f, a, f->by_gid[h], &p, err, sizeof(err)) == 0)
+				for (int j = 0; j < p.nhops; j++)
+					lint_mark(&use[p.link_id[j]], a);
+	}
+
+	int n[2] = {0, 0}, hazards = 0;
+	char msg[1024], what[320];
+	for (int i = 0; i < f->nlinks; i++) {
+		const struct fabric_link *l = &f->links[i];
+		const struct lint_use *u = &use[i];
+		double rate = model_loss_rate(&l->model.loss);
+		if (!u->used || rate <= 0)
+			continue;
+		/* A packet fails when its first send and all retry_count retries are lost. */
+		double fail = pow(rate, (double)u->min_retry + 1);
+		hazards += u->ninf > 0 || fail >= FABRIC_LINT_FAIL_RATE;
+		if (u->ninf && ++n[0] <= FABRIC_LINT_LINES) {
+			char ninf[32];
+			snprintf(ninf, sizeof(ninf), "%d other NIC(s)", u->ninf - 1);
+			lint_link(f, l, rate, what, sizeof(what));
+			snprintf(msg, sizeof(msg),
+				 "%s carries traffic from %s%s%s with timeout_exp 0 (an infinite ACK "
+				 "timeout): a lost last packet is never recovered, so its message "
+				 "never completes and the job hangs; give %s a timeout_exp of 1..31 "
+				 "(NCCL's default 20: 4.3 s)",
+				 what, f->by_gid[u->first_inf]->name, u->ninf > 1 ? " and " : "",
+				 u->ninf > 1 ? ninf : "", u->ninf > 1 ? "those NICs" : "that NIC");
+			warn(ctx, msg);
+		}
+		if (fail >= FABRIC_LINT_FAIL_RATE && ++n[1] <= FABRIC_LINT_LINES) {
+			lint_link(f, l, rate, what, sizeof(what));
+			snprintf(msg, sizeof(msg),
+				 "%s carries traffic from %s with retry_count %u: about one packet "
+				 "in %.*g is lost %u times in a row, which fails its message and "
+				 "connection (ncclRemoteError); raise retry_count (at most 7, NCCL's "
+				 "default) or lower the loss",
+				 what, f->by_gid[u->min_retry_gid]->name, u->min_retry,
+				 1 / fail < 1e6 ? 6 : 2, 1 / fail, u->min_retry + 1);
+			warn(ctx, msg);
+		}
+	}
+	static const char *const kinds[2] = {"timeout_exp 0", "retry_count"};
+	for (int k = 0; k < 2; k++)
+		if (n[k] > FABRIC_LINT_LINES) {
+			snprintf(msg, sizeof(msg), "... and %d more lossy link(s) with the same %s "
+				 "hazard (tools/simfabric fabric lists every link)",
+				 n[k] - FABRIC_LINT_LINES, kinds[k]);
+			warn(ctx, msg);
+		}
+	free(use);
+	return hazards;
 }
 
 /* ---- the JSON dump ------------------------------------------------------------------- */

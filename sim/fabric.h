@@ -264,4 +264,27 @@ int fabric_add_link(struct fabric *f, const struct fabric_ep *a, const struct fa
  */
 int fabric_finish(struct fabric *f, int *bad_tag, char *err, size_t errlen);
 
+/*
+ * Hazards of a finished fabric that load but will probably hurt a job, each
+ * reported as one line through warn(ctx, msg) naming the link and the
+ * parameters (the daemon logs them as WARN at load, --check too):
+ *  - a lossy link crossed by traffic from a NIC with timeout_exp 0 (the
+ *    IBA's infinite ACK timeout): a lost last packet is never recovered, so
+ *    the message never completes and the job hangs;
+ *  - a lossy link where a packet is likely to exhaust its sender's
+ *    retry_count: lost on its first send and on every retry, at least one
+ *    packet in 10^9 (FABRIC_LINT_FAIL_RATE), estimated from the link's
+ *    long-run loss rate (bursts make it likelier still); the message and its
+ *    connection then fail.
+ * A link counts as crossed by the NICs whose routes use it; in fabrics of
+ * more than FABRIC_LINT_EXACT_NICS NICs, a link that is not a NIC's uplink
+ * is taken to be crossed by every NIC. At most FABRIC_LINT_LINES lines per
+ * kind of hazard, then one that counts the rest. Returns the number of
+ * hazardous links (0: none), or -ENOMEM.
+ */
+#define FABRIC_LINT_FAIL_RATE 1e-9
+#define FABRIC_LINT_EXACT_NICS 1024
+#define FABRIC_LINT_LINES 8
+int fabric_lint(const struct fabric *f, void (*warn)(void *ctx, const char *msg), void *ctx);
+
 #endif /* SF_FABRIC_H */

@@ -27,7 +27,7 @@ static int64_t mono_ns(void)
 }
 
 struct layout {
-	uint64_t params_off, state_off, nics_off, tables_off, total;
+	uint64_t params_off, state_off, nics_off, faults_off, tables_off, total;
 };
 
 static int layout_for(uint32_t nlinks, uint32_t nnics, uint64_t table_entries, struct layout *l)
@@ -38,7 +38,8 @@ static int layout_for(uint32_t nlinks, uint32_t nnics, uint64_t table_entries, s
 	l->params_off = align_up(sizeof(struct fst_shm), ALIGN);
 	l->state_off = align_up(l->params_off + (uint64_t)nlinks * sizeof(struct model_link), ALIGN);
 	l->nics_off = align_up(l->state_off + (uint64_t)nlinks * sizeof(struct fst_link), ALIGN);
-	l->tables_off = align_up(l->nics_off + (uint64_t)nnics * sizeof(struct fst_nic), ALIGN);
+	l->faults_off = align_up(l->nics_off + (uint64_t)nnics * sizeof(struct fst_nic), ALIGN);
+	l->tables_off = align_up(l->faults_off + (uint64_t)FAULT_MAX * sizeof(struct fst_fault), ALIGN);
 	l->total = align_up(l->tables_off + table_entries * sizeof(int64_t), 4096);
 	return 0;
 }
@@ -75,7 +76,9 @@ int fst_format(void *base, size_t len, uint32_t nlinks, const struct model_link 
 	shm->tables_off = l.tables_off;
 	shm->nnics = nnics;
 	shm->nics_off = l.nics_off;
+	shm->faults_off = l.faults_off;
 	memset((uint8_t *)base + l.nics_off, 0, (size_t)nnics * sizeof(struct fst_nic));
+	memset((uint8_t *)base + l.faults_off, 0, (size_t)FAULT_MAX * sizeof(struct fst_fault));
 	struct model_link *params = (struct model_link *)((uint8_t *)base + l.params_off);
 	struct fst_link *state = (struct fst_link *)((uint8_t *)base + l.state_off);
 	int64_t *tables = (int64_t *)((uint8_t *)base + l.tables_off);
@@ -108,7 +111,8 @@ int fst_check(const void *base, size_t len)
 	if (layout_for(shm->nlinks, shm->nnics, 0, &l))
 		return -EPROTO;
 	if (shm->params_off != l.params_off || shm->state_off != l.state_off ||
-	    shm->nics_off != l.nics_off ||
+	    shm->nics_off != l.nics_off || shm->faults_off != l.faults_off ||
+	    atomic_load(&((struct fst_shm *)base)->nfaults) > FAULT_MAX ||
 	    shm->tables_off != l.tables_off || shm->total_bytes > len ||
 	    shm->total_bytes < l.tables_off)
 		return -EPROTO;
@@ -173,6 +177,38 @@ static struct fst_link *link_state(struct fst_shm *shm, uint32_t id)
 	return (struct fst_link *)((uint8_t *)shm + shm->state_off) + id;
 }
 
+static struct fst_fault *fault_slot(struct fst_shm *shm, uint32_t id)
+{
+	return (struct fst_fault *)((uint8_t *)shm + shm->faults_off) + id;
+}
+
+int fst_fault_add(struct fst_shm *shm, const struct fault_spec *spec, int64_t origin,
+		  uint32_t *id)
+{
+	/* Only the daemon adds, from its one thread: no race between slots. */
+	uint32_t n = atomic_load(&shm->nfaults);
+	if (n >= FAULT_MAX)
+		return -ENOSPC;
+	struct fst_fault *f = fault_slot(shm, n);
+	memset(f, 0, sizeof(*f));
+	f->spec = *spec;
+	f->spec.name[FAULT_NAME_MAX] = 0;
+	atomic_store(&f->origin, origin);
+	atomic_store(&f->until, FAULT_FOREVER);
+	atomic_store_explicit(&f->used, 1, memory_order_release);
+	atomic_store_explicit(&shm->nfaults, n + 1, memory_order_release);
+	*id = n;
+	return 0;
+}
+
+struct fst_fault *fst_fault(struct fst_shm *shm, uint32_t id)
+{
+	if (!shm || id >= atomic_load_explicit(&shm->nfaults, memory_order_acquire))
+		return NULL;
+	struct fst_fault *f = fault_slot(shm, id);
+	return atomic_load_explicit(&f->used, memory_order_acquire) ? f : NULL;
+}
+
 /* The holder's process is gone (kill(pid, 0) is safe here: every process shares our pid namespace). */
 static int holder_gone(int32_t pid)
 {
@@ -221,9 +257,214 @@ static void fst_unlock(struct fst_shm *shm)
 	atomic_store_explicit(&shm->lock, 0, memory_order_release);
 }
 
-int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t bytes,
-		struct model_msg *out)
+static int on_path(const struct fst_conn *c, uint32_t link, int *hop)
 {
+	for (int j = 0; j < c->npath; j++)
+		if (c->path[j] == link) {
+			*hop = j;
+			return 1;
+		}
+	return 0;
+}
+
+/* Does fault f act on this connection's messages, and at which hop (-1: the connection)? */
+static int fault_scope(const struct fault_spec *f, const struct fst_conn *c, int *hop)
+{
+	*hop = -1;
+	if (f->conn_scope)
+		return fault_conn_match(f->src_node, f->dst_node, c->src_node, c->dst_node);
+	for (uint32_t i = 0; i < f->nlinks; i++)
+		if (on_path(c, f->link[i], hop))
+			return 1;
+	return 0;
+}
+
+static int trigger_scope(const struct fault_spec *f, const struct fst_conn *c)
+{
+	int hop;
+	if (f->trig_link >= 0)
+		return on_path(c, (uint32_t)f->trig_link, &hop);
+	return fault_conn_match(f->trig_src, f->trig_dst, c->src_node, c->dst_node);
+}
+
+static void note_hit(struct fst_hit *hit, uint32_t id, const struct fault_spec *f, uint32_t link,
+		     int64_t a, int64_t b)
+{
+	hit->fault = (int)id;
+	hit->action = f->action;
+	hit->link = link;
+	hit->window_a = a;
+	hit->window_b = b;
+}
+
+/* A degrade in force at t on link: its parameters replace the hop's, on a copy. */
+static void apply_degrades(struct fst_view *v, const struct fst_conn *c, int64_t t,
+			   struct model_link *tmp, struct model_path *p, struct fst_hit *hit)
+{
+	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
+	for (uint32_t id = 0; id < n; id++) {
+		struct fst_fault *ff = fst_fault(v->shm, id);
+		if (!ff || ff->spec.action != FAULT_A_DEGRADE)
+			continue;
+		const struct fault_spec *f = &ff->spec;
+		int64_t wa, wb;
+		if (!fault_window(f, v->shm->seed, id, atomic_load(&ff->origin), atomic_load(&ff->until),
+				  t, t, &wa, &wb) || wa > t)
+			continue;
+		int touched = 0;
+		for (uint32_t i = 0; i < f->nlinks; i++) {
+			int j;
+			if (!on_path(c, f->link[i], &j))
+				continue;
+			if (p->hop[j] != &tmp[j]) {
+				tmp[j] = *p->hop[j];
+				p->hop[j] = &tmp[j];
+			}
+			if (f->set & FAULT_SET_RATE)
+				tmp[j].rate_bps = f->rate_bps;
+			if (f->set & FAULT_SET_LATENCY)
+				tmp[j].latency_ns += f->extra_latency_ns;
+			if (f->set & FAULT_SET_LOSS)
+				tmp[j].loss = f->loss;
+			if (f->set & FAULT_SET_CORRUPT)
+				tmp[j].corrupt_p = f->corrupt_p;
+			if (f->set & FAULT_SET_CORRUPT)
+				hit->corrupt_set = 1;
+			touched = 1;
+			if (hit->fault < 0)
+				note_hit(hit, id, f, f->link[i], wa, wb);
+		}
+		if (touched) {
+			hit->nfaults++;
+			atomic_fetch_add_explicit(&ff->hit, 1, memory_order_relaxed);
+		}
+	}
+}
+
+/*
+ * Outages (DOWN, STALL) and resets the message meets between its post and its
+ * arrival, in time order: each delays what is left of it, or fails it. The
+ * retry budget is shared by outages that follow each other without progress.
+ */
+static void apply_outages(struct fst_view *v, struct fst_conn *c, int64_t t_post,
+			  struct model_msg *out, struct fst_hit *hit, int *fail_hop)
+{
+	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
+	const int64_t to = model_timeout_ns(&c->nic);
+	int64_t t = t_post, end = out->arrive_ns, delay = 0, last_resume = -1;
+	uint32_t used = 0;
+	for (int round = 0; round < 4 * FAULT_MAX; round++) {
+		/* the earliest window (of any matching fault) that overlaps [t, end] */
+		int best = -1, best_hop = -1;
+		int64_t ba = 0, bb = 0;
+		for (uint32_t id = 0; id < n; id++) {
+			struct fst_fault *ff = fst_fault(v->shm, id);
+			if (!ff)
+				continue;
+			const struct fault_spec *f = &ff->spec;
+			if (f->action != FAULT_A_DOWN && f->action != FAULT_A_STALL &&
+			    f->action != FAULT_A_RESET)
+				continue;
+			int hop;
+			int64_t wa, wb;
+			if (!fault_scope(f, c, &hop))
+				continue;
+			if (!fault_window(f, v->shm->seed, id, atomic_load(&ff->origin),
+					  atomic_load(&ff->until), t, end, &wa, &wb))
+				continue;
+			int64_t u = wa > t ? wa : t;
+			if (best < 0 || u < ba) {
+				best = (int)id;
+				best_hop = hop;
+				ba = u;
+				bb = wb;
+			}
+		}
+		if (best < 0)
+			break;
+		struct fst_fault *ff = fst_fault(v->shm, (uint32_t)best);
+		const struct fault_spec *f = &ff->spec;
+		uint32_t link = best_hop >= 0 ? c->path[best_hop] : (c->npath ? c->path[0] : 0);
+		if (hit->fault < 0 || hit->action == FAULT_A_DEGRADE)
+			note_hit(hit, (uint32_t)best, f, link, ba, bb);
+		hit->nfaults++;
+		atomic_fetch_add_explicit(&ff->hit, 1, memory_order_relaxed);
+		int64_t resume;
+		uint32_t spent = 0;
+		int failed;
+		if (f->action == FAULT_A_RESET) {
+			failed = 1;
+			resume = ba;
+		} else {
+			if (ba > last_resume)
+				used = 0; /* progress since the last outage: RC resets its counter */
+			uint32_t left = c->nic.retry_count > used ? c->nic.retry_count - used : 0;
+			failed = fault_recover((enum fault_action)f->action, ba, bb, to, left, &resume,
+					       &spent);
+		}
+		if (failed) {
+			note_hit(hit, (uint32_t)best, f, link, ba, bb);
+			atomic_fetch_add_explicit(&ff->failed, 1, memory_order_relaxed);
+			if (resume < t_post)
+				resume = t_post;
+			out->failed = 1;
+			out->timeouts += spent + (f->action == FAULT_A_RESET ? 0 : 1);
+			out->arrive_ns = out->recv_done_ns = out->send_done_ns = resume;
+			*fail_hop = best_hop;
+			c->mc.failed = 1;
+			c->mc.last_arrive = resume;
+			hit->delay_ns = delay;
+			return;
+		}
+		used += spent;
+		out->timeouts += f->action == FAULT_A_DOWN ? spent : 0;
+		out->lost += f->action == FAULT_A_DOWN ? 1 : 0;
+		int64_t d = resume - ba;
+		atomic_fetch_add_explicit(&ff->delayed, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ff->delay_ns, (uint64_t)d, memory_order_relaxed);
+		delay += d;
+		end += d;
+		t = resume;
+		last_resume = resume;
+	}
+	if (delay) {
+		out->arrive_ns += delay;
+		out->recv_done_ns += delay;
+		out->send_done_ns += delay;
+		c->mc.last_arrive = out->arrive_ns;
+	}
+	hit->delay_ns = delay;
+}
+
+/* Triggers the message fires: counted after the check, so the Nth message is not hit itself. */
+static void count_triggers(struct fst_view *v, const struct fst_conn *c, int64_t t_post,
+			   uint64_t bytes)
+{
+	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
+	for (uint32_t id = 0; id < n; id++) {
+		struct fst_fault *ff = fst_fault(v->shm, id);
+		if (!ff || ff->spec.trigger == FAULT_T_TIME || atomic_load(&ff->origin))
+			continue;
+		if (!trigger_scope(&ff->spec, c))
+			continue;
+		uint64_t add = ff->spec.trigger == FAULT_T_BYTES ? bytes : 1;
+		uint64_t need = ff->spec.trigger == FAULT_T_FIRST_TRAFFIC ? 1 : ff->spec.threshold;
+		uint64_t was = atomic_fetch_add(&ff->seen, add);
+		if (was < need && was + add >= need) {
+			int64_t zero = 0;
+			atomic_compare_exchange_strong(&ff->origin, &zero, t_post > 0 ? t_post : 1);
+		}
+	}
+}
+
+int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t bytes,
+		struct model_msg *out, struct fst_hit *hit)
+{
+	struct fst_hit nohit;
+	if (!hit)
+		hit = &nohit;
+	memset(hit, 0, sizeof(*hit));
+	hit->fault = -1;
 	struct model_path p = {.nhops = c->npath, .switching = c->switching};
 	if (c->npath < 0 || c->npath > MODEL_MAX_HOPS || c->src_nic >= v->nnics)
 		return -EINVAL;
@@ -236,17 +477,36 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 	struct model_key key = {.seed = v->shm->seed, .conn = c->id, .msg = c->msgs};
 	int64_t busy[MODEL_MAX_HOPS], before[MODEL_MAX_HOPS];
 	struct model_loss_state loss[MODEL_MAX_HOPS];
+	struct model_link tmp[MODEL_MAX_HOPS];
 	struct fst_nic *nic = (struct fst_nic *)((uint8_t *)v->shm + v->shm->nics_off) + c->src_nic;
+	int faults = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire) != 0;
 	int rc = fst_lock(v->shm);
 	if (rc)
 		return rc;
+	if (faults) {
+		apply_degrades(v, c, now_ns, tmp, &p, hit);
+		for (int j = 0; hit->corrupt_set && j < c->npath; j++)
+			hit->corrupt_p[j] = p.hop[j]->corrupt_p; /* the data path flips the same bits */
+	}
 	int64_t host_busy = nic->host_busy;
 	for (int j = 0; j < c->npath; j++) {
 		struct fst_link *s = link_state(v->shm, c->path[j]);
 		before[j] = busy[j] = s->busy_until;
 		loss[j] = s->loss;
 	}
+	int was_failed = c->mc.failed;
 	rc = model_message(&p, &c->nic, now_ns, bytes, &key, &host_busy, busy, loss, &c->mc, out);
+	int fault_hop = -1;
+	if (rc == 0 && faults && !was_failed && !out->failed && out->arrive_ns != MODEL_NEVER) {
+		apply_outages(v, c, now_ns, out, hit, &fault_hop);
+		if (hit->delay_ns && !out->failed)
+			/* the retransmitted remainder occupies the path after the outage */
+			for (int j = 0; j < c->npath; j++)
+				if (busy[j] > now_ns)
+					busy[j] = busy[j] > INT64_MAX - hit->delay_ns
+							  ? INT64_MAX
+							  : busy[j] + hit->delay_ns;
+	}
 	if (rc == 0) {
 		nic->host_busy = host_busy;
 		for (int j = 0; j < c->npath; j++) {
@@ -254,10 +514,16 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 			s->busy_until = busy[j];
 			s->loss = loss[j];
 		}
+		if (faults)
+			count_triggers(v, c, now_ns, bytes);
 	}
 	fst_unlock(v->shm);
 	if (rc)
 		return rc;
+	if (out->failed && hit->fault >= 0 && fault_hop >= 0)
+		out->fail_hop = fault_hop;
+	else if (out->failed && hit->fault >= 0)
+		out->fail_hop = -1;
 	c->msgs++;
 	for (int j = 0; j < c->npath; j++) {
 		struct fst_link *s = link_state(v->shm, c->path[j]);

@@ -21,10 +21,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sim/fault.h"
 #include "sim/model.h"
 
 #define FST_MAGIC 0x3154534653465353ULL /* "SSFSFST1" */
-#define FST_VERSION 1
+#define FST_VERSION 2
 #define FST_MAX_LINKS 131072
 #define FST_LATE_BUCKETS 24 /* lateness histogram: bucket b counts [2^(b-1), 2^b) ns; 0: 0 ns */
 #define FST_LOCK_STEAL_NS 50000000LL	 /* after this, a dead holder's lock is taken over */
@@ -49,6 +50,24 @@ struct fst_nic {
 	_Alignas(64) int64_t host_busy; /* under the lock */
 };
 
+/*
+ * One fault slot. The daemon fills spec, then publishes used = 1 (release);
+ * after that spec never changes (a slot is never reused while the fabric
+ * lives), so readers need no lock. origin is set once, by the daemon (time
+ * triggers, live faults) or by the sender whose message fires the trigger;
+ * until by a clear.
+ */
+struct fst_fault {
+	_Alignas(64) _Atomic uint32_t used;
+	uint32_t reserved;
+	_Atomic int64_t origin; /* absolute ns of the trigger; 0: not yet */
+	_Atomic int64_t until;	/* cleared at; FAULT_FOREVER: not cleared */
+	_Atomic uint64_t seen;	/* trigger progress: messages or bytes counted */
+	_Atomic uint64_t hit;	/* messages it touched */
+	_Atomic uint64_t delayed, failed, delay_ns;
+	struct fault_spec spec;
+};
+
 struct fst_shm {
 	uint64_t magic;
 	uint32_t version;
@@ -62,6 +81,9 @@ struct fst_shm {
 	uint32_t nnics;
 	uint32_t reserved;
 	uint64_t nics_off; /* struct fst_nic[nnics] */
+	uint64_t faults_off; /* struct fst_fault[FAULT_MAX] */
+	_Atomic uint32_t nfaults; /* slots handed out so far (readers scan [0, nfaults)) */
+	uint32_t reserved2;
 	_Alignas(64) _Atomic uint32_t lock;
 	_Atomic int32_t lock_pid;
 	_Atomic uint64_t lock_steals;
@@ -76,6 +98,15 @@ int fst_format(void *base, size_t len, uint32_t nlinks, const struct model_link 
 	       uint32_t nnics, uint64_t seed, int64_t epoch_ns);
 /* Validate a region's header. 0 or -EPROTO. */
 int fst_check(const void *base, size_t len);
+/*
+ * Publish a fault (checked with fault_spec_check first) with its origin (0:
+ * a trigger will set it). Its slot number is its id. -ENOSPC when FAULT_MAX
+ * slots have been handed out.
+ */
+int fst_fault_add(struct fst_shm *shm, const struct fault_spec *spec, int64_t origin,
+		  uint32_t *id);
+/* Slot id, or NULL when unused or out of range. */
+struct fst_fault *fst_fault(struct fst_shm *shm, uint32_t id);
 
 /* ---- every process -------------------------------------------------------- */
 
@@ -98,19 +129,36 @@ struct fst_conn {
 	int npath;
 	uint32_t path[MODEL_MAX_HOPS];
 	uint32_t src_nic;     /* the sending NIC's index in the fabric (gid) */
+	int32_t src_node, dst_node; /* the connection's nodes, for connection-scoped faults */
 	struct model_nic nic; /* its parameters */
 	enum model_switching switching;
 	struct model_conn mc; /* FIFO clamp, jitter scores */
 };
 
+/* What a fault did to a message (fst_reserve). */
+struct fst_hit {
+	int fault;	     /* the fault that decided its fate (id), or -1 */
+	uint32_t action;     /* enum fault_action of that fault */
+	uint32_t link;	     /* the link it acted on (DOWN, STALL on links, DEGRADE) */
+	int64_t delay_ns;    /* added by outages */
+	int64_t window_a, window_b; /* the window that hit it */
+	int nfaults;	     /* faults that touched it */
+	int corrupt_set;     /* a degrade set hop j's corruption to corrupt_p[j] */
+	uint32_t corrupt_p[MODEL_MAX_HOPS];
+};
+
 /*
  * Reserve one message of bytes posted at now_ns on the connection's path, in
  * FIFO order with every other sender, and say when it arrives, completes at
- * the receiver, completes at the sender, or fails. Updates the links'
- * counters. 0, -EINVAL (a bad path), -EDEADLK (the lock could not be had).
+ * the receiver, completes at the sender, or fails. Faults apply here: a
+ * degrade in force at now_ns changes a hop's parameters; DOWN and STALL
+ * windows that the message meets delay it or fail it; a RESET fails it; a
+ * message can fire a fault's trigger (after the check, so the Nth message
+ * itself is not hit). hit (may be NULL) says what a fault did. Updates the
+ * links' and the faults' counters. 0, -EINVAL (a bad path), -EDEADLK (the lock could not be had).
  */
 int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t bytes,
-		struct model_msg *out);
+		struct model_msg *out, struct fst_hit *hit);
 /* The fidelity monitor: a receive on a path whose last hop is link completed late_ns late. */
 void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns);
 

@@ -1257,6 +1257,18 @@ int scn_load_buffer(const char *file, const char *data, size_t len, struct fabri
 				      s.description))
 			scn_fail_oom(&s);
 	}
+	if (!s.rc) {
+		for (int i = 0; i < FABRIC_NSECTIONS; i++) {
+			fabric_set_section(s.f, (enum fabric_section)i, s.section[i]);
+			s.section[i] = NULL;
+		}
+		if (s.faults)
+			fabric_set_faults(s.f, s.faults, fault_plan_free_v);
+		s.faults = NULL;
+	}
+	for (int i = 0; i < FABRIC_NSECTIONS; i++)
+		free(s.section[i]);
+	fault_plan_free(s.faults);
 	if (s.have_doc)
 		yaml_document_delete(&s.doc);
 	free(s.locs);
@@ -1336,4 +1348,67 @@ int scn_load(const char *path, struct fabric **out, char *err, size_t errlen)
 	int rc = scn_load_buffer(path, buf, len, out, err, errlen);
 	free(buf);
 	return rc;
+}
+
+int scn_load_faults(struct fabric *f, const char *file, const char *data, size_t len,
+		    struct fault_plan **out, char *err, size_t errlen)
+{
+	struct scn s = {.file = file, .data = data, .len = len, .err = err, .errlen = errlen, .f = f};
+	*out = NULL;
+	err[0] = 0;
+	if (len > SCN_FILE_MAX) {
+		snprintf(err, errlen, "%s: %zu bytes; the limit is %u MiB", file, len,
+			 SCN_FILE_MAX >> 20);
+		return -EFBIG;
+	}
+	if (!load_doc(&s)) {
+		yaml_node_t *root = yaml_document_get_root_node(&s.doc);
+		if (root->type == YAML_MAPPING_NODE) {
+			yaml_node_t *list = NULL;
+			for (int i = 0; i < scn_npairs(root) && !s.rc; i++) {
+				const char *name;
+				yaml_node_t *k, *v;
+				if (scn_pair_key(&s, root, i, &name, &k, &v))
+					break;
+				if (strcmp(name, "faults"))
+					scn_fail(&s, k, name, "expected only faults: here");
+				list = v;
+			}
+			if (!s.rc && !list)
+				scn_fail(&s, root, "faults", "missing");
+			if (!s.rc)
+				scn_parse_faults(&s, list);
+		} else {
+			scn_parse_faults(&s, root);
+		}
+	}
+	if (s.have_doc)
+		yaml_document_delete(&s.doc);
+	free(s.locs);
+	for (int i = 0; i < FABRIC_NSECTIONS; i++)
+		free(s.section[i]);
+	if (s.rc) {
+		fault_plan_free(s.faults);
+		return s.rc;
+	}
+	*out = s.faults;
+	return 0;
+}
+
+/* ---- for the other section parsers (scn_int.h) ----------------------------------------- */
+
+int scn_param_pair(struct scn *s, enum param_scope scope, const char *name, const yaml_node_t *k,
+		   const yaml_node_t *v, struct layer *l, const char *ctx)
+{
+	return parse_param_pair(s, scope, name, k, v, l, ctx, "");
+}
+
+void scn_layer_init(struct layer *l, enum param_scope scope, const void *base)
+{
+	layer_init(l, scope, base);
+}
+
+bool scn_layer_has(const struct layer *l, const struct param *p)
+{
+	return layer_has(l, p);
 }

@@ -6,7 +6,8 @@
  *   name, description   free text (name defaults to the file's base name)
  *   seed                the models' random seed (default 1)
  *   fabric              required: what the fabric is (schema: scenarios/README.md)
- *   faults, job, expect accepted and ignored for now (later milestones)
+ *   faults              the fault timeline (sim/fault_parse.c, sim/fault.h)
+ *   job, expect         what `simfabric run` launches and checks (sim/job.c)
  * Any other top-level key is an error. Everything is validated at load,
  * before anything is built into the fabric the caller gets: a scenario
  * either loads completely or not at all.
@@ -38,5 +39,14 @@ int scn_load(const char *path, struct fabric **out, char *err, size_t errlen);
 /* The same from memory; file is the name used in messages and kept as the fabric's scenario. */
 int scn_load_buffer(const char *file, const char *data, size_t len, struct fabric **out,
 		    char *err, size_t errlen);
+
+struct fault_plan;
+/*
+ * A faults: list alone (YAML text: a sequence of faults, or a mapping with a
+ * faults: key), checked against a loaded fabric: what `simfabric fault apply`
+ * sends. *out is a new plan (fault_plan_free). Errors as scn_load's.
+ */
+int scn_load_faults(struct fabric *f, const char *file, const char *data, size_t len,
+		    struct fault_plan **out, char *err, size_t errlen);
 
 #endif /* SF_SCENARIO_H */

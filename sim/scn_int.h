@@ -18,6 +18,7 @@
 #include <yaml.h>
 
 #include "sim/fabric.h"
+#include "sim/param.h"
 
 struct fault_plan;
 
@@ -93,5 +94,13 @@ yaml_node_t *scn_item(struct scn *s, const yaml_node_t *q, int i);
 /* A strict integer in min..max (decimal digits, optional '-' if min < 0). */
 int scn_get_int(struct scn *s, const yaml_node_t *v, const char *key, int64_t min, int64_t max,
 		const char *unit, int64_t *out);
+
+/* One parameter (name: v) of scope into layer l (a group map sets its whole group); ctx names
+ * the enclosing map in messages. */
+int scn_param_pair(struct scn *s, enum param_scope scope, const char *name, const yaml_node_t *k,
+		   const yaml_node_t *v, struct layer *l, const char *ctx);
+/* A layer over base (a struct of scope), nothing set yet. */
+void scn_layer_init(struct layer *l, enum param_scope scope, const void *base);
+bool scn_layer_has(const struct layer *l, const struct param *p);
 
 #endif /* SF_SCN_INT_H */

@@ -63,6 +63,8 @@ static void usage(FILE *f)
 		"  --seed N               the models' random seed, over the scenario's (default 1)\n"
 		"  --check                load the scenario, print a summary and exit (0, or 2\n"
 		"                         with file:line:column: key: reason)\n"
+		"  --dump-fabric          load the scenario, print the resolved fabric as op=fabric's\n"
+		"                         JSON (job: and expect: included) and exit\n"
 		"  --dump-params FORMAT   print the parameter table (markdown or json) and exit\n"
 		"  --nics N               NICs per node of the ideal fabric, 1..%d (default 1);\n"
 		"                         not with --scenario\n"
@@ -123,6 +125,12 @@ static int geom_for_budget(uint64_t bytes, struct chan_geom *g)
 	if (slot < CHAN_MIN_SLOT_BYTES)
 		return -EINVAL;
 	return chan_geom_for(bytes, slot, g);
+}
+
+/* fabric_lint's lines: WARN, naming the scenario. */
+static void warn_hazard(void *scenario, const char *msg)
+{
+	log_warn("%s: %s", (const char *)scenario, msg);
 }
 
 static int parse_int(const char *s, long min, long max, int *out)
@@ -294,6 +302,7 @@ int main(int argc, char **argv)
 		O_SCENARIO,
 		O_SEED,
 		O_CHECK,
+		O_DUMP_FABRIC,
 		O_DUMP_PARAMS,
 		O_NICS,
 		O_CONN_MEM,
@@ -307,6 +316,7 @@ int main(int argc, char **argv)
 		{"scenario", required_argument, NULL, O_SCENARIO},
 		{"seed", required_argument, NULL, O_SEED},
 		{"check", no_argument, NULL, O_CHECK},
+		{"dump-fabric", no_argument, NULL, O_DUMP_FABRIC},
 		{"dump-params", required_argument, NULL, O_DUMP_PARAMS},
 		{"nics", required_argument, NULL, O_NICS},
 		{"conn-mem", required_argument, NULL, O_CONN_MEM},
@@ -323,7 +333,7 @@ int main(int argc, char **argv)
 	struct fabric_config seedcfg;
 	struct fabric *fabric = NULL;
 	enum log_level level = LOG_LEVEL_INFO;
-	int opt, rc, status = 1, check = 0, nics_given = 0;
+	int opt, rc, status = 1, check = 0, dump_fabric = 0, nics_given = 0;
 
 	srv_config_init(&cfg);
 	log_init("simfabricd", level);
@@ -345,6 +355,9 @@ int main(int argc, char **argv)
 			break;
 		case O_CHECK:
 			check = 1;
+			break;
+		case O_DUMP_FABRIC:
+			dump_fabric = 1;
 			break;
 		case O_DUMP_PARAMS:
 			dump = optarg;
@@ -420,8 +433,9 @@ int main(int argc, char **argv)
 				"NICs each node has)\n");
 		return 2;
 	}
-	if (check && !scenario) {
-		fprintf(stderr, "simfabricd: --check: needs --scenario FILE\n");
+	if ((check || dump_fabric) && !scenario) {
+		fprintf(stderr, "simfabricd: --%s: needs --scenario FILE\n",
+			check ? "check" : "dump-fabric");
 		return 2;
 	}
 	if (scenario) {
@@ -432,6 +446,17 @@ int main(int argc, char **argv)
 		}
 		if (seed_arg)
 			fabric_set_seed(fabric, seedcfg.seed);
+		if (fabric_lint(fabric, warn_hazard, (void *)scenario) < 0)
+			log_warn("%s: out of memory checking the fabric for hazards", scenario);
+		if (dump_fabric) { /* stdout: the JSON alone */
+			const char *js;
+			size_t jl;
+			rc = fabric_json(fabric, false, &js, &jl);
+			if (!rc)
+				printf("%s\n", js);
+			fabric_free(fabric);
+			return rc ? 1 : 0;
+		}
 		if (check) {
 			printf("%s: ok: fabric %s '%s', %d node(s), %d NIC(s), %d switch(es), %d "
 			       "link(s), seed %llu\n",

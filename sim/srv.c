@@ -23,6 +23,7 @@
 #include "sim/srv.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -39,8 +40,10 @@
 #include <unistd.h>
 
 #include "sim/ctl.h"
+#include "sim/faultd.h"
 #include "sim/fstate.h"
 #include "sim/log.h"
+#include "sim/scenario.h"
 
 #define SRV_READ_BATCH 64    /* messages per readable callback before yielding */
 #define SRV_ACCEPT_BATCH 64  /* connections per accept callback */
@@ -133,6 +136,8 @@ struct srv_conn {
 	int pend_nic;
 	struct session *pend_sess;
 	int64_t pend_deadline, pend_since;
+	bool pend_held;	   /* held by a connect_delay fault until pend_deadline, listener known */
+	bool faults_done;  /* the connect faults were applied already */
 	char why[CTL_ERR_LEN + 64]; /* why it closed, for the log */
 };
 
@@ -200,6 +205,7 @@ struct srv {
 	int64_t fid_next_ns;
 	uint64_t *fid_n, *fid_sum;
 	int64_t *fid_warned_ns;
+	struct faultd *faults; /* NULL on the ideal fabric */
 	char wire[CTL_MSG_MAX];
 };
 
@@ -758,6 +764,34 @@ static void do_connect(struct srv *s, struct srv_conn *c, struct session *se, st
 	struct channel *ch = NULL;
 	struct ctl_msg *m = s->out;
 	c->role = R_CONNECT;
+	if (s->faults && !c->faults_done) {
+		int64_t until = 0, now = now_ns();
+		uint32_t fid = 0;
+		int v = faultd_connect(s->faults, se->node->id, l->sess->node->id, now, &until, &fid,
+				       err, sizeof(err));
+		if (v < 0) {
+			log_warn("connect %s/%d (pid %d) -> %s/%d (listener 0x%llx): %s",
+				 se->node->name, nic, (int)c->pid, l->sess->node->name, l->nic,
+				 (unsigned long long)l->id, err);
+			reply_error(c, ECONNABORTED, err);
+			return;
+		}
+		if (v > 0) {
+			log_warn("connect %s/%d (pid %d) -> %s/%d (listener 0x%llx): %s",
+				 se->node->name, nic, (int)c->pid, l->sess->node->name, l->nic,
+				 (unsigned long long)l->id, err);
+			c->pending = true;
+			c->pend_held = true;
+			c->pend_listener = l->id;
+			c->pend_nic = nic;
+			c->pend_sess = se;
+			c->pend_since = now;
+			c->pend_deadline = until;
+			dl_push(&s->pending, &c->pend_link);
+			s->npending++;
+			return;
+		}
+	}
 	int fd = chan_create(s, &ch, err, sizeof(err));
 	if (fd < 0) {
 		log_error("connect from pid %d to listener 0x%llx: %s", (int)c->pid,
@@ -800,7 +834,8 @@ static void do_connect(struct srv *s, struct srv_conn *c, struct session *se, st
 					     &path, err, sizeof(err))
 			       : -ENODEV;
 		if (prc == 0)
-			prc = chan_set_route(ch->shm, &path, (uint32_t)snic->gid, &snic->model);
+			prc = chan_set_route(ch->shm, &path, (uint32_t)snic->gid, &snic->model,
+					     se->node->id, l->sess->node->id);
 		if (prc) {
 			log_error("chan 0x%llx: no route %s/%d -> %s/%d: %s", (unsigned long long)id,
 				  se->node->name, nic, l->sess->node->name, l->nic,
@@ -1028,7 +1063,7 @@ static int op_listen(struct srv *s, struct srv_conn *c, const struct ctl_msg *re
 	dl_each_safe(p, t, &s->pending)
 	{
 		struct srv_conn *pc = dl_entry(p, struct srv_conn, pend_link);
-		if (pc->pend_listener != id)
+		if (pc->pend_listener != id || pc->pend_held)
 			continue;
 		pending_remove(pc);
 		log_debug("conn#%llu: connect to listener 0x%llx waited %lld ms",
@@ -1221,6 +1256,22 @@ static bool trailer_fits(struct ctl_msg *rep)
 	return rc == 0;
 }
 
+/* One line of a paged reply: added, or (it does not fit) next=<i> instead and false. */
+static bool add_paged(struct ctl_msg *rep, const char *key, const char *v, uint64_t i)
+{
+	int n0 = rep->n;
+	size_t l0 = rep->len;
+	int rc = ctl_add(rep, key, v);
+	if (!rc && !trailer_fits(rep))
+		rc = -E2BIG;
+	if (!rc)
+		return true;
+	rep->n = n0;
+	rep->len = l0;
+	ctl_addf(rep, "next", "%llu", (unsigned long long)i);
+	return false;
+}
+
 static int op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 		   struct ctl_msg *rep, char *err)
 {
@@ -1326,17 +1377,8 @@ static int op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 			 (unsigned long long)atomic_load(&l->late_max_ns),
 			 (unsigned long long)hist_p50, (unsigned long long)hist_p99,
 			 (unsigned long long)atomic_load(&l->early));
-		int n0 = rep->n;
-		size_t l0 = rep->len;
-		int rc = ctl_add(rep, key, v);
-		if (!rc && !trailer_fits(rep))
-			rc = -E2BIG;
-		if (rc) {
-			rep->n = n0;
-			rep->len = l0;
-			ctl_addf(rep, "next", "%llu", (unsigned long long)i);
+		if (!add_paged(rep, key, v, i))
 			break;
-		}
 	}
 	return 0;
 }
@@ -1405,6 +1447,123 @@ static int op_stop(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 	return 0;
 }
 
+/*
+ * Live faults (docs/control-protocol.md, op=fault):
+ *   verb=apply spec=<a fault as one line of YAML flow syntax> [at_ns=<delay from now>]
+ *   verb=clear id=<n>|all [at_ns=<delay from now>]
+ *   verb=list [skip=<n>]
+ * A new fault is checked against the fabric first (the scenario parser's
+ * rules and messages), then published whole: a sender sees all of it or none
+ * of it. Its at: counts from the effective time now + at_ns.
+ */
+static int op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
+		    struct ctl_msg *rep, char *err)
+{
+	(void)c;
+	const char *verb = ctl_get(req, "verb");
+	if (!s->faults) {
+		snprintf(err, SRV_ERR_LEN, "faults need an explicit fabric (a scenario with links); "
+					   "this daemon runs the ideal fabric");
+		return -EOPNOTSUPP;
+	}
+	uint64_t at = 0, skip = 0;
+	if (ctl_get(req, "at_ns") && get_u64(req, "at_ns", &at, err))
+		return -EINVAL;
+	if (at > 1000000000000000ull) {
+		snprintf(err, SRV_ERR_LEN, "at_ns: %llu is more than 1e15 ns", (unsigned long long)at);
+		return -EINVAL;
+	}
+	int64_t now = now_ns(), eff = now + (int64_t)at;
+	const struct fst_shm *fs = s->fab_base;
+	if (!strcmp(verb, "apply")) {
+		const char *spec = ctl_get(req, "spec");
+		if (!spec || !*spec) {
+			snprintf(err, SRV_ERR_LEN, "spec: missing (a fault in YAML flow syntax, like "
+						   "{action: link_down, link: [node0, sw0], for: 5ms})");
+			return -EINVAL;
+		}
+		if (ctl_get(req, "skip")) {
+			snprintf(err, SRV_ERR_LEN, "skip: only with verb=list");
+			return -EINVAL;
+		}
+		struct fault_plan *plan = NULL;
+		char why[SCN_ERR_LEN];
+		/* one fault, or a list of them */
+		char buf[CTL_VALUE_MAX + 8];
+		snprintf(buf, sizeof(buf), spec[0] == '[' ? "%s" : "[%s]", spec);
+		int rc = scn_load_faults(s->fabric, "spec", buf, strlen(buf), &plan, why, sizeof(why));
+		if (rc) {
+			snprintf(err, SRV_ERR_LEN, "%.*s", SRV_ERR_LEN - 1, why);
+			return rc;
+		}
+		if ((int)faultd_count(s->faults) + plan->n > FAULT_MAX) {
+			snprintf(err, SRV_ERR_LEN, "the fabric has room for %d more fault(s); this "
+						   "spec has %d",
+				 FAULT_MAX - (int)faultd_count(s->faults), plan->n);
+			fault_plan_free(plan);
+			return -ENOSPC;
+		}
+		for (int i = 0; i < plan->n; i++) {
+			uint32_t id;
+			plan->f[i].line = 0;
+			rc = faultd_apply(s->faults, &plan->f[i], eff, &id, err, SRV_ERR_LEN);
+			if (rc) {
+				fault_plan_free(plan);
+				return rc;
+			}
+			char k[24];
+			snprintf(k, sizeof(k), "id.%d", i);
+			ctl_addf(rep, k, "%u", id);
+		}
+		ctl_addf(rep, "faults", "%d", plan->n);
+		ctl_addf(rep, "effective_ns", "%lld", (long long)(eff - fs->epoch_ns));
+		fault_plan_free(plan);
+		faultd_tick(s->faults, now);
+		return 0;
+	}
+	if (ctl_get(req, "spec")) {
+		snprintf(err, SRV_ERR_LEN, "spec: only with verb=apply");
+		return -EINVAL;
+	}
+	if (!strcmp(verb, "clear")) {
+		const char *ids = ctl_get(req, "id");
+		uint64_t id = 0;
+		if (!ids) {
+			snprintf(err, SRV_ERR_LEN, "id: missing (a fault's id, or all)");
+			return -EINVAL;
+		}
+		if (strcmp(ids, "all") && get_u64(req, "id", &id, err))
+			return -EINVAL;
+		int n;
+		int rc = faultd_clear(s->faults, strcmp(ids, "all") ? (int64_t)id : -1, eff, &n, err,
+				      SRV_ERR_LEN);
+		if (rc)
+			return rc;
+		ctl_addf(rep, "cleared", "%d", n);
+		ctl_addf(rep, "effective_ns", "%lld", (long long)(eff - fs->epoch_ns));
+		return 0;
+	}
+	if (!strcmp(verb, "list")) {
+		if (ctl_get(req, "skip") && get_u64(req, "skip", &skip, err))
+			return -EINVAL;
+		uint32_t n = faultd_count(s->faults);
+		ctl_addf(rep, "faults", "%u", n);
+		ctl_addf(rep, "now_ns", "%lld", (long long)(now - fs->epoch_ns));
+		ctl_addf(rep, "epoch_ns", "%lld", (long long)fs->epoch_ns);
+		for (uint64_t i = skip; i < n; i++) {
+			char k[24], v[CTL_VALUE_MAX + 1];
+			if (faultd_describe(s->faults, (uint32_t)i, now, v, sizeof(v)))
+				continue;
+			snprintf(k, sizeof(k), "fault.%llu", (unsigned long long)i);
+			if (!add_paged(rep, k, v, i))
+				break;
+		}
+		return 0;
+	}
+	snprintf(err, SRV_ERR_LEN, "verb: '%s' is not apply, clear or list", verb);
+	return -EINVAL;
+}
+
 #define KEYS(...) ((const char *const[]){__VA_ARGS__, NULL})
 static const struct op_def {
 	const char *name;
@@ -1419,6 +1578,7 @@ static const struct op_def {
 	{"show", op_show, KEYS(NULL), KEYS("skip")},
 	{"fabric", op_fabric, KEYS(NULL), KEYS("skip")},
 	{"stats", op_stats, KEYS(NULL), KEYS("skip")},
+	{"fault", op_fault, KEYS("verb"), KEYS("spec", "id", "at_ns", "skip")},
 	{"ping", op_ping, KEYS(NULL), KEYS(NULL)},
 	{"stop", op_stop, KEYS(NULL), KEYS(NULL)},
 };
@@ -1528,6 +1688,48 @@ void srv_config_init(struct srv_config *cfg)
 }
 
 /* The shared fabric state of a modelled fabric: every link's parameters and reservation state. */
+/* node_kill: SIGKILL every live session of node (their processes are the ranks). */
+static int kill_node(void *ctx, int node, const char *why)
+{
+	struct srv *s = ctx;
+	int n = 0;
+	struct dl *p;
+	for (p = s->sessions.next; p != &s->sessions; p = p->next) {
+		struct session *se = dl_entry(p, struct session, link);
+		if (!se->node || se->node->id != node || se->pid <= 0)
+			continue;
+		if (kill(se->pid, SIGKILL) == 0) {
+			log_warn("%s: SIGKILL pid %d (node %s)", why, (int)se->pid, se->node->name);
+			n++;
+		} else {
+			log_warn("%s: cannot SIGKILL pid %d (node %s): %s", why, (int)se->pid,
+				 se->node->name, strerror(errno));
+		}
+	}
+	if (!n)
+		log_warn("%s: no process of that node is connected to the daemon", why);
+	return n;
+}
+
+/* reset: every open channel from node src to node dst fails on both ends. */
+static int reset_conns(void *ctx, int src, int dst, uint32_t fid, const char *why)
+{
+	struct srv *s = ctx;
+	int n = 0;
+	struct dl *p;
+	for (p = s->chans.next; p != &s->chans; p = p->next) {
+		struct channel *ch = dl_entry(p, struct channel, link);
+		const struct fabric_node *a = ch->end[END_TX].node, *b = ch->end[END_RX].node;
+		if (!ch->shm || !a || !b || !fault_conn_match(src, dst, a->id, b->id))
+			continue;
+		chan_mark_reset(ch->shm, fid);
+		log_warn("%s: chan 0x%llx (%s -> %s) reset", why, (unsigned long long)ch->id, a->name,
+			 b->name);
+		n++;
+	}
+	return n;
+}
+
 static int fabric_state_create(struct srv *s, char *err, size_t errlen)
 {
 	uint32_t nlinks = (uint32_t)fabric_nlinks(s->fabric);
@@ -1576,6 +1778,18 @@ static int fabric_state_create(struct srv *s, char *err, size_t errlen)
 		close(fd);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
+	}
+	const struct faultd_ops fops = {.kill = kill_node, .reset = reset_conns, .ctx = s};
+	rc = faultd_new(base, s->fabric, fabric_faults(s->fabric), &fops, &s->faults, err, errlen);
+	if (rc) {
+		free(s->fid_n);
+		free(s->fid_sum);
+		free(s->fid_warned_ns);
+		s->fid_n = s->fid_sum = NULL;
+		s->fid_warned_ns = NULL;
+		munmap(base, len);
+		close(fd);
+		return rc;
 	}
 	s->fid_next_ns = now_ns() + SRV_FIDELITY_PERIOD_NS;
 	s->fab_fd = fd;
@@ -1689,6 +1903,7 @@ void srv_free(struct srv *s)
 	{
 		conn_free(s, dl_entry(p, struct srv_conn, link), false);
 	}
+	faultd_free(s->faults);
 	fabric_free(s->fabric);
 	if (s->fab_base)
 		munmap(s->fab_base, s->fab_len);
@@ -1830,6 +2045,9 @@ int srv_timeout_ms(const struct srv *s)
 	}
 	if (s->fab_base && s->fid_next_ns < first)
 		first = s->fid_next_ns;
+	int64_t fn = faultd_next_ns(s->faults, now_ns());
+	if (fn && fn < first)
+		first = fn;
 	if (first == INT64_MAX)
 		return -1;
 	int64_t ms = (first - now_ns() + 999999) / 1000000;
@@ -1885,12 +2103,30 @@ void srv_tick(struct srv *s)
 {
 	int64_t now = now_ns();
 	fidelity_check(s, now);
+	faultd_tick(s->faults, now);
 	struct dl *p, *t;
 	dl_each_safe(p, t, &s->pending)
 	{
 		struct srv_conn *c = dl_entry(p, struct srv_conn, pend_link);
 		if (c->pend_deadline > now)
 			continue;
+		if (c->pend_held) { /* a connect_delay is over: go on, if the listener still is */
+			pending_remove(c);
+			c->pend_held = false;
+			c->faults_done = true;
+			struct listener *l = listener_find(s, c->pend_listener);
+			if (l && c->pend_sess) {
+				do_connect(s, c, c->pend_sess, l, c->pend_nic);
+			} else {
+				char err[SRV_ERR_LEN];
+				snprintf(err, sizeof(err),
+					 "listener 0x%llx was closed while a connect_delay fault held "
+					 "this connect",
+					 (unsigned long long)c->pend_listener);
+				reply_error(c, ECONNREFUSED, err);
+			}
+			continue;
+		}
 		char err[SRV_ERR_LEN];
 		snprintf(err, sizeof(err), "listener 0x%llx is not known (waited %d ms)",
 			 (unsigned long long)c->pend_listener, s->cfg.connect_wait_ms);

@@ -31,6 +31,8 @@
 struct hx_opts hx_opt;
 struct hx_world hx_w;
 struct hx_shared *hx_shm;
+struct hx_flow hx_flows[HX_MAX_FLOWS];
+int hx_nflows, hx_nphases;
 
 const struct hx_test_def hx_tests[] = {
 	{"load", t_load, HX_T_INTERNAL, "dlopen, pick the newest ncclNetPlugin_vN, init, devices"},
@@ -58,6 +60,11 @@ const struct hx_test_def hx_tests[] = {
 	 "prints READY; someone kills the daemon; every rank gets ncclSystemError"},
 	{"bench", t_bench, HX_T_BENCH,
 	 "(--bench) latency, shared-memory floor, streaming bandwidth, memcpy; 2 ranks"},
+	{"flows", t_flows, HX_T_NAMED,
+	 "(--flows) given rank pairs stream at once; per-flow throughput and completion times"},
+	{"faults", t_faults, HX_T_NAMED,
+	 "(on request) a ring of timed messages under the scenario's faults: exact data, "
+	 "or the error --fault-expect says"},
 	{"unload", t_unload, HX_T_INTERNAL, "finalize, check helper threads are gone, dlclose"},
 };
 const int hx_ntests = (int)(sizeof(hx_tests) / sizeof(hx_tests[0]));
@@ -84,6 +91,18 @@ static void hx_usage(FILE *f)
 		"  --node-prefix P     node names are P<rank> (default 'node')\n"
 		"  --api-version N     use ncclNetPlugin_vN (8..12) instead of the newest\n"
 		"  --bench             run the benchmark (2 ranks)\n"
+		"  --flows SPEC        run the flows test over SPEC: SRC>DST pairs, comma-\n"
+		"                      separated, that stream at once; ';' starts a phase that\n"
+		"                      runs after the previous one (default: the ring i>i+1)\n"
+		"  --flow-bytes B      bytes each flow sends, in whole messages (default 64M)\n"
+		"  --flow-msg B        message size of the flows (default 1M, at most --max-bytes)\n"
+		"  --corrupt-ok        flows: count messages that arrive wrong (metrics) instead\n"
+		"                      of failing\n"
+		"  --fault-msgs N      faults: messages each rank sends to the next (default 100)\n"
+		"  --fault-bytes B     faults: their size (default 64K, at most --max-bytes)\n"
+		"  --fault-gap-us U    faults: pause between a rank's posts (default 0)\n"
+		"  --fault-expect E    faults: ok (every message exact), error (each rank gets\n"
+		"                      ncclRemoteError and a WARN naming the fault) or either\n"
 		"  --list              list the tests and exit\n"
 		"  -v, --verbose       say more on stderr\n"
 		"  -h, --help          this text\n"
@@ -202,13 +221,15 @@ static void hx_build_schedule(const char *list)
 			else if (nsel < 64)
 				sel[nsel++] = k;
 		}
-		if (!nsel && !hx_opt.bench)
+		if (!nsel && !hx_opt.bench && !hx_opt.flows)
 			hx_usage_error("--tests: '%s' names no test", list);
-	} else if (!hx_opt.bench) {
+	} else if (!hx_opt.bench && !hx_opt.flows) {
 		for (i = 0; i < hx_ntests; i++)
 			if (!hx_tests[i].flags)
 				sel[nsel++] = i;
 	}
+	if (hx_opt.flows && nsel < 64) /* --flows names its test */
+		sel[nsel++] = hx_find_test("flows");
 	hx_sched_add(0); /* load */
 	for (i = 0; i < nsel; i++) {
 		if (hx_tests[sel[i]].flags & HX_T_TERMINAL) {
@@ -243,6 +264,7 @@ static void hx_list(void)
 		printf("%-15s %-14s %s\n", d->name,
 		       (d->flags & HX_T_BENCH)	      ? "[bench]"
 		       : (d->flags & HX_T_DESTRUCTIVE) ? "[destructive]"
+		       : (d->flags & HX_T_NAMED)       ? "[on request]"
 						       : "",
 		       d->desc);
 	}
@@ -250,7 +272,7 @@ static void hx_list(void)
 
 static void hx_parse_args(int argc, char **argv, const char **tests)
 {
-	int i, list = 0, nranks_set = 0;
+	int i, list = 0, nranks_set = 0, fault_bytes_set = 0;
 
 	hx_opt.nranks = 2;
 	hx_opt.timeout = 120;
@@ -258,6 +280,10 @@ static void hx_parse_args(int argc, char **argv, const char **tests)
 	hx_opt.threads = 4;
 	hx_opt.max_bytes = 64u << 20;
 	hx_opt.node_prefix = "node";
+	hx_opt.flow_bytes = 64u << 20;
+	hx_opt.flow_msg = 1u << 20;
+	hx_opt.fault_msgs = 100;
+	hx_opt.fault_bytes = 64u << 10;
 	*tests = NULL;
 
 	for (i = 1; i < argc; i++) {
@@ -278,6 +304,10 @@ static void hx_parse_args(int argc, char **argv, const char **tests)
 		}
 		if (!strcmp(a, "--bench")) {
 			hx_opt.bench = 1;
+			continue;
+		}
+		if (!strcmp(a, "--corrupt-ok")) {
+			hx_opt.corrupt_ok = 1;
 			continue;
 		}
 		if (strncmp(a, "--", 2) != 0)
@@ -312,6 +342,28 @@ static void hx_parse_args(int argc, char **argv, const char **tests)
 			if (!*v || strlen(v) > 48 || strpbrk(v, " \t\n=/"))
 				hx_usage_error("--node-prefix: '%s' is not a usable node name prefix", v);
 			hx_opt.node_prefix = v;
+		} else if (!strcmp(name, "--flows")) {
+			hx_opt.flows = v;
+		} else if (!strcmp(name, "--flow-bytes")) {
+			hx_opt.flow_bytes = hx_parse_bytes(name, v);
+		} else if (!strcmp(name, "--flow-msg")) {
+			hx_opt.flow_msg = hx_parse_bytes(name, v);
+		} else if (!strcmp(name, "--fault-msgs")) {
+			hx_opt.fault_msgs = hx_parse_long(name, v, 1, 1000000);
+		} else if (!strcmp(name, "--fault-bytes")) {
+			hx_opt.fault_bytes = hx_parse_bytes(name, v);
+			fault_bytes_set = 1;
+		} else if (!strcmp(name, "--fault-gap-us")) {
+			hx_opt.fault_gap = (double)hx_parse_long(name, v, 0, 10000000) / 1e6;
+		} else if (!strcmp(name, "--fault-expect")) {
+			if (!strcmp(v, "ok"))
+				hx_opt.fault_expect = HX_FE_OK;
+			else if (!strcmp(v, "error"))
+				hx_opt.fault_expect = HX_FE_ERROR;
+			else if (!strcmp(v, "either"))
+				hx_opt.fault_expect = HX_FE_EITHER;
+			else
+				hx_usage_error("--fault-expect: '%s' is not ok, error or either", v);
 		} else if (!strcmp(name, "--api-version")) {
 			hx_opt.api_version = (int)hx_parse_long(name, v, 8, 12);
 		} else {
@@ -327,6 +379,63 @@ static void hx_parse_args(int argc, char **argv, const char **tests)
 	if (access(hx_opt.plugin, R_OK) != 0 && strchr(hx_opt.plugin, '/'))
 		hx_usage_error("--plugin: cannot read '%s': %s", hx_opt.plugin, strerror(errno));
 	hx_nranks_set = nranks_set;
+	if (!fault_bytes_set && hx_opt.fault_bytes > hx_opt.max_bytes)
+		hx_opt.fault_bytes = hx_opt.max_bytes; /* the default follows --max-bytes */
+	if (hx_opt.fault_bytes > hx_opt.max_bytes || hx_opt.fault_bytes > INT_MAX)
+		hx_usage_error("--fault-bytes: %zu bytes is more than --max-bytes %zu",
+			       hx_opt.fault_bytes, hx_opt.max_bytes);
+}
+
+/* "0>4,1>5;0>1": SRC>DST pairs, ',' within a phase, ';' between phases. NULL: the ring.
+ * Checks the other flows options too: only when the flows test runs. */
+static void hx_parse_flows(const char *spec, int nranks)
+{
+	const char *p = spec;
+	int phase = 0;
+
+	if (hx_opt.flow_msg > hx_opt.max_bytes)
+		hx_usage_error("--flow-msg: %zu bytes is more than --max-bytes %zu", hx_opt.flow_msg,
+			       hx_opt.max_bytes);
+	if (hx_opt.flow_msg > INT_MAX)
+		hx_usage_error("--flow-msg: %zu bytes does not fit the int sizes test reports",
+			       hx_opt.flow_msg);
+	if (hx_opt.flow_bytes / hx_opt.flow_msg >= 100000000)
+		hx_usage_error("--flow-bytes: %zu bytes in %zu-byte messages is 10^8 or more of "
+			       "them", hx_opt.flow_bytes, hx_opt.flow_msg);
+	if (!spec) {
+		for (int i = 0; i < nranks && i < HX_MAX_FLOWS; i++)
+			hx_flows[hx_nflows++] = (struct hx_flow){0, i, (i + 1) % nranks};
+		hx_nphases = 1;
+		return;
+	}
+	for (;;) {
+		char *end;
+		long s, d;
+
+		errno = 0;
+		s = strtol(p, &end, 10);
+		if (end == p || *end != '>' || errno)
+			hx_usage_error("--flows: '%s': expected SRC>DST at '%s'", spec, p);
+		p = end + 1;
+		d = strtol(p, &end, 10);
+		if (end == p || errno)
+			hx_usage_error("--flows: '%s': expected a destination rank at '%s'", spec, p);
+		if (s < 0 || s >= nranks || d < 0 || d >= nranks || s == d)
+			hx_usage_error("--flows: '%ld>%ld': ranks are 0..%d and a flow needs two", s, d,
+				       nranks - 1);
+		if (hx_nflows == HX_MAX_FLOWS)
+			hx_usage_error("--flows: more than %d flows", HX_MAX_FLOWS);
+		hx_flows[hx_nflows++] = (struct hx_flow){phase, (int)s, (int)d};
+		p = end;
+		if (!*p)
+			break;
+		if (*p == ';')
+			phase++;
+		else if (*p != ',')
+			hx_usage_error("--flows: '%s': unexpected '%c'", spec, *p);
+		p++; /* an empty phase or a trailing separator fails the next strtol */
+	}
+	hx_nphases = phase + 1;
 }
 
 /* ---- rank process ------------------------------------------------------------- */
@@ -859,6 +968,9 @@ int main(int argc, char **argv)
 	hx_parse_args(argc, argv, &tests);
 	hx_build_schedule(tests);
 	nranks = hx_opt.nranks;
+	for (i = 0; i < hx_nsched; i++)
+		if (hx_tests[hx_sched[i]].fn == t_flows)
+			hx_parse_flows(hx_opt.flows, nranks);
 	hx_opt.comm_id = ((uint64_t)time(NULL) << 20) ^ (uint64_t)self ^ 0x5f1ab0c0ffee0000ULL;
 
 	hx_shm = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

@@ -13,6 +13,7 @@
  *   harness_tests.c  t_    the non-destructive tests
  *   harness_fault.c  t_    the destructive tests (truncate, peer_death, daemon_death)
  *   harness_bench.c  t_    --bench
+ *   harness_flows.c  t_    flows: given rank pairs stream at once (--flows)
  *
  * The parent never loads the plugin: it only forks the ranks and relays
  * their out-of-band messages, so a crashing plugin can only take one rank down.
@@ -49,8 +50,26 @@ struct hx_opts {
 	int bench;
 	int verbose;
 	uint64_t comm_id; /* the same on every rank, like comm->commHash */
+	const char *flows; /* --flows SPEC as given (NULL: the ring) */
+	size_t flow_bytes; /* per flow */
+	size_t flow_msg;   /* message size of the flows */
+	int corrupt_ok;	   /* flows: wrong data is counted in the metrics, not a failure */
+	long fault_msgs;    /* faults: messages each rank sends to the next */
+	size_t fault_bytes; /* faults: their size */
+	double fault_gap;   /* faults: seconds between a rank's posts */
+	int fault_expect;   /* faults: HX_FE_OK, HX_FE_ERROR or HX_FE_EITHER */
 };
+enum { HX_FE_OK = 0, HX_FE_ERROR, HX_FE_EITHER };
 extern struct hx_opts hx_opt;
+
+/* The flows of --flows, parsed by the parent: phases run one after another, the flows of a
+ * phase all at once. */
+#define HX_MAX_FLOWS 256
+struct hx_flow {
+	int phase, src, dst;
+};
+extern struct hx_flow hx_flows[HX_MAX_FLOWS];
+extern int hx_nflows, hx_nphases;
 
 /* ---- what every rank knows about every other (gathered by the load step) ---- */
 
@@ -97,6 +116,7 @@ enum {
 	HX_T_TERMINAL = 0x2,	/* leaves the fabric or a rank unusable: runs last, alone */
 	HX_T_INTERNAL = 0x4,	/* load/unload: always run, not selectable */
 	HX_T_BENCH = 0x8,
+	HX_T_NAMED = 0x10,	/* runs only when named (or implied by its option), never in "all" */
 };
 
 struct hx_test_def {
@@ -145,7 +165,8 @@ extern int hx_base_threads; /* threads of a rank before it loaded anything */
 
 /* Helpers the test files share (harness_tests.c). */
 enum { T_SEED_CONNECT = 1, T_SEED_SIZES, T_SEED_TAGS, T_SEED_INFLIGHT, T_SEED_A2A, T_SEED_CLOSE,
-       T_SEED_REUSE, T_SEED_THREADS, T_SEED_RELOAD, T_SEED_MR, T_SEED_FAULT, T_SEED_BENCH };
+       T_SEED_REUSE, T_SEED_THREADS, T_SEED_RELOAD, T_SEED_MR, T_SEED_FAULT, T_SEED_BENCH,
+       T_SEED_FLOWS, T_SEED_FAULTS };
 /* Ring links on device 0: this rank sends to next and receives from prev. */
 int t_ring_open(struct eng *e, struct eng_links *ls);
 struct eng_conn *t_ring_send(struct eng_links *ls);
@@ -182,6 +203,8 @@ void t_truncate(struct hx_test *t);
 void t_peer_death(struct hx_test *t);
 void t_daemon_death(struct hx_test *t);
 void t_bench(struct hx_test *t);
+void t_flows(struct hx_test *t);
+void t_faults(struct hx_test *t);
 
 /* ---- plugin adapter (harness_api.c) --------------------------------------------- */
 

@@ -237,3 +237,44 @@ def format_status(st):
 
 def dumps(st):
     return json.dumps(st, indent=2, sort_keys=True)
+
+
+def _kv(text):
+    """"a=1,b=x" -> {"a": 1, "b": "x"} (numbers converted)."""
+    out = {}
+    for part in text.split(","):
+        k, _, v = part.partition("=")
+        out[k] = _num(v)
+    return out
+
+
+def faults(path, timeout=5.0):
+    """The daemon's faults (op=fault verb=list, every page): {"epoch_ns", "now_ns", "faults": [...]}."""
+    res, skip = {"faults": []}, 0
+    while True:
+        pairs = request(path, "fault", timeout=timeout, verb="list", skip=skip)
+        nxt = None
+        for k, v in pairs:
+            if k.startswith("fault."):
+                d = _kv(v)
+                d["id"] = int(k.split(".")[1])
+                res["faults"].append(d)
+            elif k in ("epoch_ns", "now_ns"):
+                res[k] = int(v)
+            elif k == "next":
+                nxt = int(v)
+        if nxt is None:
+            return res
+        skip = nxt
+
+
+def fault_apply(path, spec, at_ns=0, timeout=5.0):
+    """Apply one live fault (YAML flow text); returns (ids, effective_ns)."""
+    d = request(path, "fault", timeout=timeout, verb="apply", spec=spec, at_ns=at_ns)
+    ids = [int(v) for k, v in d if k.startswith("id.")]
+    return ids, int(dict(d)["effective_ns"])
+
+
+def fault_clear(path, fid="all", at_ns=0, timeout=5.0):
+    d = dict(request(path, "fault", timeout=timeout, verb="clear", id=fid, at_ns=at_ns))
+    return int(d["cleared"])

@@ -10,17 +10,22 @@
  *    when the input is loaded again (deterministic), whose links all pass
  *    model_link_resolve, and in which every NIC reaches every other: paths
  *    that pass model_path_check and chain from the source NIC, hop by hop,
- *    to the destination NIC.
- * Seeds: the shipped scenarios (tools/fuzz.sh copies them into the corpus) and
- * the dictionary fuzz_scenario.dict.
+ *    to the destination NIC; whose faults (the faults: section) each pass
+ *    fault_spec_check and name only links and nodes of the fabric.
+ * Seeds: the shipped scenarios (tools/fuzz.sh copies them into the corpus;
+ * fault-*.yaml have faults: sections) and the dictionary fuzz_scenario.dict.
+ * The other section parsers (faults:, job:, expect:) are compiled alongside
+ * (fuzz-libs), not included: their static helpers share names with scenario.c's.
  *
- * fuzz-libs: -lyaml
+ * fuzz-libs: sim/fault.c sim/fault_parse.c sim/job.c -lyaml
  */
 #include "sim/model.c"
 #include "sim/param.c"
 #include "sim/fabric.c"
 #include "sim/log.c"
 #include "sim/scenario.c" /* last: it defines a fail() macro */
+
+#include "sim/fault.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -60,6 +65,19 @@ static void check_fabric(struct fabric *f, const char *again, size_t again_len)
 	if (again) {
 		assert(again_len == jl && memcmp(again, js, jl) == 0);
 		return;
+	}
+	const struct fault_plan *plan = fabric_faults(f);
+	assert(!plan || (plan->n >= 0 && plan->n <= FAULT_MAX && strstr(js, "\"faults\":[")));
+	for (int i = 0; plan && i < plan->n; i++) {
+		const struct fault_spec *s = &plan->f[i];
+		char why[256];
+		assert(fault_spec_check(s, why, sizeof(why)) == 0);
+		for (uint32_t j = 0; j < s->nlinks; j++)
+			assert(s->link[j] < (uint32_t)fabric_nlinks(f));
+		const int32_t nodes[] = {s->src_node, s->dst_node, s->node, s->trig_src, s->trig_dst};
+		for (size_t j = 0; j < sizeof(nodes) / sizeof(nodes[0]); j++)
+			assert(nodes[j] == FAULT_ANY || (nodes[j] >= 0 && nodes[j] < fabric_nnodes(f)));
+		assert(s->trig_link >= -1 && s->trig_link < fabric_nlinks(f));
 	}
 	for (int i = 0; i < fabric_nlinks(f); i++) {
 		struct model_link m = fabric_link(f, (uint32_t)i)->model;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_fabric.c - the fabric description: node-name rules with their exact
- * messages, the parameter table, and the ideal fabric's on-demand nodes.
+ * messages, the parameter table, the ideal fabric's on-demand nodes, routes,
+ * and the load-time hazards fabric_lint reports.
  */
 #include "sim/fabric.h"
 #include "sim/param.h"
@@ -682,6 +683,137 @@ static void test_routes(void)
 	fabric_free(f);
 }
 
+/* fabric_lint's lines, collected. */
+struct lint_log {
+	int n;
+	char line[16][1024];
+};
+
+static void lint_collect(void *ctx, const char *msg)
+{
+	struct lint_log *g = ctx;
+	if (g->n < 16)
+		snprintf(g->line[g->n], sizeof(g->line[0]), "%s", msg);
+	g->n++;
+}
+
+/* The leaf-spine of test_routes; lossy[] gives cable c's a->b (2c) and b->a (2c+1) loss. */
+static struct fabric *lint_fabric(const double *lossy, int nlossy, const struct model_nic *nics)
+{
+	struct fabric_config cfg;
+	struct fabric *f;
+	struct fabric_switch_cfg sw = dswitch(40);
+	char err[FABRIC_ERR_LEN], name[16];
+	int other, bad;
+	fabric_config_init(&cfg);
+	fabric_new_explicit(&cfg, &f, err, sizeof(err));
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		fabric_add_node(f, name, 1, &nics[i], i, err, sizeof(err));
+	}
+	fabric_add_switch(f, "leaf0", &sw, 100, err, sizeof(err));
+	fabric_add_switch(f, "leaf1", &sw, 101, err, sizeof(err));
+	fabric_add_switch(f, "s0", &sw, 102, err, sizeof(err));
+	fabric_add_switch(f, "s1", &sw, 103, err, sizeof(err));
+	for (int c = 0; c < 12; c++) {
+		struct model_link l[2] = {dlink(), dlink()};
+		for (int d = 0; d < 2; d++) {
+			double p = 2 * c + d < nlossy ? lossy[2 * c + d] : 0;
+			if (p > 0) {
+				l[d].loss.kind = MODEL_LOSS_BERNOULLI;
+				l[d].loss.p[0] = model_prob(p);
+			}
+		}
+		if (c < 8) /* directed 2c up, 2c+1 down */
+			fabric_add_link(f, NICEP(c, 0), SWEP(c / 4), &l[0], &l[1], 200 + c, &other,
+					err, sizeof(err));
+		else /* 16, 17 leaf0-s0; 18, 19 leaf0-s1; 20, 21 leaf1-s0; 22, 23 leaf1-s1 */
+			fabric_add_link(f, SWEP((c - 8) / 2), SWEP(2 + (c - 8) % 2), &l[0], &l[1],
+					300, &other, err, sizeof(err));
+	}
+	CHECK(fabric_finish(f, &bad, err, sizeof(err)) == 0, "lint fabric: %s", err);
+	return f;
+}
+
+static void test_lint(void)
+{
+	struct model_nic nics[8];
+	double loss[24] = {0};
+	struct lint_log g = {0};
+	struct fabric *f;
+	for (int i = 0; i < 8; i++)
+		param_defaults(PARAM_NIC, &nics[i]);
+
+	/* No loss: nothing to say, whatever the timeouts. */
+	nics[0].timeout_exp = 0;
+	f = lint_fabric(loss, 24, nics);
+	CHECK(fabric_lint(f, lint_collect, &g) == 0 && g.n == 0, "lossless: %d lines", g.n);
+	fabric_free(f);
+
+	/*
+	 * n0 never times out. Its downlink (1) is lossy, but only others send over it; s0 ->
+	 * leaf0 (17) carries only leaf1's traffic; leaf0 -> s0 (16) and leaf0 -> s1 (18) carry
+	 * n0's to leaf1: those hang. n1 and n5 give up after one retry: at 1e-5 (links 1, 16,
+	 * 17, 18) that is one packet in 10^10, under the threshold, but leaf1 -> s1 (22, 5 %)
+	 * carries n5's traffic to n1 and n3: one packet in 400 fails.
+	 */
+	nics[1].retry_count = 1;
+	nics[5].retry_count = 1;
+	loss[1] = 1e-5;
+	loss[16] = 1e-5;
+	loss[17] = 1e-5;
+	loss[18] = 1e-5;
+	loss[22] = 0.05;
+	f = lint_fabric(loss, 24, nics);
+	g.n = 0;
+	int n = fabric_lint(f, lint_collect, &g);
+	CHECK(n == 3 && g.n == 3, "hazards: %d, %d lines: '%s' '%s' '%s' '%s'", n, g.n, g.line[0],
+	      g.line[1], g.line[2], g.line[3]);
+	CHECK(strncmp(g.line[0], "link 16 (leaf0 -> s0, loss bernoulli, 0.001 % of packets) carries "
+				 "traffic from n0-nic0 with timeout_exp 0 (an infinite ACK timeout): a "
+				 "lost last packet is never recovered", 144) == 0 &&
+		      strstr(g.line[0], "give that NIC a timeout_exp of 1..31") != NULL,
+	      "timeout hazard: '%s'", g.line[0]);
+	CHECK(strncmp(g.line[1], "link 18 (leaf0 -> s1,", 21) == 0 &&
+		      strstr(g.line[1], "from n0-nic0 with timeout_exp 0") != NULL,
+	      "timeout hazard: '%s'", g.line[1]);
+	CHECK(strcmp(g.line[2], "link 22 (leaf1 -> s1, loss bernoulli, 5 % of packets) carries "
+				"traffic from n5-nic0 with retry_count 1: about one packet in 400 is "
+				"lost 2 times in a row, which fails its message and connection "
+				"(ncclRemoteError); raise retry_count (at most 7, NCCL's default) or "
+				"lower the loss") == 0,
+	      "retry hazard: '%s'", g.line[2]);
+	fabric_free(f);
+
+	/* Everything lossy, nobody times out: 8 lines, then one counting the other 16. */
+	for (int i = 0; i < 8; i++) {
+		param_defaults(PARAM_NIC, &nics[i]);
+		nics[i].timeout_exp = 0;
+	}
+	for (int i = 0; i < 24; i++)
+		loss[i] = 1e-4;
+	f = lint_fabric(loss, 24, nics);
+	g.n = 0;
+	n = fabric_lint(f, lint_collect, &g);
+	CHECK(n == 24 && g.n == 9 &&
+		      strstr(g.line[1], "link 1 (leaf0 -> n0/0, loss bernoulli, 0.01 % of packets) "
+					"carries traffic from n1-nic0 and 6 other NIC(s) with "
+					"timeout_exp 0") == g.line[1] &&
+		      strcmp(g.line[8], "... and 16 more lossy link(s) with the same timeout_exp 0 "
+					"hazard (tools/simfabric fabric lists every link)") == 0,
+	      "capped: %d hazards, %d lines, '%s' '%s'", n, g.n, g.line[1], g.line[8]);
+	fabric_free(f);
+
+	/* The ideal fabric has no links. */
+	struct fabric_config cfg;
+	char err[FABRIC_ERR_LEN];
+	fabric_config_init(&cfg);
+	fabric_new_ideal(&cfg, &f, err, sizeof(err));
+	g.n = 0;
+	CHECK(fabric_lint(f, lint_collect, &g) == 0 && g.n == 0, "ideal");
+	fabric_free(f);
+}
+
 int main(void)
 {
 	test_names();
@@ -690,6 +822,7 @@ int main(void)
 	test_ideal();
 	test_explicit();
 	test_routes();
+	test_lint();
 	if (failures) {
 		fprintf(stderr, "test_fabric: %d of %d checks failed\n", failures, checks);
 		return 1;

@@ -98,7 +98,7 @@ int main(void)
 		path[c].link_id[1] = 2;
 		for (int j = 0; j < 2; j++)
 			path[c].hop[j] = &links[path[c].link_id[j]];
-		CHECK(chan_set_route(shm[c], &path[c], c == 2 ? 1 : 0, &nic) == 0, "route");
+		CHECK(chan_set_route(shm[c], &path[c], c == 2 ? 1 : 0, &nic, c, c + 1) == 0, "route");
 		CHECK(chan_tx_new(shm[c], clen, &tx[c]) == 0 && chan_rx_new(shm[c], clen, &rx[c]) == 0,
 		      "attach");
 		CHECK(chan_tx_set_fabric(tx[c], v) == 0 && chan_rx_set_fabric(rx[c], v) == 0, "fab");

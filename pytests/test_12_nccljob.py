@@ -1,0 +1,394 @@
+# SPDX-License-Identifier: MIT
+"""simfabric-nccljob without a GPU: the CLI, the TCP bootstrap, the exact checks and every
+failure path, through --dry-run (the same program with the host standing in for NCCL).
+
+Skipped with a reason where the program is not built (make builds it only where CUDA's
+runtime and NCCL are installed). The GPU runs are in the launcher's jobs (test_10).
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+import simfabric_pytest
+
+ROOT = simfabric_pytest.ROOT
+LIBDIR_SH = os.path.join(ROOT, "tools", "nccl-libdir.sh")
+DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
+          "bfloat16"]
+COLLS = ["allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall",
+         "sendrecv"]
+
+
+@pytest.fixture(scope="session")
+def nccljob(request):
+    path = os.path.join(os.path.realpath(request.config.getoption("--build-dir")),
+                        "simfabric-nccljob")
+    if not os.path.exists(path):
+        pytest.skip("%s is not built: make builds it only where CUDA's runtime and NCCL are "
+                    "installed (CUDA_HOME, NCCL_HOME)" % path)
+    p = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        pytest.skip("%s does not start here (libnccl.so.2 or libcudart not found? see "
+                    "tools/nccl-libdir.sh): %s" % (path, p.stderr.strip()[-500:]))
+    return path
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Job:
+    """N ranks of the program, started together; rcs, outputs and the JSON files."""
+
+    def __init__(self, prog, nranks, args, tmp, env=None, only=None, timeout=120):
+        self.nranks, self.args = nranks, list(args)
+        self.json_pattern = str(tmp / "job-%r.json")
+        port = free_port()
+        procs = []
+        t0 = time.monotonic()
+        for r in range(nranks):
+            if only is not None and r not in only:
+                continue
+            e = dict(os.environ, RANK=str(r), WORLD_SIZE=str(nranks), MASTER_ADDR="127.0.0.1",
+                     MASTER_PORT=str(port), NCCL_HOSTID="node%d" % r)
+            e.update(env or {})
+            procs.append((r, subprocess.Popen(
+                [prog] + self.args + ["--json", self.json_pattern], env=e,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+        self.rc, self.out, self.err, self.t = {}, {}, {}, {}
+        for r, p in procs:
+            try:
+                out, err = p.communicate(timeout=max(1, timeout - (time.monotonic() - t0)))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+                err += "\n[killed by the test after %d s]" % timeout
+            self.rc[r], self.out[r], self.err[r] = p.returncode, out, err
+            self.t[r] = time.monotonic() - t0
+        self.seconds = time.monotonic() - t0
+
+    def json(self, rank=0):
+        path = self.json_pattern.replace("%r", str(rank))
+        with open(path) as f:
+            return json.load(f)
+
+    def report(self):
+        s = ["args: %s" % " ".join(self.args)]
+        for r in sorted(self.rc):
+            s.append("--- rank %d: exit %s after %.1f s ---\n%s%s" % (
+                r, self.rc[r], self.t[r], self.out[r][-3000:], self.err[r][-3000:]))
+        return "\n".join(s)
+
+    def rcs(self):
+        return [self.rc[r] for r in sorted(self.rc)]
+
+
+def run1(prog, *args, env=None):
+    e = dict(os.environ)
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        e.pop(k, None)
+    e.update(env or {})
+    return subprocess.run([prog] + list(args), capture_output=True, text=True, timeout=60, env=e)
+
+
+# ---- the command line ----------------------------------------------------------------
+
+def test_12_01_help_names_every_option_variable_and_exit_status(nccljob):
+    p = run1(nccljob, "--help")
+    assert p.returncode == 0, p.stderr
+    for opt in ["--coll", "--min", "--max", "--factor", "--sizes", "--dtype", "--op", "--root",
+                "--warmup", "--iters", "--timing", "--check", "--device", "--blocking",
+                "--timeout-s", "--op-timeout-s", "--json", "--verbose", "--dry-run", "--inject",
+                "--help", "--version"]:
+        assert opt in p.stdout, opt
+    for var in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                "CUDA_VISIBLE_DEVICES", "NCCL_HOSTID"]:
+        assert var in p.stdout, var
+    for c in COLLS + DTYPES + ["2(n-1)/n", "(n-1)/n"]:
+        assert c in p.stdout, c
+    for code in ["0  every check passed", "1  usage", "2  wrong data", "3  an NCCL", "4  a timeout"]:
+        assert code in p.stdout, code
+
+
+@pytest.mark.parametrize("args,env,says", [
+    (["--bogus"], {}, "unknown option '--bogus'"),
+    (["--min"], {}, "--min needs a value"),
+    (["--max", "12Q"], {}, "'12Q' is not a size"),
+    (["--dtype", "float8"], {}, "unknown type 'float8'"),
+    (["--op", "avg"], {}, "unknown reduction 'avg'"),
+    (["--coll", "allreduce,gather"], {}, "unknown collective 'gather'"),
+    (["--check", "3"], {}, "--check: '3' is not an integer from 0 to 2"),
+    (["--sizes", "8", "--max", "1M"], {}, "do not go together"),
+    (["--min", "1M", "--max", "1K"], {}, "need 0 < min <= max"),
+    (["--timeout-s", "0"], {}, "not a number of seconds"),
+    (["--inject", "1:nccl"], {}, "only for --dry-run"),
+    (["--inject", "x"], {}, "is not RANK:WHAT"),
+    (["stray"], {}, "unexpected argument 'stray'"),
+    ([], {"RANK": "0"}, "RANK is set but WORLD_SIZE is not"),
+    ([], {"RANK": "2", "WORLD_SIZE": "2"}, "RANK='2' is not an integer from 0 to 1"),
+    ([], {"RANK": "0", "WORLD_SIZE": "2"}, "needs MASTER_ADDR and MASTER_PORT"),
+    (["--root", "1"], {}, "--root 1: WORLD_SIZE is 1"),
+    (["--dtype", "double", "--sizes", "4"], {}, "no size is large enough"),
+])
+def test_12_02_bad_usage_exits_1_naming_the_problem(nccljob, args, env, says):
+    t0 = time.monotonic()
+    p = run1(nccljob, *args, env=env)
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert says in p.stderr, p.stderr
+    assert time.monotonic() - t0 < 10
+
+
+# ---- exact checks, on the host ----------------------------------------------------------
+
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
+def test_12_03_every_collective_and_dtype_checks_out(nccljob, tmp_path, nranks):
+    for dt in DTYPES:
+        j = Job(nccljob, nranks, ["--dry-run", "--coll", "all", "--sizes", "8,100,1000,5000",
+                                  "--dtype", dt, "--root", str(nranks - 1), "--warmup", "1",
+                                  "--iters", "1", "--timeout-s", "60"], tmp_path)
+        assert j.rcs() == [0] * nranks, j.report()
+        d = j.json()
+        assert d["status"] == "ok" and d["dtype"] == dt, j.report()
+        assert all(r["ok"] and r["wrong"] == 0 for r in d["results"]), j.report()
+        assert {r["coll"] for r in d["results"]} == set(COLLS)
+
+
+@pytest.mark.parametrize("op", ["prod", "min", "max"])
+def test_12_04_every_reduction_checks_out(nccljob, tmp_path, op):
+    for dt in DTYPES:
+        j = Job(nccljob, 3, ["--dry-run", "--coll", "allreduce,reducescatter,reduce",
+                             "--sizes", "12,1200", "--dtype", dt, "--op", op, "--check", "2",
+                             "--warmup", "2", "--iters", "1"], tmp_path)
+        assert j.rcs() == [0, 0, 0], j.report()
+        assert j.json()["status"] == "ok", j.report()
+
+
+def test_12_05_json_combined_and_per_rank(nccljob, tmp_path):
+    j = Job(nccljob, 2, ["--dry-run", "--coll", "allreduce,allgather,sendrecv",
+                         "--min", "8", "--max", "1K", "--factor", "4"], tmp_path)
+    assert j.rcs() == [0, 0], j.report()
+    assert j.out[1] == "" and j.err[1] == "" and j.err[0] == "", j.report()
+    assert "allreduce" in j.out[0] and "busbw_GB/s" in j.out[0]
+    d = j.json(0)
+    for k in ["program", "version", "nranks", "nccl_version", "cuda_devices", "hostids", "dtype",
+              "op", "results", "status", "error", "ranks", "bytes_definition"]:
+        assert k in d, k
+    assert d["program"] == "simfabric-nccljob" and d["version"] == 1 and d["view"] == "combined"
+    assert d["nranks"] == 2 and d["hostids"] == ["node0", "node1"]
+    assert d["status"] == "ok" and d["error"] is None
+    assert [r["status"] for r in d["ranks"]] == ["ok", "ok"]
+    assert set(d["bytes_definition"]) == {"allreduce", "allgather", "sendrecv"}
+    # sizes 8, 32, 128, 512; allgather rounds to a multiple of 2 x 4 bytes
+    ar = [r for r in d["results"] if r["coll"] == "allreduce"]
+    assert [r["bytes"] for r in ar] == [8, 32, 128, 512]
+    assert [r["count"] for r in ar] == [2, 8, 32, 128]
+    for r in d["results"]:
+        assert len(r["rank_time_us"]) == 2 and r["time_us"] == max(r["rank_time_us"])
+        want = {"allreduce": 1.0, "allgather": 0.5, "sendrecv": 1.0}[r["coll"]]
+        assert r["busbw_factor"] == want
+        if r["time_us"] > 0:
+            assert abs(r["algbw_gbps"] - r["bytes"] / r["time_us"] / 1e3) < 1e-3 * r["algbw_gbps"]
+    mine = j.json(1)
+    assert mine["view"] == "rank" and mine["rank"] == 1 and mine["status"] == "ok"
+    assert mine["job_status"] == "ok" and len(mine["results"]) == len(d["results"])
+
+
+def test_12_06_only_rank_0_writes_without_percent_r(nccljob, tmp_path):
+    port = free_port()
+    out = tmp_path / "one.json"
+    procs = [subprocess.Popen([nccljob, "--dry-run", "--json", str(out)],
+                              env=dict(os.environ, RANK=str(r), WORLD_SIZE="2",
+                                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for r in range(2)]
+    assert [p.wait(60) for p in procs] == [0, 0]
+    assert json.load(open(out))["view"] == "combined"
+    assert sorted(os.listdir(tmp_path)) == ["one.json"]
+
+
+# ---- failures: every rank ends, with one story ---------------------------------------
+
+def test_12_07_wrong_data_exits_2_everywhere_and_names_the_element(nccljob, tmp_path):
+    j = Job(nccljob, 3, ["--dry-run", "--coll", "allreduce,alltoall", "--sizes", "96,960",
+                         "--inject", "2:data:3"], tmp_path)
+    assert j.rcs() == [2, 2, 2], j.report()
+    d = j.json()
+    assert d["status"] == "data_error" and d["error"]["code"] == "data_error", d["error"]
+    bad = [r for r in d["results"] if not r["ok"]]
+    assert len(bad) == 1 and bad[0]["coll"] == "alltoall" and bad[0]["bytes"] == 960
+    assert bad[0]["rank_wrong"] == [0, 0, 1] and bad[0]["first_wrong"]["rank"] == 2
+    assert "expected" in j.err[2] and "first at index 120" in j.err[2], j.err[2]
+
+
+def test_12_08_an_nccl_error_stops_every_rank_at_once(nccljob, tmp_path):
+    j = Job(nccljob, 4, ["--dry-run", "--sizes", "64,128,256", "--inject", "2:nccl:1"], tmp_path)
+    assert j.rcs() == [3, 3, 3, 3], j.report()
+    assert j.seconds < 20, j.report()
+    d = j.json()
+    assert d["status"] == "nccl_error" and d["error"]["code"] == "ncclRemoteError"
+    assert d["error"]["rank"] == 2 and "128 B" in d["error"]["phase"]
+    assert [r["status"] for r in d["ranks"]] == ["aborted", "aborted", "nccl_error", "aborted"]
+    assert len(d["results"]) == 1
+    for r in (0, 1, 3):
+        assert "stopping, because rank 2 failed" in j.err[r], j.err[r]
+
+
+@pytest.mark.slow
+def test_12_09_a_rank_that_stops_taking_part_times_out_everyone(nccljob, tmp_path):
+    j = Job(nccljob, 3, ["--dry-run", "--sizes", "64,128", "--inject", "1:hang:1",
+                         "--op-timeout-s", "2"], tmp_path)
+    assert j.rcs() == [4, 4, 4], j.report()
+    assert j.seconds < 15, j.report()
+    d = j.json()
+    assert d["status"] == "timeout" and d["error"]["rank"] == 1
+    assert "--op-timeout-s 2 s" in d["error"]["message"]
+
+
+@pytest.mark.parametrize("victim", [0, 1])
+def test_12_10_a_killed_rank_ends_the_others(nccljob, tmp_path, victim):
+    j = Job(nccljob, 3, ["--dry-run", "--sizes", "64,128,256", "--inject", "%d:exit:1" % victim],
+            tmp_path)
+    assert j.rc[victim] == -signal.SIGKILL, j.report()
+    others = [r for r in range(3) if r != victim]
+    assert [j.rc[r] for r in others] == [3, 3], j.report()
+    assert j.seconds < 20, j.report()
+    for r in others:
+        assert "peer_lost" in j.err[r] and "rank %d" % victim in j.err[r], j.err[r]
+    if victim != 0:
+        d = j.json()
+        assert d["status"] == "peer_lost" and d["error"]["rank"] == victim
+        assert d["ranks"][victim]["status"] == "peer_lost"
+
+
+@pytest.mark.slow
+def test_12_11a_a_call_that_never_returns_meets_the_watchdog(nccljob, tmp_path):
+    j = Job(nccljob, 3, ["--dry-run", "--sizes", "64,128", "--inject", "1:stuck:1",
+                         "--op-timeout-s", "2"], tmp_path)
+    assert j.rcs() == [4, 4, 4], j.report()
+    assert j.seconds < 15, j.report()
+    assert "watchdog" in j.err[1], j.err[1]
+    d = j.json()
+    assert d["status"] == "timeout" and d["error"]["code"] == "watchdog", d["error"]
+    assert [r["status"] for r in d["ranks"]] == ["aborted", "timeout", "aborted"]
+    assert j.json(1)["error"]["code"] == "watchdog"  # written by the watchdog itself
+
+
+def test_12_11_a_setup_failure_on_one_rank_exits_1_everywhere(nccljob, tmp_path):
+    j = Job(nccljob, 3, ["--dry-run", "--inject", "1:setup"], tmp_path)
+    assert j.rcs() == [1, 1, 1], j.report()
+    d = j.json()
+    assert d["status"] == "setup_error" and d["error"]["rank"] == 1
+    assert [r["status"] for r in d["ranks"]] == ["aborted", "setup_error", "aborted"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("who", [0, 1])
+def test_12_12_a_missing_rank_is_a_bootstrap_timeout(nccljob, tmp_path, who):
+    j = Job(nccljob, 2, ["--dry-run", "--timeout-s", "2"], tmp_path, only=[who])
+    assert j.rcs() == [4], j.report()
+    assert 1.5 < j.seconds < 12, j.report()
+    says = "did not connect to rank 0" if who == 0 else "could not reach rank 0"
+    assert says in j.err[who], j.err[who]
+    if who == 0:
+        assert j.json()["error"]["code"] == "bootstrap_timeout"
+
+
+def test_12_13_ranks_with_different_options_are_refused(nccljob, tmp_path):
+    port = free_port()
+    procs = []
+    for r, iters in ((0, "20"), (1, "3")):
+        procs.append(subprocess.Popen(
+            [nccljob, "--dry-run", "--iters", iters, "--timeout-s", "20"],
+            env=dict(os.environ, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                     MASTER_PORT=str(port)),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    res = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [1, 1], res
+    assert "other options than rank 0" in res[0][1], res
+
+
+def test_12_14_a_stranger_on_the_port_is_dropped(nccljob, tmp_path):
+    port = free_port()
+    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    r0 = subprocess.Popen([nccljob, "--dry-run", "--timeout-s", "30"], env=dict(env, RANK="0"),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=1)
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "rank 0 never listened"
+            time.sleep(0.05)
+    s.sendall(b"GET / HTTP/1.0\r\n\r\n" * 4)
+    r1 = subprocess.Popen([nccljob, "--dry-run", "--timeout-s", "30"], env=dict(env, RANK="1"),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out0, err0 = r0.communicate(timeout=60)
+    r1.communicate(timeout=60)
+    s.close()
+    assert (r0.returncode, r1.returncode) == (0, 0), err0
+    assert "dropped a connection before its HELLO" in err0, err0
+
+
+@pytest.mark.parametrize("victim", [0, 1])
+def test_12_15_sigterm_stops_the_job(nccljob, tmp_path, victim):
+    port = free_port()
+    procs, errs = [], []
+    for r in range(2):
+        errs.append(str(tmp_path / ("err-%d" % r)))
+        with open(errs[-1], "w") as err:
+            procs.append(subprocess.Popen(
+                [nccljob, "--dry-run", "--sizes", "64,128", "--inject", "1:hang:1",
+                 "--op-timeout-s", "60", "--json", str(tmp_path / "s-%r.json")],
+                env=dict(os.environ, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                         MASTER_PORT=str(port)),
+                stdout=subprocess.DEVNULL, stderr=err))
+    deadline = time.monotonic() + 20
+    while "--inject: not taking part" not in open(errs[1]).read():
+        assert time.monotonic() < deadline, "rank 1 never reached the hang"
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    procs[victim].send_signal(signal.SIGTERM)
+    rcs = [p.wait(30) for p in procs]
+    assert rcs == [128 + signal.SIGTERM] * 2, (rcs, [open(e).read() for e in errs])
+    assert time.monotonic() - t0 < 10
+    d = json.load(open(tmp_path / "s-0.json"))
+    assert d["status"] == "interrupted" and d["error"]["code"] == "SIGTERM"
+    assert d["error"]["rank"] == victim
+
+
+# ---- without a GPU, the real thing fails fast and says why -------------------------------
+
+def test_12_16_no_gpu_is_a_clear_setup_error_not_a_hang(nccljob, tmp_path):
+    if shutil.which("nvidia-smi") and subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                                                     timeout=60).returncode == 0:
+        pytest.skip("this machine has a GPU")
+    j = Job(nccljob, 2, ["--timeout-s", "60"], tmp_path)
+    assert j.rcs() == [1, 1], j.report()
+    assert j.seconds < 30, j.report()
+    for r in range(2):
+        assert "cudaGetDeviceCount failed" in j.err[r], j.err[r]
+    d = j.json()
+    assert d["status"] == "setup_error" and d["error"]["code"].startswith("cuda")
+    assert d["nccl_version"].count(".") == 2
+
+
+def test_12_17_nccl_libdir_finds_what_the_program_needs(nccljob):
+    p = subprocess.run([LIBDIR_SH, "-v", nccljob], capture_output=True, text=True, timeout=60)
+    assert p.returncode in (0, 1), p.stderr
+    dirs = [d for d in p.stdout.strip().split(":") if d]
+    if p.returncode == 0:
+        for so in ("libnccl.so.2", "libcudart.so"):
+            assert any(f.startswith(so) for d in dirs for f in os.listdir(d)), (so, dirs)
+    else:
+        assert "not found:" in p.stderr, p.stderr
+    bad = subprocess.run([LIBDIR_SH, "--nope"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown option" in bad.stderr

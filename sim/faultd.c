@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: MIT */
+/* faultd.c - the daemon's side of faults. See faultd.h. */
+#include "sim/faultd.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim/log.h"
+
+struct fstate_d {
+	uint64_t next_win;  /* the next window whose start is to be logged */
+	uint64_t open_win;  /* a window whose end is to be logged, +1 (0: none) */
+	int64_t open_end;   /* its end */
+	uint64_t windows;   /* windows begun so far */
+	int64_t logged_origin;
+};
+
+struct faultd {
+	struct fst_shm *shm;
+	const struct fabric *f;
+	struct faultd_ops ops;
+	struct fstate_d st[FAULT_MAX];
+};
+
+static int64_t vt(const struct faultd *d, int64_t t)
+{
+	return t - d->shm->epoch_ns;
+}
+
+const char *faultd_link_name(const struct fabric *f, uint32_t link, char *buf, size_t cap)
+{
+	const struct fabric_link *l = fabric_link(f, link);
+	char a[FABRIC_NIC_NAME_MAX + 1] = "?", b[FABRIC_NIC_NAME_MAX + 1] = "?";
+	for (int k = 0; l && k < 2; k++) {
+		const struct fabric_ep *e = k ? &l->to : &l->from;
+		char *o = k ? b : a;
+		if (e->kind == FABRIC_EP_SWITCH) {
+			const struct fabric_switch *sw = fabric_switch(f, e->id);
+			snprintf(o, sizeof(a), "%s", sw ? sw->name : "?");
+		} else {
+			const struct fabric_node *n = fabric_node(f, e->id);
+			const struct fabric_nic *c = n ? fabric_nic(n, e->nic) : NULL;
+			snprintf(o, sizeof(a), "%s", c ? c->name : "?");
+		}
+	}
+	snprintf(buf, cap, "link %u (%s -> %s)", link, a, b);
+	return buf;
+}
+
+static const char *node_name(const struct fabric *f, int id)
+{
+	const struct fabric_node *n = id >= 0 ? fabric_node(f, id) : NULL;
+	return n ? n->name : "any";
+}
+
+/* "link_down on link 3 (a -> b) and 1 more", "reset on node0 -> node1" */
+static void scope_text(const struct faultd *d, const struct fault_spec *f, char *buf, size_t cap)
+{
+	char l[160];
+	if (f->nlinks) {
+		faultd_link_name(d->f, f->link[0], l, sizeof(l));
+		if (f->nlinks > 1)
+			snprintf(buf, cap, "%s on %s and %u more", fault_kind_names[f->kind], l,
+				 f->nlinks - 1);
+		else
+			snprintf(buf, cap, "%s on %s", fault_kind_names[f->kind], l);
+	} else if (f->conn_scope) {
+		snprintf(buf, cap, "%s on connections %s -> %s", fault_kind_names[f->kind],
+			 node_name(d->f, f->src_node), node_name(d->f, f->dst_node));
+	} else {
+		snprintf(buf, cap, "%s of node %s", fault_kind_names[f->kind], node_name(d->f, f->node));
+	}
+}
+
+static void wall(char *buf, size_t cap)
+{
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	localtime_r(&ts.tv_sec, &tm);
+	size_t n = strftime(buf, cap, "%H:%M:%S", &tm);
+	snprintf(buf + n, cap - n, ".%06ld", ts.tv_nsec / 1000);
+}
+
+static int publish(struct faultd *d, const struct fault_spec *spec, int64_t origin, uint32_t *id,
+		   char *err, size_t errlen)
+{
+	char why[256];
+	if (fault_spec_check(spec, why, sizeof(why))) {
+		snprintf(err, errlen, "fault '%s': %s", spec->name, why);
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; i < spec->nlinks; i++)
+		if (spec->link[i] >= d->shm->nlinks) {
+			snprintf(err, errlen, "fault '%s': link: %u is not a link of this fabric",
+				 spec->name, spec->link[i]);
+			return -EINVAL;
+		}
+	int rc = fst_fault_add(d->shm, spec, origin, id);
+	if (rc) {
+		snprintf(err, errlen, "fault '%s': the fabric has had %d faults, its limit", spec->name,
+			 FAULT_MAX);
+		return rc;
+	}
+	memset(&d->st[*id], 0, sizeof(d->st[*id]));
+	char sc[256], t1[32], t2[32], t3[32];
+	scope_text(d, spec, sc, sizeof(sc));
+	log_info("fault #%u '%s': %s, %s%s%s, for %s%s%s", *id, spec->name, sc,
+		 spec->trigger == FAULT_T_TIME ? "at " : "after a trigger, +",
+		 fault_fmt_ns(spec->trigger == FAULT_T_TIME && origin ? vt(d, origin) + spec->start_ns
+								     : spec->start_ns,
+			      t1, sizeof(t1)),
+		 spec->trigger == FAULT_T_TIME ? " (fabric time)" : "",
+		 fault_fmt_ns(spec->duration_ns, t2, sizeof(t2)),
+		 spec->period_ns ? ", every " : "",
+		 spec->period_ns ? fault_fmt_ns(spec->period_ns, t3, sizeof(t3)) : "");
+	return 0;
+}
+
+int faultd_new(struct fst_shm *shm, const struct fabric *f, const struct fault_plan *plan,
+	       const struct faultd_ops *ops, struct faultd **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	struct faultd *d = calloc(1, sizeof(*d));
+	if (!d) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	d->shm = shm;
+	d->f = f;
+	if (ops)
+		d->ops = *ops;
+	for (int i = 0; plan && i < plan->n; i++) {
+		uint32_t id;
+		const struct fault_spec *sp = &plan->f[i];
+		int rc = publish(d, sp, sp->trigger == FAULT_T_TIME ? shm->epoch_ns : 0, &id, err,
+				 errlen);
+		if (rc) {
+			free(d);
+			return rc;
+		}
+	}
+	*out = d;
+	return 0;
+}
+
+void faultd_free(struct faultd *d)
+{
+	free(d);
+}
+
+int faultd_apply(struct faultd *d, const struct fault_spec *spec, int64_t now, uint32_t *id,
+		 char *err, size_t errlen)
+{
+	return publish(d, spec, spec->trigger == FAULT_T_TIME ? now : 0, id, err, errlen);
+}
+
+int faultd_clear(struct faultd *d, int64_t id, int64_t at, int *n, char *err, size_t errlen)
+{
+	*n = 0;
+	uint32_t total = atomic_load(&d->shm->nfaults);
+	if (id >= 0 && (uint64_t)id >= total) {
+		snprintf(err, errlen, "id: no fault #%lld (there are %u)", (long long)id, total);
+		return -ENOENT;
+	}
+	for (uint32_t i = 0; i < total; i++) {
+		if (id >= 0 && i != (uint64_t)id)
+			continue;
+		struct fst_fault *ff = fst_fault(d->shm, i);
+		if (!ff)
+			continue;
+		int64_t u = atomic_load(&ff->until);
+		if (u <= at)
+			continue;
+		atomic_store(&ff->until, at);
+		(*n)++;
+		char t[32];
+		log_info("fault #%u '%s': cleared at %s (fabric time)", i, ff->spec.name,
+			 fault_fmt_ns(vt(d, at), t, sizeof(t)));
+	}
+	return 0;
+}
+
+/* Start of window i, or -1 past the last. */
+static int64_t win_start(const struct fault_spec *f, int64_t origin, int64_t until, uint64_t i)
+{
+	if ((f->count && i >= f->count) || (i && !f->period_ns))
+		return -1;
+	if (f->period_ns && i > (uint64_t)(INT64_MAX - origin - f->start_ns) / (uint64_t)f->period_ns)
+		return -1;
+	int64_t a = origin + f->start_ns + f->period_ns * (int64_t)i;
+	return a >= until ? -1 : a;
+}
+
+static int64_t win_end(const struct fault_spec *f, int64_t a, int64_t until)
+{
+	int64_t b = f->duration_ns == FAULT_FOREVER || a > INT64_MAX - f->duration_ns
+			    ? FAULT_FOREVER
+			    : a + f->duration_ns;
+	return b > until ? until : b;
+}
+
+static int log_this(uint64_t i)
+{
+	return i < FAULTD_LOG_WINDOWS || (i & (i - 1)) == 0;
+}
+
+static void tick_one(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_t now)
+{
+	const struct fault_spec *f = &ff->spec;
+	struct fstate_d *st = &d->st[id];
+	int64_t origin = atomic_load(&ff->origin), until = atomic_load(&ff->until);
+	char w[32], t1[32], t2[32], sc[256];
+	if (!origin)
+		return;
+	if (!st->logged_origin) {
+		st->logged_origin = origin;
+		if (f->trigger != FAULT_T_TIME) {
+			wall(w, sizeof(w));
+			log_warn("fault #%u '%s': triggered at %s (fabric time; wall %s): %s", id,
+				 f->name, fault_fmt_ns(vt(d, origin), t1, sizeof(t1)), w,
+				 f->trigger == FAULT_T_FIRST_TRAFFIC ? "first traffic on its link"
+				 : f->trigger == FAULT_T_MESSAGES    ? "message count reached"
+								     : "byte count reached");
+		}
+	}
+	scope_text(d, f, sc, sizeof(sc));
+	/* a window still open: its end */
+	if (st->open_win && (st->open_end <= now || until < st->open_end)) {
+		int64_t e = st->open_end < until ? st->open_end : until;
+		if (e <= now) {
+			uint64_t i = st->open_win - 1;
+			if (log_this(i)) {
+				wall(w, sizeof(w));
+				log_warn("fault #%u '%s': %s: window %llu ends at %s (fabric time; wall "
+					 "%s)",
+					 id, f->name, sc, (unsigned long long)i,
+					 fault_fmt_ns(vt(d, e), t1, sizeof(t1)), w);
+			}
+			st->open_win = 0;
+		}
+	}
+	for (int guard = 0; guard < 100000; guard++) {
+		int64_t a = win_start(f, origin, until, st->next_win);
+		if (a < 0 || a > now)
+			break;
+		uint64_t i = st->next_win++;
+		if (!fault_window_taken(f, d->shm->seed, id, i))
+			continue;
+		int64_t b = win_end(f, a, until);
+		st->windows++;
+		if (log_this(i)) {
+			wall(w, sizeof(w));
+			log_warn("fault #%u '%s': %s: window %llu begins at %s (fabric time; wall %s)%s%s",
+				 id, f->name, sc, (unsigned long long)i,
+				 fault_fmt_ns(vt(d, a), t1, sizeof(t1)), w,
+				 b == FAULT_FOREVER ? ", no end" : ", until ",
+				 b == FAULT_FOREVER ? "" : fault_fmt_ns(vt(d, b), t2, sizeof(t2)));
+		}
+		if (f->action == FAULT_A_KILL && d->ops.kill) {
+			char why[320];
+			snprintf(why, sizeof(why), "fault #%u '%s' (node_kill of %s)", id, f->name,
+				 node_name(d->f, f->node));
+			int k = d->ops.kill(d->ops.ctx, f->node, why);
+			atomic_fetch_add(&ff->hit, (uint64_t)k);
+		}
+		if (f->action == FAULT_A_RESET && d->ops.reset) {
+			/* a queue pair in error flushes what is posted on both ends, idle or not */
+			char why[320];
+			snprintf(why, sizeof(why), "fault #%u '%s' (reset of %s -> %s)", id, f->name,
+				 node_name(d->f, f->src_node), node_name(d->f, f->dst_node));
+			int k = d->ops.reset(d->ops.ctx, f->src_node, f->dst_node, id, why);
+			atomic_fetch_add(&ff->failed, (uint64_t)k);
+		}
+		if (b > now) {
+			st->open_win = i + 1;
+			st->open_end = b;
+		} else if (log_this(i)) {
+			log_warn("fault #%u '%s': %s: window %llu ends at %s (fabric time)", id, f->name,
+				 sc, (unsigned long long)i, fault_fmt_ns(vt(d, b), t1, sizeof(t1)));
+		}
+	}
+}
+
+void faultd_tick(struct faultd *d, int64_t now)
+{
+	if (!d)
+		return;
+	uint32_t n = atomic_load(&d->shm->nfaults);
+	for (uint32_t id = 0; id < n; id++) {
+		struct fst_fault *ff = fst_fault(d->shm, id);
+		if (ff)
+			tick_one(d, id, ff, now);
+	}
+}
+
+int64_t faultd_next_ns(const struct faultd *d, int64_t now)
+{
+	if (!d)
+		return 0;
+	int64_t next = 0;
+	uint32_t n = atomic_load(&d->shm->nfaults);
+	for (uint32_t id = 0; id < n; id++) {
+		struct fst_fault *ff = fst_fault(d->shm, id);
+		if (!ff)
+			continue;
+		const struct fstate_d *st = &d->st[id];
+		int64_t origin = atomic_load(&ff->origin), until = atomic_load(&ff->until), t = 0;
+		if (!origin || !st->logged_origin) {
+			t = now + FAULTD_POLL_NS; /* an armed trigger: look again soon */
+		} else {
+			int64_t a = win_start(&ff->spec, origin, until, st->next_win);
+			if (a >= 0)
+				t = a;
+			if (st->open_win && (!t || st->open_end < t))
+				t = st->open_end;
+		}
+		if (t && (!next || t < next))
+			next = t;
+	}
+	return next;
+}
+
+int faultd_connect(struct faultd *d, int src, int dst, int64_t now, int64_t *until,
+		   uint32_t *fid, char *why, size_t whylen)
+{
+	if (!d)
+		return 0;
+	uint32_t n = atomic_load(&d->shm->nfaults);
+	int verdict = 0;
+	for (uint32_t id = 0; id < n; id++) {
+		struct fst_fault *ff = fst_fault(d->shm, id);
+		if (!ff || (ff->spec.action != FAULT_A_REFUSE && ff->spec.action != FAULT_A_DELAY))
+			continue;
+		const struct fault_spec *f = &ff->spec;
+		if (f->node != FAULT_ANY && f->node != src && f->node != dst)
+			continue;
+		int64_t a, b;
+		if (!fault_window(f, d->shm->seed, id, atomic_load(&ff->origin),
+				  atomic_load(&ff->until), now, now, &a, &b) ||
+		    a > now)
+			continue;
+		atomic_fetch_add(&ff->hit, 1);
+		char t[32];
+		*fid = id;
+		if (f->action == FAULT_A_REFUSE) {
+			atomic_fetch_add(&ff->failed, 1);
+			snprintf(why, whylen, "refused by fault #%u '%s' (connect_refuse%s%s, window "
+					      "until %s fabric time)",
+				 id, f->name, f->node == FAULT_ANY ? "" : " of node ",
+				 f->node == FAULT_ANY ? "" : node_name(d->f, f->node),
+				 b == FAULT_FOREVER ? "forever" : fault_fmt_ns(vt(d, b), t, sizeof(t)));
+			return -1;
+		}
+		atomic_fetch_add(&ff->delayed, 1);
+		atomic_fetch_add(&ff->delay_ns, (uint64_t)f->delay_ns);
+		if (!verdict || now + f->delay_ns > *until)
+			*until = now + f->delay_ns;
+		snprintf(why, whylen, "held for %s by fault #%u '%s' (connect_delay)",
+			 fault_fmt_ns(f->delay_ns, t, sizeof(t)), id, f->name);
+		verdict = 1;
+	}
+	return verdict;
+}
+
+uint32_t faultd_count(const struct faultd *d)
+{
+	return d ? atomic_load(&d->shm->nfaults) : 0;
+}
+
+int faultd_describe(const struct faultd *d, uint32_t id, int64_t now, char *buf, size_t cap)
+{
+	struct fst_fault *ff = fst_fault(d->shm, id);
+	if (!ff)
+		return -ENOENT;
+	const struct fault_spec *f = &ff->spec;
+	int64_t origin = atomic_load(&ff->origin), until = atomic_load(&ff->until), a, b;
+	const char *state = "armed";
+	if (origin) {
+		if (fault_window(f, d->shm->seed, id, origin, until, now, now, &a, &b) && a <= now)
+			state = "on";
+		else if (until <= now || win_start(f, origin, until, d->st[id].next_win) < 0)
+			state = d->st[id].open_win ? "on" : "over";
+		else
+			state = "waiting";
+	}
+	char sc[256];
+	scope_text(d, f, sc, sizeof(sc));
+	for (char *c = sc; *c; c++)
+		if (*c == ',')
+			*c = ';';
+	snprintf(buf, cap,
+		 "name=%s,action=%s,scope=%s,state=%s,origin_ns=%lld,until_ns=%lld,windows=%llu,"
+		 "hit=%llu,delayed=%llu,failed=%llu,delay_ns=%llu,line=%d",
+		 f->name, fault_kind_names[f->kind], sc, state,
+		 origin ? (long long)vt(d, origin) : -1LL,
+		 until == FAULT_FOREVER ? -1LL : (long long)vt(d, until),
+		 (unsigned long long)d->st[id].windows, (unsigned long long)atomic_load(&ff->hit),
+		 (unsigned long long)atomic_load(&ff->delayed),
+		 (unsigned long long)atomic_load(&ff->failed),
+		 (unsigned long long)atomic_load(&ff->delay_ns), f->line);
+	return 0;
+}

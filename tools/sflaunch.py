@@ -1,0 +1,1279 @@
+# SPDX-License-Identifier: MIT
+"""sflaunch - run programs as emulated nodes over a simfabric fabric, and scenarios' jobs.
+
+What `simfabric launch` and `simfabric run` do, as a Python API (the pytest plugin uses it too):
+
+  launch(cmd, nodes=N, gpus_per_node=G, scenario=None | socket=None, ...) -> LaunchResult
+      a fabric (a fresh simfabricd on a run-time socket, or an existing one at `socket`), and
+      N*G ranks of cmd, each with the environment torchrun would give it plus what makes NCCL
+      use simfabric (rank_env()). Output is prefixed by rank and kept per rank in the run
+      directory; a rank failing ends the job after a grace period; a timeout dumps every
+      rank's stack; Ctrl-C tears everything down.
+  run_scenario(path, ...) -> RunResult
+      the scenario's job: (read from the fabric dump, `simfabricd --dump-fabric`: never from the
+      YAML) launched as above, its results checked against expect: (data, timing against the
+      model in sfmodel.py, an expected failure), with a report.
+
+Standard library only. Exit statuses of the CLI: see EXIT_*.
+"""
+import json
+import os
+import re
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import sfctl  # noqa: E402
+import sfmodel  # noqa: E402
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_CANNOT = 0, 1, 2, 77
+EXIT_TIMEOUT = 124
+TIME_SLICED = ("ranks sharing a GPU without MPS are time-sliced: a small allreduce takes about "
+               "18 ms instead of 30 us")
+PYHOOK = os.path.join(HERE, "sfpyhook")  # sitecustomize: faulthandler on SIGUSR1 for Python ranks
+SOCKET_MAX = 100  # sun_path is 108 bytes
+
+
+class LaunchError(Exception):
+    """The job cannot start: status is the CLI's exit status for it."""
+
+    def __init__(self, msg, status=EXIT_USAGE):
+        super().__init__(msg)
+        self.status = status
+
+
+# ---- paths -------------------------------------------------------------------------------------
+
+class Paths:
+    """The built binaries and the tools, from build_dir (default $SIMFABRIC_BUILD or build/)."""
+
+    def __init__(self, build_dir=None):
+        self.build = os.path.realpath(build_dir or os.environ.get("SIMFABRIC_BUILD") or
+                                      os.path.join(ROOT, "build"))
+        self.daemon = os.environ.get("SIMFABRICD") or os.path.join(self.build, "simfabricd")
+        self.plugin = os.path.join(self.build, "libnccl-net-simfabric.so")
+        self.harness = os.path.join(self.build, "simfabric-harness")
+        self.nccljob = os.path.join(self.build, "simfabric-nccljob")
+        self.torchjob = os.path.join(HERE, "torch_collectives.py")
+        self.libdir_sh = os.path.join(HERE, "nccl-libdir.sh")
+
+    def require(self, *paths):
+        for p in paths:
+            if not os.path.exists(p):
+                raise LaunchError("%s is missing: build it with `make`" % p, EXIT_CANNOT)
+
+
+def nccl_libdirs(paths):
+    """Directories holding libnccl.so.2 and libcudart, from tools/nccl-libdir.sh if present."""
+    if not os.access(paths.libdir_sh, os.X_OK):
+        return []
+    try:
+        out = subprocess.run([paths.libdir_sh], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [d for d in out.stdout.strip().split(":") if d] if out.returncode == 0 else []
+
+
+def python_with(module, candidates=None):
+    """The first Python interpreter that can import module ($SIMFABRIC_PYTHON, this one,
+    python3 on PATH), or None."""
+    cands = candidates or [os.environ.get("SIMFABRIC_PYTHON"), sys.executable,
+                           shutil.which("python3")]
+    seen = set()
+    for c in cands:
+        if not c or c in seen:
+            continue
+        seen.add(c)
+        try:
+            if subprocess.run([c, "-c", "import %s" % module], capture_output=True,
+                              timeout=120).returncode == 0:
+                return c
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return None
+
+
+# ---- GPUs and MPS ---------------------------------------------------------------------------
+
+_gpu_cache = {}
+
+
+def gpu_ids():
+    """The physical GPUs this job may use: nvidia-smi -L's count, restricted to the user's
+    CUDA_VISIBLE_DEVICES when set. [] without nvidia-smi or devices."""
+    if "ids" in _gpu_cache:
+        return _gpu_cache["ids"]
+    ids = []
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60)
+            n = sum(1 for ln in out.stdout.splitlines() if ln.startswith("GPU "))
+            ids = [str(i) for i in range(n)] if out.returncode == 0 else []
+        except (OSError, subprocess.TimeoutExpired):
+            ids = []
+    user = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if ids and user is not None:
+        ids = [d.strip() for d in user.split(",") if d.strip()]
+    _gpu_cache["ids"] = ids
+    return ids
+
+
+def gpu_map(nnodes, gpus_per_node, gpus):
+    """CUDA_VISIBLE_DEVICES per rank (rank = node * gpus_per_node + local rank), and whether ranks
+    share a GPU. Each emulated node sees gpus_per_node GPUs, taken round-robin from gpus, so
+    LOCAL_RANK indexes them; a node wanting more GPUs than there are gets one GPU per rank
+    instead (its ranks then use device LOCAL_RANK % device_count). No GPUs: None everywhere."""
+    n = nnodes * gpus_per_node
+    if not gpus:
+        return [None] * n, False
+    out = []
+    for node in range(nnodes):
+        if gpus_per_node <= len(gpus):
+            vis = ",".join(gpus[(node * gpus_per_node + l) % len(gpus)]
+                           for l in range(gpus_per_node))
+            out += [vis] * gpus_per_node
+        else:
+            out += [gpus[(node * gpus_per_node + l) % len(gpus)] for l in range(gpus_per_node)]
+    return out, n > len(gpus)
+
+
+def mps_plan(nranks, ngpus, have_ctl):
+    """Whether to start MPS and what to tell the user: (start, message). MPS is needed when
+    ranks share a GPU (more ranks than GPUs); without nvidia-cuda-mps-control they run
+    time-sliced, which is said plainly."""
+    if ngpus == 0 or nranks <= ngpus:
+        return False, None
+    if not have_ctl:
+        return False, ("WARNING: %d ranks share %d GPU(s) and MPS is not available "
+                       "(nvidia-cuda-mps-control not found): %s" % (nranks, ngpus, TIME_SLICED))
+    return True, "%d ranks share %d GPU(s): starting MPS" % (nranks, ngpus)
+
+
+class Mps:
+    """nvidia-cuda-mps-control -d with its pipe and log directories in the run directory."""
+
+    def __init__(self, rundir, say):
+        base = rundir if len(rundir) < 60 else tempfile.mkdtemp(prefix="sf-mps-")
+        self.env = {"CUDA_MPS_PIPE_DIRECTORY": os.path.join(base, "mps-pipe"),
+                    "CUDA_MPS_LOG_DIRECTORY": os.path.join(base, "mps-log")}
+        self.say = say
+        self.running = False
+
+    def start(self):
+        for d in self.env.values():
+            os.makedirs(d, mode=0o700, exist_ok=True)
+        ctl = shutil.which("nvidia-cuda-mps-control")
+        e = dict(os.environ, **self.env)
+        try:
+            p = subprocess.run([ctl, "-d"], env=e, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as ex:
+            p = None
+            why = str(ex)
+        if p is not None and p.returncode == 0:
+            self.running = True
+            self.say("MPS started (pipe directory %s)" % self.env["CUDA_MPS_PIPE_DIRECTORY"])
+        else:
+            why = (p.stderr.strip() or "exit status %d" % p.returncode) if p else why
+            self.say("WARNING: MPS did not start (%s): %s" % (why, TIME_SLICED))
+        return self.running
+
+    def stop(self):
+        if not self.running:
+            return
+        e = dict(os.environ, **self.env)
+        try:
+            subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", env=e, text=True,
+                           capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.running = False
+
+
+# ---- processes ------------------------------------------------------------------------------
+
+try:
+    import ctypes
+    _LIBC = ctypes.CDLL(None)
+except (ImportError, OSError):
+    _LIBC = None
+
+
+def _pdeathsig():
+    """In the child: die with the launcher (SIGTERM if it goes away without tearing down)."""
+    if _LIBC is not None:
+        _LIBC.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+
+
+def free_port():
+    """A TCP port nobody listens on now (MASTER_PORT)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def process_tree(pid):
+    """pid and all its descendants (from /proc/*/stat), parents first."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+            ppid = int(st[st.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop(0)
+        out.append(p)
+        todo += sorted(children.get(p, []))
+    return out
+
+
+def _read(path, limit=20000):
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode("utf-8", "replace")
+    except OSError as e:
+        return "(%s)" % e.strerror
+
+
+def _catches(pid, sig):
+    for ln in _read("/proc/%d/status" % pid).splitlines():
+        if ln.startswith("SigCgt:"):
+            return bool(int(ln.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
+
+def stack_dump(pid, gdb=True):
+    """What pid and its threads are doing: gdb's `thread apply all bt` when gdb exists, else
+    /proc/PID/stack and each thread's wchan; a Python process that catches SIGUSR1
+    (faulthandler, as sfpyhook sets up) also writes its Python stack to its own stderr."""
+    cmd = _read("/proc/%d/cmdline" % pid).replace("\0", " ").strip()
+    lines = ["=== pid %d: %s" % (pid, cmd or "(gone)"),
+             "state: %s" % next((ln.split(":", 1)[1].strip() for ln in
+                                 _read("/proc/%d/status" % pid).splitlines()
+                                 if ln.startswith("State:")), "?"),
+             "wchan: %s" % _read("/proc/%d/wchan" % pid)]
+    if _catches(pid, signal.SIGUSR1) and "python" in cmd.split(" ")[0]:
+        try:
+            os.kill(pid, signal.SIGUSR1)
+            lines.append("(sent SIGUSR1: its Python stack is in its log)")
+        except OSError:
+            pass
+    g = shutil.which("gdb") if gdb else None
+    if g:
+        try:
+            out = subprocess.run([g, "-batch", "-nx", "-p", str(pid), "-ex",
+                                  "thread apply all bt"], capture_output=True, text=True,
+                                 timeout=30)
+            lines.append(out.stdout[-30000:] + out.stderr[-2000:])
+        except (OSError, subprocess.TimeoutExpired) as e:
+            lines.append("(gdb: %s)" % e)
+    else:
+        lines.append("kernel stack:\n" + _read("/proc/%d/stack" % pid))
+        try:
+            for t in sorted(os.listdir("/proc/%d/task" % pid), key=int):
+                lines.append("thread %s: %s wchan %s" % (
+                    t, _read("/proc/%d/task/%s/comm" % (pid, t)).strip(),
+                    _read("/proc/%d/task/%s/wchan" % (pid, t))))
+        except OSError:
+            pass
+    return "\n".join(lines)
+
+
+def dump_stacks(pids, path, gdb=True):
+    """stack_dump of every pid and its descendants into path; returns the text."""
+    seen, parts = set(), []
+    for p in pids:
+        for q in process_tree(p):
+            if q not in seen:
+                seen.add(q)
+                parts.append(stack_dump(q, gdb))
+    text = "\n\n".join(parts) + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+    return text
+
+
+def _killpg(pgid, sig):
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _signame(sig):
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return "signal %d" % sig
+
+
+class Proc:
+    """One rank (or the harness): its process, output and outcome."""
+
+    def __init__(self, label, rank, node, argv, env, log_path):
+        self.label, self.rank, self.node, self.argv, self.env = label, rank, node, argv, env
+        self.log_path = log_path
+        self.popen = None
+        self.rc = None
+        self.t_exit = None
+        self.killed = None  # the signal the launcher tore it down with, if it did
+        self.stdout_tail = bytearray()
+        self.bufs = {}
+
+    @property
+    def pid(self):
+        return self.popen.pid if self.popen else None
+
+    def outcome(self):
+        if self.rc is None:
+            return "still running"
+        if self.rc == 0:
+            return "exit 0"
+        if self.rc < 0:
+            s = "killed by %s" % _signame(-self.rc)
+            return s + (" (torn down by the launcher)" if self.killed else "")
+        return "exit %d" % self.rc
+
+    def to_json(self):
+        return {"label": self.label, "rank": self.rank, "node": self.node, "pid": self.pid,
+                "argv": self.argv, "rc": self.rc,
+                "signal": _signame(-self.rc) if self.rc is not None and self.rc < 0 else None,
+                "exit_s": self.t_exit, "torn_down": bool(self.killed), "log": self.log_path,
+                "cuda_visible_devices": self.env.get("CUDA_VISIBLE_DEVICES")}
+
+    def log_text(self, limit=16000):
+        t = _read(self.log_path, 1 << 24)
+        return t if len(t) <= limit else "...\n" + t[-limit:]
+
+
+class Daemon:
+    """A simfabricd of our own on a socket in the run directory (or a short one under /tmp when
+    the run directory's path is too long for a socket)."""
+
+    def __init__(self, paths, rundir, scenario=None, args=()):
+        self.paths, self.rundir = paths, rundir
+        st = os.stat(rundir)
+        sockdir = rundir
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:  # the daemon wants it private
+            sockdir = os.path.join(rundir, "fabric")
+            os.makedirs(sockdir, mode=0o700, exist_ok=True)
+            os.chmod(sockdir, 0o700)
+        sock = os.path.join(sockdir, "ctl.sock")
+        if len(sock) > SOCKET_MAX:
+            sock = os.path.join(tempfile.mkdtemp(prefix="sf-"), "ctl.sock")
+        self.socket = sock
+        self.log_path = os.path.join(rundir, "simfabricd.log")
+        self.argv = [paths.daemon, "--socket", sock] + (
+            ["--scenario", scenario] if scenario else []) + list(args)
+        self.proc = None
+
+    def start(self):
+        self.paths.require(self.paths.daemon)
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self._log,
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=_pdeathsig)
+        try:
+            sfctl.wait_ready(self.socket, timeout=15, proc=self.proc)
+        except sfctl.CtlError as e:
+            self.stop()
+            raise LaunchError("%s\n--- simfabricd log ---\n%s" % (e, _read(self.log_path)),
+                              EXIT_FAIL)
+        return self
+
+    def stop(self, grace=5.0):
+        """SIGTERM, then SIGKILL after grace; returns its exit status."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        d = os.path.dirname(self.socket)
+        if d != self.rundir and os.path.basename(d).startswith("sf-"):
+            shutil.rmtree(d, ignore_errors=True)
+        return self.proc.returncode
+
+
+def dump_scenario(path, paths=None, seed=None):
+    """The resolved fabric of a scenario file, job: and expect: included (`simfabricd
+    --scenario F --dump-fabric`). LaunchError with the daemon's file:line:column message."""
+    paths = paths or Paths()
+    paths.require(paths.daemon)
+    argv = [paths.daemon, "--scenario", path, "--dump-fabric"] + (
+        ["--seed", str(seed)] if seed is not None else [])
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        msg = [ln for ln in p.stderr.strip().splitlines() if ln.startswith("simfabricd: ")]
+        raise LaunchError(msg[-1][len("simfabricd: "):] if msg else
+                          "simfabricd exited %d: %s" % (p.returncode, p.stderr.strip()[-2000:]),
+                          EXIT_USAGE)
+    return json.loads(p.stdout)
+
+
+# ---- the launch ------------------------------------------------------------------------------
+
+FIXED_NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                  "NVSHMEM_DISABLE_NVLS": "1", "NCCL_MNNVL_ENABLE": "0"}
+
+
+def rank_env(base, rank, nnodes, gpus_per_node, node, port, plugin, sock, cuda=None,
+             rundir=None):
+    """The environment of one rank: torchrun's variables, NCCL over simfabric, its node."""
+    world = nnodes * gpus_per_node
+    e = dict(base)
+    e.update(RANK=str(rank), LOCAL_RANK=str(rank % gpus_per_node), WORLD_SIZE=str(world),
+             LOCAL_WORLD_SIZE=str(gpus_per_node), GROUP_RANK=str(rank // gpus_per_node),
+             NODE_RANK=str(rank // gpus_per_node), MASTER_ADDR="127.0.0.1",
+             MASTER_PORT=str(port), NCCL_NET_PLUGIN=plugin, NCCL_NET="simfabric",
+             SIMFABRIC_SOCKET=sock, NCCL_HOSTID=node, SIMFABRIC_NODE=node)
+    if rundir:
+        e["SIMFABRIC_RUN_DIR"] = rundir
+    for k, v in FIXED_NCCL_ENV.items():
+        e.setdefault(k, v)
+    if cuda is not None:
+        e["CUDA_VISIBLE_DEVICES"] = cuda
+    return e
+
+
+class LaunchResult:
+    """What came of a launch: .procs (per rank: rc, outcome(), log_text()), .status (the CLI's
+    exit status), .timed_out, .interrupted, .first_failure, .run_dir, .fabric (the dump)."""
+
+    def __init__(self, run_dir, procs, fabric, seconds, timed_out, interrupted, notes, stacks):
+        self.run_dir, self.procs, self.fabric, self.seconds = run_dir, procs, fabric, seconds
+        self.timed_out, self.interrupted, self.notes, self.stacks = (timed_out, interrupted,
+                                                                     notes, stacks)
+        failed = [p for p in procs if p.rc not in (0, None) and not p.killed]
+        failed.sort(key=lambda p: p.t_exit or 0)
+        self.first_failure = failed[0] if failed else None
+        self.stats = None
+
+    @property
+    def ok(self):
+        return all(p.rc == 0 for p in self.procs) and not self.timed_out
+
+    @property
+    def status(self):
+        if self.interrupted:
+            return 128 + self.interrupted
+        if self.timed_out:
+            return EXIT_TIMEOUT
+        if self.first_failure:
+            rc = self.first_failure.rc
+            return rc if rc > 0 else 128 - rc
+        return 0 if self.ok else EXIT_FAIL
+
+    def rank(self, r):
+        return [p for p in self.procs if p.rank == r][0]
+
+    def output(self, r):
+        """Rank r's whole log (stdout and stderr as they came)."""
+        return _read(self.rank(r).log_path, 1 << 26)
+
+    def check_ok(self):
+        """Assert that every rank exited 0; the failure message carries every log."""
+        assert self.ok, "%s\n%s" % ("\n".join(self.notes) or "a rank failed", self.logs())
+        return self
+
+    def logs(self, limit=6000):
+        """Every rank's log (their tails) and the daemon's, for failure messages."""
+        parts = ["--- %s (%s, %s) %s ---\n%s" % (p.label, p.node, p.outcome(), p.log_path,
+                                                 p.log_text(limit)) for p in self.procs]
+        d = os.path.join(self.run_dir, "simfabricd.log")
+        if os.path.exists(d):
+            parts.append("--- simfabricd %s ---\n%s" % (d, _read(d, 1 << 22)[-limit:]))
+        if self.stacks:
+            parts.append("--- stacks %s ---\n%s" % (self.stacks, _read(self.stacks, 1 << 22)[
+                -4 * limit:]))
+        return "\n".join(parts)
+
+    def summary(self):
+        lines = []
+        for p in self.procs:
+            lines.append("  %-8s %-14s %-36s %s" % (
+                p.label, p.node or "", p.outcome(),
+                "%.1f s" % p.t_exit if p.t_exit is not None else ""))
+        return "\n".join(lines)
+
+    def to_json(self):
+        return {"run_dir": self.run_dir, "seconds": self.seconds, "timed_out": self.timed_out,
+                "interrupted": _signame(self.interrupted) if self.interrupted else None,
+                "status": self.status, "ranks": [p.to_json() for p in self.procs],
+                "notes": self.notes, "stacks": self.stacks}
+
+
+class Launcher:
+    """Runs procs over a fabric: output, progress, failure, timeout and signal handling."""
+
+    def __init__(self, run_dir, echo=True, out=None, progress=None, grace=5.0,
+                 fail_grace=None, timeout=None, handle_signals=False, py_stacks=True):
+        """progress: seconds between progress lines on stderr, None: every 5 s when stderr is
+        a terminal, 0/False: never."""
+        self.run_dir = run_dir
+        self.echo = echo
+        self.out = out or sys.stdout
+        self.err = sys.stderr
+        if progress is None:
+            progress = 5.0 if self.err.isatty() else 0
+        self.progress = 5.0 if progress is True else float(progress or 0)
+        self.grace = grace  # SIGTERM -> SIGKILL
+        self.fail_grace = grace if fail_grace is None else fail_grace  # failure -> teardown
+        self.timeout = timeout
+        self.handle_signals = handle_signals
+        self.py_stacks = py_stacks
+        self.notes = []
+        self._signal = None
+
+    def say(self, msg):
+        self.notes.append(msg)
+        self.err.write("simfabric: %s\n" % msg)
+        self.err.flush()
+
+    def _on_signal(self, sig, frame):
+        if self._signal:  # a second one: no more grace
+            self.grace = 0
+        self._signal = sig
+
+    def _spawn(self, p):
+        env = dict(p.env)
+        if self.py_stacks and os.path.isdir(PYHOOK):
+            env["PYTHONPATH"] = PYHOOK + (os.pathsep + env["PYTHONPATH"]
+                                          if env.get("PYTHONPATH") else "")
+            env["SIMFABRIC_FAULTHANDLER"] = "1"
+        p.logf = open(p.log_path, "ab")
+        try:
+            p.popen = subprocess.Popen(p.argv, env=env, stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       start_new_session=True, preexec_fn=_pdeathsig)
+        except OSError as e:
+            p.logf.close()
+            raise LaunchError("%s: cannot start %s: %s" % (p.label, p.argv[0], e.strerror),
+                              EXIT_CANNOT)
+        p.t0 = time.monotonic()
+
+    def _line(self, p, stream, data):
+        p.logf.write(data)
+        p.logf.flush()
+        if stream == "out":
+            p.stdout_tail += data
+            if len(p.stdout_tail) > (1 << 20):
+                del p.stdout_tail[:len(p.stdout_tail) - (1 << 20)]
+        if self.echo:
+            text = data.decode("utf-8", "replace").rstrip("\n")
+            self.out.write("[%s] %s\n" % (p.label, text))
+            self.out.flush()
+
+    def _feed(self, p, stream, chunk):
+        buf = p.bufs.get(stream, b"") + chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            self._line(p, stream, line + b"\n")
+        p.bufs[stream] = buf
+
+    def _flush(self, p, stream):
+        rest = p.bufs.pop(stream, b"")
+        if rest:
+            self._line(p, stream, rest + b"\n")
+
+    def _teardown(self, procs, why):
+        alive = [p for p in procs if p.rc is None]
+        if alive:
+            self.say("%s: stopping %s (SIGTERM, SIGKILL after %.0f s)" % (
+                why, ", ".join(p.label for p in alive), self.grace))
+        for p in alive:
+            p.killed = signal.SIGTERM
+            _killpg(p.pid, signal.SIGTERM)
+        return time.monotonic() + self.grace
+
+    def run(self, procs, fabric_socket=None):
+        """Start procs and pump their output until they are all done and their pipes closed.
+        A rank failing gives the others fail_grace seconds; a timeout dumps every rank's
+        stack; a signal (with handle_signals) tears down at once. Tearing down is SIGTERM to
+        each rank's process group, SIGKILL after grace. Returns (timed_out, the interrupting
+        signal or None, the stack dump's path or None)."""
+        sel = selectors.DefaultSelector()
+        old = {}
+        if self.handle_signals:
+            for s in (signal.SIGINT, signal.SIGTERM):
+                old[s] = signal.signal(s, self._on_signal)
+        t_start = time.monotonic()
+        deadline = t_start + self.timeout if self.timeout else None
+        kill_at = None  # set once tearing down has begun: when SIGKILL follows
+        killed = False
+        fail_at = None  # when the survivors of a failure are torn down
+        timed_out, stacks = False, None
+        next_progress = t_start + (self.progress or 0)
+        try:
+            for p in procs:
+                self._spawn(p)
+                sel.register(p.popen.stdout, selectors.EVENT_READ, (p, "out"))
+                sel.register(p.popen.stderr, selectors.EVENT_READ, (p, "err"))
+            open_streams = 2 * len(procs)
+            while True:
+                for key, _ in sel.select(0.1):
+                    p, stream = key.data
+                    chunk = os.read(key.fileobj.fileno(), 65536)
+                    if chunk:
+                        self._feed(p, stream, chunk)
+                    else:
+                        self._flush(p, stream)
+                        sel.unregister(key.fileobj)
+                        key.fileobj.close()
+                        open_streams -= 1
+                now = time.monotonic()
+                for p in procs:
+                    if p.rc is None and p.popen.poll() is not None:
+                        p.rc = p.popen.returncode
+                        p.t_exit = now - t_start
+                        if p.rc != 0 and not p.killed and fail_at is None and kill_at is None:
+                            fail_at = now + self.fail_grace
+                            if any(q.rc is None for q in procs):
+                                self.say("%s (%s) %s after %.1f s: the other ranks get %.0f s "
+                                         "to finish" % (p.label, p.node, p.outcome(), p.t_exit,
+                                                        self.fail_grace))
+                running = [p for p in procs if p.rc is None]
+                if not running and open_streams == 0:
+                    break
+                if not running and killed and now >= kill_at + 5:
+                    # something outside the ranks' process groups holds their output open
+                    self.say("output still open 5 s after SIGKILL (a process outside the ranks' "
+                             "process groups has it): not waiting for it")
+                    for key in list(sel.get_map().values()):
+                        p, stream = key.data
+                        self._flush(p, stream)
+                        sel.unregister(key.fileobj)
+                        key.fileobj.close()
+                    break
+                if kill_at is None:
+                    why = None
+                    if self._signal:
+                        why = "interrupted (%s)" % _signame(self._signal)
+                    elif deadline and now >= deadline:
+                        timed_out = True
+                        self.say("timeout: the job ran past %.0f s; dumping every rank's stack"
+                                 % self.timeout)
+                        stacks = os.path.join(self.run_dir, "stacks.txt")
+                        try:
+                            dump_stacks([p.pid for p in running], stacks)
+                            time.sleep(0.5)  # faulthandler writes to the rank's log
+                        except OSError as e:
+                            self.say("cannot dump stacks: %s" % e)
+                        why = "timeout"
+                    elif fail_at and now >= fail_at:
+                        why = "a rank failed"
+                    elif not running:
+                        why = "every rank exited"  # but children hold their output open
+                    if why:
+                        kill_at = self._teardown(procs, why)
+                        if not running:
+                            for p in procs:
+                                _killpg(p.pid, signal.SIGTERM)
+                elif self._signal and self.grace == 0:
+                    kill_at = min(kill_at, now)  # a second signal: no more grace
+                if kill_at is not None and now >= kill_at and not killed:
+                    killed = True
+                    for p in procs:
+                        if _killpg(p.pid, signal.SIGKILL) and p.rc is None:
+                            p.killed = signal.SIGKILL
+                if self.progress and now >= next_progress:
+                    next_progress = now + self.progress
+                    self._progress(procs, now - t_start, fabric_socket)
+        finally:
+            for p in procs:
+                if p.popen is not None and p.rc is None:
+                    _killpg(p.pid, signal.SIGKILL)
+                    p.popen.wait()
+                    p.rc = p.popen.returncode
+                    p.killed = p.killed or signal.SIGKILL
+                    p.t_exit = time.monotonic() - t_start
+                if p.popen is not None:
+                    _killpg(p.pid, signal.SIGKILL)  # leftovers in its process group
+                if getattr(p, "logf", None):
+                    p.logf.close()
+            sel.close()
+            for s, h in old.items():
+                signal.signal(s, h)
+        return timed_out, self._signal, stacks
+
+    def _progress(self, procs, t, sock):
+        done = [p for p in procs if p.rc is not None]
+        moved = ""
+        if sock:
+            try:
+                st = sfctl.show(sock, timeout=1.0)
+                b = sum(c.get("bytes", 0) for c in st["chans"] if isinstance(c.get("bytes"), int))
+                moved = "; fabric: %d connection(s), %.1f MB delivered" % (len(st["chans"]),
+                                                                          b / 1e6)
+            except (sfctl.CtlError, OSError):
+                pass
+        self.err.write("simfabric: %.1f s: %d of %d rank(s) running, %d done%s\n" % (
+            t, len(procs) - len(done), len(procs), len(done), moved))
+        self.err.flush()
+
+
+def make_run_dir(run_dir=None, name="job"):
+    if run_dir:
+        if not os.path.isdir(run_dir):
+            os.makedirs(run_dir, mode=0o700)
+            os.chmod(run_dir, 0o700)
+        return os.path.realpath(run_dir)
+    base = os.environ.get("SIMFABRIC_RUNS") or tempfile.gettempdir()
+    return tempfile.mkdtemp(prefix="simfabric-%s-%s-" % (
+        re.sub(r"[^A-Za-z0-9._-]", "_", name)[:40], time.strftime("%Y%m%d-%H%M%S")), dir=base)
+
+
+def node_names(fb, nnodes):
+    """The first nnodes of the fabric's nodes (in the dump's order); the ideal fabric makes them
+    on demand: node0, node1, ..."""
+    if fb is None or fb.get("kind") == "ideal":
+        return ["node%d" % i for i in range(nnodes)]
+    names = [n["name"] for n in fb["nodes"]]
+    if nnodes > len(names):
+        raise LaunchError("%d nodes asked for, but the fabric has %d (%s)" % (
+            nnodes, len(names), ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")))
+    return names[:nnodes]
+
+
+class Job:
+    """A prepared launch: the fabric, the run directory and one Proc per rank."""
+
+    def __init__(self, paths=None, run_dir=None, name="job", scenario=None, socket=None,
+                 daemon_args=(), say=None):
+        self.paths = paths or Paths()
+        self.run_dir = make_run_dir(run_dir, name)
+        self.scenario, self.socket, self.daemon_args = scenario, socket, list(daemon_args)
+        self.daemon = None
+        self.mps = None
+        self.fabric = None
+        self.notes = []
+        self._say = say
+
+    def say(self, msg):
+        self.notes.append(msg)
+        if self._say:
+            self._say(msg)
+        else:
+            sys.stderr.write("simfabric: %s\n" % msg)
+            sys.stderr.flush()
+
+    def up(self):
+        self.paths.require(self.paths.plugin)
+        if self.socket:
+            self.fabric = sfctl.fabric(self.socket)
+        else:
+            self.daemon = Daemon(self.paths, self.run_dir, self.scenario,
+                                 self.daemon_args).start()
+            self.socket = self.daemon.socket
+            self.fabric = sfctl.fabric(self.socket)
+        return self
+
+    def ranks(self, argv, nnodes, gpus_per_node=1, env=None, nodes=None):
+        """One Proc per rank of argv on nnodes nodes (their names: nodes, or the fabric's)."""
+        names = nodes or node_names(self.fabric, nnodes)
+        nranks = nnodes * gpus_per_node
+        gpus = gpu_ids()
+        cuda, shared = gpu_map(nnodes, gpus_per_node, gpus)
+        base = dict(os.environ)
+        start, msg = mps_plan(nranks, len(gpus),
+                              shutil.which("nvidia-cuda-mps-control") is not None)
+        if msg and not start:
+            self.say(msg)
+        if start:
+            self.say(msg)
+            self.mps = Mps(self.run_dir, self.say)
+            if self.mps.start():
+                base.update(self.mps.env)
+        if env:
+            base.update(env)
+        if os.path.basename(argv[0]) == "simfabric-nccljob":
+            dirs = nccl_libdirs(self.paths)
+            if dirs:
+                base["LD_LIBRARY_PATH"] = ":".join(dirs + [d for d in base.get(
+                    "LD_LIBRARY_PATH", "").split(":") if d])
+        port = free_port()
+        procs = []
+        for r in range(nranks):
+            node = names[r // gpus_per_node]
+            e = rank_env(base, r, nnodes, gpus_per_node, node, port, self.paths.plugin,
+                         self.socket, cuda[r], self.run_dir)
+            procs.append(Proc("r%d" % r, r, node, list(argv), e,
+                              os.path.join(self.run_dir, "rank-%d.log" % r)))
+        return procs
+
+    def stats(self):
+        if not self.socket or (self.fabric or {}).get("kind") == "ideal":
+            return None
+        try:
+            return sfctl.stats(self.socket)
+        except sfctl.CtlError:
+            return None
+
+    def down(self):
+        if self.mps:
+            self.mps.stop()
+        rc = self.daemon.stop() if self.daemon else None
+        return rc
+
+
+def launch(cmd, nodes, gpus_per_node=1, scenario=None, socket=None, run_dir=None, env=None,
+           timeout=None, grace=5.0, fail_grace=None, echo=True, progress=None,
+           handle_signals=False, paths=None, out=None, daemon_args=()):
+    """Run cmd as nodes x gpus_per_node ranks over a fabric; see the module's text."""
+    job = Job(paths, run_dir, os.path.basename(cmd[0]), scenario, socket, daemon_args)
+    t0 = time.monotonic()
+    procs, res = [], None
+    try:
+        job.up()
+        procs = job.ranks(cmd, nodes, gpus_per_node, env)
+        L = Launcher(job.run_dir, echo=echo, out=out, progress=progress, grace=grace,
+                     fail_grace=fail_grace, timeout=timeout, handle_signals=handle_signals)
+        timed_out, interrupted, stacks = L.run(procs, job.socket)
+        res = LaunchResult(job.run_dir, procs, job.fabric, time.monotonic() - t0, timed_out,
+                           interrupted, job.notes + L.notes, stacks)
+        res.stats = job.stats()
+    finally:
+        job.down()
+    return res
+
+
+# ---- scenarios: job: and expect: -----------------------------------------------------------
+
+TORCH_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather",
+               "reducescatter": "reduce_scatter", "broadcast": "broadcast",
+               "alltoall": "all_to_all", "sendrecv": "send_recv"}
+OUR_NAMES = {v: k for k, v in TORCH_NAMES.items()}
+GPU_PROGRAMS = ("nccl", "torch")
+
+
+def _subst(words, paths, rundir):
+    m = {"{python}": sys.executable, "{root}": ROOT, "{build}": paths.build,
+         "{tools}": HERE, "{run_dir}": rundir}
+    out = []
+    for w in words:
+        for k, v in m.items():
+            w = w.replace(k, v)
+        out.append(w)
+    return out
+
+
+def program_argv(job, paths, rundir, python=None):
+    """The argv every rank runs for a scenario's job (the harness: one process for all)."""
+    prog = job["program"]
+    extra = _subst(job.get("args") or [], paths, rundir)
+    t = job["timeout_s"]
+    inner = max(1, t - min(10, t // 10))  # the program's own limit: before the launcher's
+    if prog == "harness":
+        argv = [paths.harness, "--plugin", paths.plugin, "--nranks", str(len(job["nodes"])),
+                "--node-prefix", job["node_prefix"], "--json",
+                os.path.join(rundir, "harness.json"), "--timeout", str(inner)]
+        tests = job["tests"]
+        argv += ["--tests", "all" if tests == "all" else ",".join(tests)]
+        if tests != "all" and "bench" in tests:
+            argv.append("--bench")
+        if job.get("max_bytes"):
+            argv += ["--max-bytes", str(job["max_bytes"])]
+        if job.get("bound_s") is not None:
+            argv += ["--bound", "%g" % job["bound_s"]]
+        if job.get("api_version"):
+            argv += ["--api-version", str(job["api_version"])]
+        return argv + extra
+    if prog == "nccl":
+        argv = [paths.nccljob, "--coll", ",".join(job["collectives"]),
+                "--sizes", ",".join(str(s) for s in job["sizes"]), "--dtype", job["dtype"],
+                "--op", job["op"], "--warmup", str(job["warmup"]), "--iters", str(job["iters"]),
+                "--check", "0" if job.get("_data") == "unchecked" else "1",
+                "--timeout-s", str(inner), "--json", os.path.join(rundir, "nccljob.json")]
+        if job.get("op_timeout_s") is not None:
+            argv += ["--op-timeout-s", "%g" % job["op_timeout_s"]]
+        return argv + extra
+    if prog == "torch":
+        return [python or sys.executable, paths.torchjob,
+                "--sizes", ",".join(str(s) for s in job["sizes"]),
+                "--collectives", ",".join(TORCH_NAMES[c] for c in job["collectives"]),
+                "--iters", str(job["iters"]), "--warmup", str(job["warmup"])] + extra
+    return _subst(job["command"], paths, rundir) + extra
+
+
+def can_run(job, paths):
+    """None if this machine can run the job, else why not (a skip reason)."""
+    prog = job["program"]
+    if prog == "harness" and not os.path.exists(paths.harness):
+        return "%s is not built (make)" % paths.harness
+    if prog in GPU_PROGRAMS and not gpu_ids():
+        return "program %s needs an NVIDIA GPU (nvidia-smi %s)" % (
+            prog, "lists no GPU" if shutil.which("nvidia-smi") else "not found")
+    if prog == "nccl" and not os.path.exists(paths.nccljob):
+        return ("the NCCL job program %s is not built (tools/nccljob.c; `make` builds it where "
+                "NCCL is installed)" % paths.nccljob)
+    if prog == "torch" and not python_with("torch"):
+        return "program torch needs PyTorch (no Python here imports torch; set SIMFABRIC_PYTHON)"
+    return None
+
+
+class Check:
+    def __init__(self, name, ok, detail, table=None):
+        self.name, self.ok, self.detail, self.table = name, ok, detail, table
+
+    def to_json(self):
+        return {"name": self.name, "ok": self.ok, "detail": self.detail, "rows": self.table}
+
+
+def _last_json_line(data):
+    for ln in reversed(data.decode("utf-8", "replace").splitlines()):
+        ln = ln.strip()
+        if ln.startswith("{"):
+            try:
+                return json.loads(ln)
+            except ValueError:
+                continue
+    return None
+
+
+def _load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f), None
+    except OSError:
+        return None, "%s was not written" % path
+    except ValueError as e:
+        return None, "%s is not JSON: %s" % (path, e)
+
+
+def collect_results(job, lr, rundir):
+    """The program's own report, normalised: (results [{"coll", "bytes", "time_us", "wrong",
+    "ok", "stream"}], raw JSON or None, per-rank failures {rank: text}, status, why-missing)."""
+    prog = job["program"]
+    if prog == "harness":
+        raw, why = _load_json(os.path.join(rundir, "harness.json"))
+        res, fails = [], {}
+        if raw:
+            for t in raw.get("tests", []):
+                if not t.get("ok", True):
+                    fails.setdefault(t.get("rank", 0), []).append(
+                        "%s: %s" % (t.get("name"), t.get("detail", "")))
+                if t.get("name") == "bench" and t.get("rank") == 0:
+                    m = t.get("metrics", {})
+                    if m.get("latency_us"):
+                        res.append({"coll": "sendrecv", "bytes": 8, "time_us": m["latency_us"],
+                                    "ok": True, "wrong": 0})
+                    for b in m.get("bandwidth", []):
+                        if b.get("plugin_gbps", 0) > 0:
+                            res.append({"coll": "sendrecv", "stream": True, "bytes": b["bytes"],
+                                        "time_us": b["bytes"] / (b["plugin_gbps"] * 1e9) * 1e6,
+                                        "ok": True, "wrong": 0})
+        status = "ok" if raw and raw.get("ok") else ("failed" if raw else None)
+        return res, raw, {k: "; ".join(v) for k, v in fails.items()}, status, why
+    if prog == "torch":
+        r0 = [p for p in lr.procs if p.rank == 0]
+        raw = _last_json_line(bytes(r0[0].stdout_tail)) if r0 else None
+        res = []
+        if raw:
+            for r in raw.get("results", []):
+                res.append({"coll": OUR_NAMES.get(r["collective"], r["collective"]),
+                            "bytes": r["bytes"], "time_us": r["time_us"], "ok": r["ok"],
+                            "wrong": 0 if r["ok"] else 1})
+        status = None if raw is None else ("ok" if not raw.get("errors") else "data_error")
+        return res, raw, {}, status, None if raw else "rank 0 printed no JSON result"
+    path = os.path.join(rundir, "nccljob.json" if prog == "nccl" else "result.json")
+    raw, why = _load_json(path)
+    if raw is None:
+        return [], None, {}, None, why if prog == "nccl" else None
+    res = [dict(r) for r in raw.get("results", [])]
+    fails = {}
+    for r in raw.get("ranks") or []:
+        if isinstance(r, dict) and r.get("status") not in (None, "ok"):
+            fails[r.get("rank")] = json.dumps(r)
+    err = raw.get("error")
+    if isinstance(err, dict) and err.get("rank") is not None:
+        fails.setdefault(err["rank"], json.dumps(err))
+    return res, raw, fails, raw.get("status"), None
+
+
+def check_failure(f, job, lr, raw, fails, status):
+    """expect.failure against what happened: (ok, detail)."""
+    prog = job["program"]
+    harness = prog == "harness"
+    nranks = job["ranks"]
+    t_hung = lr.timed_out
+    # who failed on its own, when, how
+    who = {}
+    if harness:  # one process; its ranks' failures are in its JSON
+        hp = lr.procs[0]
+        for r in range(nranks):
+            if r in fails or t_hung or (hp.rc not in (0, None) and not hp.killed and not fails):
+                who[r] = {"rc": hp.rc, "t": hp.t_exit, "text": fails.get(r, "") + "\n" +
+                          hp.log_text(1 << 20)}
+    else:
+        for p in lr.procs:
+            if (p.rc not in (0, None) and not p.killed) or (t_hung and p.killed):
+                who[p.rank] = {"rc": p.rc, "t": p.t_exit, "text": fails.get(p.rank, "") + "\n" +
+                               p.log_text(1 << 20), "hung": bool(p.killed)}
+    if not who and status in (None, "ok") and not t_hung:
+        return False, "the job was expected to fail, but every rank exited 0"
+    err = f.get("error")
+    code = raw.get("error") if isinstance(raw, dict) else None
+    after = code.get("after_ms") if isinstance(code, dict) else None
+
+    def matches(r, w):
+        why = []
+        if f.get("exit") and not (w["rc"] is not None and w["rc"] in f["exit"]):
+            why.append("exit status %s, not %s" % (w["rc"], "/".join(map(str, f["exit"]))))
+        if f.get("signal"):
+            want = signal.Signals[f["signal"]].value
+            if w["rc"] != -want:
+                why.append("%s, not killed by %s" % (
+                    "exit %s" % w["rc"] if (w["rc"] or 0) >= 0 else "killed by %s" %
+                    _signame(-w["rc"]), f["signal"]))
+        if err == "timeout":
+            if not (t_hung or status == "timeout" or w["rc"] == 4 and prog == "nccl"):
+                why.append("it did not time out")
+        elif err:
+            jcode = code.get("code") if isinstance(code, dict) else None
+            if jcode != err and err not in w["text"]:
+                why.append("no %s in its result or log%s" % (
+                    err, " (the program reported %s)" % jcode if jcode else ""))
+        if f.get("within_s") is not None:
+            t = w["t"]
+            if after is not None and isinstance(code, dict) and code.get("rank") in (r, None):
+                t = min(t if t is not None else 1e18, after / 1000.0)
+            if t is None or t > f["within_s"]:
+                why.append("it failed after %s s, not within %g s" % (
+                    "%.1f" % t if t is not None else "?", f["within_s"]))
+        return why
+
+    ranks = f.get("ranks", "any")
+    verdicts = {r: matches(r, w) for r, w in sorted(who.items())}
+    desc = ", ".join("rank %d (%s)" % (r, "ok" if not v else "; ".join(v))
+                     for r, v in verdicts.items()) or "no rank failed on its own"
+    if ranks == "any":
+        ok = any(not v for v in verdicts.values())
+    else:
+        want = list(range(nranks)) if ranks == "all" else ranks
+        missing = [r for r in want if r not in verdicts]
+        ok = not missing and all(not verdicts[r] for r in want)
+        if missing:
+            desc += "; rank(s) %s did not fail" % ", ".join(map(str, missing))
+    what = ", ".join("%s %s" % (k, v) for k, v in f.items() if v not in (None, "any"))
+    return ok, "expected failure (%s): %s" % (what or "any", desc)
+
+
+def _shown_rows(rows):
+    """The rows the report prints: every one outside its bounds, and each collective's
+    largest size (report.json has them all)."""
+    largest = {}
+    for r in rows:
+        if r["bytes"] >= largest.get(r["coll"], -1):
+            largest[r["coll"]] = r["bytes"]
+    return [r for r in rows if r["verdict"] != "ok" or r["bytes"] == largest[r["coll"]]]
+
+
+class RunResult:
+    """A scenario run: .passed, .checks, .launch (LaunchResult), .report() text, .to_json()."""
+
+    def __init__(self, scenario, fb, job, expect, lr, checks, skipped=None):
+        self.scenario, self.fabric, self.job, self.expect = scenario, fb, job, expect
+        self.launch, self.checks, self.skipped = lr, checks, skipped
+
+    @property
+    def passed(self):
+        return self.skipped is None and all(c.ok for c in self.checks)
+
+    @property
+    def status(self):
+        if self.skipped:
+            return EXIT_CANNOT
+        if self.launch is not None and self.launch.interrupted:
+            return 128 + self.launch.interrupted
+        return EXIT_PASS if self.passed else EXIT_FAIL
+
+    def report(self):
+        fb, job = self.fabric, self.job
+        lines = ["simfabric run: %s: fabric %s '%s', program %s, %d rank(s) on %d node(s)" % (
+            self.scenario, fb["kind"], fb.get("name"), job["program"], job["ranks"],
+            len(job["nodes"]))]
+        if self.skipped:
+            lines.append("SKIP: %s" % self.skipped)
+            return "\n".join(lines)
+        lr = self.launch
+        lines.append(lr.summary())
+        for c in self.checks:
+            lines.append("  %-4s %-8s %s" % ("ok" if c.ok else "FAIL", c.name, c.detail))
+            if c.table:
+                lines.append(sfmodel.format_rows(_shown_rows(c.table)))
+        lines.append("%s  (%.1f s; logs in %s)" % ("PASS" if self.passed else "FAIL",
+                                                   lr.seconds, lr.run_dir))
+        return "\n".join(lines)
+
+    def to_json(self):
+        return {"scenario": self.scenario, "passed": self.passed, "status": self.status,
+                "skipped": self.skipped, "job": self.job, "expect": self.expect,
+                "checks": [c.to_json() for c in self.checks],
+                "launch": self.launch.to_json() if self.launch else None}
+
+
+def evaluate(job, expect, lr, fb):
+    """The checks of a finished job against expect:."""
+    rundir = lr.run_dir
+    checks = []
+    data = expect.get("data", "exact")
+    failure = expect.get("failure")
+    timing = expect.get("timing")
+    prog = job["program"]
+    res, raw, fails, status, why = collect_results(job, lr, rundir)
+    expect_fail = failure is not None or data == "wrong"
+    bad = [p for p in lr.procs if p.rc != 0 and not p.killed]
+    if lr.timed_out:
+        checks.append(Check("ranks", failure is not None and failure.get("error") == "timeout",
+                            "the job ran past its timeout (%d s)%s" % (
+                                job["timeout_s"], "; stacks in %s" % lr.stacks
+                                if lr.stacks else "")))
+    elif not expect_fail:
+        checks.append(Check("ranks", not bad and all(p.rc == 0 for p in lr.procs),
+                            "every rank exited 0" if not bad else
+                            "; ".join("%s (%s) %s after %.1f s" % (p.label, p.node, p.outcome(),
+                                                                  p.t_exit or 0) for p in bad)))
+    # data
+    if data == "wrong":
+        wrong = [r for r in res if r.get("wrong") or r.get("ok") is False]
+        seen = bool(wrong) or status == "data_error" or any(
+            "differs" in t for t in fails.values()) or (prog == "harness" and any(
+                "differs" in p.log_text(1 << 20) for p in lr.procs))
+        checks.append(Check("data", seen, "wrong data was expected and %s" % (
+            "seen: %d result(s) wrong" % len(wrong) if wrong else "reported" if seen
+            else "not reported")))
+    elif data == "exact" and not failure:
+        wrong = [r for r in res if r.get("wrong") or r.get("ok") is False]
+        if prog == "harness":
+            ok = status == "ok" and not fails
+            detail = ("every test passed" if ok else "harness: %s" % (
+                "; ".join("rank %s: %s" % kv for kv in sorted(fails.items())) or why or status))
+        elif prog == "command" and raw is None:
+            ok, detail = True, "not checked (the command wrote no results; its exit status is " \
+                               "its check)"
+        else:
+            ok = raw is not None and not wrong and status in ("ok", None) and not (
+                prog == "nccl" and status != "ok")
+            err = raw.get("error") if isinstance(raw, dict) else None
+            detail = why if raw is None else (
+                "%d result(s), every one exact" % len(res) if ok else
+                "%d of %d result(s) wrong" % (len(wrong), len(res)) if wrong else
+                "the program reported %s%s" % (status, ": %s on rank %s after %s ms: %s" % (
+                    err.get("code"), err.get("rank"), err.get("after_ms"),
+                    err.get("message")) if isinstance(err, dict) else ""))
+        checks.append(Check("data", ok, detail))
+    # timing
+    if timing and (bad or lr.timed_out):
+        checks.append(Check("timing", False, "not checked: the job failed"))
+    elif timing:
+        if not res:
+            checks.append(Check("timing", False, "no measurements to hold to the model (%s)" % (
+                why or "the program reported none")))
+        else:
+            ok, rows, notes = sfmodel.check(res, fb, job["nodes"], job["ranks"], timing)
+            lo, hi = timing["busbw"]
+            checks.append(Check("timing", ok, "%s model, busbw within [%g, %g] x model from %d B,"
+                                " [%g, %g] below; %s%s" % (
+                                    timing.get("model", "best"), lo, hi, timing["min_bytes"],
+                                    timing["latency"][0], timing["latency"][1], "; ".join(notes),
+                                    "" if ok else ": %d of %d outside" % (
+                                        sum(r["verdict"] != "ok" for r in rows), len(rows))),
+                                rows))
+    if failure is not None:
+        ok, detail = check_failure(failure, job, lr, raw or {}, fails, status)
+        checks.append(Check("failure", ok, detail))
+    # the fabric itself: nothing delivered before the model's time
+    if lr.stats:
+        early = sum(l.get("early", 0) for l in lr.stats.values())
+        late = [l for l in lr.stats.values() if l.get("late_n")]
+        checks.append(Check("fabric", early == 0, "%d early deliveries over %d link(s)%s" % (
+            early, len(lr.stats), "" if early == 0 else " (the model was beaten: a bug)")))
+        _ = late
+    return checks
+
+
+def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=False,
+                 paths=None, grace=5.0, seed=None, out=None, timeout=None):
+    """Run a scenario's job and check it against its expect:; see the module's text."""
+    paths = paths or Paths()
+    fb = dump_scenario(path, paths, seed)
+    job, expect = fb.get("job"), fb.get("expect") or {"data": "exact"}
+    if not job:
+        raise LaunchError("%s has no job: section (nothing to run)" % path, EXIT_USAGE)
+    name = os.path.basename(path).rsplit(".", 1)[0]
+    skip = can_run(job, paths)
+    if skip:
+        return RunResult(path, fb, job, expect, None, [], skipped=skip)
+    failure = expect.get("failure")
+    if failure is not None:
+        fail_grace = max(grace, (failure.get("within_s") or 30) + 2)
+    elif expect.get("data") == "wrong":
+        fail_grace = max(grace, 30)
+    else:
+        fail_grace = grace
+    if job["program"] == "nccl":
+        # the job program ends every rank itself within its final-report grace and abort bound
+        # (tools/nccljob.h: NJ_FINAL_GRACE_S + NJ_ABORT_BOUND_S = 35 s)
+        fail_grace = max(fail_grace, 40)
+    jb = Job(paths, run_dir, name, path, None, ["-v"] + (["--seed", str(seed)]
+                                                       if seed is not None else []))
+    t0 = time.monotonic()
+    lr = None
+    try:
+        jb.up()
+        job = dict(job, _data=expect.get("data", "exact"))
+        python = python_with("torch") if job["program"] == "torch" else None
+        argv = program_argv(job, paths, jb.run_dir, python)
+        with open(os.path.join(jb.run_dir, "job.json"), "w") as f:
+            json.dump({"scenario": path, "job": job, "expect": expect, "argv": argv}, f,
+                      indent=1)
+        env = dict(job.get("env") or {})
+        env["SIMFABRIC_RESULT"] = os.path.join(jb.run_dir, "result.json")
+        if job["program"] == "harness":
+            e = dict(os.environ, SIMFABRIC_SOCKET=jb.socket, SIMFABRIC_RUN_DIR=jb.run_dir,
+                     **env)
+            procs = [Proc("harness", 0, None, argv, e, os.path.join(jb.run_dir, "harness.log"))]
+        else:
+            procs = jb.ranks(argv, len(job["nodes"]), job["gpus_per_node"], env, job["nodes"])
+        L = Launcher(jb.run_dir, echo=echo, out=out, progress=progress, grace=grace,
+                     fail_grace=fail_grace, timeout=timeout or job["timeout_s"],
+                     handle_signals=handle_signals)
+        timed_out, interrupted, stacks = L.run(procs, jb.socket)
+        lr = LaunchResult(jb.run_dir, procs, fb, time.monotonic() - t0, timed_out, interrupted,
+                          jb.notes + L.notes, stacks)
+        lr.stats = jb.stats()
+    finally:
+        rc = jb.down()
+    if lr.interrupted:
+        checks = [Check("ranks", False, "interrupted by %s: torn down" % _signame(
+            lr.interrupted))]
+    else:
+        checks = evaluate(job, expect, lr, fb)
+    if rc not in (0, None):
+        checks.append(Check("daemon", False, "simfabricd exited with status %s (see %s)" % (
+            rc, os.path.join(jb.run_dir, "simfabricd.log"))))
+    r = RunResult(path, fb, job, expect, lr, checks)
+    with open(os.path.join(jb.run_dir, "report.json"), "w") as f:
+        json.dump(r.to_json(), f, indent=1)
+    with open(os.path.join(jb.run_dir, "report.txt"), "w") as f:
+        f.write(r.report() + "\n")
+    return r
