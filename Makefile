@@ -106,7 +106,8 @@ pytest: all
 
 bench: deps all
 	$(Q)rc=0; $(PYTHON) tools/bench.py --build $(B) || rc=1; echo; \
-		$(PYTHON) tools/bench_models.py --build $(B) || rc=1; exit $$rc
+		$(PYTHON) tools/bench_models.py --build $(B) || rc=1; echo; \
+		$(PYTHON) tools/bench_nccl.py --build-dir $(B) || rc=1; exit $$rc
 
 demo: deps all
 	$(Q)tools/demo.sh $(B)

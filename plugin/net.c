@@ -405,6 +405,16 @@ __attribute__((destructor)) static void sfnet_unload(void)
 	if (sfnet_g.default_ctx && sfnet_g.nctx == 1 && !sfnet_g.objs) {
 		atomic_store(&plog_fn, NULL); /* NCCL may be half torn down at exit: stay quiet */
 		ctx_release(sfnet_g.default_ctx);
+	} else if (sfnet_g.session && pthread_mutex_trylock(&sfnet_g.session->lock) == 0) {
+		/*
+		 * Objects are still open (NCCL leaks a listenComm of an aborted setup; v8-v10
+		 * have no finalize): leave them, they may still be in use at exit, but hang up
+		 * on the daemon, so it ends our session and a reloaded copy can say hello.
+		 */
+		atomic_store(&plog_fn, NULL);
+		sfc_conn_close(&sfnet_g.session->conn);
+		atomic_store(&sfnet_g.session->gone, 1);
+		pthread_mutex_unlock(&sfnet_g.session->lock);
 	}
 	pthread_mutex_unlock(&sfnet_g.lock);
 }

@@ -434,7 +434,7 @@ class ScenarioItem(pytest.Item):
         job = (dump or {}).get("job") or {}
         expect = (dump or {}).get("expect") or {}
         sl = _sflaunch()
-        if job.get("program") in sl.GPU_PROGRAMS:
+        if job and sl.needs_gpu(job):
             self.add_marker(pytest.mark.gpu)
             self.add_marker(pytest.mark.slow)
         if expect.get("timing"):

@@ -114,6 +114,7 @@ def test_12_01_help_names_every_option_variable_and_exit_status(nccljob):
         assert var in p.stdout, var
     for c in COLLS + DTYPES + ["2(n-1)/n", "(n-1)/n"]:
         assert c in p.stdout, c
+    assert '"%r"' in p.stdout and "LOCAL_RANK % the visible devices" in p.stdout
     for code in ["0  every check passed", "1  usage", "2  wrong data", "3  an NCCL", "4  a timeout"]:
         assert code in p.stdout, code
 

@@ -9,6 +9,7 @@ its origin and the fabric's epoch on CLOCK_MONOTONIC, the clock the harness stam
 import json
 import os
 import random
+import sys
 
 import pytest
 
@@ -361,3 +362,23 @@ def test_13_17_bad_faults_name_file_line_and_key(sf_env, tmp_path):
                         text=True, timeout=10)
     assert cp.returncode != 0
     assert "bad.yaml:13:" in cp.stderr and "link" in cp.stderr and "sw9" in cp.stderr, cp.stderr
+
+
+def test_13_18_the_cli_applies_lists_and_clears(sf_env, fabric_factory, tmp_path):
+    import subprocess
+    f = fabric_factory(args=["--scenario", scenario(tmp_path, "", "cli")])
+    cli = [sys.executable, sf_env.cli]
+    env = dict(os.environ, SIMFABRIC_SOCKET=f.socket)
+
+    def sh(*args):
+        return subprocess.run(cli + list(args), capture_output=True, text=True, timeout=20,
+                              env=env)
+    r = sh("fault", "apply", "--in", "5ms", "{name: cut, action: link_down, link: node1, "
+           "for: 20ms}")
+    assert r.returncode == 0 and "#0 applied" in r.stdout, r.stdout + r.stderr
+    r = sh("fault", "list")
+    assert r.returncode == 0 and "cut" in r.stdout and "link_down" in r.stdout, r.stdout
+    r = sh("fault", "apply", "{action: link_down, link: node7}")
+    assert r.returncode == 1 and "node7" in r.stderr and "spec:1:" in r.stderr, r.stderr
+    r = sh("fault", "clear", "all")
+    assert r.returncode == 0 and "1 fault(s) cleared" in r.stdout, r.stdout + r.stderr

@@ -108,9 +108,11 @@ int fault_window(const struct fault_spec *f, uint64_t seed, uint32_t fid, int64_
 							     : sat_add(wa, f->duration_ns);
 		if (wb > until)
 			wb = until;
-		if (scanned >= FAULT_SCAN_MAX || (wb > lo && fault_window_taken(f, seed, fid, i))) {
-			if (wb <= lo)
-				wb = lo + 1; /* cut short: call it on, conservatively */
+		if (scanned >= FAULT_SCAN_MAX) {
+			*a = *b = wa; /* no window taken in [lo, wa): the caller asks again from wa */
+			return 2;
+		}
+		if (wb > lo && fault_window_taken(f, seed, fid, i)) {
 			*a = wa;
 			*b = wb;
 			return 1;
@@ -212,7 +214,7 @@ int fault_spec_check(const struct fault_spec *f, char *err, size_t errlen)
 	}
 	if (f->action == FAULT_A_DEGRADE && !f->set)
 		return bad(err, errlen, "set: a degrade changes at least one of rate_gbps, "
-					"latency_ns, loss, corrupt_p");
+					"add_latency_ns, loss, corrupt");
 	return 0;
 }
 

@@ -21,6 +21,9 @@
 
 /* ---- values ---------------------------------------------------------------------- */
 
+/* A value for an error message: control bytes and backslashes escaped, long ones cut. */
+#define shown(t) param_quote((t), (char[80]){0}, 80)
+
 /* "5ms", "1.5s", "200us", "100ns", "250" (ns): exact to the ns. */
 static int get_time(struct scn *s, const yaml_node_t *v, const char *key, int64_t *out)
 {
@@ -46,14 +49,14 @@ static int get_time(struct scn *s, const yaml_node_t *v, const char *key, int64_
 	if (ns > 1e15 || (double)(int64_t)llround(ns) != llround(ns))
 		goto bad;
 	if (fabs(ns - (double)llround(ns)) > 1e-6 * (ns > 1 ? ns : 1))
-		return scn_fail(s, v, key, "'%s' is not a whole number of nanoseconds", t);
+		return scn_fail(s, v, key, "'%s' is not a whole number of nanoseconds", shown(t));
 	*out = llround(ns);
 	return 0;
 bad:
 	return scn_fail(s, v, key,
 			"'%s' is not a time up to 1000000s (a number with ns, us, ms or s; a bare "
 			"number is ns)",
-			t);
+			shown(t));
 }
 
 static int get_fraction(struct scn *s, const yaml_node_t *v, const char *key, double *out)
@@ -68,7 +71,7 @@ static int get_fraction(struct scn *s, const yaml_node_t *v, const char *key, do
 		end++;
 	}
 	if (end == t || *end || !(x >= 0 && x <= 1))
-		return scn_fail(s, v, key, "'%s' is not a number in 0..1 (or a percentage)", t);
+		return scn_fail(s, v, key, "'%s' is not a number in 0..1 (or a percentage)", shown(t));
 	*out = x;
 	return 0;
 }
@@ -92,7 +95,7 @@ static int get_size(struct scn *s, const yaml_node_t *v, const char *key, uint64
 		end++;
 	if (end == t || *end || errno || t[0] == '-' || x == 0 || x > (UINT64_MAX >> 31) / m)
 		return scn_fail(s, v, key, "'%s' is not a positive count (K, M, G suffixes allowed)",
-				t);
+				shown(t));
 	*out = (uint64_t)x * m;
 	return 0;
 }
@@ -115,7 +118,7 @@ static int get_eps(struct scn *s, const yaml_node_t *v, const char *key, int all
 	const char *slash = strchr(t, '/');
 	size_t len = slash ? (size_t)(slash - t) : strlen(t);
 	if (len == 0 || len > FABRIC_NAME_MAX)
-		return scn_fail(s, v, key, "'%s' is not a node, node/NIC or switch name", t);
+		return scn_fail(s, v, key, "'%s' is not a node, node/NIC or switch name", shown(t));
 	memcpy(name, t, len);
 	name[len] = 0;
 	out->n = 0;
@@ -125,7 +128,7 @@ static int get_eps(struct scn *s, const yaml_node_t *v, const char *key, int all
 			char *end;
 			long i = strtol(slash + 1, &end, 10);
 			if (end == slash + 1 || *end || i < 0 || i >= nd->nnics)
-				return scn_fail(s, v, key, "'%s': node %s has NICs 0..%d", t, name,
+				return scn_fail(s, v, key, "'%s': node %s has NICs 0..%d", shown(t), name,
 						nd->nnics - 1);
 			out->ep[out->n++] = (struct fabric_ep){FABRIC_EP_NIC, nd->id, (int)i};
 		} else {
@@ -139,7 +142,7 @@ static int get_eps(struct scn *s, const yaml_node_t *v, const char *key, int all
 		out->ep[out->n++] = (struct fabric_ep){FABRIC_EP_SWITCH, sw->id, 0};
 		return 0;
 	}
-	return scn_fail(s, v, key, "'%s' is not a %s of this fabric", t,
+	return scn_fail(s, v, key, "'%s' is not a %s of this fabric", shown(t),
 			allow_switch ? "node, node/NIC or switch" : "node or node/NIC");
 }
 
@@ -152,13 +155,14 @@ static int ep_in(const struct fabric_ep *e, const struct eps *set)
 	return 0;
 }
 
-static int add_link(struct scn *s, const yaml_node_t *at, struct fault_spec *f, uint32_t id)
+static int add_link(struct scn *s, const yaml_node_t *at, const char *key, struct fault_spec *f,
+		    uint32_t id)
 {
 	for (uint32_t i = 0; i < f->nlinks; i++)
 		if (f->link[i] == id)
 			return 0;
 	if (f->nlinks == FAULT_MAX_LINKS)
-		return scn_fail(s, at, "link", "more than %d directed links in one fault",
+		return scn_fail(s, at, key, "more than %d directed links in one fault",
 				FAULT_MAX_LINKS);
 	f->link[f->nlinks++] = id;
 	return 0;
@@ -167,19 +171,20 @@ static int add_link(struct scn *s, const yaml_node_t *at, struct fault_spec *f, 
 enum dir { DIR_BOTH, DIR_FORWARD, DIR_BACKWARD };
 
 /* link: [a, b] (the cables between them) or a (its NICs' cables). */
-static int get_links(struct scn *s, const yaml_node_t *v, enum dir dir, struct fault_spec *f)
+static int get_links(struct scn *s, const yaml_node_t *v, const char *key, enum dir dir,
+		     struct fault_spec *f)
 {
 	struct eps a = {0}, b = {0};
 	int pair = 0;
 	if (v->type == YAML_SEQUENCE_NODE) {
 		if (scn_nitems(v) != 2)
-			return scn_fail(s, v, "link", "a link is [end, end] or one NIC, not %d items",
+			return scn_fail(s, v, key, "a link is [end, end] or one NIC, not %d items",
 					scn_nitems(v));
-		if (get_eps(s, scn_item(s, v, 0), "link", 1, &a) ||
-		    get_eps(s, scn_item(s, v, 1), "link", 1, &b))
+		if (get_eps(s, scn_item(s, v, 0), key, 1, &a) ||
+		    get_eps(s, scn_item(s, v, 1), key, 1, &b))
 			return s->rc;
 		pair = 1;
-	} else if (get_eps(s, v, "link", 0, &a)) {
+	} else if (get_eps(s, v, key, 0, &a)) {
 		return s->rc;
 	}
 	uint32_t before = f->nlinks;
@@ -194,11 +199,11 @@ static int get_links(struct scn *s, const yaml_node_t *v, enum dir dir, struct f
 			bwd = ep_in(&l->to, &a);   /* into it */
 		}
 		if ((fwd && dir != DIR_BACKWARD) || (bwd && dir != DIR_FORWARD))
-			if (add_link(s, v, f, l->id))
+			if (add_link(s, v, key, f, l->id))
 				return s->rc;
 	}
 	if (f->nlinks == before)
-		return scn_fail(s, v, "link", "no link of this fabric joins these ends%s",
+		return scn_fail(s, v, key, "no link of this fabric joins these ends%s",
 				pair ? " (a link is a cable: its two ends, like [node0, sw0])" : "");
 	return 0;
 }
@@ -213,7 +218,7 @@ static int get_node(struct scn *s, const yaml_node_t *v, const char *key, int32_
 	}
 	const struct fabric_node *n = fabric_node_find(s->f, scn_text(v));
 	if (!n)
-		return scn_fail(s, v, key, "'%s' is not a node of this fabric", scn_text(v));
+		return scn_fail(s, v, key, "'%s' is not a node of this fabric", shown(scn_text(v)));
 	*out = n->id;
 	return 0;
 }
@@ -262,7 +267,7 @@ static int parse_after(struct scn *s, const yaml_node_t *v, struct fault_spec *f
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "after",
 		       "a mapping like {messages: 100, link: node0} or {first_traffic: node0}"))
 		return s->rc;
-	const yaml_node_t *what = NULL, *lk = NULL, *cn = NULL;
+	const yaml_node_t *what = NULL, *lk = NULL, *cn = NULL, *ft = NULL, *lkey = NULL;
 	for (int i = 0; i < scn_npairs(v); i++) {
 		const char *name;
 		yaml_node_t *k, *x;
@@ -275,7 +280,7 @@ static int parse_after(struct scn *s, const yaml_node_t *v, struct fault_spec *f
 			what = k;
 			if (!strcmp(name, "first_traffic")) {
 				f->trigger = FAULT_T_FIRST_TRAFFIC;
-				lk = x;
+				ft = x;
 			} else {
 				f->trigger = name[0] == 'm' ? FAULT_T_MESSAGES : FAULT_T_BYTES;
 				if (get_size(s, x, name, &f->threshold))
@@ -283,6 +288,7 @@ static int parse_after(struct scn *s, const yaml_node_t *v, struct fault_spec *f
 			}
 		} else if (!strcmp(name, "link")) {
 			lk = x;
+			lkey = k;
 		} else if (!strcmp(name, "conn")) {
 			cn = x;
 		} else {
@@ -292,6 +298,11 @@ static int parse_after(struct scn *s, const yaml_node_t *v, struct fault_spec *f
 	}
 	if (!what)
 		return scn_fail(s, v, "after", "needs messages, bytes or first_traffic");
+	if (ft && lk)
+		return scn_fail(s, lkey, "link", "first_traffic names the trigger's link; not both");
+	const char *lname = ft ? "first_traffic" : "link";
+	if (ft)
+		lk = ft;
 	if (lk && cn)
 		return scn_fail(s, cn, "conn", "a trigger counts on a link or a connection, not both");
 	f->trig_link = -1;
@@ -300,12 +311,11 @@ static int parse_after(struct scn *s, const yaml_node_t *v, struct fault_spec *f
 	if (lk) {
 		/* the trigger's link: one directed link (a NIC: its outgoing one) */
 		struct fault_spec tmp = {0};
-		if (get_links(s, lk, lk->type == YAML_SEQUENCE_NODE ? DIR_FORWARD : DIR_FORWARD,
-			      &tmp))
+		if (get_links(s, lk, lname, DIR_FORWARD, &tmp))
 			return s->rc;
 		if (tmp.nlinks != 1)
-			return scn_fail(s, lk, "link", "a trigger counts on one directed link; this "
-						       "names %u",
+			return scn_fail(s, lk, lname, "a trigger counts on one directed link; this "
+						      "names %u",
 					tmp.nlinks);
 		f->trig_link = (int32_t)tmp.link[0];
 	} else if (cn) {
@@ -323,7 +333,7 @@ static int parse_after(struct scn *s, const yaml_node_t *v, struct fault_spec *f
 static int parse_set(struct scn *s, const yaml_node_t *v, struct fault_spec *f)
 {
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "set",
-		       "a mapping of rate_gbps, add_latency_ns, loss, corrupt_p"))
+		       "a mapping of rate_gbps, add_latency_ns, loss, corrupt"))
 		return s->rc;
 	struct model_link base;
 	param_defaults(PARAM_LINK, &base);
@@ -339,12 +349,12 @@ static int parse_set(struct scn *s, const yaml_node_t *v, struct fault_spec *f)
 				return s->rc;
 			f->set |= FAULT_SET_LATENCY;
 		} else if (!strcmp(name, "rate_gbps") || !strcmp(name, "loss") ||
-			   !strcmp(name, "corrupt_p")) {
+			   !strcmp(name, "corrupt")) {
 			if (scn_param_pair(s, PARAM_LINK, name, k, x, &l, "set"))
 				return s->rc;
 		} else {
 			return scn_fail(s, k, name, "unknown key in set (known: rate_gbps, "
-						    "add_latency_ns, loss, corrupt_p)");
+						    "add_latency_ns, loss, corrupt)");
 		}
 	}
 	if (scn_layer_has(&l, param_find(PARAM_LINK, "rate_gbps"))) {
@@ -358,7 +368,7 @@ static int parse_set(struct scn *s, const yaml_node_t *v, struct fault_spec *f)
 		f->loss = l.v.link.loss;
 		f->set |= FAULT_SET_LOSS;
 	}
-	if (scn_layer_has(&l, param_find(PARAM_LINK, "corrupt_p"))) {
+	if (scn_layer_has(&l, param_find(PARAM_LINK, "corrupt"))) {
 		f->corrupt_p = l.v.link.corrupt_p;
 		f->set |= FAULT_SET_CORRUPT;
 	}
@@ -419,7 +429,7 @@ static int parse_one(struct scn *s, const yaml_node_t *m, int index, struct faul
 		for (int i = 0; i < FAULT_K_COUNT; i++)
 			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "",
 				 fault_kind_names[i]);
-		return scn_fail(s, val[K_ACTION], "action", "'%s' is not one of %s", an, list);
+		return scn_fail(s, val[K_ACTION], "action", "'%s' is not one of %s", shown(an), list);
 	}
 	f.kind = (uint32_t)kind;
 	f.action = fault_kind_action((enum fault_kind)kind);
@@ -437,7 +447,7 @@ static int parse_one(struct scn *s, const yaml_node_t *m, int index, struct faul
 		if (strlen(t) > FAULT_NAME_MAX || strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
 							    "OPQRSTUVWXYZ0123456789._-") != strlen(t))
 			return scn_fail(s, val[K_NAME], "name",
-					"'%s' is not 1..%d of [A-Za-z0-9._-]", t, FAULT_NAME_MAX);
+					"'%s' is not 1..%d of [A-Za-z0-9._-]", shown(t), FAULT_NAME_MAX);
 		snprintf(f.name, sizeof(f.name), "%s", t);
 	} else {
 		snprintf(f.name, sizeof(f.name), "%s-%d", an, index);
@@ -460,7 +470,7 @@ static int parse_one(struct scn *s, const yaml_node_t *m, int index, struct faul
 			return scn_fail(s, val[K_DIR], "direction",
 					"'%s' is not both, forward (as the link is written; a NIC: "
 					"out) or backward (in)",
-					d);
+					shown(d));
 	}
 	int both = 0;
 	switch (f.kind) {
@@ -469,12 +479,12 @@ static int parse_one(struct scn *s, const yaml_node_t *m, int index, struct faul
 	case FAULT_K_DEGRADE:
 	case FAULT_K_CORRUPT:
 		if (need(s, m, val, K_LINK, kn) || refuse(s, val, K_CONN, kn) ||
-		    refuse(s, val, K_NIC, kn) || get_links(s, val[K_LINK], dir, &f))
+		    refuse(s, val, K_NIC, kn) || get_links(s, val[K_LINK], "link", dir, &f))
 			return s->rc;
 		break;
 	case FAULT_K_NIC_DOWN: {
 		if (need(s, m, val, K_NIC, kn) || refuse(s, val, K_LINK, kn) ||
-		    refuse(s, val, K_CONN, kn) || get_links(s, val[K_NIC], dir, &f))
+		    refuse(s, val, K_CONN, kn) || get_links(s, val[K_NIC], "nic", dir, &f))
 			return s->rc;
 		break;
 	}
@@ -484,7 +494,7 @@ static int parse_one(struct scn *s, const yaml_node_t *m, int index, struct faul
 								"connections, not both");
 		if (!val[K_LINK] && !val[K_CONN])
 			return scn_fail(s, m, "link", "missing: a stall needs a link or a conn");
-		if (val[K_LINK] && get_links(s, val[K_LINK], dir, &f))
+		if (val[K_LINK] && get_links(s, val[K_LINK], "link", dir, &f))
 			return s->rc;
 		if (val[K_CONN]) {
 			f.conn_scope = 1;
@@ -557,6 +567,9 @@ static int parse_one(struct scn *s, const yaml_node_t *m, int index, struct faul
 		double duty = 0.5;
 		if (get_time(s, val[K_PERIOD], "period", &f.period_ns))
 			return s->rc;
+		if (f.period_ns < 1000)
+			return scn_fail(s, val[K_PERIOD], "period", "%" PRId64 " ns is below 1 us",
+					f.period_ns);
 		if (val[K_DUTY] && get_fraction(s, val[K_DUTY], "duty", &duty))
 			return s->rc;
 		if (duty <= 0 || duty >= 1)

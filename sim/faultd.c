@@ -341,8 +341,8 @@ int faultd_connect(struct faultd *d, int src, int dst, int64_t now, int64_t *unt
 		if (f->node != FAULT_ANY && f->node != src && f->node != dst)
 			continue;
 		int64_t a, b;
-		if (!fault_window(f, d->shm->seed, id, atomic_load(&ff->origin),
-				  atomic_load(&ff->until), now, now, &a, &b) ||
+		if (fault_window(f, d->shm->seed, id, atomic_load(&ff->origin),
+				 atomic_load(&ff->until), now, now, &a, &b) != 1 ||
 		    a > now)
 			continue;
 		atomic_fetch_add(&ff->hit, 1);
@@ -382,7 +382,7 @@ int faultd_describe(const struct faultd *d, uint32_t id, int64_t now, char *buf,
 	int64_t origin = atomic_load(&ff->origin), until = atomic_load(&ff->until), a, b;
 	const char *state = "armed";
 	if (origin) {
-		if (fault_window(f, d->shm->seed, id, origin, until, now, now, &a, &b) && a <= now)
+		if (fault_window(f, d->shm->seed, id, origin, until, now, now, &a, &b) == 1 && a <= now)
 			state = "on";
 		else if (until <= now || win_start(f, origin, until, d->st[id].next_win) < 0)
 			state = d->st[id].open_win ? "on" : "over";

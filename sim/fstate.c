@@ -308,8 +308,9 @@ static void apply_degrades(struct fst_view *v, const struct fst_conn *c, int64_t
 			continue;
 		const struct fault_spec *f = &ff->spec;
 		int64_t wa, wb;
-		if (!fault_window(f, v->shm->seed, id, atomic_load(&ff->origin), atomic_load(&ff->until),
-				  t, t, &wa, &wb) || wa > t)
+		if (fault_window(f, v->shm->seed, id, atomic_load(&ff->origin), atomic_load(&ff->until),
+				 t, t, &wa, &wb) != 1 ||
+		    wa > t)
 			continue;
 		int touched = 0;
 		for (uint32_t i = 0; i < f->nlinks; i++) {
@@ -353,9 +354,10 @@ static void apply_outages(struct fst_view *v, struct fst_conn *c, int64_t t_post
 	const int64_t to = model_timeout_ns(&c->nic);
 	int64_t t = t_post, end = out->arrive_ns, delay = 0, last_resume = -1;
 	uint32_t used = 0;
+	uint64_t seen[FAULT_MAX / 64] = {0}; /* faults counted for this message already */
 	for (int round = 0; round < 4 * FAULT_MAX; round++) {
 		/* the earliest window (of any matching fault) that overlaps [t, end] */
-		int best = -1, best_hop = -1;
+		int best = -1, best_hop = -1, undecided = 0;
 		int64_t ba = 0, bb = 0;
 		for (uint32_t id = 0; id < n; id++) {
 			struct fst_fault *ff = fst_fault(v->shm, id);
@@ -369,8 +371,9 @@ static void apply_outages(struct fst_view *v, struct fst_conn *c, int64_t t_post
 			int64_t wa, wb;
 			if (!fault_scope(f, c, &hop))
 				continue;
-			if (!fault_window(f, v->shm->seed, id, atomic_load(&ff->origin),
-					  atomic_load(&ff->until), t, end, &wa, &wb))
+			int r = fault_window(f, v->shm->seed, id, atomic_load(&ff->origin),
+					     atomic_load(&ff->until), t, end, &wa, &wb);
+			if (!r)
 				continue;
 			int64_t u = wa > t ? wa : t;
 			if (best < 0 || u < ba) {
@@ -378,17 +381,27 @@ static void apply_outages(struct fst_view *v, struct fst_conn *c, int64_t t_post
 				best_hop = hop;
 				ba = u;
 				bb = wb;
+				undecided = r == 2;
 			}
 		}
 		if (best < 0)
 			break;
+		if (undecided) { /* a scan cut short: nothing before ba, look again from there */
+			t = ba;
+			continue;
+		}
 		struct fst_fault *ff = fst_fault(v->shm, (uint32_t)best);
 		const struct fault_spec *f = &ff->spec;
 		uint32_t link = best_hop >= 0 ? c->path[best_hop] : (c->npath ? c->path[0] : 0);
 		if (hit->fault < 0 || hit->action == FAULT_A_DEGRADE)
 			note_hit(hit, (uint32_t)best, f, link, ba, bb);
-		hit->nfaults++;
-		atomic_fetch_add_explicit(&ff->hit, 1, memory_order_relaxed);
+		/* counters count messages, not the windows one message meets */
+		int first = !(seen[best / 64] >> (best % 64) & 1);
+		seen[best / 64] |= 1ull << (best % 64);
+		if (first) {
+			hit->nfaults++;
+			atomic_fetch_add_explicit(&ff->hit, 1, memory_order_relaxed);
+		}
 		int64_t resume;
 		uint32_t spent = 0;
 		int failed;
@@ -420,7 +433,8 @@ static void apply_outages(struct fst_view *v, struct fst_conn *c, int64_t t_post
 		out->timeouts += f->action == FAULT_A_DOWN ? spent : 0;
 		out->lost += f->action == FAULT_A_DOWN ? 1 : 0;
 		int64_t d = resume - ba;
-		atomic_fetch_add_explicit(&ff->delayed, 1, memory_order_relaxed);
+		if (first)
+			atomic_fetch_add_explicit(&ff->delayed, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&ff->delay_ns, (uint64_t)d, memory_order_relaxed);
 		delay += d;
 		end += d;

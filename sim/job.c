@@ -217,12 +217,13 @@ static int get_size(struct scn *s, const yaml_node_t *v, const char *key, uint64
 		x = x * 10 + (uint64_t)(t[k] - '0');
 	unsigned shift = 0;
 	if (ok && t[i]) {
-		const char *u = strchr("KMG", t[i] & ~0x20);
-		ok = u != NULL && t[i] != 0;
-		shift = ok ? 10u * (unsigned)(u - "KMG" + 1) : 0;
+		char u = (char)(t[i] & ~0x20);
+		shift = u == 'K' ? 10 : u == 'M' ? 20 : u == 'G' ? 30 : 0;
 		const char *rest = t + i + 1;
-		ok = ok && (!*rest || !strcmp(rest, "iB") || !strcmp(rest, "B"));
+		ok = shift && (!*rest || !strcmp(rest, "iB") || !strcmp(rest, "B"));
 	}
+	if (ok && x > (max >> shift))
+		ok = false; /* and so no overflow below */
 	if (ok)
 		x <<= shift;
 	if (!ok || x < min || x > max)
@@ -934,8 +935,17 @@ static int parse_bounds(struct scn *s, const yaml_node_t *v, const char *key, do
 	return 0;
 }
 
+/* Does the job's JSON (ours: no spaces) list the harness test "bench"? */
+static bool harness_benches(const char *jobjson)
+{
+	const char *t = strstr(jobjson, ",\"tests\":[");
+	const char *end = t ? strchr(t, ']') : NULL;
+	const char *b = t ? strstr(t, "\"bench\"") : NULL;
+	return b && b < end;
+}
+
 static int parse_timing(struct scn *s, const yaml_node_t *v, const char *prog,
-			const char *jobjson, struct jb *b)
+			const char *jobjson, long long nnodes, struct jb *b)
 {
 	const yaml_node_t *vm = NULL, *vb = NULL, *vl = NULL, *vmin = NULL, *vc = NULL;
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "timing",
@@ -944,12 +954,12 @@ static int parse_timing(struct scn *s, const yaml_node_t *v, const char *prog,
 	if (s->ideal)
 		return scn_fail(s, v, "timing",
 				"the ideal fabric has no latency or bandwidth to hold a job to");
-	if (!strcmp(prog, "harness") && !strstr(jobjson, "\"tests\":[") )
+	if (!strcmp(prog, "harness") && !harness_benches(jobjson))
 		return scn_fail(s, v, "timing",
 				"the harness measures only in its bench test (job: tests: [bench])");
-	if (!strcmp(prog, "harness") && !strstr(jobjson, "\"bench\""))
+	if (nnodes < 2)
 		return scn_fail(s, v, "timing",
-				"the harness measures only in its bench test (job: tests: [bench])");
+				"a job on one node crosses no fabric link: there is nothing to model");
 	for (int i = 0; i < scn_npairs(v); i++) {
 		const char *name;
 		yaml_node_t *k, *x;
@@ -1140,9 +1150,13 @@ int scn_parse_expect(struct scn *s, const yaml_node_t *v)
 
 	if (!job || sscanf(job, "{\"ranks\":%lld,\"program\":\"%15[a-z]\"", &nranks, prog) != 2)
 		return scn_fail(s, v, "expect", "needs a job: section (what to run)");
-	const char *t = strstr(job, "\"timeout_s\":");
+	const char *t = strstr(job, ",\"timeout_s\":");
 	if (t)
-		timeout_s = strtoll(t + 12, NULL, 10);
+		timeout_s = strtoll(t + 13, NULL, 10);
+	long long gpn = 1;
+	t = strstr(job, ",\"gpus_per_node\":");
+	if (t)
+		gpn = strtoll(t + 17, NULL, 10);
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "expect",
 		       "a mapping like {data: exact, timing: {busbw: [0.3, 1.05]}}"))
 		return s->rc;
@@ -1178,7 +1192,7 @@ int scn_parse_expect(struct scn *s, const yaml_node_t *v)
 						 "held to the model)");
 	jb_printf(&b, "{\"data\":\"%s\",\"timing\":", data_names[data]);
 	if (vt) {
-		if (parse_timing(s, vt, prog, job, &b))
+		if (parse_timing(s, vt, prog, job, gpn > 0 ? nranks / gpn : nranks, &b))
 			goto out;
 	} else {
 		jb_puts(&b, "null");

@@ -929,6 +929,16 @@ static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 	if (rc)
 		return rc;
 	struct session *old = session_by_pid(s, c->pid);
+	if (old && old->conn->fd >= 0) {
+		/* A plugin copy unloaded with objects still open closes its socket without a
+		 * word, and a reloaded copy says hello at once: if the old socket is at EOF, that
+		 * session is over (we just have not read the EOF yet). */
+		char b;
+		if (recv(old->conn->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+			conn_kill(old->conn, "the peer closed the connection (seen at its new hello)");
+			old = session_by_pid(s, c->pid);
+		}
+	}
 	if (old) {
 		snprintf(err, SRV_ERR_LEN, "pid %d already has a session (node %s, conn#%llu)",
 			 (int)c->pid, old->node->name, (unsigned long long)old->conn->id);

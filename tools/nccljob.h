@@ -270,6 +270,7 @@ struct nj_job {
 	struct nj_step *steps;
 	int nsteps;
 	int steps_done;
+	char skipped[160];      /* the sizes too small for one element (per rank) */
 	struct nj_result *res;  /* rank 0: [nsteps][nranks]; others: [nsteps][1] */
 	struct nj_info me;
 	struct nj_rankrec *ranks; /* rank 0 only */

@@ -51,7 +51,7 @@ static const char usage_text[] =
 	"                       poisoned output buffer, all elements compared bit for bit with\n"
 	"                       values computed on the host. 2: as 1, and every warm-up\n"
 	"                       iteration on its own. Only the root's output of reduce is checked.\n"
-	"  --device N           the CUDA device (default: LOCAL_RANK %% the visible devices)\n"
+	"  --device N           the CUDA device (default: LOCAL_RANK % the visible devices)\n"
 	"  --blocking 0|1       the communicator's config.blocking (default 0: non-blocking, so\n"
 	"                       no NCCL call can hang this program; 1 runs under the watchdog)\n"
 	"\n"
@@ -59,9 +59,9 @@ static const char usage_text[] =
 	"  --timeout-s S        the whole job's bound, bootstrap included (default 300)\n"
 	"  --op-timeout-s S     the bound of each wait: communicator init, one warm-up or timed\n"
 	"                       batch, a copy, the finalize (default 60)\n"
-	"  --json FILE          the results as JSON. A \"%%r\" in FILE becomes the rank: then\n"
+	"  --json FILE          the results as JSON. A \"%r\" in FILE becomes the rank: then\n"
 	"                       every rank writes its own view and rank 0's file is the combined\n"
-	"                       one; without \"%%r\" only rank 0 writes FILE\n"
+	"                       one; without \"%r\" only rank 0 writes FILE\n"
 	"  -v, --verbose        every rank says what it does, on stderr\n"
 	"  --dry-run            no CUDA and no NCCL: the bootstrap, the steps, the failure\n"
 	"                       handling and the reports run as usual, and what NCCL would have\n"
@@ -451,8 +451,16 @@ int opts_steps(struct nj_job *j)
 
 			st->coll = coll;
 			st->chunk = j->o.sizes[s] / es / (split ? n : 1);
-			if (!st->chunk)
+			if (!st->chunk) {
+				size_t len = strlen(j->skipped);
+
+				if (len + 40 < sizeof(j->skipped))
+					snprintf(j->skipped + len, sizeof(j->skipped) - len, "%s%s %zu B",
+						 len ? ", " : "", nj_coll_name(coll), j->o.sizes[s]);
+				else if (!strstr(j->skipped, "..."))
+					strcat(j->skipped, ", ...");
 				continue;
+			}
 			st->count = st->chunk * (split ? n : 1);
 			st->bytes = st->count * es;
 			st->in_n = coll == NJ_ALLGATHER ? st->chunk : st->count;

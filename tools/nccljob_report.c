@@ -235,7 +235,7 @@ static void write_data_error(struct jw *w, const struct nj_job *j)
 			    "at index %lld: got %s, expected %s",
 			    nj_coll_name(s->coll), s->bytes, (unsigned long long)wrong, wr,
 			    (long long)x->first, x->got, x->expected);
-		f.after_ms = -1;
+		f.after_ms = NAN; /* not a moment: the checks of a whole sweep */
 		snprintf(f.phase, sizeof(f.phase), "%s %zu B: check", nj_coll_name(s->coll),
 			 s->bytes);
 		write_fail(w, "error", &f);
@@ -437,6 +437,9 @@ void report_header(const struct nj_job *j)
 		       in->net[0] ? in->net : "-", in->device, in->pci[0] ? in->pci : "",
 		       in->devname);
 	}
+	if (j->skipped[0])
+		printf("#   skipped, less than one %s element%s: %s\n", nj_dtype_name(j->o.dtype),
+		       j->nranks > 1 ? " per rank" : "", j->skipped);
 	printf("#\n# %13s %12s %12s %6s %5s %11s %11s %11s %8s\n", "coll", "bytes", "count", "redop",
 	       "root", "time_us", "algbw_GB/s", "busbw_GB/s", "wrong");
 	fflush(stdout);

@@ -71,15 +71,17 @@ class Paths:
                 raise LaunchError("%s is missing: build it with `make`" % p, EXIT_CANNOT)
 
 
-def nccl_libdirs(paths):
-    """Directories holding libnccl.so.2 and libcudart, from tools/nccl-libdir.sh if present."""
+def nccl_libdirs(paths, binary=None):
+    """Directories holding the NCCL and CUDA runtime libraries binary needs, from
+    tools/nccl-libdir.sh if present (what it found, even when something is missing)."""
     if not os.access(paths.libdir_sh, os.X_OK):
         return []
     try:
-        out = subprocess.run([paths.libdir_sh], capture_output=True, text=True, timeout=60)
+        out = subprocess.run([paths.libdir_sh] + ([binary] if binary else []),
+                             capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return []
-    return [d for d in out.stdout.strip().split(":") if d] if out.returncode == 0 else []
+    return [d for d in out.stdout.strip().split(":") if d]
 
 
 def python_with(module, candidates=None):
@@ -467,6 +469,10 @@ class LaunchResult:
         failed.sort(key=lambda p: p.t_exit or 0)
         self.first_failure = failed[0] if failed else None
         self.stats = None
+        self.faults = None
+        self.connections = None  # sfctl.show's chans at the end: msgs, bytes per connection
+        self.t_start = None  # CLOCK_MONOTONIC seconds the ranks' clock (t_exit) counts from
+        self.counter_files = []  # what write_counters() put into the run directory
 
     @property
     def ok(self):
@@ -507,6 +513,13 @@ class LaunchResult:
                 -4 * limit:]))
         return "\n".join(parts)
 
+    def counters_note(self):
+        """The report's line naming the counter files, or ""."""
+        if not self.counter_files:
+            return ""
+        return "  counters in %s (`simfabric report %s` shows them)" % (
+            ", ".join(self.counter_files), self.run_dir)
+
     def summary(self):
         lines = []
         for p in self.procs:
@@ -543,6 +556,7 @@ class Launcher:
         self.py_stacks = py_stacks
         self.notes = []
         self._signal = None
+        self.t_start = None
 
     def say(self, msg):
         self.notes.append(msg)
@@ -567,8 +581,9 @@ class Launcher:
                                        start_new_session=True, preexec_fn=_pdeathsig)
         except OSError as e:
             p.logf.close()
+            import errno
             raise LaunchError("%s: cannot start %s: %s" % (p.label, p.argv[0], e.strerror),
-                              EXIT_CANNOT)
+                              127 if e.errno == errno.ENOENT else 126)
         p.t0 = time.monotonic()
 
     def _line(self, p, stream, data):
@@ -580,14 +595,20 @@ class Launcher:
                 del p.stdout_tail[:len(p.stdout_tail) - (1 << 20)]
         if self.echo:
             text = data.decode("utf-8", "replace").rstrip("\n")
-            self.out.write("[%s] %s\n" % (p.label, text))
-            self.out.flush()
+            try:
+                self.out.write("[%s] %s\n" % (p.label, text))
+                self.out.flush()
+            except (BrokenPipeError, ValueError):  # `simfabric launch ... | head`: logs only
+                self.echo = False
 
     def _feed(self, p, stream, chunk):
         buf = p.bufs.get(stream, b"") + chunk
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             self._line(p, stream, line + b"\n")
+        if len(buf) > 65536:  # no newline in sight (a progress bar's \r): a line anyway
+            self._line(p, stream, buf + b"\n")
+            buf = b""
         p.bufs[stream] = buf
 
     def _flush(self, p, stream):
@@ -616,7 +637,7 @@ class Launcher:
         if self.handle_signals:
             for s in (signal.SIGINT, signal.SIGTERM):
                 old[s] = signal.signal(s, self._on_signal)
-        t_start = time.monotonic()
+        t_start = self.t_start = time.monotonic()
         deadline = t_start + self.timeout if self.timeout else None
         kill_at = None  # set once tearing down has begun: when SIGKILL follows
         killed = False
@@ -806,7 +827,7 @@ class Job:
         if env:
             base.update(env)
         if os.path.basename(argv[0]) == "simfabric-nccljob":
-            dirs = nccl_libdirs(self.paths)
+            dirs = nccl_libdirs(self.paths, argv[0])
             if dirs:
                 base["LD_LIBRARY_PATH"] = ":".join(dirs + [d for d in base.get(
                     "LD_LIBRARY_PATH", "").split(":") if d])
@@ -826,6 +847,24 @@ class Job:
         try:
             return sfctl.stats(self.socket)
         except sfctl.CtlError:
+            return None
+
+    def faults(self):
+        """The fault list at the end of the run (op=fault verb=list), or None."""
+        if not self.socket or (self.fabric or {}).get("kind") == "ideal":
+            return None
+        try:
+            return sfctl.faults(self.socket)
+        except sfctl.CtlError:
+            return None
+
+    def connections(self):
+        """Every connection's counters at the end of the run (op=show: chans), or None."""
+        if not self.socket:
+            return None
+        try:
+            return sfctl.show(self.socket)["chans"]
+        except (sfctl.CtlError, KeyError):
             return None
 
     def down(self):
@@ -850,10 +889,54 @@ def launch(cmd, nodes, gpus_per_node=1, scenario=None, socket=None, run_dir=None
         timed_out, interrupted, stacks = L.run(procs, job.socket)
         res = LaunchResult(job.run_dir, procs, job.fabric, time.monotonic() - t0, timed_out,
                            interrupted, job.notes + L.notes, stacks)
+        res.t_start = L.t_start
         res.stats = job.stats()
+        res.faults = job.faults()
+        res.connections = job.connections()
     finally:
         job.down()
+    write_counters(res, job.fabric, shared=job.daemon is None)
     return res
+
+
+def counters(lr, fabric, shared=False):
+    """stats.json's content: per directed link its ends and rate (from the fabric dump) and
+    op=stats' counters; per connection op=show's msgs and bytes; the job's span in fabric time
+    (ns since the daemon's start, the clock of faults.json) when the daemon told its epoch."""
+    names = {l["id"]: l for l in (fabric or {}).get("links") or []}
+    links = []
+    for i, c in sorted((lr.stats or {}).items()):
+        d = names.get(i, {})
+        links.append(dict({"id": i, "from": d.get("from"), "to": d.get("to"),
+                           "rate_bps": d.get("rate_bps")}, **c))
+    conns = [{k: c.get(k) for k in ("id", "src", "dst", "state", "msgs", "bytes")}
+             for c in lr.connections or []]
+    fl = lr.faults or {}
+    ran = max([p.t_exit for p in lr.procs if p.t_exit is not None] or [0.0])
+    job = {"seconds": ran, "start_ns": None, "end_ns": None}
+    if fl.get("epoch_ns") is not None and lr.t_start is not None:
+        job["start_ns"] = int(round(lr.t_start * 1e9)) - fl["epoch_ns"]
+        job["end_ns"] = job["start_ns"] + int(round(ran * 1e9))
+    return {"version": 1, "fabric": (fabric or {}).get("name"),
+            "kind": (fabric or {}).get("kind"), "shared_daemon": bool(shared),
+            "epoch_ns": fl.get("epoch_ns"), "now_ns": fl.get("now_ns"), "job": job,
+            "links": links, "connections": conns}
+
+
+def write_counters(lr, fabric, shared=False):
+    """stats.json, faults.json (only when the fabric has faults) and fabric.json into the run
+    directory of a job on a modelled fabric (`simfabric report` reads them). shared: the daemon
+    was not the job's own, so its counters include what ran before."""
+    if lr is None or not lr.stats or (fabric or {}).get("kind") == "ideal":
+        return []
+    out = [("stats.json", counters(lr, fabric, shared)), ("fabric.json", fabric)]
+    if lr.faults and lr.faults.get("faults"):
+        out.insert(1, ("faults.json", lr.faults))
+    for name, doc in out:
+        with open(os.path.join(lr.run_dir, name), "w") as f:
+            json.dump(doc, f, indent=1)
+        lr.counter_files.append(name)
+    return lr.counter_files
 
 
 # ---- scenarios: job: and expect: -----------------------------------------------------------
@@ -914,12 +997,20 @@ def program_argv(job, paths, rundir, python=None):
     return _subst(job["command"], paths, rundir) + extra
 
 
+def needs_gpu(job):
+    """Programs nccl and torch do, except the NCCL job program's --dry-run (no CUDA, no NCCL:
+    its bootstrap, checks and failure handling on the CPU)."""
+    if job["program"] == "nccl" and "--dry-run" in (job.get("args") or ()):
+        return False
+    return job["program"] in GPU_PROGRAMS
+
+
 def can_run(job, paths):
     """None if this machine can run the job, else why not (a skip reason)."""
     prog = job["program"]
     if prog == "harness" and not os.path.exists(paths.harness):
         return "%s is not built (make)" % paths.harness
-    if prog in GPU_PROGRAMS and not gpu_ids():
+    if needs_gpu(job) and not gpu_ids():
         return "program %s needs an NVIDIA GPU (nvidia-smi %s)" % (
             prog, "lists no GPU" if shutil.which("nvidia-smi") else "not found")
     if prog == "nccl" and not os.path.exists(paths.nccljob):
@@ -1063,16 +1154,21 @@ def check_failure(f, job, lr, raw, fails, status):
 
     ranks = f.get("ranks", "any")
     verdicts = {r: matches(r, w) for r, w in sorted(who.items())}
-    desc = ", ".join("rank %d (%s)" % (r, "ok" if not v else "; ".join(v))
-                     for r, v in verdicts.items()) or "no rank failed on its own"
+    want = sorted(verdicts) if ranks == "any" else list(range(nranks)) if ranks == "all" \
+        else ranks
+    desc = ", ".join("rank %d (%s)" % (r, "as expected" if not verdicts[r] else
+                                       "; ".join(verdicts[r]))
+                     for r in want if r in verdicts) or "no rank failed on its own"
     if ranks == "any":
         ok = any(not v for v in verdicts.values())
     else:
-        want = list(range(nranks)) if ranks == "all" else ranks
         missing = [r for r in want if r not in verdicts]
         ok = not missing and all(not verdicts[r] for r in want)
         if missing:
             desc += "; rank(s) %s did not fail" % ", ".join(map(str, missing))
+    others = [r for r in sorted(who) if r not in want]
+    if others:
+        desc += "; rank(s) %s failed too" % ", ".join(map(str, others))
     what = ", ".join("%s %s" % (k, v) for k, v in f.items() if v not in (None, "any"))
     return ok, "expected failure (%s): %s" % (what or "any", desc)
 
@@ -1120,6 +1216,8 @@ class RunResult:
             lines.append("  %-4s %-8s %s" % ("ok" if c.ok else "FAIL", c.name, c.detail))
             if c.table:
                 lines.append(sfmodel.format_rows(_shown_rows(c.table)))
+        if lr.counters_note():
+            lines.append(lr.counters_note())
         lines.append("%s  (%.1f s; logs in %s)" % ("PASS" if self.passed else "FAIL",
                                                    lr.seconds, lr.run_dir))
         return "\n".join(lines)
@@ -1203,11 +1301,14 @@ def evaluate(job, expect, lr, fb):
         checks.append(Check("failure", ok, detail))
     # the fabric itself: nothing delivered before the model's time
     if lr.stats:
-        early = sum(l.get("early", 0) for l in lr.stats.values())
-        late = [l for l in lr.stats.values() if l.get("late_n")]
-        checks.append(Check("fabric", early == 0, "%d early deliveries over %d link(s)%s" % (
-            early, len(lr.stats), "" if early == 0 else " (the model was beaten: a bug)")))
-        _ = late
+        st = lr.stats.values()
+        early = sum(l.get("early", 0) for l in st)
+        n = sum(l.get("late_n", 0) for l in st)
+        late = (", deliveries %.1f us late on average (at most %.1f us): the fidelity monitor" % (
+            sum(l.get("late_sum_ns", 0) for l in st) / n / 1e3,
+            max(l.get("late_max_ns", 0) for l in st) / 1e3)) if n else ""
+        checks.append(Check("fabric", early == 0, "%d early deliveries over %d link(s)%s%s" % (
+            early, len(lr.stats), " (the model was beaten: a bug)" if early else "", late)))
     return checks
 
 
@@ -1260,9 +1361,13 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
         timed_out, interrupted, stacks = L.run(procs, jb.socket)
         lr = LaunchResult(jb.run_dir, procs, fb, time.monotonic() - t0, timed_out, interrupted,
                           jb.notes + L.notes, stacks)
+        lr.t_start = L.t_start
         lr.stats = jb.stats()
+        lr.faults = jb.faults()
+        lr.connections = jb.connections()
     finally:
         rc = jb.down()
+    write_counters(lr, fb)
     if lr.interrupted:
         checks = [Check("ranks", False, "interrupted by %s: torn down" % _signame(
             lr.interrupted))]

@@ -8,7 +8,10 @@
 #ifndef SF_TEST_CHECK_H
 #define SF_TEST_CHECK_H
 
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
+#include <unistd.h>
 
 static int failures, checks;
 #define CHECK(cond, ...)                                                                           \
@@ -21,5 +24,20 @@ static int failures, checks;
 			fputc('\n', stderr);                                                       \
 		}                                                                                  \
 	} while (0)
+
+/* The scenarios directory: ./scenarios (make runs tests from the top), else the one of the
+ * tree the binary was built in (<top>/<build>/test/<binary>). */
+static inline const char *check_scenarios_dir(char *buf, size_t cap)
+{
+	if (access("scenarios/ideal.yaml", R_OK) == 0)
+		return "scenarios";
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return "scenarios";
+	exe[n] = 0;
+	snprintf(buf, cap, "%s/scenarios", dirname(dirname(dirname(exe))));
+	return buf;
+}
 
 #endif /* SF_TEST_CHECK_H */

@@ -176,7 +176,8 @@ static void test_errors(void)
 		{FOUR "job: {program: nccl, nodes: [node0, node0]}",
 		 "t.yaml:2:37: nodes: 'node0' is listed twice"},
 		{IDEAL "job: {program: nccl, nodes: [a, \"b c\"]}",
-		 "t.yaml:2:33: nodes: node name 'b c' has character 0x20 at position 2; allowed are [A-Za-z0-9._-]"},
+		 "t.yaml:2:33: nodes: node name 'b c' has character 0x20 at position 2; allowed are "
+		 "[A-Za-z0-9._-]"},
 		{FOUR "job: {program: nccl, ranks: 6}",
 		 "t.yaml:2:29: ranks: 6 ranks do not split evenly over 4 node(s) (the fabric's; say "
 		 "nodes: too)"},
@@ -206,6 +207,9 @@ static void test_errors(void)
 		{TWO "job: {program: nccl, sizes: [8, 1X]}",
 		 "t.yaml:2:33: sizes: '1X' is not a size in 1..17179869184 bytes (an integer, K, M, G "
 		 "suffixes allowed: 64K, 1M)"},
+		{TWO "job: {program: nccl, sizes: [999999999999G]}",
+		 "t.yaml:2:30: sizes: '999999999999G' is not a size in 1..17179869184 bytes (an "
+		 "integer, K, M, G suffixes allowed: 64K, 1M)"},
 		{TWO "job: {program: nccl, sizes: {min: 1M, max: 1K}}",
 		 "t.yaml:2:44: max: 1024 is below min 1048576"},
 		{TWO "job: {program: nccl, sizes: {min: 1, max: 1G, fact: 2}}",
@@ -247,6 +251,14 @@ static void test_errors(void)
 		{TWO "job: {program: harness, tests: [sizes]}\nexpect: {timing: {busbw: [0.5, 1.1]}}",
 		 "t.yaml:3:18: timing: the harness measures only in its bench test (job: tests: "
 		 "[bench])"},
+		{TWO "job: {program: harness, tests: [sizes], env: {X: bench}}\nexpect: {timing: "
+		     "{busbw: [0.5, 1.1]}}",
+		 "t.yaml:3:18: timing: the harness measures only in its bench test (job: tests: "
+		 "[bench])"},
+		{FOUR "job: {program: nccl, nodes: 1, gpus_per_node: 4}\nexpect: {timing: {busbw: "
+		      "[0.5, 1.1]}}",
+		 "t.yaml:3:18: timing: a job on one node crosses no fabric link: there is nothing to "
+		 "model"},
 		{TWO "job: {program: nccl}\nexpect: {timing: {}}",
 		 "t.yaml:3:18: busbw: missing: timing needs busbw: [lo, hi] (measured busbw / the "
 		 "model's)"},

@@ -30,22 +30,6 @@ static struct fabric *load(const char *yaml, char *err)
 	return rc ? NULL : f;
 }
 
-/* The scenarios directory: ./scenarios (make runs tests from the top), else next to the binary. */
-static const char *scenarios_dir(char *buf, size_t cap)
-{
-	if (access("scenarios/ideal.yaml", R_OK) == 0)
-		return "scenarios";
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return "scenarios";
-	exe[n] = 0;
-	/* <top>/<build>/test/test_scenario */
-	char *d = dirname(dirname(dirname(exe)));
-	snprintf(buf, cap, "%s/scenarios", d);
-	return buf;
-}
-
 static const struct fabric_link *link_between(const struct fabric *f, const char *from,
 					      const char *to)
 {
@@ -70,7 +54,7 @@ static const struct fabric_link *link_between(const struct fabric *f, const char
 static void test_shipped(void)
 {
 	char dirbuf[PATH_MAX], path[PATH_MAX + 300], err[SCN_ERR_LEN];
-	const char *dir = scenarios_dir(dirbuf, sizeof(dirbuf));
+	const char *dir = check_scenarios_dir(dirbuf, sizeof(dirbuf));
 	DIR *d = opendir(dir);
 	CHECK(d != NULL, "open %s", dir);
 	if (!d)

@@ -1,0 +1,128 @@
+# SPDX-License-Identifier: MIT
+"""Real NCCL under faults (GPU): the NCCL job program over a 2-node fabric whose link goes down
+for longer than the RC retry budget (every rank reports ncclRemoteError through
+ncclCommGetAsyncError, aborts and exits within the bound), and flaps for shorter (exact data,
+slower by about what the model says). Figures go to $SIMFABRIC_RESULTS when set."""
+import json
+import os
+import sys
+
+import pytest
+
+import simfabric_pytest
+
+ROOT = simfabric_pytest.ROOT
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import sflaunch  # noqa: E402
+
+T_O = 4096 * 2 ** 10  # timeout_exp 10
+RETRY = 7
+
+FABRIC = """name: {name}
+seed: 1
+fabric:
+  defaults:
+    link: {{rate_gbps: 100, latency_ns: 500}}
+    nic: {{timeout_exp: 10, retry_count: {retry}}}
+  nodes: {{count: 2, name: "node{{i}}"}}
+  switches:
+    - {{name: sw0}}
+  links:
+    - ends: [[node0, node1], sw0]
+faults:
+{faults}
+"""
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+
+
+@pytest.fixture
+def gpu(sf_env):
+    paths = sflaunch.Paths(sf_env.build)
+    if not sflaunch.gpu_ids():
+        pytest.skip("needs an NVIDIA GPU (nvidia-smi %s)" % (
+            "lists no GPU" if sflaunch.shutil.which("nvidia-smi") else "not found"))
+    if not os.path.exists(paths.nccljob):
+        pytest.skip("%s is not built (needs CUDA and NCCL at build time)" % paths.nccljob)
+    return paths
+
+
+def job(paths, tmp_path, name, faults, iters, size="1M", timeout=180):
+    sc = tmp_path / (name + ".yaml")
+    sc.write_text(FABRIC.format(name=name, retry=RETRY, faults="\n".join(
+        "  " + l for l in faults.strip().splitlines()) or "  []"))
+    out = tmp_path / ("%s-%%r.json" % name)
+    cmd = [paths.nccljob, "--coll", "allreduce", "--sizes", size, "--warmup", "5", "--iters",
+           str(iters), "--timing", "each", "--op-timeout-s", "30", "--timeout-s", str(timeout),
+           "--json", str(out)]
+    r = sflaunch.launch(cmd, 2, scenario=str(sc), run_dir=str(tmp_path / name), echo=False,
+                        timeout=timeout + 60, paths=paths, env={"NCCL_DEBUG": "WARN"})
+    res = None
+    p0 = str(out).replace("%r", "0")
+    if os.path.exists(p0):
+        with open(p0) as f:
+            res = json.load(f)
+    return r, res
+
+
+def save(name, obj):
+    d = os.environ.get("SIMFABRIC_RESULTS")
+    if d:
+        with open(os.path.join(d, name), "w") as f:
+            json.dump(obj, f, indent=1)
+
+
+def daemon_log(r):
+    p = os.path.join(r.run_dir, "simfabricd.log")
+    return open(p).read() if os.path.exists(p) else ""
+
+
+def test_14_01_link_down_past_the_budget_aborts_every_rank_with_remote_error(gpu, tmp_path):
+    r, res = job(gpu, tmp_path, "down", """
+- {name: cut, action: link_down, link: [node0, sw0], after: {messages: 400, link: node0},
+   for: 10s}
+""", iters=100000, timeout=120)
+    report = "%s\n%s\n%s" % (r.summary(), r.logs(), daemon_log(r)[-4000:])
+    assert res is not None, report
+    assert res["status"] == "nccl_error", report
+    assert res["error"]["code"] == "ncclRemoteError", (res["error"], report)
+    rcs = [p.rc for p in r.procs]
+    assert rcs == [3, 3], (rcs, report)
+    fl = r.faults["faults"][0] if r.faults else None
+    assert fl and fl["failed"] >= 1, (r.faults, report)
+    # from the fault's start to the last rank's exit: the model's 8 T_o, then NCCL's abort
+    t_exit = max(p.t_exit for p in r.procs)
+    logs = r.logs(limit=200000)
+    assert "fault #0 'cut'" in logs and "retry count exhausted" in logs, logs[-6000:]
+    save("nccl-fault-link-down.json", {"result": res, "fault": fl, "exit_s": t_exit,
+                                       "rcs": rcs, "budget_ms": RETRY * T_O / 1e6,
+                                       "fail_after_ms": (RETRY + 1) * T_O / 1e6})
+    assert r.seconds < 60, report
+
+
+def test_14_02_a_flap_shorter_than_the_budget_only_slows_the_job(gpu, tmp_path):
+    iters = 400
+    base_r, base = job(gpu, tmp_path, "base", "", iters=iters)
+    assert base and base["status"] == "ok", base_r.summary() + base_r.logs()
+    down_ns, windows = 10000000, 5  # 10 ms < 29.4 ms budget: the 3rd retry gets through
+    r, res = job(gpu, tmp_path, "flap", """
+- {name: flap, action: flap, link: [node0, sw0], after: {messages: 200, link: node0},
+   period: 60ms, duty: %.6f, count: %d}
+""" % (down_ns / 60e6, windows), iters=iters)
+    report = "%s\n%s\n%s" % (r.summary(), r.logs(), daemon_log(r)[-4000:])
+    assert res and res["status"] == "ok", report
+    assert all(x["ok"] and x["wrong"] == 0 for x in res["results"]), res["results"]
+    fl = r.faults["faults"][0]
+    assert fl["windows"] == windows and fl["failed"] == 0 and fl["delayed"] >= windows, \
+        (fl, report)
+    # the collective stalls in each window until the first retry after the link is back:
+    # ceil(10 ms / T_o) = 3 timeouts, 12.6 ms; the job waits for about that, once per window
+    per_window = -(-down_ns // T_O) * T_O
+    extra = (res["results"][0]["time_us"] - base["results"][0]["time_us"]) * iters / 1e6
+    model = windows * per_window / 1e9
+    save("nccl-fault-flap.json", {"base": base["results"], "flap": res["results"], "fault": fl,
+                                  "extra_s": extra, "model_extra_s": model})
+    assert extra >= 0.5 * model, ("slower by %.1f ms, the model says about %.1f ms" %
+                                  (extra * 1e3, model * 1e3), report)
+    assert extra <= 2.0 * model + 0.05, ("slower by %.1f ms, the model says about %.1f ms" %
+                                         (extra * 1e3, model * 1e3), report)
