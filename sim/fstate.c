@@ -347,7 +347,14 @@ static void apply_degrades(struct fst_view *v, const struct fst_conn *c, int64_t
  * arrival, in time order: each delays what is left of it, or fails it. The
  * retry budget is shared by outages that follow each other without progress.
  */
-static void apply_outages(struct fst_view *v, struct fst_conn *c, int64_t t_post,
+/*
+ * A message caught at u resumes at r and then still needs what was to come at u: the rest
+ * of its transit, at most what it takes on an idle path (own_ns). It arrives at
+ * max(the model's arrival, r + that). Delays are maxima, not sums, so a message queued
+ * behind an earlier delayed one (on a link, or by its connection's FIFO order) does not pay
+ * that delay twice.
+ */
+static void apply_outages(struct fst_view *v, struct fst_conn *c, int64_t t_post, int64_t own_ns,
 			  struct model_msg *out, struct fst_hit *hit, int *fail_hop)
 {
 	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
@@ -432,7 +439,10 @@ static void apply_outages(struct fst_view *v, struct fst_conn *c, int64_t t_post
 		used += spent;
 		out->timeouts += f->action == FAULT_A_DOWN ? spent : 0;
 		out->lost += f->action == FAULT_A_DOWN ? 1 : 0;
-		int64_t d = resume - ba;
+		/* what was still to come at ba: its own transit, or less if it was under way */
+		int64_t rem = end - ba < own_ns ? end - ba : own_ns;
+		int64_t want = resume > INT64_MAX - rem ? INT64_MAX : resume + rem;
+		int64_t d = want > end ? want - end : 0;
 		if (first)
 			atomic_fetch_add_explicit(&ff->delayed, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&ff->delay_ns, (uint64_t)d, memory_order_relaxed);
@@ -512,14 +522,9 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 	rc = model_message(&p, &c->nic, now_ns, bytes, &key, &host_busy, busy, loss, &c->mc, out);
 	int fault_hop = -1;
 	if (rc == 0 && faults && !was_failed && !out->failed && out->arrive_ns != MODEL_NEVER) {
-		apply_outages(v, c, now_ns, out, hit, &fault_hop);
-		if (hit->delay_ns && !out->failed)
-			/* the retransmitted remainder occupies the path after the outage */
-			for (int j = 0; j < c->npath; j++)
-				if (busy[j] > now_ns)
-					busy[j] = busy[j] > INT64_MAX - hit->delay_ns
-							  ? INT64_MAX
-							  : busy[j] + hit->delay_ns;
+		/* what the message takes on an idle path, up to its arrival */
+		int64_t own = model_ideal_ns(&p, &c->nic, bytes) - c->nic.o_recv_ns;
+		apply_outages(v, c, now_ns, own > 0 ? own : 0, out, hit, &fault_hop);
 	}
 	if (rc == 0) {
 		nic->host_busy = host_busy;

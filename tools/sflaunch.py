@@ -532,7 +532,7 @@ class LaunchResult:
         return {"run_dir": self.run_dir, "seconds": self.seconds, "timed_out": self.timed_out,
                 "interrupted": _signame(self.interrupted) if self.interrupted else None,
                 "status": self.status, "ranks": [p.to_json() for p in self.procs],
-                "notes": self.notes, "stacks": self.stacks}
+                "notes": self.notes, "stacks": self.stacks, "counters": self.counter_files}
 
 
 class Launcher:
