@@ -33,7 +33,7 @@ endif
 # Everything in sim/ except the daemon's main is library code, shared with the
 # plugin where it needs it (the data path and the protocol parser).
 SIM_LIB_SRC := $(filter-out sim/simfabricd.c,$(wildcard sim/*.c))
-PLUGIN_SRC := $(wildcard plugin/*.c) sim/chan.c sim/ctl.c sim/fault.c sim/fstate.c sim/model.c
+PLUGIN_SRC := $(wildcard plugin/*.c) sim/chan.c sim/copyq.c sim/ctl.c sim/fault.c sim/fstate.c sim/model.c
 HARNESS_SRC := $(wildcard tools/harness*.c)
 UNIT_SRC := $(wildcard sim/test/test_*.c)
 FUZZ_SRC := $(wildcard sim/fuzz/fuzz_*.c)

@@ -15,6 +15,7 @@
 
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
+#include "sim/copyq.h"
 #include "sim/ctl.h"
 
 _Atomic(ncclDebugLogger_t) plog_fn;
@@ -350,6 +351,7 @@ static void ctx_release(struct sfnet_ctx *c)
 		/* Last ctx: no thread of ours exists; closing the session leaves no fd either. */
 		sfc_session_close(sfnet_g.session);
 		sfnet_g.session = NULL;
+		copyq_stop(); /* every comm is closed: no copy is in flight */
 		PTRACE(NCCL_INIT | NCCL_NET, "last ctx finalized; session closed");
 	}
 }
@@ -416,6 +418,7 @@ __attribute__((destructor)) static void sfnet_unload(void)
 		atomic_store(&sfnet_g.session->gone, 1);
 		pthread_mutex_unlock(&sfnet_g.session->lock);
 	}
+	copyq_stop(); /* no thread may run our code once it is unmapped */
 	pthread_mutex_unlock(&sfnet_g.lock);
 }
 

@@ -5,6 +5,7 @@ import subprocess
 
 import pytest
 
+import sfctl
 import simfabric_pytest
 
 # Large sizes cost CPU time on a 2-core CI machine; 8 ranks share two cores.
@@ -104,3 +105,27 @@ def test_03_06_repeated_runs_on_one_daemon(harness, fabric):
                 extra=["--max-bytes", "1048576"]).check_ok()
     st = fabric.show()
     assert st["chans_open"] == 0 and st.get("listeners") == 0, st
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_03_07_copy_threads(harness, fabric_factory, tmp_path, threads):
+    """The copy threads (sim/copyq.h; off by default on machines this small): every test,
+    byte-exact, including a corrupting fabric (its bits are flipped after the thread's copy),
+    reload (the threads are joined at finalize) and fork."""
+    env = {"SIMFABRIC_COPY_THREADS": threads}
+    r = harness(nranks=3, tests="all", fabric=fabric_factory(), env=env, timeout=400)
+    r.check_ok()
+    sc = tmp_path / "corrupt.yaml"
+    sc.write_text("fabric:\n  nodes: {count: 2, name: \"node{i}\"}\n  switches: [{name: sw0}]\n"
+                  "  links:\n    - {ends: [node0, sw0], a_to_b: {corrupt: 0.002}}\n"
+                  "    - {ends: [node1, sw0]}\n")
+    f = fabric_factory(args=["--scenario", str(sc)], name="corrupt")
+    r = harness(nranks=2, tests="flows", fabric=f, env=env, timeout=200,
+                extra=["--flows", "0>1,1>0", "--flow-bytes", "8M", "--flow-msg", "256K",
+                       "--corrupt-ok"])
+    r.check_ok()
+    got = [fl.get("corrupt_msgs", 0) for t in r.tests("flows") for fl in t["metrics"]["flows"]
+           if fl["src"] == 0 and fl["role"] == "recv"]
+    assert got and got[0] > 0, r.report()  # node0's uplink flips bits: they arrive wrong
+    st = sfctl.stats(f.socket)
+    assert sum(l["corrupted"] for l in st.values()) >= got[0], st

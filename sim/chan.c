@@ -6,6 +6,7 @@
  * CTS ring; the daemon writes only the dead flags.
  */
 #include "sim/chan.h"
+#include "sim/copyq.h"
 #include "sim/fstate.h"
 
 #include <errno.h>
@@ -283,7 +284,21 @@ struct chan_tx {
 	struct fst_conn conn;
 	struct model_path mpath; /* the route, for the corruption draws */
 	uint32_t mtu;
+	/* Copies handed to the copy threads (sim/copyq.h): slots [head, sub_head) are filled
+	 * or being filled and published in order once their copies are done. */
+	uint64_t sub_head;
+	int pool;
+	struct copyq_job *jobs; /* per slot */
+	struct tx_pend *pend;	/* per slot */
 	struct tx_send sends[CHAN_MAX_SENDS];
+};
+
+/* A slot whose copy is in flight: what to do once it is done. */
+struct tx_pend {
+	uint32_t send;	 /* index in sends[] */
+	uint32_t len;
+	uint64_t off;	 /* of the chunk in its message */
+	uint8_t corrupt; /* flip the model's bits in it first */
 };
 
 struct rx_recv {
@@ -291,6 +306,8 @@ struct rx_recv {
 	uint64_t cap[CHAN_MAX_RECVS];
 	uint64_t got[CHAN_MAX_RECVS];	 /* bytes landed so far, per buffer */
 	uint8_t complete[CHAN_MAX_RECVS]; /* its last chunk is in */
+	uint64_t sub[CHAN_MAX_RECVS];	 /* bytes handed to copies so far (>= got) */
+	uint8_t sub_last[CHAN_MAX_RECVS]; /* its last chunk is being copied */
 	uint8_t doomed;			   /* a message of it fails at ready_ns */
 	uint32_t fail_link;
 	uint32_t fail_fault;
@@ -318,6 +335,12 @@ struct chan_rx {
 	struct chan_err ferr;
 	struct fst_view *fab; /* NULL: the ideal fabric */
 	uint32_t last_link;   /* the route's last hop: where lateness is recorded */
+	/* Copies handed to the copy threads: slots [tail, sub_tail) are being copied out and
+	 * are counted (and freed for the sender) in order once done. */
+	uint64_t sub_tail;
+	int pool;
+	struct copyq_job *jobs;	 /* per slot */
+	struct chan_desc *pend; /* per slot: the checked descriptor */
 	struct rx_recv recvs[CHAN_MAX_REQS];
 };
 
@@ -349,6 +372,11 @@ int chan_tx_new(struct chan_shm *shm, size_t len, struct chan_tx **out)
 	tx->slots = (uint8_t *)shm + shm->data_off;
 	tx->slot_bytes = shm->slot_bytes;
 	tx->mask = shm->nslots - 1;
+	if (copyq_enabled() && tx->slot_bytes >= COPYQ_MIN_BYTES) {
+		tx->jobs = calloc(shm->nslots, sizeof(*tx->jobs));
+		tx->pend = calloc(shm->nslots, sizeof(*tx->pend));
+		tx->pool = tx->jobs && tx->pend; /* else copy inline: slower, never wrong */
+	}
 	*out = tx;
 	return 0;
 }
@@ -368,6 +396,11 @@ int chan_rx_new(struct chan_shm *shm, size_t len, struct chan_rx **out)
 	rx->slots = (uint8_t *)shm + shm->data_off;
 	rx->slot_bytes = shm->slot_bytes;
 	rx->mask = shm->nslots - 1;
+	if (copyq_enabled() && rx->slot_bytes >= COPYQ_MIN_BYTES) {
+		rx->jobs = calloc(shm->nslots, sizeof(*rx->jobs));
+		rx->pend = calloc(shm->nslots, sizeof(*rx->pend));
+		rx->pool = rx->jobs && rx->pend;
+	}
 	*out = rx;
 	return 0;
 }
@@ -428,7 +461,12 @@ void chan_tx_free(struct chan_tx *tx)
 {
 	if (!tx)
 		return;
+	/* copies still in flight read the caller's buffers and write the region: let them end */
+	for (uint64_t k = tx->head; tx->pool && k < tx->sub_head; k++)
+		copyq_wait(&tx->jobs[k & tx->mask]);
 	close_side(&tx->shm->tx);
+	free(tx->jobs);
+	free(tx->pend);
 	free(tx);
 }
 
@@ -436,8 +474,17 @@ void chan_rx_free(struct chan_rx *rx)
 {
 	if (!rx)
 		return;
+	for (uint64_t k = rx->tail; rx->pool && k < rx->sub_tail; k++)
+		copyq_wait(&rx->jobs[k & rx->mask]);
 	close_side(&rx->shm->rx);
+	free(rx->jobs);
+	free(rx->pend);
 	free(rx);
+}
+
+static void copy_in(void *dst, const void *src, size_t n)
+{
+	memcpy(dst, src, n);
 }
 
 /* Make a side's failure sticky and visible to the peer. */
@@ -536,13 +583,31 @@ static void corrupt_chunk(struct chan_tx *tx, const struct tx_send *s, uint8_t *
 	}
 }
 
+/* Publish, in slot order, the slots whose copies are done. */
+static void tx_retire(struct chan_tx *tx)
+{
+	while (tx->head < tx->sub_head) {
+		uint32_t i = (uint32_t)(tx->head & tx->mask);
+		if (!copyq_done(&tx->jobs[i]))
+			return;
+		const struct tx_pend *p = &tx->pend[i];
+		if (p->corrupt)
+			corrupt_chunk(tx, &tx->sends[p->send], tx->slots + (size_t)i * tx->slot_bytes,
+				      p->off, p->len);
+		atomic_store_explicit(&tx->jobs[i].state, 0, memory_order_relaxed);
+		REL(&tx->shm->tx.head, ++tx->head);
+	}
+}
+
 /* Copy as much of the pending sends into staging as the ring has room for. */
 static void tx_push(struct chan_tx *tx)
 {
+	if (tx->sub_head != tx->head)
+		tx_retire(tx);
 	while (tx->push_msg < tx->next_msg) {
 		struct tx_send *s = &tx->sends[tx->push_msg % CHAN_MAX_SENDS];
 		while (!s->started || s->pushed < s->size) {
-			if (tx->head - tx->tail_seen > tx->mask) {
+			if (tx->sub_head - tx->tail_seen > tx->mask) {
 				uint64_t t = ACQ(&tx->shm->rx.head);
 				if (t > tx->head || t < tx->tail_seen) {
 					side_fail(&tx->shm->tx, &tx->failed, &tx->ferr, NULL, -EPROTO,
@@ -551,12 +616,12 @@ static void tx_push(struct chan_tx *tx)
 					return;
 				}
 				tx->tail_seen = t;
-				if (tx->head - tx->tail_seen > tx->mask)
-					return;
+				if (tx->sub_head - tx->tail_seen > tx->mask)
+					goto out;
 			}
 			uint64_t left = s->size - s->pushed;
 			uint32_t len = left < tx->slot_bytes ? (uint32_t)left : tx->slot_bytes;
-			uint32_t i = (uint32_t)(tx->head & tx->mask);
+			uint32_t i = (uint32_t)(tx->sub_head & tx->mask);
 			struct chan_desc *d = &tx->desc[i];
 			d->msg = s->msg;
 			d->recv = s->recv;
@@ -578,19 +643,39 @@ static void tx_push(struct chan_tx *tx)
 				d->reserved = s->fail_link; /* for the receiver's message */
 				d->fault = s->fault;
 			}
-			if (len)
-				memcpy(tx->slots + (size_t)i * tx->slot_bytes, s->data + d->offset,
-				       len);
-			if (s->corrupted && len)
-				corrupt_chunk(tx, s, tx->slots + (size_t)i * tx->slot_bytes, d->offset,
-					      len);
+			uint8_t *slot = tx->slots + (size_t)i * tx->slot_bytes;
 			tx->bytes += len;
+			if (tx->pool && (len >= COPYQ_MIN_BYTES || tx->sub_head != tx->head)) {
+				/* A big chunk goes to a copy thread; a small one behind it is copied
+				 * now but published in its turn. */
+				struct copyq_job *j = &tx->jobs[i];
+				tx->pend[i] = (struct tx_pend){
+					.send = (uint32_t)(tx->push_msg % CHAN_MAX_SENDS),
+					.len = len, .off = d->offset, .corrupt = s->corrupted && len};
+				*j = (struct copyq_job){.dst = slot, .src = s->data + d->offset,
+							.len = len, .fn = copy_in};
+				if (len < COPYQ_MIN_BYTES || copyq_submit(j) != 0) {
+					if (len)
+						memcpy(slot, s->data + d->offset, len);
+					atomic_store_explicit(&j->state, 2, memory_order_relaxed);
+				}
+				tx->sub_head++;
+				continue;
+			}
+			if (len)
+				memcpy(slot, s->data + d->offset, len);
+			if (s->corrupted && len)
+				corrupt_chunk(tx, s, slot, d->offset, len);
 			/* Publish chunk by chunk so the receiver copies out while we copy in. */
+			tx->sub_head++;
 			REL(&tx->shm->tx.head, ++tx->head);
 		}
-		SET(&tx->shm->tx.bytes, tx->bytes);
 		tx->push_msg++;
 	}
+out:
+	if (tx->sub_head != tx->head)
+		tx_retire(tx);
+	SET(&tx->shm->tx.bytes, tx->bytes);
 }
 
 int chan_tx_progress(struct chan_tx *tx, struct chan_err *err)
@@ -794,6 +879,48 @@ int chan_rx_post(struct chan_rx *rx, int n, void *const *data, const uint64_t *s
 	return 0;
 }
 
+/* Count a copied slot (in slot order) and free it for the sender. */
+static void rx_account(struct chan_rx *rx, const struct chan_desc *d)
+{
+	struct chan_shm *shm = rx->shm;
+	struct rx_recv *r = &rx->recvs[d->recv % CHAN_MAX_REQS];
+	rx->bytes += d->len;
+	r->got[d->buf] += d->len;
+	if (d->flags & CHAN_F_LAST) {
+		r->complete[d->buf] = 1;
+		r->nfilled++;
+		rx->msgs++;
+		if (d->ready_ns > r->ready_ns)
+			r->ready_ns = d->ready_ns;
+		if (d->flags & CHAN_F_FAIL) {
+			r->doomed = 1;
+			r->fail_link = d->reserved;
+			r->fail_fault = d->fault;
+			r->fail_msg = d->msg;
+		}
+	}
+	rx->tail++;
+	/* Free the slot (and ACK whole messages) at once: the sender is waiting for room. */
+	REL(&shm->rx.head, rx->tail);
+	if (d->flags & CHAN_F_LAST)
+		REL(&shm->rx.msgs, rx->msgs);
+}
+
+/* Count, in slot order, the slots whose copies are done. */
+static int rx_retire(struct chan_rx *rx)
+{
+	int moved = 0;
+	while (rx->tail < rx->sub_tail) {
+		uint32_t i = (uint32_t)(rx->tail & rx->mask);
+		if (!copyq_done(&rx->jobs[i]))
+			break;
+		atomic_store_explicit(&rx->jobs[i].state, 0, memory_order_relaxed);
+		rx_account(rx, &rx->pend[i]);
+		moved = 1;
+	}
+	return moved;
+}
+
 int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 {
 	struct chan_shm *shm = rx->shm;
@@ -802,57 +929,60 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 			*err = rx->ferr;
 		return rx->failed;
 	}
-	int moved = 0;
+	int moved = rx->sub_tail != rx->tail ? rx_retire(rx) : 0;
 	for (;;) {
-		if (rx->tail == rx->head_seen) {
+		if (rx->sub_tail == rx->head_seen) {
 			rx->head_seen = ACQ(&shm->tx.head);
-			if (rx->tail == rx->head_seen)
+			if (rx->sub_tail == rx->head_seen)
 				break;
 		}
 		if (rx->head_seen - rx->tail > (uint64_t)rx->mask + 1)
 			return side_fail(&shm->rx, &rx->failed, &rx->ferr, err, -EPROTO,
 					 "sender published more slots than exist",
 					 rx->head_seen - rx->tail, rx->mask + 1);
-		uint32_t i = (uint32_t)(rx->tail & rx->mask);
+		uint32_t i = (uint32_t)(rx->sub_tail & rx->mask);
 		/* A local copy: the peer could rewrite the shared one between check and use. */
 		struct chan_desc dcopy;
 		memcpy(&dcopy, (const void *)&rx->desc[i], sizeof(dcopy));
 		atomic_signal_fence(memory_order_seq_cst);
 		const struct chan_desc *d = &dcopy;
 		struct rx_recv *r = &rx->recvs[d->recv % CHAN_MAX_REQS];
-		/* Chunks of a buffer arrive in order, exactly once, and end exactly at its size. */
+		/* Chunks of a buffer arrive in order, exactly once, and end exactly at its size
+		 * (checked against what was handed to copies: they may still be running). */
 		if (!r->in_use || r->seq != d->recv || d->buf >= r->n || d->len > rx->slot_bytes ||
-		    d->total > r->cap[d->buf] || r->complete[d->buf] ||
-		    d->offset != r->got[d->buf] || d->len > d->total - d->offset ||
+		    d->total > r->cap[d->buf] || r->sub_last[d->buf] ||
+		    d->offset != r->sub[d->buf] || d->len > d->total - d->offset ||
 		    ((d->flags & CHAN_F_LAST) != 0) != (d->offset + d->len == d->total))
 			return side_fail(&shm->rx, &rx->failed, &rx->ferr, err, -EPROTO,
 					 "descriptor does not match a posted receive", d->recv,
 					 d->msg);
-		if (d->len)
-			copy_out(r->data[d->buf] + d->offset, rx->slots + (size_t)i * rx->slot_bytes,
-				 d->len);
-		rx->bytes += d->len;
-		r->got[d->buf] += d->len;
-		if (d->flags & CHAN_F_LAST) {
-			r->complete[d->buf] = 1;
-			r->nfilled++;
-			rx->msgs++;
-			if (d->ready_ns > r->ready_ns)
-				r->ready_ns = d->ready_ns;
-			if (d->flags & CHAN_F_FAIL) {
-				r->doomed = 1;
-				r->fail_link = d->reserved;
-				r->fail_fault = d->fault;
-				r->fail_msg = d->msg;
-			}
-		}
-		rx->tail++;
-		moved = 1;
-		/* Free the slot (and ACK whole messages) at once: the sender is waiting for room. */
-		REL(&shm->rx.head, rx->tail);
+		r->sub[d->buf] += d->len;
 		if (d->flags & CHAN_F_LAST)
-			REL(&shm->rx.msgs, rx->msgs);
+			r->sub_last[d->buf] = 1;
+		uint8_t *dst = r->data[d->buf] + d->offset;
+		const uint8_t *src = rx->slots + (size_t)i * rx->slot_bytes;
+		if (rx->pool && (d->len >= COPYQ_MIN_BYTES || rx->sub_tail != rx->tail)) {
+			/* A big chunk goes to a copy thread; a small one behind it is copied now
+			 * but counted in its turn. */
+			struct copyq_job *j = &rx->jobs[i];
+			rx->pend[i] = dcopy;
+			*j = (struct copyq_job){.dst = dst, .src = src, .len = d->len, .fn = copy_out};
+			if (d->len < COPYQ_MIN_BYTES || copyq_submit(j) != 0) {
+				if (d->len)
+					copy_out(dst, src, d->len);
+				atomic_store_explicit(&j->state, 2, memory_order_relaxed);
+			}
+			rx->sub_tail++;
+			continue;
+		}
+		if (d->len)
+			copy_out(dst, src, d->len);
+		rx->sub_tail++;
+		rx_account(rx, d);
+		moved = 1;
 	}
+	if (rx->sub_tail != rx->tail)
+		moved |= rx_retire(rx);
 	if (moved)
 		SET(&shm->rx.bytes, rx->bytes);
 	return 0;
@@ -916,3 +1046,47 @@ int chan_rx_inflight(const struct chan_rx *rx)
 {
 	return rx ? rx->inflight : 0;
 }
+
+/* ---- trace accessors (plugin/trace.c; see chan.h) -------------------------------------------
+ * A self-contained block: reads the request tables and the peer's ACK count, changes nothing.
+ */
+int chan_tx_times(const struct chan_tx *tx, chan_req req, struct chan_times *out)
+{
+	if (!tx || !out || req < 0 || req >= CHAN_MAX_SENDS)
+		return -EINVAL;
+	const struct tx_send *s = &tx->sends[req];
+	memset(out, 0, sizeof(*out));
+	out->ready_ns = s->ready_ns;
+	out->done_ns = s->done_ns;
+	out->msg = s->msg;
+	out->recv = s->recv;
+	out->bytes = s->size;
+	out->buf = s->buf;
+	out->fault = s->fault;
+	out->started = s->started;
+	out->arrived = ACQ(&tx->shm->rx.msgs) > s->msg;
+	out->doomed = s->doomed;
+	out->in_use = s->in_use;
+	return 0;
+}
+
+int chan_rx_times(const struct chan_rx *rx, chan_req req, struct chan_times *out)
+{
+	if (!rx || !out || req < 0 || req >= CHAN_MAX_REQS)
+		return -EINVAL;
+	const struct rx_recv *r = &rx->recvs[req];
+	memset(out, 0, sizeof(*out));
+	uint64_t got = 0;
+	for (uint32_t b = 0; b < r->n && b < CHAN_MAX_RECVS; b++)
+		got += r->got[b];
+	out->ready_ns = r->ready_ns;
+	out->msg = out->recv = r->seq;
+	out->bytes = got;
+	out->fault = r->fail_fault;
+	out->started = got > 0 || r->nfilled > 0;
+	out->arrived = r->n > 0 && r->nfilled == r->n;
+	out->doomed = r->doomed;
+	out->in_use = r->in_use;
+	return 0;
+}
+/* ---- end of trace accessors ---------------------------------------------------------------- */

@@ -259,4 +259,28 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err);
 int chan_tx_inflight(const struct chan_tx *tx);
 int chan_rx_inflight(const struct chan_rx *rx);
 
+/* ---- trace accessors (plugin/trace.c) ------------------------------------------------------
+ * Read-only views of one request for the message trace: what the model said at post and how
+ * far the data path has got. They never progress the channel and cost nothing unless called.
+ * Valid while the request is in flight and after it was reported done or failed, until its
+ * slot is posted again. 0, or -EINVAL for a request number out of range.
+ */
+struct chan_times {
+	int64_t ready_ns; /* model: the receive completes (CLOCK_MONOTONIC; 0: not modelled;
+			     rx: final once every buffer's last chunk is in) */
+	int64_t done_ns;  /* tx, model: the send completes or fails (0: not modelled) */
+	uint64_t msg;	  /* tx: the message's number on the channel; rx: the receive's */
+	uint64_t recv;	  /* tx: the receive it fills; rx: the receive's number */
+	uint64_t bytes;	  /* tx: the message's size; rx: bytes landed so far, all buffers */
+	uint32_t buf;	  /* tx: the buffer it fills in that receive */
+	uint32_t fault;	  /* the fault that dooms it, id + 1 (0: none) */
+	uint8_t started;  /* tx: its first chunk is in staging; rx: a first chunk landed */
+	uint8_t arrived;  /* tx: the receiver counted it (the ACK); rx: every last chunk is in */
+	uint8_t doomed;	  /* the model fails it (tx at done_ns, rx at ready_ns) */
+	uint8_t in_use;	  /* not reported done or failed yet */
+};
+int chan_tx_times(const struct chan_tx *tx, chan_req req, struct chan_times *out);
+int chan_rx_times(const struct chan_rx *rx, chan_req req, struct chan_times *out);
+/* ---- end of trace accessors ---------------------------------------------------------------- */
+
 #endif /* SF_CHAN_H */

@@ -15,6 +15,7 @@ Writes every figure as JSON to --json (or $SIMFABRIC_RESULTS/bench-nccl.json).
 import argparse
 import json
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.realpath(__file__))
@@ -29,11 +30,22 @@ def run_job(paths, nranks, net, sizes, iters, warmup, scenario=None, tag=""):
     out = os.path.join(sflaunch.make_run_dir(name="bench-nccl"), "r-%r.json")
     cmd = [paths.nccljob, "--coll", "allreduce", "--sizes", sizes, "--iters", str(iters),
            "--warmup", str(warmup), "--timing", "loop", "--json", out]
-    env = {}
     if net == "socket":
-        env = {"NCCL_NET": "Socket", "NCCL_SOCKET_IFNAME": "lo"}
+        # after the launcher's environment (which always says simfabric): no plugin at all
+        cmd = ["env", "-u", "NCCL_NET_PLUGIN", "NCCL_NET=Socket", "NCCL_SOCKET_IFNAME=lo"] + cmd
+    env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
     r = sflaunch.launch(cmd, nranks, scenario=scenario, echo=False, timeout=600, paths=paths,
                         env=env)
+    # the transport NCCL really used, from its own log
+    used = None
+    log = os.path.join(r.run_dir, "rank-0.log")
+    if os.path.exists(log):
+        m = re.search(r"Using network (\S+)", open(log, errors="replace").read())
+        used = m.group(1) if m else None
+    want = "Socket" if net == "socket" else "simfabric"
+    if used != want:
+        raise SystemExit("bench_nccl: %s %d ranks ran over network %s, not %s (see %s)" % (
+            net, nranks, used, want, log))
     p0 = out.replace("%r", "0")
     if not r.ok or not os.path.exists(p0):
         raise SystemExit("bench_nccl: %s %d ranks (%s) failed:\n%s\n%s" % (

@@ -6,7 +6,10 @@
  * channel, interleaved with arbitrary writes into the parts of the shared
  * region that the *peer* owns (descriptors, slots, the CTS ring, the peer's
  * counters). Whatever is written there, an endpoint must never read or write
- * outside its own buffers and the region; ASan checks that.
+ * outside its own buffers and the region; ASan checks that. Both the inline
+ * copies and the copy threads' path run (SIMFABRIC_COPY_THREADS=1 when unset).
+ *
+ * fuzz-libs: sim/model.c sim/fstate.c sim/fault.c sim/copyq.c -lpthread
  */
 #include "sim/chan.c"
 
@@ -28,6 +31,7 @@ static uint32_t take(struct rd *r, int bytes)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	setenv("SIMFABRIC_COPY_THREADS", "1", 0); /* the copy threads too, not only inline copies */
 	static uint8_t src[3 * 4096], dst[CHAN_MAX_REQS][CHAN_MAX_RECVS][256];
 	struct rd r = {data, size};
 	struct chan_geom g = {.slot_bytes = 4096, .nslots = 2u << (take(&r, 1) % 3)};
