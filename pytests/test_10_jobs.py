@@ -26,7 +26,7 @@ test_10_00_shipped_jobs = simfabric_pytest.scenario_tests(os.path.join(SCEN, "jo
 ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
             "MASTER_PORT", "NCCL_NET", "NCCL_NET_PLUGIN", "NCCL_HOSTID", "SIMFABRIC_NODE",
             "SIMFABRIC_SOCKET", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
-            "NVSHMEM_DISABLE_NVLS", "SIMFABRIC_RUN_DIR")
+            "NVSHMEM_DISABLE_NVLS", "SIMFABRIC_RUN_DIR", "SIMFABRIC_COPY_THREADS")
 PRINT_ENV = ("import json, os; print('ENV ' + json.dumps({k: os.environ.get(k) for k in %r}))"
              % (ENV_KEYS,))
 
@@ -65,6 +65,8 @@ def test_10_01_every_rank_gets_torchruns_env_and_its_node(sf_env, sf_launch):
         # the user's setting wins; the others get their defaults
         assert v["NCCL_NVLS_ENABLE"] == "1", v
         assert v["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1" and v["NVSHMEM_DISABLE_NVLS"] == "1"
+        # copy threads: the CPUs shared out over the 4 ranks (none on a small machine)
+        assert v["SIMFABRIC_COPY_THREADS"] == str(sflaunch.copy_threads(4)), v
     # the socket is the run's own daemon's, in the run directory (unless that path is too long)
     assert socks.pop().startswith(r.run_dir) or len(r.run_dir) > 90
 
@@ -445,3 +447,11 @@ def test_10_17_an_nccl_job_end_to_end_with_a_stand_in_program(fake_gpu_build, tm
             "-q", env=dict(fake_gpu_build, FAKE_FAIL="1"))
     assert p.returncode == 1, p.stdout + p.stderr
     assert "FAIL ranks    r0 (node0) exit 3" in p.stdout, p.stdout
+
+
+def test_10_40_copy_threads_share_out_the_cpus():
+    assert sflaunch.copy_threads(2, cpus=2) == 0      # a CI machine: the ranks need the cores
+    assert sflaunch.copy_threads(2, cpus=16) == 4
+    assert sflaunch.copy_threads(4, cpus=16) == 4
+    assert sflaunch.copy_threads(8, cpus=16) == 2
+    assert sflaunch.copy_threads(32, cpus=16) == 1

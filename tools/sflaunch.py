@@ -438,6 +438,16 @@ FIXED_NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "
                   "NVSHMEM_DISABLE_NVLS": "1", "NCCL_MNNVL_ENABLE": "0"}
 
 
+def copy_threads(nranks, cpus=None):
+    """Copy threads per rank (SIMFABRIC_COPY_THREADS) when the user has not chosen: the
+    machine's CPUs shared out over the ranks, at most 4 each, none below 8 CPUs (there the
+    ranks' own threads need every core)."""
+    cpus = cpus or os.cpu_count() or 1
+    if cpus < 8:
+        return 0
+    return max(1, min(4, cpus // max(1, nranks)))
+
+
 def rank_env(base, rank, nnodes, gpus_per_node, node, port, plugin, sock, cuda=None,
              rundir=None):
     """The environment of one rank: torchrun's variables, NCCL over simfabric, its node."""
@@ -826,6 +836,7 @@ class Job:
                 base.update(self.mps.env)
         if env:
             base.update(env)
+        base.setdefault("SIMFABRIC_COPY_THREADS", str(copy_threads(nranks)))
         if os.path.basename(argv[0]) == "simfabric-nccljob":
             dirs = nccl_libdirs(self.paths, argv[0])
             if dirs:
