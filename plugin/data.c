@@ -19,6 +19,7 @@
 #include "plugin/client.h"
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
+#include "plugin/trace.h"
 #include "sim/fstate.h"
 
 /* ---- memory registration --------------------------------------------------------------- */
@@ -203,6 +204,7 @@ __attribute__((cold, noinline)) static ncclResult_t comm_daemon_gone(struct sfne
 {
 	PWARN("%s: %s: the fabric daemon at %s went away; restart simfabricd and the job", c->desc,
 	      op, sfnet_g.sock);
+	SFTRACE(sftrace_fail(c, op, 0, ncclSystemError, NULL));
 	c->failed = ncclSystemError;
 	return ncclSystemError;
 }
@@ -298,6 +300,7 @@ __attribute__((cold, noinline)) static ncclResult_t comm_fail(struct sfnet_comm 
 		      strerror(-code), v0, v1);
 		break;
 	}
+	SFTRACE(sftrace_fail(c, op, code, res, e));
 	c->failed = res;
 	return res;
 }
@@ -348,7 +351,7 @@ __attribute__((cold, noinline)) static ncclResult_t bad_call(const char *op, con
 ncclResult_t sfnet_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			 void *phandle, void **request)
 {
-	(void)phandle; /* no profiler events yet */
+	(void)phandle; /* no profiler events: see plugin/trace.h */
 	struct sfnet_comm *c = send_comm;
 	if (__builtin_expect(!request || !c || c->obj.magic != SFNET_OBJ_MAGIC ||
 				     c->obj.kind != SFNET_SEND,
@@ -379,6 +382,7 @@ ncclResult_t sfnet_isend(void *send_comm, void *data, size_t size, int tag, void
 	r->is_send = 1;
 	r->n = 1;
 	*request = r;
+	SFTRACE(sftrace_isend(c, r, size, tag));
 	return ncclSuccess;
 }
 
@@ -416,6 +420,7 @@ ncclResult_t sfnet_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	r->is_send = 0;
 	r->n = (uint16_t)n;
 	*request = r;
+	SFTRACE(sftrace_irecv(c, r, n, sizes, tags));
 	return ncclSuccess;
 }
 
@@ -451,6 +456,7 @@ ncclResult_t sfnet_test(void *request, int *done, int *sizes)
 	if (r->is_send) {
 		uint64_t sent = 0;
 		rc = chan_tx_test(c->tx, r->creq, &d, &sent, &err);
+		SFTRACE(sftrace_test(c, r, rc, d, &err));
 		if (__builtin_expect(rc != 0, 0))
 			return comm_fail(c, "test (send)", rc, &err);
 		if (!d)
@@ -460,6 +466,7 @@ ncclResult_t sfnet_test(void *request, int *done, int *sizes)
 	} else {
 		uint64_t got[CHAN_MAX_RECVS];
 		rc = chan_rx_test(c->rx, r->creq, &d, got, &err);
+		SFTRACE(sftrace_test(c, r, rc, d, &err));
 		if (__builtin_expect(rc != 0, 0))
 			return comm_fail(c, "test (recv)", rc, &err);
 		if (!d)

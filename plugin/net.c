@@ -15,6 +15,7 @@
 
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
+#include "plugin/trace.h"
 #include "sim/copyq.h"
 #include "sim/ctl.h"
 
@@ -114,6 +115,7 @@ static const char *kind_name(enum sfnet_kind k)
 
 static void comm_destroy(struct sfnet_comm *c)
 {
+	SFTRACE(sftrace_close(c)); /* before the channel end goes: what is in flight */
 	int inflight = c->tx ? chan_tx_inflight(c->tx) : chan_rx_inflight(c->rx);
 	if (inflight)
 		PINFO(NCCL_NET, "%s: closing with %d request(s) in flight", c->desc, inflight);
@@ -281,6 +283,7 @@ static ncclResult_t init_locked(struct sfnet_ctx **out, uint64_t comm_id, int tr
 		      sfnet_g.sock);
 		return ncclSystemError;
 	}
+	sftrace_init(); /* SIMFABRIC_TRACE: read once per load of the library */
 	struct sfnet_ctx *c = calloc(1, sizeof(*c));
 	if (!c) {
 		PWARN("out of memory allocating a ctx");
@@ -348,6 +351,7 @@ static void ctx_release(struct sfnet_ctx *c)
 	pthread_mutex_destroy(&c->attr_lock);
 	free(c);
 	if (--sfnet_g.nctx == 0) {
+		sftrace_flush(); /* SIMFABRIC_TRACE: every comm is closed, the file is whole */
 		/* Last ctx: no thread of ours exists; closing the session leaves no fd either. */
 		sfc_session_close(sfnet_g.session);
 		sfnet_g.session = NULL;

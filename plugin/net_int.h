@@ -77,6 +77,7 @@ struct sfnet_pconn {
 };
 
 struct sfnet_comm;
+struct sftrace_comm;
 
 struct sfnet_req {
 	struct sfnet_comm *comm;
@@ -112,6 +113,7 @@ struct sfnet_comm {
 	int dev;
 	int traffic_class;
 	int mr_warned;		   /* a buffer outside its registration was reported */
+	struct sftrace_comm *trace; /* SIMFABRIC_TRACE's state (plugin/trace.c), else NULL */
 	struct sfnet_mr *mrs;	   /* under sfnet_g.lock */
 	char desc[SFNET_DESC_LEN]; /* "send n0/n0-nic0 -> n1/nic0 chan 0x5", for messages */
 	struct sfnet_req reqs[CHAN_MAX_SENDS]; /* a recvComm uses the first CHAN_MAX_REQS */
