@@ -38,7 +38,7 @@
 #define TR_MAX_INSTANCES 20	     /* FILE, FILE.1 ... for reloads within one process */
 #define TR_PEER_LEN (2 * SFC_NAME_MAX + 2)
 
-int sftrace_on;
+_Atomic int sftrace_on;
 
 enum { TR_OK = 0, TR_FAILED, TR_UNFINISHED };
 

@@ -30,6 +30,7 @@
 #ifndef SF_TRACE_H
 #define SF_TRACE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "plugin/ncclnet.h"
@@ -38,12 +39,12 @@ struct chan_err;
 struct sfnet_comm;
 struct sfnet_req;
 
-/* Set once by sftrace_init when SIMFABRIC_TRACE names a file it can write. */
-extern int sftrace_on;
+/* Set by sftrace_init when SIMFABRIC_TRACE names a file it can write; cleared at unload. */
+extern _Atomic int sftrace_on;
 
 #define SFTRACE(call)                                                                              \
 	do {                                                                                       \
-		if (__builtin_expect(sftrace_on, 0))                                               \
+		if (__builtin_expect(atomic_load_explicit(&sftrace_on, memory_order_relaxed), 0))  \
 			call;                                                                      \
 	} while (0)
 

@@ -3,7 +3,8 @@
 received as Chrome trace / Perfetto JSON (plugin/trace.c), SIMFABRIC_TRACE_MAX bounds it, and
 `simfabric trace merge` puts the processes' files on one timeline (tools/sftrace.py). Checked
 against the harness over HDR (counts against the daemon's per-connection counters, the order of
-each message's events, the tracks) and under a fault that fails messages. CPU only."""
+each message's events, the tracks) and under a fault that fails messages; the daemon's own
+trace of its fault windows (simfabricd --trace) on the same clock. CPU only."""
 import collections
 import glob
 import json
@@ -11,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import sfctl
 import sftrace
 import simfabric_pytest
 
@@ -233,3 +235,33 @@ def test_16_06_merge_moves_a_reused_pid_out_of_the_way(tmp_path):
     xs = messages(json.load(open(out)))
     assert [x["ts"] for x in xs] == [1.0, 5.0] and len({x["pid"] for x in xs}) == 2
     assert m["metadata"]["dropped"] == 4 and m["metadata"]["messages"] == 2
+
+
+def test_16_07_the_daemon_traces_its_fault_windows(harness, fabric_factory, tmp_path):
+    dpath = str(tmp_path / "daemon.json")
+    f = fabric_factory(args=["--scenario", os.path.join(ROOT, "scenarios", "fault-flap.yaml"),
+                             "--trace", dpath])
+    r = harness(nranks=2, tests="faults", fabric=f,
+                extra=["--fault-msgs", "300", "--fault-gap-us", "300", "--fault-expect", "ok"],
+                env={"SIMFABRIC_TRACE": str(tmp_path / "trace-%n-%p.json")})
+    r.check_ok()
+    listed = sfctl.faults(f.socket)
+    assert f.stop() == 0  # the file is written whole at shutdown
+    d = json.load(open(dpath))
+    assert d["metadata"]["node"] == "simfabricd" and d["metadata"]["dropped"] == 0
+    wins = [e for e in d["traceEvents"] if e["ph"] == "X"]
+    assert len(wins) == listed["faults"][0]["windows"] == 4, (wins, listed)
+    for w in wins:
+        assert w["name"] == "node0-flap" and w["args"]["kind"] == "flap", w
+        assert abs(w["dur"] - 5000.0) < EPS and not w["args"]["open"], w
+    trig = [e for e in d["traceEvents"] if e["ph"] == "i" and e["name"] == "triggered"]
+    assert len(trig) == 1 and trig[0]["ts"] < wins[0]["ts"]
+    out = str(tmp_path / "all.json")
+    m, files = sftrace.merge(out, [str(tmp_path)])
+    assert len(files) == 3
+    procs = {e["args"]["name"] for e in m["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    assert procs == {"node0", "node1", "simfabricd (faults)"}
+    # the windows lie within the messages' span: one clock for every process
+    xs = messages(m)
+    assert min(x["ts"] for x in xs) < wins[0]["ts"] < max(x["ts"] + x["dur"] for x in xs)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sim/log.h"
 
@@ -20,12 +21,31 @@ struct fstate_d {
 	int64_t logged_origin;
 };
 
+/* --trace's record of one window. */
+struct ftr_win {
+	uint32_t id;
+	uint32_t open; /* its end is not known yet */
+	uint64_t i;
+	int64_t a, b;
+};
+
 struct faultd {
 	struct fst_shm *shm;
 	const struct fabric *f;
 	struct faultd_ops ops;
 	struct fstate_d st[FAULT_MAX];
+	struct ftr_win *tw; /* --trace: the windows so far (NULL: not tracing) */
+	size_t ntw, captw;
+	uint64_t tw_dropped;
+	int tw_dirty;
+	int64_t tw_written_ns;
 };
+
+static void ftr_begin(struct faultd *d, uint32_t id, uint64_t i, int64_t a, int64_t b);
+static void ftr_end(struct faultd *d, uint32_t id, uint64_t i, int64_t e);
+static void ftr_write(struct faultd *d, int64_t now, int force);
+static char ftr_path[4096]; /* --trace FILE ("": off) */
+#define FTR_MAX_WINDOWS 100000
 
 static int64_t vt(const struct faultd *d, int64_t t)
 {
@@ -135,6 +155,12 @@ int faultd_new(struct fst_shm *shm, const struct fabric *f, const struct fault_p
 	d->f = f;
 	if (ops)
 		d->ops = *ops;
+	if (ftr_path[0]) {
+		d->captw = 256;
+		d->tw = calloc(d->captw, sizeof(*d->tw));
+		if (!d->tw)
+			log_warn("--trace %s: out of memory; no trace of the fault windows", ftr_path);
+	}
 	for (int i = 0; plan && i < plan->n; i++) {
 		uint32_t id;
 		const struct fault_spec *sp = &plan->f[i];
@@ -151,6 +177,12 @@ int faultd_new(struct fst_shm *shm, const struct fabric *f, const struct fault_p
 
 void faultd_free(struct faultd *d)
 {
+	if (d && d->tw) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ftr_write(d, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, 1);
+		free(d->tw);
+	}
 	free(d);
 }
 
@@ -243,6 +275,7 @@ static void tick_one(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_
 					 fault_fmt_ns(vt(d, e), t1, sizeof(t1)), w);
 			}
 			st->open_win = 0;
+			ftr_end(d, id, i, e);
 		}
 	}
 	for (int guard = 0; guard < 100000; guard++) {
@@ -254,6 +287,7 @@ static void tick_one(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_
 			continue;
 		int64_t b = win_end(f, a, until);
 		st->windows++;
+		ftr_begin(d, id, i, a, b);
 		if (log_this(i)) {
 			wall(w, sizeof(w));
 			log_warn("fault #%u '%s': %s: window %llu begins at %s (fabric time; wall %s)%s%s",
@@ -297,6 +331,7 @@ void faultd_tick(struct faultd *d, int64_t now)
 		if (ff)
 			tick_one(d, id, ff, now);
 	}
+	ftr_write(d, now, 0);
 }
 
 int64_t faultd_next_ns(const struct faultd *d, int64_t now)
@@ -405,4 +440,153 @@ int faultd_describe(const struct faultd *d, uint32_t id, int64_t now, char *buf,
 		 (unsigned long long)atomic_load(&ff->failed),
 		 (unsigned long long)atomic_load(&ff->delay_ns), f->line);
 	return 0;
+}
+
+/* ---- --trace FILE: the fault windows as Chrome trace JSON ------------------------------------ */
+
+void faultd_trace_to(const char *path)
+{
+	char cwd[2048] = "";
+	if (path && *path && *path != '/' && !getcwd(cwd, sizeof(cwd)))
+		cwd[0] = 0;
+	snprintf(ftr_path, sizeof(ftr_path), "%s%s%s", cwd, cwd[0] ? "/" : "", path ? path : "");
+}
+
+static void ftr_begin(struct faultd *d, uint32_t id, uint64_t i, int64_t a, int64_t b)
+{
+	if (!d->tw)
+		return;
+	if (d->ntw == d->captw) {
+		struct ftr_win *n = d->captw < FTR_MAX_WINDOWS
+					    ? realloc(d->tw, 2 * d->captw * sizeof(*d->tw))
+					    : NULL;
+		if (!n) {
+			d->tw_dropped++;
+			d->tw_dirty = 1;
+			return;
+		}
+		d->tw = n;
+		d->captw *= 2;
+	}
+	d->tw[d->ntw++] = (struct ftr_win){.id = id, .i = i, .a = a, .b = b, .open = 1};
+	d->tw_dirty = 1;
+}
+
+static void ftr_end(struct faultd *d, uint32_t id, uint64_t i, int64_t e)
+{
+	for (size_t k = d->ntw; d->tw && k-- > 0;)
+		if (d->tw[k].id == id && d->tw[k].i == i) {
+			d->tw[k].b = e;
+			d->tw[k].open = 0;
+			d->tw_dirty = 1;
+			return;
+		}
+}
+
+static void ftr_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void ftr_us(FILE *f, int64_t ns)
+{
+	fprintf(f, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000));
+}
+
+/* A window's end as far as it is known at now (an open or endless one: now, or its clear). */
+static int64_t ftr_until(const struct faultd *d, const struct ftr_win *w, int64_t now)
+{
+	int64_t b = w->b;
+	struct fst_fault *ff = fst_fault(d->shm, w->id);
+	int64_t until = ff ? atomic_load(&ff->until) : FAULT_FOREVER;
+	if (b > until)
+		b = until;
+	if (b > now)
+		b = now;
+	return b < w->a ? w->a : b;
+}
+
+static void ftr_write(struct faultd *d, int64_t now, int force)
+{
+	if (!d || !d->tw || (!force && (!d->tw_dirty || now - d->tw_written_ns < 1000000000LL)))
+		return;
+	d->tw_dirty = 0;
+	d->tw_written_ns = now;
+	char tmp[sizeof(ftr_path) + 32];
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", ftr_path, (int)getpid());
+	FILE *f = fopen(tmp, "w");
+	if (!f) {
+		log_warn("--trace: cannot write %s: %s", tmp, strerror(errno));
+		return;
+	}
+	int pid = (int)getpid();
+	uint32_t n = atomic_load(&d->shm->nfaults);
+	fprintf(f, "{\"metadata\":{\"simfabric_trace\":1,\"pid\":%d,\"node\":\"simfabricd\","
+		   "\"clock\":\"CLOCK_MONOTONIC\",\"epoch_us\":",
+		pid);
+	ftr_us(f, d->shm->epoch_ns);
+	fprintf(f, ",\"faults\":%u,\"windows\":%zu,\"messages\":0,\"dropped\":%llu},\n"
+		   "\"displayTimeUnit\":\"ns\",\n\"traceEvents\":[\n",
+		n, d->ntw, (unsigned long long)d->tw_dropped);
+	fprintf(f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_name\",\"args\":"
+		   "{\"name\":\"simfabricd (faults)\"}},\n",
+		pid);
+	for (uint32_t id = 0; id < n; id++) {
+		struct fst_fault *ff = fst_fault(d->shm, id);
+		if (!ff)
+			continue;
+		char sc[256], name[FAULT_NAME_MAX + 300];
+		scope_text(d, &ff->spec, sc, sizeof(sc));
+		snprintf(name, sizeof(name), "fault #%u '%s': %s", id, ff->spec.name, sc);
+		fprintf(f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"name\":\"thread_name\",\"args\":"
+			   "{\"name\":",
+			pid, id + 1);
+		ftr_str(f, name);
+		fputs("}},\n", f);
+		int64_t origin = atomic_load(&ff->origin);
+		if (origin && ff->spec.trigger != FAULT_T_TIME) {
+			fprintf(f, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"fault\",\"pid\":%d,\"tid\":%u,"
+				   "\"ts\":",
+				pid, id + 1);
+			ftr_us(f, origin);
+			fprintf(f, ",\"name\":\"triggered\",\"args\":{\"fault_id\":%u}},\n", id);
+		}
+	}
+	/* windows by start: within one fault they already are; across faults the merge sorts */
+	for (size_t k = 0; k < d->ntw; k++) {
+		const struct ftr_win *w = &d->tw[k];
+		struct fst_fault *ff = fst_fault(d->shm, w->id);
+		if (!ff)
+			continue;
+		int64_t b = ftr_until(d, w, now);
+		int open = w->open && b == now;
+		fprintf(f, "{\"ph\":\"X\",\"cat\":\"fault\",\"pid\":%d,\"tid\":%u,\"ts\":", pid,
+			w->id + 1);
+		ftr_us(f, w->a);
+		fputs(",\"dur\":", f);
+		ftr_us(f, b - w->a);
+		fputs(",\"name\":", f);
+		ftr_str(f, ff->spec.name);
+		fprintf(f, ",\"args\":{\"fault_id\":%u,\"window\":%llu,\"kind\":\"%s\","
+			   "\"fabric_begin_ns\":%lld,\"fabric_end_ns\":%lld,\"open\":%s}},\n",
+			w->id, (unsigned long long)w->i, fault_kind_names[ff->spec.kind],
+			(long long)vt(d, w->a), (long long)vt(d, b), open ? "true" : "false");
+	}
+	fprintf(f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_labels\",\"args\":"
+		   "{\"labels\":\"simfabric\"}}\n]}\n",
+		pid);
+	int bad = ferror(f);
+	if (fclose(f) != 0 || bad || rename(tmp, ftr_path) != 0) {
+		log_warn("--trace: writing %s failed: %s", ftr_path, strerror(errno));
+		unlink(tmp);
+	}
 }

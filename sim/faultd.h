@@ -67,6 +67,14 @@ int faultd_connect(struct faultd *d, int src, int dst, int64_t now, int64_t *unt
 		   uint32_t *fid, char *why, size_t whylen);
 
 uint32_t faultd_count(const struct faultd *d);
+
+/*
+ * simfabricd --trace FILE: every fault window, and every trigger, as Chrome trace / Perfetto
+ * JSON on CLOCK_MONOTONIC (the plugin's SIMFABRIC_TRACE clock: `simfabric trace merge` puts them
+ * on one timeline). Written whole (temporary, rename) at most once a second while windows come
+ * and go, and by faultd_free. Call before faultd_new; NULL turns it off.
+ */
+void faultd_trace_to(const char *path);
 /* One line for fault list and stats: name, action, scope, schedule, state, counters. */
 int faultd_describe(const struct faultd *d, uint32_t id, int64_t now, char *buf, size_t cap);
 /* "link 3 (node0-nic0 -> sw0)" */

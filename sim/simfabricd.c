@@ -27,6 +27,7 @@
 #include "sim/chan.h"
 #include "sim/ctl.h"
 #include "sim/fabric.h"
+#include "sim/faultd.h"
 #include "sim/log.h"
 #include "sim/param.h"
 #include "sim/scenario.h"
@@ -74,6 +75,8 @@ static void usage(FILE *f)
 		"                         known yet, 0..3600000 (default %d)\n"
 		"  --log-level L          error, warn, info (default) or debug\n"
 		"  -v                     same as --log-level debug\n"
+		"  --trace FILE           write the fault windows as Chrome trace JSON to FILE\n"
+		"                         (merge with the plugin's: simfabric trace merge)\n"
 		"  --help, --version\n",
 		FABRIC_MAX_NICS, CHAN_DEFAULT_NSLOTS * CHAN_DEFAULT_SLOT_BYTES, CHAN_DEFAULT_NSLOTS,
 		CHAN_DEFAULT_SLOT_BYTES, SRV_CONNECT_WAIT_MS);
@@ -308,6 +311,7 @@ int main(int argc, char **argv)
 		O_CONN_MEM,
 		O_WAIT,
 		O_LOG_LEVEL,
+		O_TRACE,
 		O_HELP,
 		O_VERSION,
 	};
@@ -322,6 +326,7 @@ int main(int argc, char **argv)
 		{"conn-mem", required_argument, NULL, O_CONN_MEM},
 		{"connect-wait-ms", required_argument, NULL, O_WAIT},
 		{"log-level", required_argument, NULL, O_LOG_LEVEL},
+		{"trace", required_argument, NULL, O_TRACE},
 		{"help", no_argument, NULL, O_HELP},
 		{"version", no_argument, NULL, O_VERSION},
 		{NULL, 0, NULL, 0},
@@ -402,6 +407,9 @@ int main(int argc, char **argv)
 			break;
 		case 'v':
 			level = LOG_LEVEL_DEBUG;
+			break;
+		case O_TRACE:
+			faultd_trace_to(optarg);
 			break;
 		case O_HELP:
 			usage(stdout);
