@@ -30,6 +30,7 @@
 #include "plugin/trace.h"
 #include "sim/chan.h"
 #include "sim/fstate.h"
+#include "sim/jsonw.h"
 
 #define TR_DEFAULT_MAX 1000000ULL
 #define TR_CHUNK 256		     /* records per chunk */
@@ -640,20 +641,6 @@ static int post_cmp(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-static void put_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
-}
-
 static void put_us(FILE *f, int64_t ns)
 {
 	if (ns < 0)
@@ -738,7 +725,7 @@ static void put_fault_name(FILE *f, const struct tr_fail *fl)
 	char name[FAULT_NAME_MAX + 64];
 	snprintf(name, sizeof(name), "fault '%s' (%s)", fl->fault_name,
 		 fl->kind ? fl->kind : "?");
-	put_str(f, name);
+	jsonw_str(f, name);
 }
 
 static void put_msg_args(FILE *f, const struct sftrace_comm *c, const struct tr_msg *m)
@@ -751,7 +738,7 @@ static void put_msg_args(FILE *f, const struct sftrace_comm *c, const struct tr_
 	else
 		fprintf(f, ",\"n\":%u", m->n);
 	fprintf(f, ",\"tag\":%d,\"bytes\":%llu,\"peer\":", m->tag, (unsigned long long)m->bytes);
-	put_str(f, c->peer);
+	jsonw_str(f, c->peer);
 	fprintf(f, ",\"status\":\"%s\",\"posted_us\":",
 		m->status == TR_OK ? "ok" : m->status == TR_FAILED ? "failed" : "unfinished");
 	put_us(f, m->post);
@@ -778,7 +765,7 @@ static void put_msg_args(FILE *f, const struct sftrace_comm *c, const struct tr_
 		snprintf(err, sizeof(err), "%s%s%s", errno_name(m->err), m->err ? ": " : "",
 			 m->what ? m->what : "");
 		fprintf(f, ",\"error\":");
-		put_str(f, err);
+		jsonw_str(f, err);
 		if (failed)
 			fprintf(f, ",\"nccl\":\"%s\"", nccl_name(c->fail.res));
 	}
@@ -786,7 +773,7 @@ static void put_msg_args(FILE *f, const struct sftrace_comm *c, const struct tr_
 		fprintf(f, ",\"fault_id\":%u", m->fault - 1);
 		if (failed && c->fail.fault == m->fault && c->fail.fault_name[0]) {
 			fprintf(f, ",\"fault\":");
-			put_str(f, c->fail.fault_name);
+			jsonw_str(f, c->fail.fault_name);
 		}
 	}
 	fputs("}}", f);
@@ -796,18 +783,18 @@ static void put_fail_args(FILE *f, const struct sftrace_comm *c)
 {
 	const struct tr_fail *fl = &c->fail;
 	fprintf(f, ",\"args\":{\"chan\":\"0x%llx\",\"conn\":", (unsigned long long)c->chan_id);
-	put_str(f, c->desc);
+	jsonw_str(f, c->desc);
 	fprintf(f, ",\"op\":");
-	put_str(f, fl->op);
+	jsonw_str(f, fl->op);
 	fprintf(f, ",\"nccl\":\"%s\",\"errno\":\"%s\",\"what\":", nccl_name(fl->res),
 		errno_name(-fl->code));
-	put_str(f, fl->what);
+	jsonw_str(f, fl->what);
 	fprintf(f, ",\"msg\":%llu", (unsigned long long)fl->msg);
 	if (fl->fault) {
 		fprintf(f, ",\"fault_id\":%u,\"fault\":", fl->fault - 1);
-		put_str(f, fl->fault_name);
+		jsonw_str(f, fl->fault_name);
 		fprintf(f, ",\"kind\":");
-		put_str(f, fl->kind);
+		jsonw_str(f, fl->kind);
 		fprintf(f, ",\"link\":%llu", (unsigned long long)fl->link);
 	}
 	fputs("}}", f);
@@ -825,7 +812,7 @@ static void put_ev(FILE *f, const struct tr_ev *e)
 		put_head(f, "i", "conn", tid_nic(c->dev), e->ts);
 		snprintf(name, sizeof(name), "%s %s", e->kind == EV_OPEN ? "open" : "close", c->desc);
 		fputs(",\"s\":\"t\",\"name\":", f);
-		put_str(f, name);
+		jsonw_str(f, name);
 		fprintf(f, ",\"args\":{\"chan\":\"0x%llx\"}}", (unsigned long long)c->chan_id);
 		break;
 	case EV_X:
@@ -837,7 +824,7 @@ static void put_ev(FILE *f, const struct tr_ev *e)
 			 : m->status == TR_FAILED ? " (failed)"
 						  : " (unfinished)");
 		fputs(",\"name\":", f);
-		put_str(f, name);
+		jsonw_str(f, name);
 		put_msg_args(f, c, m);
 		break;
 	case EV_FIRST:
@@ -866,10 +853,10 @@ static void put_ev(FILE *f, const struct tr_ev *e)
 		} else {
 			snprintf(name, sizeof(name), "failed: %s", errno_name(m->err));
 		}
-		put_str(f, name);
+		jsonw_str(f, name);
 		fprintf(f, ",\"args\":{\"chan\":\"0x%llx\",\"msg\":%llu,\"error\":",
 			(unsigned long long)c->chan_id, (unsigned long long)m->seq);
-		put_str(f, m->what);
+		jsonw_str(f, m->what);
 		fputs("}}", f);
 		break;
 	}
@@ -882,7 +869,7 @@ static void put_ev(FILE *f, const struct tr_ev *e)
 			put_fault_name(f, &c->fail);
 		} else {
 			snprintf(name, sizeof(name), "error: %s", nccl_name(c->fail.res));
-			put_str(f, name);
+			jsonw_str(f, name);
 		}
 		put_fail_args(f, c);
 		break;
@@ -896,7 +883,7 @@ static void put_meta(FILE *f, const char *what, long long tid, const char *key, 
 	fprintf(f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%lld,\"name\":\"%s\",\"args\":{\"%s\":",
 		(int)tr.pid, tid, what, key);
 	if (sval)
-		put_str(f, sval);
+		jsonw_str(f, sval);
 	else
 		fprintf(f, "%lld", ival);
 	fputs("}},\n", f);
@@ -974,9 +961,9 @@ static void put_header(FILE *f, size_t nmsgs, size_t nev, size_t nmeta, uint32_t
 {
 	fputs("{\"metadata\":{\"simfabric_trace\":1,", f);
 	fprintf(f, "\"pid\":%d,\"node\":", (int)tr.pid);
-	put_str(f, tr.node);
+	jsonw_str(f, tr.node);
 	fprintf(f, ",\"instance\":%d,\"file\":", tr.instance);
-	put_str(f, tr.path);
+	jsonw_str(f, tr.path);
 	fputs(",\"clock\":\"CLOCK_MONOTONIC\",\"start_us\":", f);
 	put_us(f, tr.start_ns);
 	fputs(",\"written_us\":", f);

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sim/jsonw.h"
 #include "sim/log.h"
 
 struct fstate_d {
@@ -483,20 +484,6 @@ static void ftr_end(struct faultd *d, uint32_t id, uint64_t i, int64_t e)
 		}
 }
 
-static void ftr_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
-}
-
 static void ftr_us(FILE *f, int64_t ns)
 {
 	fprintf(f, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000));
@@ -550,7 +537,7 @@ static void ftr_write(struct faultd *d, int64_t now, int force)
 		fprintf(f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"name\":\"thread_name\",\"args\":"
 			   "{\"name\":",
 			pid, id + 1);
-		ftr_str(f, name);
+		jsonw_str(f, name);
 		fputs("}},\n", f);
 		int64_t origin = atomic_load(&ff->origin);
 		if (origin && ff->spec.trigger != FAULT_T_TIME) {
@@ -575,7 +562,7 @@ static void ftr_write(struct faultd *d, int64_t now, int force)
 		fputs(",\"dur\":", f);
 		ftr_us(f, b - w->a);
 		fputs(",\"name\":", f);
-		ftr_str(f, ff->spec.name);
+		jsonw_str(f, ff->spec.name);
 		fprintf(f, ",\"args\":{\"fault_id\":%u,\"window\":%llu,\"kind\":\"%s\","
 			   "\"fabric_begin_ns\":%lld,\"fabric_end_ns\":%lld,\"open\":%s}},\n",
 			w->id, (unsigned long long)w->i, fault_kind_names[ff->spec.kind],

@@ -1778,19 +1778,14 @@ static int fabric_state_create(struct srv *s, char *err, size_t errlen)
 	s->fid_n = calloc(nlinks ? nlinks : 1, sizeof(*s->fid_n));
 	s->fid_sum = calloc(nlinks ? nlinks : 1, sizeof(*s->fid_sum));
 	s->fid_warned_ns = calloc(nlinks ? nlinks : 1, sizeof(*s->fid_warned_ns));
-	if (!s->fid_n || !s->fid_sum || !s->fid_warned_ns) {
-		free(s->fid_n);
-		free(s->fid_sum);
-		free(s->fid_warned_ns);
-		s->fid_n = s->fid_sum = NULL;
-		s->fid_warned_ns = NULL;
-		munmap(base, len);
-		close(fd);
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
 	const struct faultd_ops fops = {.kill = kill_node, .reset = reset_conns, .ctx = s};
-	rc = faultd_new(base, s->fabric, fabric_faults(s->fabric), &fops, &s->faults, err, errlen);
+	if (!s->fid_n || !s->fid_sum || !s->fid_warned_ns) {
+		snprintf(err, errlen, "out of memory");
+		rc = -ENOMEM;
+	} else {
+		rc = faultd_new(base, s->fabric, fabric_faults(s->fabric), &fops, &s->faults, err,
+				errlen);
+	}
 	if (rc) {
 		free(s->fid_n);
 		free(s->fid_sum);
