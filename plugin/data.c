@@ -20,6 +20,7 @@
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
 #include "plugin/trace.h"
+#include "sim/copyq.h"
 #include "sim/fstate.h"
 
 /* ---- memory registration --------------------------------------------------------------- */
@@ -160,6 +161,12 @@ ncclResult_t sfnet_dereg_mr(void *comm, void *mhandle)
 		PWARN("deregMr of unknown mhandle %p ignored", mhandle);
 		return ncclSuccess;
 	}
+	/*
+	 * NCCL frees a buffer right after deregMr and before closing the comm, with
+	 * requests possibly still in flight (an abort): no copy thread may still be
+	 * reading or writing it when we return.
+	 */
+	copyq_drain();
 	struct sfnet_mr *mr = mhandle;
 	mr->magic = 0;
 	free(mr);

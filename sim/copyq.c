@@ -3,6 +3,7 @@
 #include "sim/copyq.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -19,8 +20,12 @@ static struct {
 	int nthreads, want;   /* started; configured (-1: not read yet) */
 	int stopping;
 	pid_t pid;	      /* the process that started them: a forked child has none */
+	uint64_t seq;	      /* jobs ever queued (under lock): each job's number, from 1 */
 	pthread_t th[COPYQ_MAX_THREADS];
-} q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, &q.head, 0, 0, 0, -1, 0, 0, {0}};
+	/* the number of the job each worker runs, 0 when none: copyq_drain reads them */
+	_Atomic uint64_t running[COPYQ_MAX_THREADS];
+} q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, &q.head, 0, 0, 0, -1, 0, 0, 0,
+       {0}, {0}};
 
 static int64_t mono_ns(void)
 {
@@ -57,7 +62,7 @@ static struct copyq_job *pop(void)
 
 static void *worker(void *arg)
 {
-	(void)arg;
+	int self = (int)(intptr_t)arg;
 	for (;;) {
 		/* spin a little: chunks come every few microseconds while a transfer runs */
 		int64_t until = mono_ns() + COPYQ_SPIN_NS;
@@ -70,11 +75,14 @@ static void *worker(void *arg)
 			pthread_cond_wait(&q.wake, &q.lock);
 			q.sleepers--;
 		}
+		if (j) /* before the lock goes: a drain never sees the job in neither place */
+			atomic_store_explicit(&q.running[self], j->seq, memory_order_relaxed);
 		pthread_mutex_unlock(&q.lock);
 		if (!j)
 			return NULL; /* stopping, and nothing left */
 		j->fn(j->dst, j->src, j->len);
 		atomic_store_explicit(&j->state, 2, memory_order_release);
+		atomic_store_explicit(&q.running[self], 0, memory_order_release);
 	}
 }
 
@@ -116,7 +124,8 @@ static void start_locked(void)
 		q.pid = getpid();
 	}
 	while (q.nthreads < q.want) {
-		if (pthread_create(&q.th[q.nthreads], NULL, worker, NULL) != 0)
+		atomic_store(&q.running[q.nthreads], 0);
+		if (pthread_create(&q.th[q.nthreads], NULL, worker, (void *)(intptr_t)q.nthreads) != 0)
 			break;
 		q.nthreads++;
 	}
@@ -144,6 +153,7 @@ int copyq_submit(struct copyq_job *j)
 		return -1;
 	}
 	atomic_store_explicit(&j->state, 1, memory_order_relaxed);
+	j->seq = ++q.seq;
 	j->next = NULL;
 	*q.tail = j;
 	q.tail = &j->next;
@@ -158,6 +168,31 @@ void copyq_wait(struct copyq_job *j)
 {
 	while (atomic_load_explicit(&j->state, memory_order_acquire) == 1)
 		sched_yield();
+}
+
+void copyq_drain(void)
+{
+	if (q.want <= 0)
+		return; /* never enabled: every copy ran on its caller's thread */
+	pthread_mutex_lock(&q.lock);
+	uint64_t upto = q.seq;
+	int ours = q.pid == getpid(); /* a forked child's queue is its parent's leftovers */
+	pthread_mutex_unlock(&q.lock);
+	if (!ours)
+		return;
+	/* The queue is FIFO: a job up to upto is queued (head first) or running. */
+	for (;;) {
+		pthread_mutex_lock(&q.lock);
+		int busy = q.head && q.head->seq <= upto;
+		for (int i = 0; i < q.nthreads && !busy; i++) {
+			uint64_t r = atomic_load_explicit(&q.running[i], memory_order_acquire);
+			busy = r && r <= upto;
+		}
+		pthread_mutex_unlock(&q.lock);
+		if (!busy)
+			return;
+		sched_yield();
+	}
 }
 
 void copyq_stop(void)

@@ -26,6 +26,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define COPYQ_MIN_BYTES (32u << 10) /* smaller chunks are copied inline */
 #define COPYQ_MIN_CPUS 8
@@ -41,6 +42,7 @@ struct copyq_job {
 	size_t len;
 	copyq_fn fn; /* memcpy, or the channel's streaming copy */
 	_Atomic int state; /* 0 idle, 1 queued, 2 done */
+	uint64_t seq;	   /* set by copyq_submit: its place in the queue */
 	struct copyq_job *next;
 };
 
@@ -55,6 +57,14 @@ static inline int copyq_done(struct copyq_job *j)
 }
 /* Wait for j (spinning, then yielding): for teardown. */
 void copyq_wait(struct copyq_job *j);
+/*
+ * Wait until every job queued before this call is done, whoever queued it:
+ * after it no copy thread touches the memory those jobs named. For deregMr,
+ * which NCCL may call (and then free the buffers) while requests are still
+ * in flight, as in an abort, from a thread other than the data path's.
+ */
+void copyq_drain(void);
+
 /* Stop and join the threads (they finish what is queued first). NULL-safe to call twice;
  * a later submit starts them again. */
 void copyq_stop(void);

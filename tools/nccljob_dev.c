@@ -24,10 +24,22 @@ _Static_assert(NCCL_UNIQUE_ID_BYTES == NJ_ID_BYTES, "ncclUniqueId is not NJ_ID_B
 
 #define NJ_POISON 0xa5 /* what the output buffer holds before each checked run */
 
+/*
+ * A timed loop keeps at most 2 x NJ_WINDOW collectives queued: it waits for
+ * the window before last while the last one runs, so the GPU never starves.
+ * Why: on an abort every queued NCCL kernel still starts and spins (10000
+ * polls of host memory, milliseconds) before it sees the abort flag, so a
+ * loop that had queued a thousand would keep ncclCommAbort for many seconds.
+ * The waits also poll ncclCommGetAsyncError during the loop.
+ */
+#define NJ_WINDOW 16
+
 struct nj_dev {
 	int device;
 	cudaStream_t stream;
 	cudaEvent_t ev0, ev1;
+	cudaEvent_t evw[2]; /* the last two windows' ends */
+	cudaEvent_t waiting; /* what poll_event queries */
 	void *d_send, *d_recv;
 	ncclComm_t comm;
 };
@@ -133,7 +145,7 @@ static int poll_stream(struct nj_job *j, struct nj_fail *f)
 
 static int poll_event(struct nj_job *j, struct nj_fail *f)
 {
-	cudaError_t e = cudaEventQuery(j->dev->ev1);
+	cudaError_t e = cudaEventQuery(j->dev->waiting);
 
 	if (e == cudaSuccess)
 		return 1;
@@ -189,6 +201,8 @@ int dev_setup(struct nj_job *j, struct nj_fail *f)
 	CUDA_SETUP(cudaStreamCreateWithFlags, (&d->stream, cudaStreamNonBlocking));
 	CUDA_SETUP(cudaEventCreate, (&d->ev0));
 	CUDA_SETUP(cudaEventCreate, (&d->ev1));
+	CUDA_SETUP(cudaEventCreateWithFlags, (&d->evw[0], cudaEventDisableTiming));
+	CUDA_SETUP(cudaEventCreateWithFlags, (&d->evw[1], cudaEventDisableTiming));
 	CUDA_SETUP(cudaMalloc, (&d->d_send, j->cap));
 	CUDA_SETUP(cudaMalloc, (&d->d_recv, j->cap));
 	CUDA_SETUP(cudaMallocHost, (&j->h_send, j->cap));
@@ -384,9 +398,17 @@ static int elapsed_us(struct nj_job *j, double *us, struct nj_fail *f)
 	return 0;
 }
 
+/* Wait for ev (polled: async errors, the peers, signals and the bounds are watched). */
+static int wait_event(struct nj_job *j, cudaEvent_t ev, const char *what, struct nj_fail *f)
+{
+	j->dev->waiting = ev;
+	return job_wait(j, what, j->o.op_timeout_s, poll_event, f);
+}
+
 /*
- * iters collectives. each == 0: all enqueued back to back between two events,
- * one wait. each == 1: events, enqueue and wait around every one.
+ * iters collectives. each == 0: enqueued back to back between two events,
+ * no more than 2 x NJ_WINDOW queued at a time. each == 1: events, enqueue and
+ * wait around every one.
  */
 int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each, double *gpu_us,
 	    struct nj_fail *f)
@@ -402,10 +424,18 @@ int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each, doub
 			return -1;
 		if (launch(j, s, f) < 0)
 			return -1;
-		if (!each && i + 1 < iters)
+		if (!each && i + 1 < iters) {
+			int w = (i + 1) / NJ_WINDOW;
+			if ((i + 1) % NJ_WINDOW)
+				continue;
+			/* the window before last is done: then this one may be queued behind */
+			if (w >= 2 && wait_event(j, j->dev->evw[w & 1], what, f) < 0)
+				return -1;
+			if (record(j, j->dev->evw[w & 1], f) < 0)
+				return -1;
 			continue;
-		if (record(j, j->dev->ev1, f) < 0 ||
-		    job_wait(j, what, j->o.op_timeout_s, poll_event, f) < 0 ||
+		}
+		if (record(j, j->dev->ev1, f) < 0 || wait_event(j, j->dev->ev1, what, f) < 0 ||
 		    elapsed_us(j, gpu_us, f) < 0)
 			return -1;
 	}
@@ -455,6 +485,8 @@ int dev_finalize(struct nj_job *j, struct nj_fail *f)
 	cudaFree(d->d_recv);
 	cudaEventDestroy(d->ev0);
 	cudaEventDestroy(d->ev1);
+	cudaEventDestroy(d->evw[0]);
+	cudaEventDestroy(d->evw[1]);
 	cudaStreamDestroy(d->stream);
 	wd_disarm();
 	j->h_send = j->h_recv = NULL;
