@@ -19,6 +19,7 @@
 #include "plugin/client.h"
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
+#include "plugin/prof.h"
 #include "plugin/trace.h"
 #include "sim/copyq.h"
 #include "sim/fstate.h"
@@ -358,7 +359,6 @@ __attribute__((cold, noinline)) static ncclResult_t bad_call(const char *op, con
 ncclResult_t sfnet_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			 void *phandle, void **request)
 {
-	(void)phandle; /* no profiler events: see plugin/trace.h */
 	struct sfnet_comm *c = send_comm;
 	if (__builtin_expect(!request || !c || c->obj.magic != SFNET_OBJ_MAGIC ||
 				     c->obj.kind != SFNET_SEND,
@@ -388,6 +388,7 @@ ncclResult_t sfnet_isend(void *send_comm, void *data, size_t size, int tag, void
 	r->magic = SFNET_REQ_MAGIC;
 	r->is_send = 1;
 	r->n = 1;
+	sfprof_start(c, r, (void *const *)&phandle, &size, &tag);
 	*request = r;
 	SFTRACE(sftrace_isend(c, r, size, tag));
 	return ncclSuccess;
@@ -396,7 +397,6 @@ ncclResult_t sfnet_isend(void *send_comm, void *data, size_t size, int tag, void
 ncclResult_t sfnet_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			 void **mhandles, void **phandles, void **request)
 {
-	(void)phandles;
 	struct sfnet_comm *c = recv_comm;
 	if (__builtin_expect(!request || !c || c->obj.magic != SFNET_OBJ_MAGIC ||
 				     c->obj.kind != SFNET_RECV,
@@ -426,6 +426,7 @@ ncclResult_t sfnet_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	r->magic = SFNET_REQ_MAGIC;
 	r->is_send = 0;
 	r->n = (uint16_t)n;
+	sfprof_start(c, r, phandles, sizes, tags);
 	*request = r;
 	SFTRACE(sftrace_irecv(c, r, n, sizes, tags));
 	return ncclSuccess;
@@ -464,8 +465,10 @@ ncclResult_t sfnet_test(void *request, int *done, int *sizes)
 		uint64_t sent = 0;
 		rc = chan_tx_test(c->tx, r->creq, &d, &sent, &err);
 		SFTRACE(sftrace_test(c, r, rc, d, &err));
-		if (__builtin_expect(rc != 0, 0))
+		if (__builtin_expect(rc != 0, 0)) {
+			sfprof_stop(c, r);
 			return comm_fail(c, "test (send)", rc, &err);
+		}
 		if (!d)
 			return ncclSuccess;
 		if (sizes)
@@ -474,14 +477,18 @@ ncclResult_t sfnet_test(void *request, int *done, int *sizes)
 		uint64_t got[CHAN_MAX_RECVS];
 		rc = chan_rx_test(c->rx, r->creq, &d, got, &err);
 		SFTRACE(sftrace_test(c, r, rc, d, &err));
-		if (__builtin_expect(rc != 0, 0))
+		if (__builtin_expect(rc != 0, 0)) {
+			sfprof_stop(c, r);
 			return comm_fail(c, "test (recv)", rc, &err);
+		}
 		if (!d)
 			return ncclSuccess;
 		if (sizes)
 			for (int i = 0; i < r->n; i++)
 				sizes[i] = (int)got[i]; /* <= the send size <= INT_MAX */
 	}
+	if (r->npev)
+		sfprof_stop(c, r);
 	req_put(c, r); /* NCCL never tests a request again after done */
 	*done = 1;
 	return ncclSuccess;

@@ -15,6 +15,7 @@
 
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
+#include "plugin/prof.h"
 #include "plugin/trace.h"
 #include "sim/copyq.h"
 #include "sim/ctl.h"
@@ -116,6 +117,9 @@ static const char *kind_name(enum sfnet_kind k)
 static void comm_destroy(struct sfnet_comm *c)
 {
 	SFTRACE(sftrace_close(c)); /* before the channel end goes: what is in flight */
+	for (int i = 0; i < CHAN_MAX_SENDS; i++) /* a profiler sees in-flight events end */
+		if (c->reqs[i].magic == SFNET_REQ_MAGIC && c->reqs[i].npev)
+			sfprof_stop(c, &c->reqs[i]);
 	int inflight = c->tx ? chan_tx_inflight(c->tx) : chan_rx_inflight(c->rx);
 	if (inflight)
 		PINFO(NCCL_NET, "%s: closing with %d request(s) in flight", c->desc, inflight);

@@ -39,7 +39,7 @@ struct sfnet_ctx {
 	uint64_t comm_id;
 	int traffic_class;
 	ncclDebugLogger_t logger;
-	ncclProfilerCallback_t profiler; /* kept, unused: we emit no profiler events yet */
+	ncclProfilerCallback_t profiler; /* network events (plugin/prof.c); NULL before v10 */
 	pthread_mutex_t attr_lock;	 /* setNetAttr comes from two proxy threads */
 	ncclNetAttr_t attr;
 	int attr_set;
@@ -86,6 +86,8 @@ struct sfnet_req {
 	uint16_t is_send;
 	chan_req creq;
 	int next_free;
+	uint16_t npev;		       /* profiler events started (plugin/prof.c) */
+	void *pev[CHAN_MAX_RECVS];     /* their handles, per buffer (NULL: not taken) */
 };
 
 struct sfnet_mr {

@@ -21,11 +21,7 @@
  * per-comm buffers. The file is written whole (to a temporary, then renamed)
  * when the last ctx is finalized and at exit, so it is always valid JSON.
  *
- * No events go to NCCL's profiler callback (v10+): our reference gives its
- * signature and its Start semantics, but not what Stop and Update must be
- * passed, nor an extData layout for a plugin type other than IB's and
- * Socket's, so a profiler could not decode ours; and NCCL passes a NULL
- * pHandle for which no Start may be sent.
+ * NCCL's profiler callback gets its own events: plugin/prof.h.
  */
 #ifndef SF_TRACE_H
 #define SF_TRACE_H

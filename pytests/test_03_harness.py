@@ -129,3 +129,30 @@ def test_03_07_copy_threads(harness, fabric_factory, tmp_path, threads):
     assert got and got[0] > 0, r.report()  # node0's uplink flips bits: they arrive wrong
     st = sfctl.stats(f.socket)
     assert sum(l["corrupted"] for l in st.values()) >= got[0], st
+
+
+@pytest.mark.parametrize("version", [10, 12])
+def test_03_09_profiler_events_pair_up_and_count_the_traffic(harness, fabric, version):
+    """--profiler plays NCCL with a profiler loaded: every send and every receive buffer is one
+    Start (with the pHandle NCCL passed and simfabric's descriptor) and one Stop, in-flight ones
+    at close included; the sends' bytes add up to what crossed the fabric."""
+    r = harness(nranks=2, tests="connect,sizes,tags,close_inflight", fabric=fabric,
+                extra=["--profiler", "--api-version", str(version), "--max-bytes", "1048576"])
+    r.check_ok()
+    m = [t["metrics"] for t in r.tests("unload")]
+    assert len(m) == 2, r.report()
+    for x in m:
+        assert x["profiler_bad"] == 0 and x["profiler_live"] == 0, x
+        assert x["profiler_starts"] > 0 and x["profiler_starts"] == x["profiler_stops"], x
+        assert x["profiler_simfabric"] == x["profiler_starts"], x
+    total = sum(c["bytes"] for c in fabric.show()["chans"])
+    assert sum(x["profiler_send_bytes"] for x in m) == total, (m, total)
+
+
+def test_03_10_no_profiler_events_before_v10(harness):
+    r = harness(nranks=2, tests="connect,sizes", extra=["--profiler", "--api-version", "9",
+                                                        "--max-bytes", "65536"])
+    r.check_ok()
+    assert len(r.tests("unload")) == 2, r.report()
+    for t in r.tests("unload"):
+        assert t["metrics"]["profiler_starts"] == 0 and t["metrics"]["profiler_calls"] == 0, t

@@ -98,6 +98,9 @@ static void hx_usage(FILE *f)
 		"  --flow-msg B        message size of the flows (default 1M, at most --max-bytes)\n"
 		"  --corrupt-ok        flows: count messages that arrive wrong (metrics) instead\n"
 		"                      of failing\n"
+		"  --profiler          v10+: pass profiler handles as NCCL does with a profiler\n"
+		"                      loaded, and check the plugin's events (Start per send and\n"
+		"                      per receive buffer, one Stop each; metrics profiler_*)\n"
 		"  --fault-msgs N      faults: messages each rank sends to the next (default 100)\n"
 		"  --fault-bytes B     faults: their size (default 64K, at most --max-bytes)\n"
 		"  --fault-gap-us U    faults: pause between a rank's posts (default 0)\n"
@@ -308,6 +311,10 @@ static void hx_parse_args(int argc, char **argv, const char **tests)
 		}
 		if (!strcmp(a, "--corrupt-ok")) {
 			hx_opt.corrupt_ok = 1;
+			continue;
+		}
+		if (!strcmp(a, "--profiler")) {
+			hx_opt.profiler = 1;
 			continue;
 		}
 		if (strncmp(a, "--", 2) != 0)

@@ -58,6 +58,7 @@ struct hx_opts {
 	size_t fault_bytes; /* faults: their size */
 	double fault_gap;   /* faults: seconds between a rank's posts */
 	int fault_expect;   /* faults: HX_FE_OK, HX_FE_ERROR or HX_FE_EITHER */
+	int profiler;	    /* --profiler: profiler handles on isend/irecv, events checked */
 };
 enum { HX_FE_OK = 0, HX_FE_ERROR, HX_FE_EITHER };
 extern struct hx_opts hx_opt;
@@ -245,6 +246,14 @@ struct pl_state {
 	unsigned long prof_calls;
 };
 extern struct pl_state pl;
+
+/* --profiler: the plugin's events as a profiler saw them, over reloads too (its lock) */
+struct pl_prof_stats {
+	unsigned long starts, stops, bad, sf, send_bytes;
+	char first_bad[256];
+};
+extern struct pl_prof_stats plp;
+long pl_prof_live(void); /* --profiler: events started and never stopped */
 
 /* dlopen + probe v12..v8 (or only `force`). 0, or -1 with a reason in err. */
 int pl_load(const char *path, int force, char *err, size_t errlen);

@@ -10,6 +10,9 @@
  * tests can check what the plugin said.
  */
 #include <ctype.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +20,7 @@
 #include <strings.h>
 
 #include "tools/harness.h"
+#include "plugin/prof.h"
 
 struct pl_state pl;
 
@@ -175,19 +179,120 @@ void pl_warn_last(char *out, size_t cap)
 	pthread_mutex_unlock(&pl_log_lock);
 }
 
-/* NCCL always passes a profiler callback (a no-op unless a profiler is loaded),
- * so a plugin may call it without checking; ours counts and does nothing. */
+/*
+ * NCCL always passes a profiler callback (a no-op unless a profiler is loaded),
+ * so a plugin may call it without checking. Without --profiler ours counts and
+ * takes nothing. With it, it plays NCCL with a profiler loaded: a Start must
+ * carry one of the pHandles we passed (pl_phandles) and gets an event handle
+ * (or NULL when the table is full, as a profiler out of events does); a Stop
+ * must name a live event, once. simfabric's descriptors (plugin/prof.h) are
+ * checked too. Any breach is counted in prof_bad, the first one described.
+ */
+#define PL_PROF_MAX 4096
+static struct {
+	int live;
+	size_t size;
+} pl_prof_ev[PL_PROF_MAX];
+static int pl_prof_free = -1, pl_prof_used; /* free list through size; slots used once */
+static pthread_mutex_t pl_prof_lock = PTHREAD_MUTEX_INITIALIZER;
+struct pl_prof_stats plp;
+char pl_phandles[HX_MAX_RECVS]; /* NCCL's &sub->pHandles[i]: opaque to the plugin */
+
+__attribute__((format(printf, 1, 2))) static int pl_prof_bad(const char *fmt, ...)
+{
+	va_list ap;
+	if (plp.bad++ == 0) {
+		va_start(ap, fmt);
+		vsnprintf(plp.first_bad, sizeof(plp.first_bad), fmt, ap);
+		va_end(ap);
+	}
+	return 0;
+}
+
+static int pl_prof_start(void **eHandle, void *pHandle, int64_t pluginId, void *extData)
+{
+	char *ph = pHandle;
+	if (!eHandle)
+		return pl_prof_bad("Start without an eHandle slot");
+	*eHandle = NULL;
+	if (ph < pl_phandles || ph >= pl_phandles + HX_MAX_RECVS)
+		return pl_prof_bad("Start with pHandle %p, not one NCCL passed", pHandle);
+	plp.starts++;
+	size_t size = 0;
+	if ((pluginId & ~0xffffLL) == SFPROF_TYPE) {
+		const struct sfprof_descr_v1 *d = extData;
+		plp.sf++;
+		if ((pluginId & 0xffff) != SFPROF_VERSION || !d)
+			return pl_prof_bad("simfabric Start: version %lld, descriptor %p",
+					   (long long)(pluginId & 0xffff), extData);
+		if ((d->kind != SFPROF_SEND && d->kind != SFPROF_RECV) || d->buf >= HX_MAX_RECVS ||
+		    (d->kind == SFPROF_SEND && (d->buf || d->size > hx_opt.max_bytes)))
+			return pl_prof_bad("simfabric Start: kind %u buf %u size %llu", d->kind,
+					   d->buf, (unsigned long long)d->size);
+		if (d->kind == SFPROF_SEND)
+			plp.send_bytes += d->size;
+		size = d->size;
+	}
+	int i = pl_prof_free;
+	if (i >= 0)
+		pl_prof_free = (int)pl_prof_ev[i].size;
+	else if (pl_prof_used < PL_PROF_MAX)
+		i = pl_prof_used++;
+	else
+		return 0; /* out of events: the plugin must not Stop this one */
+	pl_prof_ev[i].live = 1;
+	pl_prof_ev[i].size = size;
+	*eHandle = &pl_prof_ev[i];
+	return 0;
+}
+
+static int pl_prof_stop(void **eHandle)
+{
+	if (!eHandle || !*eHandle)
+		return pl_prof_bad("Stop of an event the profiler did not take (eHandle %p)",
+				   eHandle ? *eHandle : NULL);
+	char *e = *eHandle, *base = (char *)pl_prof_ev;
+	if (e < base || e >= base + sizeof(pl_prof_ev) || (e - base) % sizeof(pl_prof_ev[0]))
+		return pl_prof_bad("Stop of %p, not an event handle we gave", *eHandle);
+	int i = (int)((e - base) / (ptrdiff_t)sizeof(pl_prof_ev[0]));
+	if (!pl_prof_ev[i].live)
+		return pl_prof_bad("Stop of event %d twice", i);
+	pl_prof_ev[i].live = 0;
+	pl_prof_ev[i].size = (size_t)pl_prof_free;
+	pl_prof_free = i;
+	plp.stops++;
+	return 0;
+}
+
 static ncclResult_t pl_profiler(void **eHandle, int type, void *pHandle, int64_t pluginId,
 				void *extData)
 {
-	(void)type;
-	(void)pHandle;
-	(void)pluginId;
-	(void)extData;
 	__atomic_add_fetch(&pl.prof_calls, 1, __ATOMIC_RELAXED);
-	if (eHandle)
-		*eHandle = NULL;
+	if (!hx_opt.profiler) {
+		if (eHandle && type == ncclProfilerNetEventStart)
+			*eHandle = NULL;
+		return ncclSuccess;
+	}
+	pthread_mutex_lock(&pl_prof_lock);
+	if (type == ncclProfilerNetEventStart)
+		pl_prof_start(eHandle, pHandle, pluginId, extData);
+	else if (type == ncclProfilerNetEventStop)
+		pl_prof_stop(eHandle);
+	else
+		pl_prof_bad("event type %d: simfabric sends only Start and Stop", type);
+	pthread_mutex_unlock(&pl_prof_lock);
 	return ncclSuccess;
+}
+
+/* Events started and not stopped (under the lock). */
+long pl_prof_live(void)
+{
+	long n = 0;
+	pthread_mutex_lock(&pl_prof_lock);
+	for (int i = 0; i < pl_prof_used; i++)
+		n += pl_prof_ev[i].live;
+	pthread_mutex_unlock(&pl_prof_lock);
+	return n;
 }
 
 /* ---- loading ------------------------------------------------------------------- */
@@ -508,8 +613,9 @@ ncclResult_t pl_isend(void *scomm, void *data, size_t size, int tag, void *mh, v
 	case 9:
 		return T9->isend(scomm, data, size, tag, mh, req);
 	default:
-		/* Bootstrap-style: no profiler handle. */
-		return T10->isend(scomm, data, size, tag, mh, NULL, req);
+		/* Bootstrap-style, no profiler handle, unless --profiler */
+		return T10->isend(scomm, data, size, tag, mh, hx_opt.profiler ? pl_phandles : NULL,
+				  req);
 	}
 }
 
@@ -533,6 +639,14 @@ ncclResult_t pl_irecv(void *rcomm, int n, void **data, size_t *sizes, int *tags,
 	case 9:
 		return T9->irecv(rcomm, n, data, sizes, tags, mh, req);
 	default:
+		if (hx_opt.profiler && (n < 0 || n > HX_MAX_RECVS))
+			return ncclInternalError;
+		if (hx_opt.profiler) {
+			void *ph[HX_MAX_RECVS];
+			for (i = 0; i < n; i++)
+				ph[i] = &pl_phandles[i];
+			return T10->irecv(rcomm, n, data, sizes, tags, mh, ph, req);
+		}
 		return T10->irecv(rcomm, n, data, sizes, tags, mh, NULL, req);
 	}
 }

@@ -297,6 +297,20 @@ void t_unload(struct hx_test *t)
 	}
 	js_int(t->metrics, "warns", pl_warn_count());
 	js_int(t->metrics, "profiler_calls", (long long)pl.prof_calls);
+	if (hx_opt.profiler) {
+		js_int(t->metrics, "profiler_starts", (long long)plp.starts);
+		js_int(t->metrics, "profiler_stops", (long long)plp.stops);
+		js_int(t->metrics, "profiler_live", pl_prof_live());
+		js_int(t->metrics, "profiler_simfabric", (long long)plp.sf);
+		js_int(t->metrics, "profiler_send_bytes", (long long)plp.send_bytes);
+		js_int(t->metrics, "profiler_bad", (long long)plp.bad);
+		if (plp.bad)
+			hx_fail(t, "profiler events: %lu bad, the first: %s", plp.bad,
+				plp.first_bad);
+		else if (pl_prof_live())
+			hx_fail(t, "profiler events: %ld started and never stopped (every comm is "
+				"closed)", pl_prof_live());
+	}
 	t_unload_plugin(t);
 }
 
