@@ -65,17 +65,23 @@ ASAN = os.path.join(simfabric_pytest.ROOT, "build-asan")
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(ASAN, "simfabric-harness")),
                     reason="no ASan build (make asan)")
-@pytest.mark.parametrize("tests", ["all", "truncate", "peer_death"])
+@pytest.mark.parametrize("tests", ["all", "truncate", "peer_death", "faults"])
 def test_03_04_everything_under_asan(tmp_path, tests):
-    """The daemon, the plugin and the harness built with ASan+UBSan: no report, no leak."""
+    """The daemon, the plugin and the harness built with ASan+UBSan: no report, no leak
+    (faults: a link down past the retry budget, so every rank's error path runs)."""
     env = simfabric_pytest.Env(ASAN)
-    f = simfabric_pytest.Fabric(env, str(tmp_path / "fabric")).start()
+    args, extra = [], []
+    if tests == "faults":
+        args = ["--scenario", os.path.join(simfabric_pytest.ROOT, "scenarios",
+                                           "fault-link-down.yaml")]
+        extra = ["--fault-expect", "error", "--fault-msgs", "60", "--nranks", "2"]
+    f = simfabric_pytest.Fabric(env, str(tmp_path / "fabric"), args=args).start()
     try:
         e = dict(os.environ, SIMFABRIC_SOCKET=f.socket, NCCL_DEBUG="WARN",
                  ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=99",
                  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=98")
         argv = [env.harness, "--plugin", env.plugin, "--nranks", "3", "--tests", tests,
-                "--max-bytes", "4194304", "--json", str(tmp_path / "r.json")]
+                "--max-bytes", "4194304", "--json", str(tmp_path / "r.json")] + extra
         p = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, "%s\n%s\n%s" % (" ".join(argv), p.stdout, p.stderr[-20000:])
         for bad in ("AddressSanitizer", "LeakSanitizer", "runtime error"):

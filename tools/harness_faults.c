@@ -235,7 +235,9 @@ void t_faults(struct hx_test *t)
 	}
 	(void)next;
 out:
+	eng_links_close(&e, &ls, 0, ls.n); /* failed comms too: NCCL closes them after an error */
 	side_free(&S);
 	side_free(&R);
+	eng_links_free(&ls);
 	eng_free(&e);
 }
