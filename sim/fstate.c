@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #define ALIGN 64u
+#define NS_BITS 8000000000ull /* bits x 1e9: bytes x NS_BITS / rate_bps = ns */
+
+__extension__ typedef unsigned __int128 u128;
 
 static uint64_t align_up(uint64_t v, uint64_t a)
 {
@@ -24,6 +27,15 @@ static int64_t mono_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* *a = max(*a, v), for counters that several processes raise at once. */
+static void atomic_max(_Atomic uint64_t *a, uint64_t v)
+{
+	uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+	while (v > cur && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
+								  memory_order_relaxed))
+		;
 }
 
 struct layout {
@@ -104,8 +116,10 @@ int fst_format(void *base, size_t len, uint32_t nlinks, const struct model_link 
 int fst_check(const void *base, size_t len)
 {
 	const struct fst_shm *shm = base;
-	if (!base || len < sizeof(*shm) || shm->magic != FST_MAGIC || shm->version != FST_VERSION)
+	if (!base || len < sizeof(*shm) || shm->magic != FST_MAGIC)
 		return -EPROTO;
+	if (shm->version != FST_VERSION)
+		return -EPROTONOSUPPORT;
 	struct layout l;
 	uint64_t entries = 0;
 	if (layout_for(shm->nlinks, shm->nnics, 0, &l))
@@ -546,12 +560,14 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 	c->msgs++;
 	for (int j = 0; j < c->npath; j++) {
 		struct fst_link *s = link_state(v->shm, c->path[j]);
+		uint64_t q = before[j] > now_ns ? (uint64_t)(before[j] - now_ns) : 0;
 		atomic_fetch_add_explicit(&s->msgs, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&s->bytes, bytes, memory_order_relaxed);
 		atomic_fetch_add_explicit(&s->packets, out->packets, memory_order_relaxed);
-		if (before[j] > now_ns)
-			atomic_fetch_add_explicit(&s->queue_ns, (uint64_t)(before[j] - now_ns),
-						  memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->queue_ns, q, memory_order_relaxed);
+		atomic_max(&s->queue_max_ns, q);
+		atomic_fetch_add_explicit(&s->queue_hist[fst_bucket(q, FST_QUEUE_BUCKETS)], 1,
+					  memory_order_relaxed);
 	}
 	/* Impairments are charged to the first hop: the model reports them per message. */
 	if (c->npath > 0) {
@@ -580,15 +596,40 @@ void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns)
 	uint64_t l = (uint64_t)late_ns;
 	atomic_fetch_add_explicit(&s->late_n, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->late_sum_ns, l, memory_order_relaxed);
-	uint64_t max = atomic_load_explicit(&s->late_max_ns, memory_order_relaxed);
-	while (l > max && !atomic_compare_exchange_weak_explicit(&s->late_max_ns, &max, l,
-								  memory_order_relaxed,
-								  memory_order_relaxed))
-		;
+	atomic_max(&s->late_max_ns, l);
+	atomic_fetch_add_explicit(&s->late_hist[fst_bucket(l, FST_LATE_BUCKETS)], 1,
+				  memory_order_relaxed);
+}
+
+int fst_bucket(uint64_t v, int nbuckets)
+{
 	int b = 0;
-	while (l && b < FST_LATE_BUCKETS - 1) {
-		l >>= 1;
+	while (v && b < nbuckets - 1) {
+		v >>= 1;
 		b++;
 	}
-	atomic_fetch_add_explicit(&s->late_hist[b], 1, memory_order_relaxed);
+	return b;
+}
+
+uint32_t fst_crossed(const struct fst_shm *shm, int64_t now_ns, uint64_t *bytes)
+{
+	const struct model_link *params =
+		(const struct model_link *)((const uint8_t *)shm + shm->params_off);
+	const struct fst_link *state = (const struct fst_link *)((const uint8_t *)shm + shm->state_off);
+	uint32_t backlogged = 0;
+	for (uint32_t i = 0; i < shm->nlinks; i++) {
+		const struct model_link *p = &params[i];
+		/* The counter first: a reservation in between then only makes the backlog larger. */
+		uint64_t b = atomic_load_explicit(&state[i].bytes, memory_order_relaxed);
+		int64_t busy = __atomic_load_n(&state[i].busy_until, __ATOMIC_RELAXED);
+		bytes[i] = b;
+		if (!p->rate_bps || busy <= now_ns || !b)
+			continue; /* unlimited, idle, or never used */
+		backlogged++;
+		/* wire bytes first, then their payload share: no step overflows 128 bits */
+		u128 wire = (u128)(uint64_t)(busy - now_ns) * p->rate_bps / NS_BITS;
+		u128 payload = wire * p->mtu / ((u128)p->mtu + p->hdr_bytes);
+		bytes[i] = payload >= b ? 0 : b - (uint64_t)payload;
+	}
+	return backlogged;
 }

@@ -25,9 +25,12 @@
 #include "sim/model.h"
 
 #define FST_MAGIC 0x3154534653465353ULL /* "SSFSFST1" */
-#define FST_VERSION 2
+/* The layout's version: a plugin and a daemon of other builds refuse each other's region. */
+#define FST_VERSION 3
 #define FST_MAX_LINKS 131072
-#define FST_LATE_BUCKETS 24 /* lateness histogram: bucket b counts [2^(b-1), 2^b) ns; 0: 0 ns */
+/* Histograms of ns: bucket 0 counts 0 ns, bucket b [2^(b-1), 2^b) ns, the last one also all above. */
+#define FST_LATE_BUCKETS 24  /* lateness: the last from 2^22 ns (4 ms) */
+#define FST_QUEUE_BUCKETS 40 /* queueing: the last from 2^38 ns (275 s), beyond any sane backlog */
 #define FST_LOCK_STEAL_NS 50000000LL	 /* after this, a dead holder's lock is taken over */
 #define FST_LOCK_DEADLOCK_NS 10000000000LL /* and a live one held this long is a bug */
 
@@ -38,7 +41,10 @@ struct fst_link {
 	uint64_t table_off, table_n;	  /* its jitter table in the region (read-only) */
 	_Atomic uint64_t msgs, bytes, packets, lost, timeouts, duplicates, reordered, corrupted;
 	_Atomic uint64_t failed;	/* messages that exhausted the retries on it */
-	_Atomic uint64_t queue_ns;	/* summed queueing delay of messages entering it */
+	/* Queueing: how long the link was still busy with earlier messages when a message
+	 * entering it was posted (0 if idle); every message that enters it is counted. */
+	_Atomic uint64_t queue_ns, queue_max_ns;
+	_Atomic uint64_t queue_hist[FST_QUEUE_BUCKETS];
 	/* Fidelity monitor, at the receiver of messages whose last hop this is. */
 	_Atomic uint64_t late_n, late_sum_ns, late_max_ns;
 	_Atomic uint64_t early; /* completions before the model's time: a bug if ever non-zero */
@@ -96,7 +102,8 @@ size_t fst_bytes(uint32_t nlinks, uint32_t nnics, uint64_t table_entries);
 /* Format a zeroed region: copies links[] (their tables too). 0 or -EINVAL. */
 int fst_format(void *base, size_t len, uint32_t nlinks, const struct model_link *links,
 	       uint32_t nnics, uint64_t seed, int64_t epoch_ns);
-/* Validate a region's header. 0 or -EPROTO. */
+/* Validate a region's header. 0, -EPROTONOSUPPORT (a region of another FST_VERSION: the
+ * plugin and the daemon come from different builds) or -EPROTO (not a fabric state). */
 int fst_check(const void *base, size_t len);
 /*
  * Publish a fault (checked with fault_spec_check first) with its origin (0:
@@ -118,7 +125,8 @@ struct fst_view {
 	struct model_link *links; /* owned, nlinks entries */
 };
 
-/* Attach to a mapped, checked region (not owned: unmap after fst_view_free). 0, -ENOMEM, -EPROTO. */
+/* Attach to a mapped, checked region (not owned: unmap after fst_view_free). 0, -ENOMEM, or
+ * fst_check's error. */
 int fst_view_new(void *base, size_t len, struct fst_view **out);
 void fst_view_free(struct fst_view *v); /* NULL-safe; does not unmap */
 
@@ -161,5 +169,19 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 		struct model_msg *out, struct fst_hit *hit);
 /* The fidelity monitor: a receive on a path whose last hop is link completed late_ns late. */
 void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns);
+/* A histogram's bucket for v ns (FST_LATE_BUCKETS or FST_QUEUE_BUCKETS of them: nbuckets). */
+int fst_bucket(uint64_t v, int nbuckets);
+
+/*
+ * Payload bytes that have crossed each link by now_ns, into bytes[nlinks]: its byte
+ * counter (counted when a message is reserved, maybe long before it is on the wire)
+ * less the backlog it still has reserved past now_ns, (busy_until - now_ns) at its
+ * payload rate (mtu / (mtu + hdr_bytes) of its rate), at least 0. An estimate while a
+ * link has a backlog (a message's extra header bytes, retransmissions and the gaps
+ * between reservations make it low), exact once it has none. Unlimited links count
+ * every byte at once. Reads without the lock (the daemon must not wait for it).
+ * Returns how many links still have a backlog.
+ */
+uint32_t fst_crossed(const struct fst_shm *shm, int64_t now_ns, uint64_t *bytes);
 
 #endif /* SF_FSTATE_H */

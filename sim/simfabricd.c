@@ -31,6 +31,7 @@
 #include "sim/log.h"
 #include "sim/param.h"
 #include "sim/scenario.h"
+#include "sim/series.h"
 #include "sim/srv.h"
 
 #define SIMFABRICD_VERSION "0.1.0"
@@ -73,13 +74,19 @@ static void usage(FILE *f)
 		"                         KiB, MiB, GiB (default %u: %u slots of %u bytes)\n"
 		"  --connect-wait-ms MS   how long a connect waits for a listener that is not\n"
 		"                         known yet, 0..3600000 (default %d)\n"
+		"  --sample-ms MS         sample every link's traffic this often while a channel\n"
+		"                         is open (op=series), 0..%d; 0: off (default %d)\n"
+		"  --series-samples N     the newest samples kept, 1..%u (default %u;\n"
+		"                         fewer where they would take over %u MiB)\n"
 		"  --log-level L          error, warn, info (default) or debug\n"
 		"  -v                     same as --log-level debug\n"
 		"  --trace FILE           write the fault windows as Chrome trace JSON to FILE\n"
 		"                         (merge with the plugin's: simfabric trace merge)\n"
 		"  --help, --version\n",
 		FABRIC_MAX_NICS, CHAN_DEFAULT_NSLOTS * CHAN_DEFAULT_SLOT_BYTES, CHAN_DEFAULT_NSLOTS,
-		CHAN_DEFAULT_SLOT_BYTES, SRV_CONNECT_WAIT_MS);
+		CHAN_DEFAULT_SLOT_BYTES, SRV_CONNECT_WAIT_MS, SERIES_MAX_PERIOD_MS,
+		SERIES_DEFAULT_PERIOD_MS, SERIES_MAX_SAMPLES, SERIES_DEFAULT_SAMPLES,
+		SERIES_MAX_BYTES >> 20);
 }
 
 /* "2097152", "2048K", "2M", "1G": 0 or -EINVAL. */
@@ -310,6 +317,8 @@ int main(int argc, char **argv)
 		O_NICS,
 		O_CONN_MEM,
 		O_WAIT,
+		O_SAMPLE_MS,
+		O_SERIES_SAMPLES,
 		O_LOG_LEVEL,
 		O_TRACE,
 		O_HELP,
@@ -325,6 +334,8 @@ int main(int argc, char **argv)
 		{"nics", required_argument, NULL, O_NICS},
 		{"conn-mem", required_argument, NULL, O_CONN_MEM},
 		{"connect-wait-ms", required_argument, NULL, O_WAIT},
+		{"sample-ms", required_argument, NULL, O_SAMPLE_MS},
+		{"series-samples", required_argument, NULL, O_SERIES_SAMPLES},
 		{"log-level", required_argument, NULL, O_LOG_LEVEL},
 		{"trace", required_argument, NULL, O_TRACE},
 		{"help", no_argument, NULL, O_HELP},
@@ -396,6 +407,27 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case O_SAMPLE_MS:
+			if (parse_int(optarg, 0, SERIES_MAX_PERIOD_MS, &cfg.sample_ms)) {
+				fprintf(stderr,
+					"simfabricd: --sample-ms: '%s' is not a number of "
+					"milliseconds in 0..%d\n",
+					optarg, SERIES_MAX_PERIOD_MS);
+				return 2;
+			}
+			break;
+		case O_SERIES_SAMPLES: {
+			int n;
+			if (parse_int(optarg, 1, SERIES_MAX_SAMPLES, &n)) {
+				fprintf(stderr,
+					"simfabricd: --series-samples: '%s' is not a number of "
+					"samples in 1..%u\n",
+					optarg, SERIES_MAX_SAMPLES);
+				return 2;
+			}
+			cfg.series_samples = (uint32_t)n;
+			break;
+		}
 		case O_LOG_LEVEL:
 			if (log_level_parse(optarg, &level)) {
 				fprintf(stderr,

@@ -44,6 +44,7 @@
 #include "sim/fstate.h"
 #include "sim/log.h"
 #include "sim/scenario.h"
+#include "sim/series.h"
 
 #define SRV_READ_BATCH 64    /* messages per readable callback before yielding */
 #define SRV_ACCEPT_BATCH 64  /* connections per accept callback */
@@ -206,6 +207,12 @@ struct srv {
 	uint64_t *fid_n, *fid_sum;
 	int64_t *fid_warned_ns;
 	struct faultd *faults; /* NULL on the ideal fabric */
+	/* The sampler (op=series): on from the first open channel until none is open and the
+	 * links' backlogs have drained. NULL: no sampling (ideal fabric, or sample_ms 0). */
+	struct series *series;
+	uint64_t *ser_cum; /* scratch: fst_crossed's counts */
+	int64_t ser_period_ns, ser_next_ns, ser_prev_ns;
+	bool ser_on;
 	char wire[CTL_MSG_MAX];
 };
 
@@ -409,6 +416,42 @@ static void conn_flush(struct srv_conn *c)
 
 /* ---- channels ------------------------------------------------------------ */
 
+/* ---- the sampler ---------------------------------------------------------- */
+
+/* A channel opened: sample from now on (it may still be on, draining backlogs). */
+static void sampler_wake(struct srv *s)
+{
+	if (!s->series || s->ser_on)
+		return;
+	int64_t now = now_ns();
+	s->ser_on = true;
+	s->ser_prev_ns = now;
+	s->ser_next_ns = now + s->ser_period_ns;
+}
+
+/*
+ * One sample of what crossed every link since the last, when it is due, or with flush at
+ * once if anything moved (op=series: the newest bytes without waiting for the period). It
+ * goes off once no channel is open and no link has a backlog left, so the samples add up
+ * to op=stats' bytes and an idle daemon takes none. Memory reads only: never blocks.
+ */
+static void sampler_poll(struct srv *s, int64_t now, bool flush)
+{
+	if (!s->series || !s->ser_on || (!flush && now < s->ser_next_ns))
+		return;
+	const struct fst_shm *fs = s->fab_base;
+	uint32_t backlogged = fst_crossed(fs, now, s->ser_cum);
+	if (!flush || series_changed(s->series, s->ser_cum)) {
+		series_add(s->series, now - fs->epoch_ns, now - s->ser_prev_ns, s->ser_cum);
+		s->ser_prev_ns = now;
+	}
+	/* On a fixed grid, so that timer lateness does not add up; a stalled loop skips ahead. */
+	if (!flush && s->ser_next_ns <= now)
+		s->ser_next_ns += ((now - s->ser_next_ns) / s->ser_period_ns + 1) * s->ser_period_ns;
+	if (!backlogged && s->nchans_open == 0)
+		s->ser_on = false;
+}
+
 static struct channel *chan_find(struct srv *s, uint64_t id)
 {
 	/* Linear: one lookup per op=close; channels number in the hundreds. */
@@ -527,6 +570,7 @@ static int chan_create(struct srv *s, struct channel **out, char *err, size_t er
 	ch->len = len;
 	dl_push(&s->chans, &ch->link);
 	s->nchans_open++;
+	sampler_wake(s);
 	*out = ch;
 	return fd;
 fail:;
@@ -1266,12 +1310,13 @@ static bool trailer_fits(struct ctl_msg *rep)
 	return rc == 0;
 }
 
-/* One line of a paged reply: added, or (it does not fit) next=<i> instead and false. */
-static bool add_paged(struct ctl_msg *rep, const char *key, const char *v, uint64_t i)
+/*
+ * A record i of a paged reply (its lines added from n0/l0 on; rc: their ctl_add results,
+ * or-ed) goes whole or not at all: kept if it and the longest trailer fit, else taken back
+ * for next=<i>, and false.
+ */
+static bool page_keep(struct ctl_msg *rep, int rc, int n0, size_t l0, uint64_t i)
 {
-	int n0 = rep->n;
-	size_t l0 = rep->len;
-	int rc = ctl_add(rep, key, v);
 	if (!rc && !trailer_fits(rep))
 		rc = -E2BIG;
 	if (!rc)
@@ -1280,6 +1325,14 @@ static bool add_paged(struct ctl_msg *rep, const char *key, const char *v, uint6
 	rep->len = l0;
 	ctl_addf(rep, "next", "%llu", (unsigned long long)i);
 	return false;
+}
+
+/* One line of a paged reply: added, or (it does not fit) next=<i> instead and false. */
+static bool add_paged(struct ctl_msg *rep, const char *key, const char *v, uint64_t i)
+{
+	int n0 = rep->n;
+	size_t l0 = rep->len;
+	return page_keep(rep, ctl_add(rep, key, v), n0, l0, i);
 }
 
 static int op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
@@ -1318,25 +1371,92 @@ static int op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 			continue;
 		int n0 = rep->n;
 		size_t l0 = rep->len;
-		int rc = node ? add_node(s, rep, node) : add_chan(rep, ch);
-		if (!rc && !trailer_fits(rep))
-			rc = -E2BIG;
-		if (rc) {
-			/* This record goes on the next page. */
-			rep->n = n0;
-			rep->len = l0;
-			ctl_addf(rep, "next", "%llu", (unsigned long long)idx);
+		if (!page_keep(rep, node ? add_node(s, rep, node) : add_chan(rep, ch), n0, l0, idx))
 			break;
-		}
 	}
 	return 0;
 }
 
+/* A histogram's snapshot: its buckets, and what they hold in all. */
+static uint64_t hist_load(const _Atomic uint64_t *h, int nb, uint64_t *out)
+{
+	uint64_t n = 0;
+	for (int b = 0; b < nb; b++)
+		n += out[b] = atomic_load(&h[b]);
+	return n;
+}
+
+/* The pct-th percentile of n values, as the upper bound of its bucket (a power of two). */
+static uint64_t hist_le(const uint64_t *h, int nb, uint64_t n, unsigned pct)
+{
+	uint64_t seen = 0;
+	for (int b = 0; b < nb && n; b++) {
+		seen += h[b];
+		if (seen * 100 >= n * pct)
+			return b ? 1ull << b : 0;
+	}
+	return 0;
+}
+
+/* Its non-empty buckets, "B:COUNT/B:COUNT/...". Each takes at most 2 + 1 + 20 + 1 bytes. */
+static void hist_text(const uint64_t *h, int nb, char *out, size_t cap)
+{
+	size_t len = 0;
+	out[0] = 0;
+	for (int b = 0; b < nb; b++)
+		if (h[b] && len < cap)
+			len += (size_t)snprintf(out + len, cap - len, "%s%d:%llu", len ? "/" : "", b,
+						(unsigned long long)h[b]);
+}
+_Static_assert(FST_QUEUE_BUCKETS * 24 <= CTL_VALUE_MAX && FST_LATE_BUCKETS * 24 <= CTL_VALUE_MAX,
+	       "a full histogram fits one value");
+
+/* One link's record: link.<i> (about 600 bytes at most), link.<i>.queue_hist, .late_hist. */
+static int add_link_stats(struct ctl_msg *rep, struct fst_link *l, uint64_t i)
+{
+	char key[CTL_KEY_MAX + 1], v[CTL_VALUE_MAX + 1];
+	uint64_t qh[FST_QUEUE_BUCKETS], lh[FST_LATE_BUCKETS];
+	uint64_t qn = hist_load(l->queue_hist, FST_QUEUE_BUCKETS, qh);
+	uint64_t ln = hist_load(l->late_hist, FST_LATE_BUCKETS, lh);
+	int rc = 0;
+	snprintf(key, sizeof(key), "link.%llu", (unsigned long long)i);
+	snprintf(v, sizeof(v),
+		 "msgs=%llu,bytes=%llu,packets=%llu,lost=%llu,timeouts=%llu,duplicates=%llu,"
+		 "reordered=%llu,corrupted=%llu,failed=%llu,queue_ns=%llu,queue_max_ns=%llu,"
+		 "queue_p50_le_ns=%llu,queue_p99_le_ns=%llu,late_n=%llu,late_sum_ns=%llu,"
+		 "late_max_ns=%llu,late_p50_le_ns=%llu,late_p99_le_ns=%llu,early=%llu",
+		 (unsigned long long)atomic_load(&l->msgs), (unsigned long long)atomic_load(&l->bytes),
+		 (unsigned long long)atomic_load(&l->packets), (unsigned long long)atomic_load(&l->lost),
+		 (unsigned long long)atomic_load(&l->timeouts),
+		 (unsigned long long)atomic_load(&l->duplicates),
+		 (unsigned long long)atomic_load(&l->reordered),
+		 (unsigned long long)atomic_load(&l->corrupted),
+		 (unsigned long long)atomic_load(&l->failed),
+		 (unsigned long long)atomic_load(&l->queue_ns),
+		 (unsigned long long)atomic_load(&l->queue_max_ns),
+		 (unsigned long long)hist_le(qh, FST_QUEUE_BUCKETS, qn, 50),
+		 (unsigned long long)hist_le(qh, FST_QUEUE_BUCKETS, qn, 99),
+		 (unsigned long long)atomic_load(&l->late_n),
+		 (unsigned long long)atomic_load(&l->late_sum_ns),
+		 (unsigned long long)atomic_load(&l->late_max_ns),
+		 (unsigned long long)hist_le(lh, FST_LATE_BUCKETS, ln, 50),
+		 (unsigned long long)hist_le(lh, FST_LATE_BUCKETS, ln, 99),
+		 (unsigned long long)atomic_load(&l->early));
+	rc |= ctl_add(rep, key, v);
+	snprintf(key, sizeof(key), "link.%llu.queue_hist", (unsigned long long)i);
+	hist_text(qh, FST_QUEUE_BUCKETS, v, sizeof(v));
+	rc |= ctl_add(rep, key, v);
+	snprintf(key, sizeof(key), "link.%llu.late_hist", (unsigned long long)i);
+	hist_text(lh, FST_LATE_BUCKETS, v, sizeof(v));
+	rc |= ctl_add(rep, key, v);
+	return rc;
+}
+
 /*
- * Per directed link, from the shared fabric state: what crossed it, what the
- * impairments did, and the fidelity monitor (how late the real deliveries
- * were against the model). One line per link, link.<id>=k=v,k=v,...; paged
- * with skip/next like show. The ideal fabric has no links.
+ * Per directed link, from the shared fabric state: what crossed it, how long messages
+ * queued for it, what the impairments did, and the fidelity monitor (how late the real
+ * deliveries were against the model). One record of three lines per link (docs/
+ * control-protocol.md); paged with skip/next like show. The ideal fabric has no links.
  */
 static int op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 		    struct ctl_msg *rep, char *err)
@@ -1345,49 +1465,82 @@ static int op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 	(void)c;
 	if (ctl_get(req, "skip") && get_u64(req, "skip", &skip, err))
 		return -EINVAL;
-	uint32_t n = s->fab_base ? ((struct fst_shm *)s->fab_base)->nlinks : 0;
+	struct fst_shm *fs = s->fab_base;
+	uint32_t n = fs ? fs->nlinks : 0;
 	ctl_addf(rep, "links", "%u", n);
-	if (s->fab_base)
-		ctl_addf(rep, "lock_steals", "%llu",
-			 (unsigned long long)atomic_load(&((struct fst_shm *)s->fab_base)->lock_steals));
+	ctl_addf(rep, "queue_buckets", "%d", FST_QUEUE_BUCKETS);
+	ctl_addf(rep, "late_buckets", "%d", FST_LATE_BUCKETS);
+	if (fs)
+		ctl_addf(rep, "lock_steals", "%llu", (unsigned long long)atomic_load(&fs->lock_steals));
 	for (uint64_t i = skip; i < n; i++) {
-		const struct fst_shm *fs = s->fab_base;
-		struct fst_link *l = (struct fst_link *)((uint8_t *)s->fab_base + fs->state_off) + i;
-		char key[32], v[CTL_VALUE_MAX];
-		/* Percentiles as the upper bound of their histogram bucket (powers of two). */
-		uint64_t hist_p50 = 0, hist_p99 = 0, seen = 0, late_n = atomic_load(&l->late_n);
-		int got50 = 0;
-		for (int b = 0; b < FST_LATE_BUCKETS && late_n; b++) {
-			seen += atomic_load(&l->late_hist[b]);
-			if (!got50 && seen * 2 >= late_n) {
-				hist_p50 = b ? 1ull << b : 0;
-				got50 = 1;
-			}
-			if (seen * 100 >= late_n * 99) {
-				hist_p99 = b ? 1ull << b : 0;
-				break;
-			}
-		}
-		snprintf(key, sizeof(key), "link.%llu", (unsigned long long)i);
-		snprintf(v, sizeof(v),
-			 "msgs=%llu,bytes=%llu,packets=%llu,lost=%llu,timeouts=%llu,duplicates=%llu,"
-			 "reordered=%llu,corrupted=%llu,failed=%llu,queue_ns=%llu,late_n=%llu,"
-			 "late_sum_ns=%llu,late_max_ns=%llu,late_p50_le_ns=%llu,late_p99_le_ns=%llu,"
-			 "early=%llu",
-			 (unsigned long long)atomic_load(&l->msgs), (unsigned long long)atomic_load(&l->bytes),
-			 (unsigned long long)atomic_load(&l->packets),
-			 (unsigned long long)atomic_load(&l->lost),
-			 (unsigned long long)atomic_load(&l->timeouts),
-			 (unsigned long long)atomic_load(&l->duplicates),
-			 (unsigned long long)atomic_load(&l->reordered),
-			 (unsigned long long)atomic_load(&l->corrupted),
-			 (unsigned long long)atomic_load(&l->failed),
-			 (unsigned long long)atomic_load(&l->queue_ns), (unsigned long long)late_n,
-			 (unsigned long long)atomic_load(&l->late_sum_ns),
-			 (unsigned long long)atomic_load(&l->late_max_ns),
-			 (unsigned long long)hist_p50, (unsigned long long)hist_p99,
-			 (unsigned long long)atomic_load(&l->early));
-		if (!add_paged(rep, key, v, i))
+		struct fst_link *l = (struct fst_link *)((uint8_t *)fs + fs->state_off) + i;
+		int n0 = rep->n;
+		size_t l0 = rep->len;
+		if (!page_keep(rep, add_link_stats(rep, l, i), n0, l0, i))
+			break;
+	}
+	return 0;
+}
+
+/*
+ * The sampler's ring (sim/series.h), one line per sample and SRV_SERIES_LINKS links:
+ * s.<seq>.<chunk>=<t_ns>,<dt_ns>,<bytes of each link chunk x SRV_SERIES_LINKS ...>, t_ns in
+ * fabric time. Paged by lines: line p is sample p / chunks, chunk p % chunks; ask again
+ * with skip=<next>. A request without skip first samples what moved since the last
+ * sample, so the reply is up to date.
+ */
+#define SRV_SERIES_LINKS 40
+_Static_assert((SRV_SERIES_LINKS + 2) * 21 <= CTL_VALUE_MAX, "a line of op=series fits a value");
+static int op_series(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
+		     struct ctl_msg *rep, char *err)
+{
+	uint64_t skip = 0;
+	(void)c;
+	if (ctl_get(req, "skip") && get_u64(req, "skip", &skip, err))
+		return -EINVAL;
+	if (!s->series) {
+		snprintf(err, SRV_ERR_LEN, "%s",
+			 s->fab_base ? "this daemon does not sample its links (simfabricd "
+				       "--sample-ms 0)"
+				     : "the ideal fabric has no links to sample (a scenario's has)");
+		return -EOPNOTSUPP;
+	}
+	int64_t now = now_ns();
+	if (!ctl_get(req, "skip"))
+		sampler_poll(s, now, true);
+	const struct fst_shm *fs = s->fab_base;
+	uint32_t nl = fs->nlinks;
+	uint64_t chunks = nl ? (nl + SRV_SERIES_LINKS - 1) / SRV_SERIES_LINKS : 1;
+	uint64_t from = series_first(s->series) * chunks, end = series_taken(s->series) * chunks;
+	if (skip > end) {
+		snprintf(err, SRV_ERR_LEN, "skip=%llu is beyond the %llu line(s) of the %llu "
+					   "sample(s) taken",
+			 (unsigned long long)skip, (unsigned long long)end,
+			 (unsigned long long)series_taken(s->series));
+		return -EINVAL;
+	}
+	ctl_addf(rep, "period_ns", "%lld", (long long)s->ser_period_ns);
+	ctl_addf(rep, "links", "%u", nl);
+	ctl_addf(rep, "links_per_line", "%d", SRV_SERIES_LINKS);
+	ctl_addf(rep, "capacity", "%u", series_capacity(s->series));
+	ctl_addf(rep, "taken", "%llu", (unsigned long long)series_taken(s->series));
+	ctl_addf(rep, "first", "%llu", (unsigned long long)series_first(s->series));
+	ctl_addf(rep, "epoch_ns", "%lld", (long long)fs->epoch_ns);
+	ctl_addf(rep, "now_ns", "%lld", (long long)(now - fs->epoch_ns));
+	for (uint64_t p = skip < from ? from : skip; p < end; p++) {
+		struct series_sample sm;
+		char k[CTL_KEY_MAX + 1], v[CTL_VALUE_MAX + 1];
+		uint64_t seq = p / chunks, c0 = p % chunks * SRV_SERIES_LINKS;
+		if (series_get(s->series, seq, &sm))
+			break; /* cannot happen: [from, end) is what the ring holds */
+		size_t len = (size_t)snprintf(v, sizeof(v), "%lld,%lld", (long long)sm.t_ns,
+					      (long long)sm.dt_ns);
+		for (uint64_t i = c0; i < nl && i < c0 + SRV_SERIES_LINKS; i++)
+			len += (size_t)snprintf(v + len, sizeof(v) - len, ",%llu",
+						(unsigned long long)sm.bytes[i]);
+		snprintf(k, sizeof(k), "s.%llu.%llu", (unsigned long long)seq,
+			 (unsigned long long)(p % chunks));
+		if (!add_paged(rep, k, v, p))
 			break;
 	}
 	return 0;
@@ -1588,6 +1741,7 @@ static const struct op_def {
 	{"show", op_show, KEYS(NULL), KEYS("skip")},
 	{"fabric", op_fabric, KEYS(NULL), KEYS("skip")},
 	{"stats", op_stats, KEYS(NULL), KEYS("skip")},
+	{"series", op_series, KEYS(NULL), KEYS("skip")},
 	{"fault", op_fault, KEYS("verb"), KEYS("spec", "id", "at_ns", "skip")},
 	{"ping", op_ping, KEYS(NULL), KEYS(NULL)},
 	{"stop", op_stop, KEYS(NULL), KEYS(NULL)},
@@ -1613,14 +1767,17 @@ static int check_request(const struct ctl_msg *req, const struct op_def **out, c
 	}
 	const char *op = req->kv[0].value;
 	const struct op_def *d = NULL;
-	for (size_t i = 0; i < sizeof(op_table) / sizeof(op_table[0]); i++)
+	char known[256];
+	size_t kl = 0;
+	for (size_t i = 0; i < sizeof(op_table) / sizeof(op_table[0]); i++) {
 		if (strcmp(op_table[i].name, op) == 0)
 			d = &op_table[i];
+		if (kl < sizeof(known))
+			kl += (size_t)snprintf(known + kl, sizeof(known) - kl, "%s%s", i ? ", " : "",
+					       op_table[i].name);
+	}
 	if (!d) {
-		snprintf(err, SRV_ERR_LEN,
-			 "unknown op '%s' (known: hello, listen, connect, close, show, fabric, ping, "
-			 "stop)",
-			 clip(op, q));
+		snprintf(err, SRV_ERR_LEN, "unknown op '%s' (known: %s)", clip(op, q), known);
 		return -EOPNOTSUPP;
 	}
 	for (int i = 1; i < req->n; i++) {
@@ -1673,7 +1830,8 @@ static void handle(struct srv *s, struct srv_conn *c, const struct ctl_msg *req)
 		reply_error(c, -rc, err);
 		return;
 	}
-	if (d->fn == op_show || d->fn == op_ping || d->fn == op_fabric || d->fn == op_stats)
+	if (d->fn == op_show || d->fn == op_ping || d->fn == op_fabric || d->fn == op_stats ||
+	    d->fn == op_series)
 		log_debug("conn#%llu (pid %d): op=%s", (unsigned long long)c->id, (int)c->pid,
 			  d->name);
 	if (ctl_add(rep, "errno", "0") != 0) {
@@ -1695,6 +1853,8 @@ void srv_config_init(struct srv_config *cfg)
 		cfg->geom = (struct chan_geom){CHAN_DEFAULT_SLOT_BYTES, CHAN_DEFAULT_NSLOTS};
 	cfg->connect_wait_ms = SRV_CONNECT_WAIT_MS;
 	cfg->outq_max = SRV_OUTQ_MAX;
+	cfg->sample_ms = SERIES_DEFAULT_PERIOD_MS;
+	cfg->series_samples = SERIES_DEFAULT_SAMPLES;
 }
 
 /* The shared fabric state of a modelled fabric: every link's parameters and reservation state. */
@@ -1816,6 +1976,40 @@ fail:
 	return rc;
 }
 
+/* The sampler's ring, for a modelled fabric with sampling on (see sampler_poll). */
+static int sampler_create(struct srv *s, char *err, size_t errlen)
+{
+	const struct srv_config *cfg = &s->cfg;
+	if (cfg->sample_ms <= 0)
+		return 0;
+	uint32_t nlinks = (uint32_t)fabric_nlinks(s->fabric);
+	if (cfg->sample_ms > SERIES_MAX_PERIOD_MS) {
+		snprintf(err, errlen, "sample_ms: %d is not in 0..%d", cfg->sample_ms,
+			 SERIES_MAX_PERIOD_MS);
+		return -EINVAL;
+	}
+	int rc = series_new(nlinks, cfg->series_samples, &s->series);
+	if (rc == -EINVAL) {
+		snprintf(err, errlen, "series_samples: %u is not in 1..%u", cfg->series_samples,
+			 SERIES_MAX_SAMPLES);
+		return rc;
+	}
+	s->ser_cum = rc ? NULL : calloc(nlinks ? nlinks : 1, sizeof(*s->ser_cum));
+	if (!s->ser_cum) {
+		snprintf(err, errlen, "out of memory for the link sampler");
+		series_free(s->series);
+		s->series = NULL;
+		return -ENOMEM;
+	}
+	s->ser_period_ns = (int64_t)cfg->sample_ms * 1000000;
+	uint32_t cap = series_capacity(s->series);
+	log_info("link sampler: every %d ms while a channel is open, the newest %u sample(s) of %u "
+		 "link(s) kept (%zu bytes)%s",
+		 cfg->sample_ms, cap, nlinks, series_bytes(s->series),
+		 cap < cfg->series_samples ? ", fewer than asked: the ring's memory bound" : "");
+	return 0;
+}
+
 int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv **out, char *err,
 	    size_t errlen)
 {
@@ -1856,8 +2050,12 @@ int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv 
 				   : fabric_new_ideal(&cfg->fabric, &s->fabric, err, errlen);
 	s->cfg.use_fabric = NULL;
 	if (!rc && !fabric_is_ideal(s->fabric)) {
-		rc = fabric_state_create(s, err, errlen);
+		rc = sampler_create(s, err, errlen);
+		if (!rc)
+			rc = fabric_state_create(s, err, errlen);
 		if (rc) {
+			series_free(s->series);
+			free(s->ser_cum);
 			fabric_free(s->fabric);
 			s->fabric = NULL;
 		}
@@ -1917,6 +2115,8 @@ void srv_free(struct srv *s)
 	free(s->fid_n);
 	free(s->fid_sum);
 	free(s->fid_warned_ns);
+	series_free(s->series);
+	free(s->ser_cum);
 	ctl_msg_free(s->out);
 	free(s);
 }
@@ -2050,6 +2250,8 @@ int srv_timeout_ms(const struct srv *s)
 	}
 	if (s->fab_base && s->fid_next_ns < first)
 		first = s->fid_next_ns;
+	if (s->ser_on && s->ser_next_ns < first)
+		first = s->ser_next_ns;
 	int64_t fn = faultd_next_ns(s->faults, now_ns());
 	if (fn && fn < first)
 		first = fn;
@@ -2107,6 +2309,7 @@ static void fidelity_check(struct srv *s, int64_t now)
 void srv_tick(struct srv *s)
 {
 	int64_t now = now_ns();
+	sampler_poll(s, now, false);
 	fidelity_check(s, now);
 	faultd_tick(s->faults, now);
 	struct dl *p, *t;

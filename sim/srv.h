@@ -34,6 +34,8 @@ struct srv_config {
 	struct chan_geom geom;	 /* every channel's geometry */
 	int connect_wait_ms;	 /* how long a connect waits for an unknown listener */
 	size_t outq_max;	 /* per-connection output queue limit, bytes */
+	int sample_ms;		 /* a modelled fabric's links sampled this often (op=series); 0: off */
+	uint32_t series_samples; /* the newest samples kept (sim/series.h caps them by memory) */
 };
 
 struct srv;

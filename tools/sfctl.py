@@ -8,8 +8,8 @@ import os
 import socket
 import time
 
-__all__ = ["CtlError", "default_socket", "request", "show", "fabric", "wait_ready", "format_status",
-           "format_fabric"]
+__all__ = ["CtlError", "default_socket", "request", "show", "fabric", "stats", "series",
+           "wait_ready", "format_status", "format_fabric"]
 
 
 class CtlError(Exception):
@@ -98,16 +98,23 @@ def _num(v):
         return v
 
 
+def _pages(path, op, timeout):
+    """Every page of a paged op (next=<n> says where the next one starts): [(key, value)]
+    with the header of the first page and the records of all."""
+    pairs, skip = [], None
+    for _ in range(1000000):
+        page = request(path, op, timeout=timeout, **({"skip": skip} if skip is not None else {}))
+        nxt = [v for k, v in page if k == "next"]
+        pairs += [(k, v) for k, v in page if k != "next" and (skip is None or "." in k)]
+        if not nxt:
+            return pairs
+        skip = nxt[0]
+    raise CtlError("op=%s: more than a million pages" % op)
+
+
 def show(path, timeout=5.0):
     """The live fabric as a dict: fabric, instance, nodes[], nics[], chans[], listeners."""
-    pairs, skip = [], None
-    for _ in range(10000):  # pages: the daemon cuts long replies and says where to go on
-        page = request(path, "show", timeout=timeout, **({"skip": skip} if skip else {}))
-        nxt = [v for k, v in page if k == "next"]
-        pairs += [(k, v) for k, v in page if k != "next"]
-        if not nxt:
-            break
-        skip = nxt[0]
+    pairs = _pages(path, "show", timeout)
     out = {"nodes": {}, "nics": {}, "chans": {}}
     for key, value in pairs:
         parts = key.split(".")
@@ -130,17 +137,9 @@ def show(path, timeout=5.0):
 def fabric(path, timeout=5.0):
     """The resolved fabric (op=fabric) as parsed JSON: every parameter after defaults, per
     node, NIC, switch, directed link and NIC-to-NIC path. See docs/control-protocol.md."""
-    chunks, skip, total = {}, None, None
-    for _ in range(100000):  # pages of json.<i> chunks; next=<i> says where to go on
-        page = request(path, "fabric", timeout=timeout, **({"skip": skip} if skip else {}))
-        d = dict(page)
-        total = int(d["bytes"])
-        for k, v in page:
-            if k.startswith("json."):
-                chunks[int(k[5:])] = v
-        if "next" not in d:
-            break
-        skip = d["next"]
+    pairs = _pages(path, "fabric", timeout)
+    total = int(dict(pairs)["bytes"])
+    chunks = {int(k[5:]): v for k, v in pairs if k.startswith("json.")}
     text = "".join(chunks[i] for i in sorted(chunks))
     if len(text) != total or sorted(chunks) != list(range(len(chunks))):
         raise CtlError("op=fabric: got %d of %d bytes in chunks %s" % (len(text), total,
@@ -197,21 +196,58 @@ def format_fabric(fb):
     return "\n".join(lines)
 
 
-def stats(path, timeout=5.0):
-    """Per directed link: counters and the fidelity monitor, as {link id: {key: int}}."""
-    out, skip = {}, None
-    for _ in range(100000):
-        page = request(path, "stats", timeout=timeout, **({"skip": skip} if skip else {}))
-        nxt = None
-        for k, v in page:
-            if k.startswith("link."):
-                out[int(k[5:])] = {a: int(b) for a, b in (kv.split("=") for kv in v.split(","))}
-            elif k == "next":
-                nxt = v
-        if nxt is None:
-            return out
-        skip = nxt
+def _hist(text, n):
+    """"B:COUNT/B:COUNT" (the non-empty buckets) -> a list of n counts."""
+    out = [0] * n
+    for part in filter(None, text.split("/")):
+        b, _, c = part.partition(":")
+        out[int(b)] = int(c)
     return out
+
+
+def stats(path, timeout=5.0):
+    """Per directed link: counters, the queueing delay and the fidelity monitor, as
+    {link id: {key: int, "queue_hist": [counts], "late_hist": [counts]}} (op=stats; a
+    histogram's bucket 0 counts 0 ns, bucket b [2^(b-1), 2^b) ns)."""
+    pairs = _pages(path, "stats", timeout)
+    head = dict(pairs)
+    nb = {"queue_hist": int(head.get("queue_buckets", 0)),
+          "late_hist": int(head.get("late_buckets", 0))}
+    out = {}
+    for k, v in pairs:
+        parts = k.split(".")
+        if parts[0] != "link":
+            continue
+        rec = out.setdefault(int(parts[1]), {})
+        if len(parts) == 2:
+            rec.update({a: int(b) for a, b in (kv.split("=") for kv in v.split(","))})
+        elif parts[2] in nb:
+            rec[parts[2]] = _hist(v, nb[parts[2]])
+    return out
+
+
+def series(path, timeout=5.0):
+    """The daemon's per-link samples (op=series, every page): {"period_ns", "links",
+    "capacity", "taken", "first", "epoch_ns", "now_ns", "samples": [{"seq", "t_ns", "dt_ns",
+    "bytes": [per link]}]}: t_ns in fabric time (ns since the daemon's start), each sample
+    the payload bytes every link carried in the dt_ns before it."""
+    pairs = _pages(path, "series", timeout)
+    head = {k: int(v) for k, v in pairs if "." not in k and k != "errno"}
+    per = head["links_per_line"]
+    samples = {}
+    for k, v in pairs:
+        parts = k.split(".")
+        if parts[0] != "s":
+            continue
+        nums = [int(x) for x in v.split(",")]
+        smp = samples.setdefault(int(parts[1]), {"seq": int(parts[1]), "t_ns": nums[0],
+                                                 "dt_ns": nums[1],
+                                                 "bytes": [0] * head["links"]})
+        c0 = int(parts[2]) * per
+        smp["bytes"][c0:c0 + len(nums) - 2] = nums[2:]
+    head.pop("links_per_line")
+    head["samples"] = [samples[q] for q in sorted(samples)]
+    return head
 
 
 def format_status(st):
