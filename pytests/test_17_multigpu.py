@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: MIT
+"""Emulated nodes on several GPUs (GPU, 2 or 4 of them): every rank on its own GPU, no MPS; and
+2 nodes x 2 GPUs, where NCCL keeps the edges inside a node on its own P2P or SHM transport and
+only the edges between nodes go through simfabric. Each test skips with the count it needs.
+
+Figures go to $SIMFABRIC_RESULTS when set (multigpu-*.json)."""
+import json
+import os
+import re
+import sys
+
+import pytest
+
+import simfabric_pytest
+
+ROOT = simfabric_pytest.ROOT
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import sflaunch  # noqa: E402
+import sfmodel  # noqa: E402
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+
+COLLS = "allreduce,allgather,reducescatter,broadcast,reduce,alltoall,sendrecv"
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                 "NVSHMEM_DISABLE_NVLS": "1"}
+FABRIC_100G = """name: multigpu-100g
+seed: 1
+fabric:
+  defaults:
+    link: {rate_gbps: 100, latency_ns: 15}
+    nic: {host_rate_gbps: 0}
+  nodes: {count: 2, name: "node{i}"}
+  switches:
+    - {name: sw0, latency_ns: 130}
+  links:
+    - ends: [[node0, node1], sw0]
+"""
+LINK_DOWN = FABRIC_100G.replace("latency_ns: 15", "latency_ns: 500").replace(
+    "nic: {host_rate_gbps: 0}", "nic: {host_rate_gbps: 0, timeout_exp: 10, retry_count: 7}") + """\
+faults:
+  - {name: cut, action: link_down, link: [node0, sw0], after: {messages: 400, link: node0},
+     for: 10s}
+"""
+
+
+def need_gpus(sf_env, n):
+    paths = sflaunch.Paths(sf_env.build)
+    have = len(sflaunch.gpu_ids())
+    if have < n:
+        pytest.skip("needs %d NVIDIA GPUs, one per rank (this machine has %d; the device kinds "
+                    "nvidia-h200-x2 and -x4 have them)" % (n, have))
+    if not os.path.exists(paths.nccljob):
+        pytest.skip("%s is not built (needs CUDA and NCCL at build time)" % paths.nccljob)
+    return paths
+
+
+def save(name, obj):
+    d = os.environ.get("SIMFABRIC_RESULTS")
+    if d:
+        with open(os.path.join(d, name), "w") as f:
+            json.dump(obj, f, indent=1)
+
+
+def nccljob(paths, tmp_path, name, gpn, scenario_text=None, colls=COLLS, sizes="8,64K,4M,64M",
+            iters=10, extra=(), env=None, timeout=300):
+    sc = None
+    if scenario_text:
+        sc = tmp_path / (name + ".yaml")
+        sc.write_text(scenario_text)
+    out = tmp_path / ("%s-%%r.json" % name)
+    cmd = [paths.nccljob, "--coll", colls, "--sizes", sizes, "--warmup", "3", "--iters",
+           str(iters), "--timeout-s", str(timeout), "--json", str(out)] + list(extra)
+    e = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+    e.update(env or {})
+    r = sflaunch.launch(cmd, 2, gpn, scenario=str(sc) if sc else None,
+                        run_dir=str(tmp_path / name), echo=False, timeout=timeout + 60,
+                        paths=paths, env=e)
+    res = None
+    p0 = str(out).replace("%r", "0")
+    if os.path.exists(p0):
+        with open(p0) as f:
+            res = json.load(f)
+    return r, res
+
+
+def exact(r, res):
+    report = r.summary() + r.logs()
+    assert r.ok and res and res["status"] == "ok", report
+    bad = [x for x in res["results"] if not x["ok"] or x["wrong"]]
+    assert not bad, (bad, report)
+    return res["results"]
+
+
+def against_model(r, rows, nranks):
+    """Each allreduce's busbw against the alpha-beta model of the run's fabric (the inter-node
+    ring): never above it (5 % for timer noise); the figures, for the note."""
+    model = sfmodel.FabricModel(r.fabric, ["node0", "node1"])
+    out = []
+    for x in rows:
+        m = sfmodel.predict(model, "allreduce", x["bytes"], nranks)
+        ratio = x["busbw_gbps"] * 1e9 / m["busbw"]
+        out.append(dict(x, model_busbw_gbps=m["busbw"] / 1e9, model_algo=m["algo"], ratio=ratio))
+        sys.stderr.write("  allreduce %10d B  %7.2f GB/s busbw, model %7.2f (%s): %.2fx\n" % (
+            x["bytes"], x["busbw_gbps"], m["busbw"] / 1e9, m["algo"], ratio))
+        assert ratio <= 1.05, out[-1]
+    return out
+
+
+# "Channel 00/0 : 1[1] -> 2[0] [send] via NET/simfabric/0" and "... via P2P/CUMEM/read"
+CHANNEL = re.compile(r"Channel \d+/\d+ : (\d+)\[[0-9a-f]+\] -> (\d+)\[[0-9a-f]+\]"
+                     r"(?: \[(?:send|receive)\])? via (\S+)")
+
+
+def transports(text, gpn):
+    """{(same node?, transport's first word)}: how NCCL connected each edge it printed."""
+    seen = set()
+    for a, b, via in CHANNEL.findall(text):
+        seen.add((int(a) // gpn == int(b) // gpn, via.split("/")[0]))
+    return seen
+
+
+def test_17_01_a_gpu_per_rank_without_mps_every_collective_exact(sf_env, tmp_path):
+    paths = need_gpus(sf_env, 2)
+    r, res = nccljob(paths, tmp_path, "gpu-per-rank", 1)
+    rows = exact(r, res)
+    vis = [p.env.get("CUDA_VISIBLE_DEVICES") for p in r.procs]
+    assert len(set(vis)) == 2, vis
+    assert not any("MPS" in n for n in r.notes), r.notes
+    for p in r.procs:
+        for k, v in MULTICAST_OFF.items():
+            assert p.env.get(k) == v, (p.rank, k, p.env.get(k))
+    save("multigpu-1x2.json", {"cuda_visible_devices": vis, "results": rows})
+
+
+def test_17_02_a_gpu_per_rank_busbw_against_the_100g_model(sf_env, tmp_path):
+    paths = need_gpus(sf_env, 2)
+    r, res = nccljob(paths, tmp_path, "gpu-per-rank-100g", 1, FABRIC_100G, colls="allreduce",
+                     sizes="4M,16M,64M", iters=20)
+    save("multigpu-1x2-100g.json", against_model(r, exact(r, res), 2))
+
+
+def test_17_03_two_by_two_p2p_inside_a_node_net_between(sf_env, tmp_path):
+    paths = need_gpus(sf_env, 4)
+    r, res = nccljob(paths, tmp_path, "2x2", 2)
+    rows = exact(r, res)
+    text = "".join(p.log_text(limit=1 << 24) for p in r.procs)
+    seen = transports(text, 2)
+    inside = {t for same, t in seen if same}
+    between = {t for same, t in seen if not same}
+    assert inside and inside <= {"P2P", "SHM"}, (seen, text[-8000:])
+    assert between == {"NET"} and "NET/simfabric" in text, (seen, text[-8000:])
+    vis = [p.env.get("CUDA_VISIBLE_DEVICES") for p in r.procs]
+    assert vis[0] == vis[1] and vis[2] == vis[3] and vis[0] != vis[2], vis
+    save("multigpu-2x2.json", {"transports": sorted(seen), "cuda_visible_devices": vis,
+                               "results": rows})
+
+
+def test_17_04_two_by_two_busbw_against_the_100g_model(sf_env, tmp_path):
+    paths = need_gpus(sf_env, 4)
+    r, res = nccljob(paths, tmp_path, "2x2-100g", 2, FABRIC_100G, colls="allreduce",
+                     sizes="4M,16M,64M", iters=20)
+    save("multigpu-2x2-100g.json", against_model(r, exact(r, res), 4))
+
+
+def test_17_05_two_by_two_link_down_aborts_with_remote_error(sf_env, tmp_path):
+    paths = need_gpus(sf_env, 4)
+    r, res = nccljob(paths, tmp_path, "2x2-down", 2, LINK_DOWN, colls="allreduce", sizes="1M",
+                     iters=100000, extra=["--timing", "each", "--op-timeout-s", "30"],
+                     env={"NCCL_DEBUG": "WARN"}, timeout=120)
+    report = r.summary() + r.logs()
+    assert res is not None and res["status"] == "nccl_error", report
+    assert res["error"]["code"] == "ncclRemoteError", (res["error"], report)
+    rcs = [p.rc for p in r.procs]
+    assert rcs == [3, 3, 3, 3], (rcs, report)
+    assert r.seconds < 60, report
+    save("multigpu-2x2-link-down.json", {"result": res, "rcs": rcs, "seconds": r.seconds,
+                                         "faults": r.faults})
