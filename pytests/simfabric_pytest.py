@@ -300,6 +300,27 @@ def sf_launch(sf_env, tmp_path, request):
             sys.stderr.write("\n--- launch in %s ---\n%s\n" % (r.run_dir, r.logs()))
 
 
+def nccljob(paths, tmp_path, name, args, nodes=2, gpus_per_node=1, scenario_text=None,
+            env=None, timeout=300):
+    """Run the NCCL job program (paths: sflaunch.Paths) with args over a fabric: the ideal one,
+    or scenario_text written to tmp_path/<name>.yaml. Returns (LaunchResult, rank 0's JSON
+    result or None). The run directory is tmp_path/<name>."""
+    sl = _sflaunch()
+    sc = None
+    if scenario_text:
+        sc = tmp_path / (name + ".yaml")
+        sc.write_text(scenario_text)
+    out = tmp_path / ("%s-%%r.json" % name)
+    r = sl.launch([paths.nccljob] + list(args) + ["--json", str(out)], nodes, gpus_per_node,
+                  scenario=str(sc) if sc else None, run_dir=str(tmp_path / name), echo=False,
+                  timeout=timeout + 60, paths=paths, env=env)
+    p0 = str(out).replace("%r", "0")
+    if not os.path.exists(p0):
+        return r, None
+    with open(p0) as f:
+        return r, json.load(f)
+
+
 class ScenarioRun:
     """`simfabric run` of one scenario: .rc, .report (text), .json (report.json), .passed,
     .run_dir; logs() has every rank's log, the daemon's and any stack dump."""

@@ -48,21 +48,13 @@ def gpu(sf_env):
 
 
 def job(paths, tmp_path, name, faults, iters, size="1M", timeout=180):
-    sc = tmp_path / (name + ".yaml")
-    sc.write_text(FABRIC.format(name=name, retry=RETRY, faults="\n".join(
-        "  " + l for l in faults.strip().splitlines()) or "  []"))
-    out = tmp_path / ("%s-%%r.json" % name)
-    cmd = [paths.nccljob, "--coll", "allreduce", "--sizes", size, "--warmup", "5", "--iters",
-           str(iters), "--timing", "each", "--op-timeout-s", "30", "--timeout-s", str(timeout),
-           "--json", str(out)]
-    r = sflaunch.launch(cmd, 2, scenario=str(sc), run_dir=str(tmp_path / name), echo=False,
-                        timeout=timeout + 60, paths=paths, env={"NCCL_DEBUG": "WARN"})
-    res = None
-    p0 = str(out).replace("%r", "0")
-    if os.path.exists(p0):
-        with open(p0) as f:
-            res = json.load(f)
-    return r, res
+    text = FABRIC.format(name=name, retry=RETRY, faults="\n".join(
+        "  " + l for l in faults.strip().splitlines()) or "  []")
+    return simfabric_pytest.nccljob(
+        paths, tmp_path, name, ["--coll", "allreduce", "--sizes", size, "--warmup", "5",
+                                "--iters", str(iters), "--timing", "each", "--op-timeout-s",
+                                "30", "--timeout-s", str(timeout)],
+        scenario_text=text, env={"NCCL_DEBUG": "WARN"}, timeout=timeout)
 
 
 def save(name, obj):

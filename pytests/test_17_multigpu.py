@@ -63,24 +63,12 @@ def save(name, obj):
 
 def nccljob(paths, tmp_path, name, gpn, scenario_text=None, colls=COLLS, sizes="8,64K,4M,64M",
             iters=10, extra=(), env=None, timeout=300):
-    sc = None
-    if scenario_text:
-        sc = tmp_path / (name + ".yaml")
-        sc.write_text(scenario_text)
-    out = tmp_path / ("%s-%%r.json" % name)
-    cmd = [paths.nccljob, "--coll", colls, "--sizes", sizes, "--warmup", "3", "--iters",
-           str(iters), "--timeout-s", str(timeout), "--json", str(out)] + list(extra)
     e = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
     e.update(env or {})
-    r = sflaunch.launch(cmd, 2, gpn, scenario=str(sc) if sc else None,
-                        run_dir=str(tmp_path / name), echo=False, timeout=timeout + 60,
-                        paths=paths, env=e)
-    res = None
-    p0 = str(out).replace("%r", "0")
-    if os.path.exists(p0):
-        with open(p0) as f:
-            res = json.load(f)
-    return r, res
+    return simfabric_pytest.nccljob(
+        paths, tmp_path, name, ["--coll", colls, "--sizes", sizes, "--warmup", "3", "--iters",
+                                str(iters), "--timeout-s", str(timeout)] + list(extra),
+        gpus_per_node=gpn, scenario_text=scenario_text, env=e, timeout=timeout)
 
 
 def exact(r, res):
@@ -132,11 +120,12 @@ def test_17_01_a_gpu_per_rank_without_mps_every_collective_exact(sf_env, tmp_pat
     save("multigpu-1x2.json", {"cuda_visible_devices": vis, "results": rows})
 
 
-def test_17_02_a_gpu_per_rank_busbw_against_the_100g_model(sf_env, tmp_path):
-    paths = need_gpus(sf_env, 2)
-    r, res = nccljob(paths, tmp_path, "gpu-per-rank-100g", 1, FABRIC_100G, colls="allreduce",
-                     sizes="4M,16M,64M", iters=20)
-    save("multigpu-1x2-100g.json", against_model(r, exact(r, res), 2))
+@pytest.mark.parametrize("ngpus,gpn", [(2, 1), (4, 2)], ids=["2x1", "2x2"])
+def test_17_02_busbw_against_the_100g_model(sf_env, tmp_path, ngpus, gpn):
+    paths = need_gpus(sf_env, ngpus)
+    r, res = nccljob(paths, tmp_path, "100g-%dx%d" % (2, gpn), gpn, FABRIC_100G,
+                     colls="allreduce", sizes="4M,16M,64M", iters=20)
+    save("multigpu-2x%d-100g.json" % gpn, against_model(r, exact(r, res), ngpus))
 
 
 def test_17_03_two_by_two_p2p_inside_a_node_net_between(sf_env, tmp_path):
@@ -155,14 +144,7 @@ def test_17_03_two_by_two_p2p_inside_a_node_net_between(sf_env, tmp_path):
                                "results": rows})
 
 
-def test_17_04_two_by_two_busbw_against_the_100g_model(sf_env, tmp_path):
-    paths = need_gpus(sf_env, 4)
-    r, res = nccljob(paths, tmp_path, "2x2-100g", 2, FABRIC_100G, colls="allreduce",
-                     sizes="4M,16M,64M", iters=20)
-    save("multigpu-2x2-100g.json", against_model(r, exact(r, res), 4))
-
-
-def test_17_05_two_by_two_link_down_aborts_with_remote_error(sf_env, tmp_path):
+def test_17_04_two_by_two_link_down_aborts_with_remote_error(sf_env, tmp_path):
     paths = need_gpus(sf_env, 4)
     r, res = nccljob(paths, tmp_path, "2x2-down", 2, LINK_DOWN, colls="allreduce", sizes="1M",
                      iters=100000, extra=["--timing", "each", "--op-timeout-s", "30"],
