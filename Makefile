@@ -41,6 +41,8 @@ FUZZ_SRC := $(wildcard sim/fuzz/fuzz_*.c)
 PLUGIN := $(B)/libnccl-net-simfabric.so
 DAEMON := $(B)/simfabricd
 HARNESS := $(B)/simfabric-harness
+# A minimal NCCL profiler plugin for tests: checks the plugin's net events (tools/profcheck.c)
+PROFCHECK := $(B)/libnccl-profiler-simfabric-check.so
 UNITS := $(UNIT_SRC:sim/test/%.c=$(B)/test/%)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
@@ -51,7 +53,7 @@ pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
 all: plugin sim tools units
 plugin: $(PLUGIN)
 sim: $(DAEMON)
-tools: $(HARNESS)
+tools: $(HARNESS) $(PROFCHECK)
 units: $(UNITS)
 
 $(B)/obj/%.o: %.c
@@ -67,6 +69,10 @@ $(B)/pic/%.o: %.c
 $(PLUGIN): $(call pic,$(PLUGIN_SRC))
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs -Wl,-z,now -o $@ $^ $(LIBS) -lm
+
+$(PROFCHECK): $(call pic,tools/profcheck.c)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs -Wl,-z,now -o $@ $^ -lpthread
 
 $(DAEMON): $(call obj,sim/simfabricd.c $(SIM_LIB_SRC))
 	@$(if $(Q),echo "  LD      $@")

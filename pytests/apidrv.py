@@ -49,7 +49,8 @@ assert C.sizeof(Props) == 128 and Props.maxP2pBytes.offset == 104
 
 
 class Net:
-    def __init__(self, path):
+    def __init__(self, path, profiler=None):
+        """profiler: an ncclProfilerCallback_t (a ctypes function) handed to init, or None."""
         self.lib = C.CDLL(path)
         base = C.addressof(C.c_void_p.in_dll(self.lib, "ncclNetPlugin_v12"))
         slots = (V * 22).from_address(base)
@@ -58,7 +59,9 @@ class Net:
                 setattr(self, name, PROTO[name](slots[i]))
         self.ctx = V()
         cfg = C.c_int(-1)
-        self.rc_init = self.init(C.byref(self.ctx), 42, C.addressof(cfg), None, None)
+        self.profiler = profiler  # kept alive as long as the plugin may call it
+        self.rc_init = self.init(C.byref(self.ctx), 42, C.addressof(cfg), None,
+                                 C.cast(profiler, V) if profiler else None)
 
 
 def poll(fn, deadline_s):

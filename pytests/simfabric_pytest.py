@@ -16,6 +16,8 @@ Fixtures (each a fresh process, per test):
   sf_launch sf_launch(cmd=[...], nodes=2, gpus_per_node=1, scenario=None, fabric=None, env=None,
             timeout=120) -> sflaunch.LaunchResult: every rank's exit status, outcome(), log
             (output(rank)) and check_ok(); ranks get what `simfabric launch` gives them
+  nccl_gpu  sflaunch.Paths of the build, for a test that runs the NCCL job program on a GPU;
+            skips with the reason where there is no GPU or the program is not built
   sf_run    sf_run(scenario) -> ScenarioRun: `simfabric run` of a scenario file in a fresh
             process under a hard timeout (every rank's stack dumped when it fires); .passed,
             .report, check_ok()
@@ -272,6 +274,18 @@ def pytest_runtest_makereport(item, call):
 def _sflaunch():
     import sflaunch
     return sflaunch
+
+
+@pytest.fixture
+def nccl_gpu(sf_env):
+    sl = _sflaunch()
+    paths = sl.Paths(sf_env.build)
+    if not sl.gpu_ids():
+        pytest.skip("needs an NVIDIA GPU (nvidia-smi %s)" % (
+            "lists no GPU" if sl.shutil.which("nvidia-smi") else "not found"))
+    if not os.path.exists(paths.nccljob):
+        pytest.skip("%s is not built (needs CUDA and NCCL at build time)" % paths.nccljob)
+    return paths
 
 
 @pytest.fixture

@@ -36,17 +36,6 @@ faults:
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
-@pytest.fixture
-def gpu(sf_env):
-    paths = sflaunch.Paths(sf_env.build)
-    if not sflaunch.gpu_ids():
-        pytest.skip("needs an NVIDIA GPU (nvidia-smi %s)" % (
-            "lists no GPU" if sflaunch.shutil.which("nvidia-smi") else "not found"))
-    if not os.path.exists(paths.nccljob):
-        pytest.skip("%s is not built (needs CUDA and NCCL at build time)" % paths.nccljob)
-    return paths
-
-
 def job(paths, tmp_path, name, faults, iters, size="1M", timeout=180):
     text = FABRIC.format(name=name, retry=RETRY, faults="\n".join(
         "  " + l for l in faults.strip().splitlines()) or "  []")
@@ -69,8 +58,8 @@ def daemon_log(r):
     return open(p).read() if os.path.exists(p) else ""
 
 
-def test_14_01_link_down_past_the_budget_aborts_every_rank_with_remote_error(gpu, tmp_path):
-    r, res = job(gpu, tmp_path, "down", """
+def test_14_01_link_down_past_the_budget_aborts_every_rank_with_remote_error(nccl_gpu, tmp_path):
+    r, res = job(nccl_gpu, tmp_path, "down", """
 - {name: cut, action: link_down, link: [node0, sw0], after: {messages: 400, link: node0},
    for: 10s}
 """, iters=100000, timeout=120)
@@ -92,12 +81,12 @@ def test_14_01_link_down_past_the_budget_aborts_every_rank_with_remote_error(gpu
     assert r.seconds < 60, report
 
 
-def test_14_02_a_flap_shorter_than_the_budget_only_slows_the_job(gpu, tmp_path):
+def test_14_02_a_flap_shorter_than_the_budget_only_slows_the_job(nccl_gpu, tmp_path):
     iters = 400
-    base_r, base = job(gpu, tmp_path, "base", "", iters=iters)
+    base_r, base = job(nccl_gpu, tmp_path, "base", "", iters=iters)
     assert base and base["status"] == "ok", base_r.summary() + base_r.logs()
     down_ns, windows = 10000000, 5  # 10 ms < 29.4 ms budget: the 3rd retry gets through
-    r, res = job(gpu, tmp_path, "flap", """
+    r, res = job(nccl_gpu, tmp_path, "flap", """
 - {name: flap, action: flap, link: [node0, sw0], after: {messages: 200, link: node0},
    period: 60ms, duty: %.6f, count: %d}
 """ % (down_ns / 60e6, windows), iters=iters)
