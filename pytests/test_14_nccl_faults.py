@@ -5,15 +5,12 @@ ncclCommGetAsyncError, aborts and exits within the bound), and flaps for shorter
 slower by about what the model says). Figures go to $SIMFABRIC_RESULTS when set."""
 import json
 import os
-import sys
 
 import pytest
 
 import simfabric_pytest
 
 ROOT = simfabric_pytest.ROOT
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-import sflaunch  # noqa: E402
 
 T_O = 4096 * 2 ** 10  # timeout_exp 10
 RETRY = 7

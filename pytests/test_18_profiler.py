@@ -59,7 +59,7 @@ def net_types(s):
     return {t["name"]: t for t in s["net"]["types"]}
 
 
-def test_17_01_exports_only_ncclProfiler_v5(profcheck):
+def test_18_01_exports_only_ncclProfiler_v5(profcheck):
     nm = subprocess.run(["nm", "-D", "--defined-only", profcheck], capture_output=True,
                         text=True, check=True).stdout.split()
     assert nm[1:] in (["D", "ncclProfiler_v5"], ["R", "ncclProfiler_v5"]), nm
@@ -67,7 +67,7 @@ def test_17_01_exports_only_ncclProfiler_v5(profcheck):
     assert "libcuda" not in ldd and "libnccl" not in ldd, ldd
 
 
-def test_17_02_events_are_counted_per_type_and_paired(profcheck, tmp_path):
+def test_18_02_events_are_counted_per_type_and_paired(profcheck, tmp_path):
     r, s = drive(profcheck, "events", tmp_path)
     assert r["name"] == "simfabric-check" and r["mask"] == 0x80, r  # ncclProfileNetPlugin
     assert r["group"] is None and r["coll"] is None and r["step"] and r["handles"] == 6, r
@@ -93,7 +93,7 @@ def test_17_02_events_are_counted_per_type_and_paired(profcheck, tmp_path):
     assert [lv for lv, _ in r["logs"]] == [3] * 4, r["logs"]  # INFO, through NCCL's logger
 
 
-def test_17_03_bad_input_is_counted_never_a_crash(profcheck, tmp_path):
+def test_18_03_bad_input_is_counted_never_a_crash(profcheck, tmp_path):
     r, s = drive(profcheck, "misuse", tmp_path)
     assert r["null_descr_h"] is None and r["unknown"] == [None] * 3 and r["no_context"] is None
     assert not s["ok"], s
@@ -115,7 +115,7 @@ def test_17_03_bad_input_is_counted_never_a_crash(profcheck, tmp_path):
     ({"SIMFABRIC_PROFCHECK_MASK": "lots"}, "prof-%p.json", 0x80, True),
     ({}, "pc%%-%p.json", 0x80, False),
 ])
-def test_17_04_environment(profcheck, tmp_path, env, out, mask, file):
+def test_18_04_environment(profcheck, tmp_path, env, out, mask, file):
     r, s = drive(profcheck, "env", tmp_path, env=env, out=out)
     assert r["mask"] == mask, r
     assert (s is not None) == file, s
@@ -130,7 +130,7 @@ def test_17_04_environment(profcheck, tmp_path, env, out, mask, file):
     assert bool(warns) == (env.get("SIMFABRIC_PROFCHECK_MASK") == "lots"), r["logs"]
 
 
-def test_17_05_the_plugins_events_through_nccls_forwarding(sf_env, profcheck, fabric, tmp_path):
+def test_18_05_the_plugins_events_through_nccls_forwarding(sf_env, profcheck, fabric, tmp_path):
     """The real plugin over a fabric, NCCL's ncclProfilerCallback played in Python: a Start per
     send and per receive buffer that had a pHandle, each under the proxy step, one Stop each."""
     r, s = drive(profcheck, "plugin", tmp_path, plugin=sf_env.plugin,
@@ -151,7 +151,7 @@ def test_17_05_the_plugins_events_through_nccls_forwarding(sf_env, profcheck, fa
 
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_17_10_real_nccl_hands_simfabrics_events_to_a_profiler(nccl_gpu, profcheck, tmp_path):
+def test_18_10_real_nccl_hands_simfabrics_events_to_a_profiler(nccl_gpu, profcheck, tmp_path):
     paths = nccl_gpu
     out = tmp_path / "prof-%p.json"
     cmd = [paths.nccljob, "--coll", "allreduce,allgather,sendrecv", "--sizes", "8,64K,4M",
