@@ -15,10 +15,6 @@
 #include "sim/jbuf.h"
 #include "sim/scn_int.h"
 
-#define KNOWN_KEYS                                                                                 \
-	"name, action, link, direction, nic, conn, node, at, for, every, count, probability, "   \
-	"after, period, duty, set, p, delay"
-
 /* ---- values ---------------------------------------------------------------------- */
 
 /* A value for an error message: control bytes and backslashes escaped, long ones cut. */
@@ -382,7 +378,7 @@ static const char *const keys[K_N] = {"name", "action", "link", "direction", "ni
 				      "node", "at", "for", "every", "count", "probability",
 				      "after", "period", "duty", "set", "p", "delay"};
 
-static int need(struct scn *s, const yaml_node_t *m, yaml_node_t *const *val, int key,
+static int need(struct scn *s, const yaml_node_t *m, const yaml_node_t *const *val, int key,
 		const char *kind)
 {
 	if (!val[key])
@@ -390,7 +386,7 @@ static int need(struct scn *s, const yaml_node_t *m, yaml_node_t *const *val, in
 	return 0;
 }
 
-static int refuse(struct scn *s, yaml_node_t *const *val, int key, const char *kind)
+static int refuse(struct scn *s, const yaml_node_t *const *val, int key, const char *kind)
 {
 	if (val[key])
 		return scn_fail(s, val[key], keys[key], "does not apply to %s", kind);
@@ -402,19 +398,12 @@ static int parse_one(struct scn *s, const yaml_node_t *m, int index, struct faul
 	if (scn_expect(s, m, YAML_MAPPING_NODE, "faults",
 		       "a mapping like {action: link_down, link: [node0, sw0], at: 5ms, for: 1ms}"))
 		return s->rc;
-	yaml_node_t *val[K_N] = {0};
-	for (int i = 0; i < scn_npairs(m); i++) {
-		const char *name;
-		yaml_node_t *k, *x;
-		if (scn_pair_key(s, m, i, &name, &k, &x))
-			return s->rc;
-		int j = 0;
-		while (j < K_N && strcmp(keys[j], name))
-			j++;
-		if (j == K_N)
-			return scn_fail(s, k, name, "unknown key in a fault (known: " KNOWN_KEYS ")");
-		val[j] = x;
-	}
+	const yaml_node_t *val[K_N] = {0};
+	struct scn_key known[K_N];
+	for (int j = 0; j < K_N; j++)
+		known[j] = (struct scn_key){keys[j], &val[j], NULL};
+	if (scn_get_keys(s, m, "a fault", known, K_N))
+		return s->rc;
 	if (need(s, m, val, K_ACTION, "a fault"))
 		return s->rc;
 	if (scn_expect(s, val[K_ACTION], YAML_SCALAR_NODE, "action", "an action name"))
@@ -620,7 +609,7 @@ static int parse_one(struct scn *s, const yaml_node_t *m, int index, struct faul
 			memcpy(key, why, k);
 			key[k] = 0;
 		}
-		yaml_node_t *at = NULL;
+		const yaml_node_t *at = NULL;
 		for (int j = 0; j < K_N; j++)
 			if (!strcmp(keys[j], key))
 				at = val[j];

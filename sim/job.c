@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,11 +47,35 @@ static int set_section(struct scn *s, struct jbuf *b, enum fabric_section which)
 	return 0;
 }
 
+/* ,"key":value (fmt) if have, else ,"key":null. */
+__attribute__((format(printf, 4, 5))) static void json_opt(struct jbuf *b, const char *key,
+							   bool have, const char *fmt, ...)
+{
+	jbuf_printf(b, ",\"%s\":", key);
+	if (!have) {
+		jbuf_puts(b, "null");
+		return;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	jbuf_vprintf(b, fmt, ap);
+	va_end(ap);
+}
+
 /* ---- values --------------------------------------------------------------------------- */
 
 static const char *quote(const yaml_node_t *v, char *q, size_t cap)
 {
 	return param_quote(scn_text(v), q, cap);
+}
+
+/* Item i of sequence v (NULL, the error recorded, if the document lacks it). */
+static yaml_node_t *get_item(struct scn *s, const yaml_node_t *v, int i, const char *key)
+{
+	yaml_node_t *e = scn_item(s, v, i);
+	if (!e)
+		scn_fail(s, v, key, "a missing entry");
+	return e;
 }
 
 /* One of names (NULL-terminated): its index. */
@@ -143,10 +168,8 @@ static int for_words(struct scn *s, const yaml_node_t *v, const char *key, word_
 		if (n < 1)
 			return scn_fail(s, v, key, "an empty list");
 		for (int i = 0; i < n; i++) {
-			yaml_node_t *e = scn_item(s, v, i);
-			if (!e)
-				return scn_fail(s, v, key, "a missing entry");
-			if (scn_expect(s, e, YAML_SCALAR_NODE, key, "a name") ||
+			yaml_node_t *e = get_item(s, v, i, key);
+			if (!e || scn_expect(s, e, YAML_SCALAR_NODE, key, "a name") ||
 			    fn(s, e, key, scn_text(e), ctx))
 				return s->rc;
 		}
@@ -361,10 +384,8 @@ static int parse_argv(struct scn *s, const yaml_node_t *v, const char *key, int 
 		return scn_fail(s, v, key, "%d arguments; the limit is %d", n, JOB_MAX_ARGS);
 	jbuf_puts(b, "[");
 	for (int i = 0; i < n; i++) {
-		yaml_node_t *e = scn_item(s, v, i);
-		if (!e)
-			return scn_fail(s, v, key, "a missing entry");
-		if (scn_expect(s, e, YAML_SCALAR_NODE, key, "a string"))
+		yaml_node_t *e = get_item(s, v, i, key);
+		if (!e || scn_expect(s, e, YAML_SCALAR_NODE, key, "a string"))
 			return s->rc;
 		if (strlen(scn_text(e)) > JOB_MAX_TEXT)
 			return scn_fail(s, e, key, "%zu characters; the limit is %d",
@@ -413,28 +434,16 @@ static int parse_sizes(struct scn *s, const yaml_node_t *v, struct jbuf *b)
 			return scn_fail(s, v, "sizes", "a list of 1..%d sizes, not %d", JOB_MAX_SIZES,
 					n);
 		for (int i = 0; i < n; i++) {
-			yaml_node_t *e = scn_item(s, v, i);
-			if (!e)
-				return scn_fail(s, v, "sizes", "a missing entry");
-			if (get_size(s, e, "sizes", 1, JOB_MAX_SIZE, &list[i]))
+			yaml_node_t *e = get_item(s, v, i, "sizes");
+			if (!e || get_size(s, e, "sizes", 1, JOB_MAX_SIZE, &list[i]))
 				return s->rc;
 		}
 	} else if (v->type == YAML_MAPPING_NODE) {
 		const yaml_node_t *vmin = NULL, *vmax = NULL, *vfac = NULL;
-		for (int i = 0; i < scn_npairs(v); i++) {
-			const char *name;
-			yaml_node_t *k, *val;
-			if (scn_pair_key(s, v, i, &name, &k, &val))
-				return s->rc;
-			if (!strcmp(name, "min"))
-				vmin = val;
-			else if (!strcmp(name, "max"))
-				vmax = val;
-			else if (!strcmp(name, "factor"))
-				vfac = val;
-			else
-				return scn_fail(s, k, name, "unknown key in sizes (known: min, max, factor)");
-		}
+		const struct scn_key keys[] = {
+			{"min", &vmin, NULL}, {"max", &vmax, NULL}, {"factor", &vfac, NULL}};
+		if (scn_get_keys(s, v, "sizes", keys, SCN_NKEYS(keys)))
+			return s->rc;
 		uint64_t lo = 8, hi = 64ull << 20;
 		int64_t factor = 2;
 		if ((vmin && get_size(s, vmin, "min", 1, JOB_MAX_SIZE, &lo)) ||
@@ -513,10 +522,8 @@ static int resolve_nodes(struct scn *s, const yaml_node_t *job, const yaml_node_
 	if (!out->name)
 		return scn_fail_oom(s);
 	for (int i = 0; i < n; i++) {
-		yaml_node_t *e = scn_item(s, v, i);
-		if (!e)
-			return scn_fail(s, v, "nodes", "a missing entry");
-		if (scn_expect(s, e, YAML_SCALAR_NODE, "nodes", "a node name"))
+		yaml_node_t *e = get_item(s, v, i, "nodes");
+		if (!e || scn_expect(s, e, YAML_SCALAR_NODE, "nodes", "a node name"))
 			return s->rc;
 		const char *nm = scn_text(e);
 		if (s->ideal) {
@@ -573,23 +580,13 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 	struct nodes nd = {0};
 	int prog = -1;
 
+	struct scn_key known[J_NKEYS];
+	for (int j = 0; j < J_NKEYS; j++)
+		known[j] = (struct scn_key){job_keys[j].name, &val[j], &key[j]};
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "job",
-		       "a mapping like {program: nccl, nodes: 2, collectives: all}"))
+		       "a mapping like {program: nccl, nodes: 2, collectives: all}") ||
+	    scn_get_keys(s, v, "job", known, J_NKEYS))
 		return s->rc;
-	for (int i = 0; i < scn_npairs(v); i++) {
-		const char *name;
-		yaml_node_t *k, *x;
-		if (scn_pair_key(s, v, i, &name, &k, &x))
-			return s->rc;
-		int j = 0;
-		while (j < J_NKEYS && strcmp(job_keys[j].name, name))
-			j++;
-		if (j == J_NKEYS)
-			return scn_fail(s, k, name, "unknown key in job (known: %s)",
-					keys_of(FOR_ALL, keys, sizeof(keys)));
-		key[j] = k;
-		val[j] = x;
-	}
 	if (!val[J_PROGRAM])
 		return scn_fail(s, v, "program", "missing: a job needs a program (one of harness, nccl, "
 						 "torch, command)");
@@ -704,21 +701,9 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 		     get_decimal(s, val[J_BOUND], "bound_s", 0.001, JOB_MAX_SECONDS, "seconds", &bound)) ||
 		    (val[J_API] && scn_get_int(s, val[J_API], "api_version", 8, 12, "", &api)))
 			goto out;
-		jbuf_puts(&b, ",\"max_bytes\":");
-		if (mb)
-			jbuf_printf(&b, "%llu", (unsigned long long)mb);
-		else
-			jbuf_puts(&b, "null");
-		jbuf_puts(&b, ",\"bound_s\":");
-		if (val[J_BOUND])
-			jbuf_printf(&b, "%.9g", bound);
-		else
-			jbuf_puts(&b, "null");
-		jbuf_puts(&b, ",\"api_version\":");
-		if (api)
-			jbuf_printf(&b, "%lld", (long long)api);
-		else
-			jbuf_puts(&b, "null");
+		json_opt(&b, "max_bytes", mb, "%llu", (unsigned long long)mb);
+		json_opt(&b, "bound_s", val[J_BOUND], "%.9g", bound);
+		json_opt(&b, "api_version", api, "%lld", (long long)api);
 		jbuf_puts(&b, ",\"node_prefix\":");
 		jbuf_str(&b, prefix);
 	} else if (prog == P_NCCL || prog == P_TORCH) {
@@ -762,12 +747,8 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 			    (val[J_OP_TIMEOUT] && get_decimal(s, val[J_OP_TIMEOUT], "op_timeout_s",
 							      0.001, JOB_MAX_SECONDS, "seconds", &opt)))
 				goto out;
-			jbuf_printf(&b, ",\"dtype\":\"%s\",\"op\":\"%s\",\"op_timeout_s\":", canon[dt],
-				    ops[op]);
-			if (val[J_OP_TIMEOUT])
-				jbuf_printf(&b, "%.9g", opt);
-			else
-				jbuf_puts(&b, "null");
+			jbuf_printf(&b, ",\"dtype\":\"%s\",\"op\":\"%s\"", canon[dt], ops[op]);
+			json_opt(&b, "op_timeout_s", val[J_OP_TIMEOUT], "%.9g", opt);
 		}
 	} else {
 		jbuf_puts(&b, ",\"command\":");
@@ -816,10 +797,8 @@ static int parse_bounds(struct scn *s, const yaml_node_t *v, const char *key, do
 	if (scn_nitems(v) != 2)
 		return scn_fail(s, v, key, "[lo, hi] has 2 numbers, not %d", scn_nitems(v));
 	for (int i = 0; i < 2; i++) {
-		yaml_node_t *e = scn_item(s, v, i);
-		if (!e)
-			return scn_fail(s, v, key, "a missing entry");
-		if (get_decimal(s, e, key, 0, 100, "measured / model", &b[i]))
+		yaml_node_t *e = get_item(s, v, i, key);
+		if (!e || get_decimal(s, e, key, 0, 100, "measured / model", &b[i]))
 			return s->rc;
 	}
 	if (b[0] >= b[1])
@@ -845,6 +824,11 @@ static int parse_timing(struct scn *s, const yaml_node_t *v, const char *prog,
 			const char *jobjson, long long nnodes, struct jbuf *b)
 {
 	const yaml_node_t *vm = NULL, *vb = NULL, *vl = NULL, *vmin = NULL, *vc = NULL;
+	const struct scn_key keys[] = {{"model", &vm, NULL},
+				       {"busbw", &vb, NULL},
+				       {"latency", &vl, NULL},
+				       {"min_bytes", &vmin, NULL},
+				       {"collectives", &vc, NULL}};
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "timing",
 		       "a mapping like {busbw: [0.3, 1.05], min_bytes: 1M}"))
 		return s->rc;
@@ -857,25 +841,8 @@ static int parse_timing(struct scn *s, const yaml_node_t *v, const char *prog,
 	if (nnodes < 2)
 		return scn_fail(s, v, "timing",
 				"a job on one node crosses no fabric link: there is nothing to model");
-	for (int i = 0; i < scn_npairs(v); i++) {
-		const char *name;
-		yaml_node_t *k, *x;
-		if (scn_pair_key(s, v, i, &name, &k, &x))
-			return s->rc;
-		if (!strcmp(name, "model"))
-			vm = x;
-		else if (!strcmp(name, "busbw"))
-			vb = x;
-		else if (!strcmp(name, "latency"))
-			vl = x;
-		else if (!strcmp(name, "min_bytes"))
-			vmin = x;
-		else if (!strcmp(name, "collectives"))
-			vc = x;
-		else
-			return scn_fail(s, k, name, "unknown key in timing (known: model, busbw, "
-						    "latency, min_bytes, collectives)");
-	}
+	if (scn_get_keys(s, v, "timing", keys, SCN_NKEYS(keys)))
+		return s->rc;
 	if (!vb)
 		return scn_fail(s, v, "busbw",
 				"missing: timing needs busbw: [lo, hi] (measured busbw / the model's)");
@@ -903,40 +870,23 @@ static int parse_timing(struct scn *s, const yaml_node_t *v, const char *prog,
 	return 0;
 }
 
-struct exits {
-	struct jbuf *b;
-	int n;
-};
-
 static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 			 int64_t timeout_s, struct jbuf *b)
 {
 	const yaml_node_t *ve = NULL, *vx = NULL, *vs = NULL, *vr = NULL, *vw = NULL;
+	const struct scn_key keys[] = {{"error", &ve, NULL},
+				       {"exit", &vx, NULL},
+				       {"signal", &vs, NULL},
+				       {"ranks", &vr, NULL},
+				       {"within_s", &vw, NULL}};
 	char q[80];
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "failure",
-		       "a mapping like {error: ncclRemoteError, ranks: [0], within_s: 10}"))
+		       "a mapping like {error: ncclRemoteError, ranks: [0], within_s: 10}") ||
+	    scn_get_keys(s, v, "failure", keys, SCN_NKEYS(keys)))
 		return s->rc;
-	for (int i = 0; i < scn_npairs(v); i++) {
-		const char *name;
-		yaml_node_t *k, *x;
-		if (scn_pair_key(s, v, i, &name, &k, &x))
-			return s->rc;
-		if (scn_is_null(x))
-			x = NULL; /* written but empty: as if not given */
-		if (!strcmp(name, "error"))
-			ve = x;
-		else if (!strcmp(name, "exit"))
-			vx = x;
-		else if (!strcmp(name, "signal"))
-			vs = x;
-		else if (!strcmp(name, "ranks"))
-			vr = x;
-		else if (!strcmp(name, "within_s"))
-			vw = x;
-		else
-			return scn_fail(s, k, name, "unknown key in failure (known: error, exit, "
-						    "signal, ranks, within_s)");
-	}
+	for (int i = 0; i < SCN_NKEYS(keys); i++)
+		if (*keys[i].val && scn_is_null(*keys[i].val))
+			*keys[i].val = NULL; /* written but empty: as if not given */
 	if (vx && vs)
 		return scn_fail(s, vs, "signal", "give exit or signal, not both (a process that dies "
 						 "of a signal has no exit status)");
@@ -956,11 +906,10 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 			return scn_fail(s, vx, "exit", "an empty list");
 		jbuf_puts(b, "[");
 		for (int i = 0; i < n; i++) {
-			const yaml_node_t *x = vx->type == YAML_SEQUENCE_NODE ? scn_item(s, vx, i) : vx;
+			const yaml_node_t *x =
+				vx->type == YAML_SEQUENCE_NODE ? get_item(s, vx, i, "exit") : vx;
 			int64_t code;
-			if (!x)
-				return scn_fail(s, vx, "exit", "a missing entry");
-			if (scn_get_int(s, x, "exit", 1, 255, "exit status", &code))
+			if (!x || scn_get_int(s, x, "exit", 1, 255, "exit status", &code))
 				return s->rc;
 			jbuf_printf(b, "%s%lld", i ? "," : "", (long long)code);
 		}
@@ -968,12 +917,11 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 	} else {
 		jbuf_puts(b, "null");
 	}
-	jbuf_puts(b, ",\"signal\":");
+	const char *found = NULL;
 	if (vs) {
 		if (scn_expect(s, vs, YAML_SCALAR_NODE, "signal", "a signal name like SIGKILL"))
 			return s->rc;
 		const char *t = scn_text(vs);
-		const char *found = NULL;
 		for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]) && !found; i++) {
 			long num = strspn(t, "0123456789") == strlen(t) && *t ? strtol(t, NULL, 10) : -1;
 			if (!strcmp(t, signals[i].name) || !strcmp(t, signals[i].name + 3) ||
@@ -986,10 +934,8 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 					"SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGKILL, "
 					"SIGUSR1, SIGSEGV, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM)",
 					quote(vs, q, sizeof(q)));
-		jbuf_printf(b, "\"%s\"", found);
-	} else {
-		jbuf_puts(b, "null");
 	}
+	json_opt(b, "signal", found, "\"%s\"", found);
 	jbuf_puts(b, ",\"ranks\":");
 	if (!vr) {
 		jbuf_puts(b, "\"any\"");
@@ -1005,11 +951,9 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 		int64_t seen[64];
 		jbuf_puts(b, "[");
 		for (int i = 0; i < n; i++) {
-			yaml_node_t *x = scn_item(s, vr, i);
+			yaml_node_t *x = get_item(s, vr, i, "ranks");
 			int64_t r;
-			if (!x)
-				return scn_fail(s, vr, "ranks", "a missing entry");
-			if (scn_get_int(s, x, "ranks", 0, nranks - 1, "the job's ranks", &r))
+			if (!x || scn_get_int(s, x, "ranks", 0, nranks - 1, "the job's ranks", &r))
 				return s->rc;
 			for (int j = 0; j < i && j < 64; j++)
 				if (seen[j] == r)
@@ -1021,18 +965,13 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 		}
 		jbuf_puts(b, "]");
 	}
-	jbuf_puts(b, ",\"within_s\":");
-	if (vw) {
-		double w;
-		if (get_decimal(s, vw, "within_s", 0.001, JOB_MAX_SECONDS, "seconds", &w))
-			return s->rc;
-		if (w > (double)timeout_s)
-			return scn_fail(s, vw, "within_s", "%g s is longer than the job's timeout_s (%lld)",
-					w, (long long)timeout_s);
-		jbuf_printf(b, "%.9g", w);
-	} else {
-		jbuf_puts(b, "null");
-	}
+	double w = 0;
+	if (vw && get_decimal(s, vw, "within_s", 0.001, JOB_MAX_SECONDS, "seconds", &w))
+		return s->rc;
+	if (vw && w > (double)timeout_s)
+		return scn_fail(s, vw, "within_s", "%g s is longer than the job's timeout_s (%lld)", w,
+				(long long)timeout_s);
+	json_opt(b, "within_s", vw, "%.9g", w);
 	jbuf_puts(b, "}");
 	return 0;
 }
@@ -1040,6 +979,8 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 int scn_parse_expect(struct scn *s, const yaml_node_t *v)
 {
 	const yaml_node_t *vd = NULL, *vt = NULL, *vf = NULL;
+	const struct scn_key keys[] = {
+		{"data", &vd, NULL}, {"timing", &vt, NULL}, {"failure", &vf, NULL}};
 	const char *job = s->section[FABRIC_SECTION_JOB];
 	char prog[16];
 	long long nranks = 0, timeout_s = JOB_DEFAULT_TIMEOUT_S;
@@ -1055,23 +996,9 @@ int scn_parse_expect(struct scn *s, const yaml_node_t *v)
 	if (t)
 		gpn = strtoll(t + 17, NULL, 10);
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "expect",
-		       "a mapping like {data: exact, timing: {busbw: [0.3, 1.05]}}"))
+		       "a mapping like {data: exact, timing: {busbw: [0.3, 1.05]}}") ||
+	    scn_get_keys(s, v, "expect", keys, SCN_NKEYS(keys)))
 		return s->rc;
-	for (int i = 0; i < scn_npairs(v); i++) {
-		const char *name;
-		yaml_node_t *k, *x;
-		if (scn_pair_key(s, v, i, &name, &k, &x))
-			return s->rc;
-		if (!strcmp(name, "data"))
-			vd = x;
-		else if (!strcmp(name, "timing"))
-			vt = x;
-		else if (!strcmp(name, "failure"))
-			vf = x;
-		else
-			return scn_fail(s, k, name,
-					"unknown key in expect (known: data, timing, failure)");
-	}
 	int data = D_EXACT;
 	if (vd && get_enum(s, vd, "data", data_names, &data))
 		return s->rc;

@@ -197,6 +197,33 @@ int scn_npairs(const yaml_node_t *m)
 	return (int)(m->data.mapping.pairs.top - m->data.mapping.pairs.start);
 }
 
+int scn_get_keys(struct scn *s, const yaml_node_t *m, const char *what, const struct scn_key *keys,
+		 int n)
+{
+	for (int i = 0; i < scn_npairs(m); i++) {
+		const char *name;
+		yaml_node_t *k, *v;
+		if (scn_pair_key(s, m, i, &name, &k, &v))
+			return s->rc;
+		int j = 0;
+		while (j < n && strcmp(keys[j].name, name))
+			j++;
+		if (j < n) {
+			*keys[j].val = v;
+			if (keys[j].key)
+				*keys[j].key = k;
+			continue;
+		}
+		char list[512];
+		size_t len = 0;
+		for (j = 0; j < n && len < sizeof(list); j++)
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
+						keys[j].name);
+		return scn_fail(s, k, name, "unknown key in %s (known: %s)", what, list);
+	}
+	return 0;
+}
+
 int scn_nitems(const yaml_node_t *q)
 {
 	return (int)(q->data.sequence.items.top - q->data.sequence.items.start);

@@ -89,6 +89,18 @@ int scn_expect(struct scn *s, const yaml_node_t *n, yaml_node_type_t type, const
 int scn_pair_key(struct scn *s, const yaml_node_t *m, int i, const char **name, yaml_node_t **k,
 		 yaml_node_t **v);
 int scn_npairs(const yaml_node_t *m);
+/* One known key of a mapping: where its value goes, and its key node (if key is not NULL). */
+struct scn_key {
+	const char *name;
+	const yaml_node_t **val;
+	const yaml_node_t **key;
+};
+/* The pairs of mapping m (checked by scn_pair_key), by name into keys[0..n) (an absent key's
+ * slots are left as they are); any other key is "unknown key in <what> (known: <the names, in
+ * order>)", at that key. */
+int scn_get_keys(struct scn *s, const yaml_node_t *m, const char *what, const struct scn_key *keys,
+		 int n);
+#define SCN_NKEYS(keys) ((int)(sizeof(keys) / sizeof((keys)[0])))
 int scn_nitems(const yaml_node_t *q);
 yaml_node_t *scn_item(struct scn *s, const yaml_node_t *q, int i);
 /* A strict integer in min..max (decimal digits, optional '-' if min < 0). */
