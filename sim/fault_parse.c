@@ -107,39 +107,19 @@ struct eps {
 static int get_eps(struct scn *s, const yaml_node_t *v, const char *key, int allow_switch,
 		   struct eps *out)
 {
-	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a node, node/NIC or switch name"))
-		return s->rc;
-	const char *t = scn_text(v);
-	char name[FABRIC_NAME_MAX + 1];
-	const char *slash = strchr(t, '/');
-	size_t len = slash ? (size_t)(slash - t) : strlen(t);
-	if (len == 0 || len > FABRIC_NAME_MAX)
-		return scn_fail(s, v, key, "'%s' is not a node, node/NIC or switch name", shown(t));
-	memcpy(name, t, len);
-	name[len] = 0;
+	struct scn_place p;
 	out->n = 0;
-	const struct fabric_node *nd = fabric_node_find(s->f, name);
-	if (nd) {
-		if (slash) {
-			char *end;
-			long i = strtol(slash + 1, &end, 10);
-			if (end == slash + 1 || *end || i < 0 || i >= nd->nnics)
-				return scn_fail(s, v, key, "'%s': node %s has NICs 0..%d", shown(t), name,
-						nd->nnics - 1);
-			out->ep[out->n++] = (struct fabric_ep){FABRIC_EP_NIC, nd->id, (int)i};
-		} else {
-			for (int i = 0; i < nd->nnics; i++)
-				out->ep[out->n++] = (struct fabric_ep){FABRIC_EP_NIC, nd->id, i};
-		}
+	if (scn_get_place(s, v, key,
+			  SCN_PLACE_NODE | SCN_PLACE_NIC | (allow_switch ? SCN_PLACE_SWITCH : 0), &p))
+		return s->rc;
+	if (p.sw) {
+		out->ep[out->n++] = (struct fabric_ep){FABRIC_EP_SWITCH, p.sw->id, 0};
 		return 0;
 	}
-	const struct fabric_switch *sw = slash ? NULL : fabric_switch_find(s->f, name);
-	if (sw && allow_switch) {
-		out->ep[out->n++] = (struct fabric_ep){FABRIC_EP_SWITCH, sw->id, 0};
-		return 0;
-	}
-	return scn_fail(s, v, key, "'%s' is not a %s of this fabric", shown(t),
-			allow_switch ? "node, node/NIC or switch" : "node or node/NIC");
+	for (int i = 0; i < p.node->nnics; i++)
+		if (p.nic < 0 || p.nic == i)
+			out->ep[out->n++] = (struct fabric_ep){FABRIC_EP_NIC, p.node->id, i};
+	return 0;
 }
 
 static int ep_in(const struct fabric_ep *e, const struct eps *set)
@@ -206,16 +186,10 @@ static int get_links(struct scn *s, const yaml_node_t *v, const char *key, enum 
 
 static int get_node(struct scn *s, const yaml_node_t *v, const char *key, int32_t *out)
 {
-	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a node name"))
+	struct scn_place p;
+	if (scn_get_place(s, v, key, SCN_PLACE_NODE | SCN_PLACE_ANY, &p))
 		return s->rc;
-	if (!strcmp(scn_text(v), "any") || !strcmp(scn_text(v), "*")) {
-		*out = FAULT_ANY;
-		return 0;
-	}
-	const struct fabric_node *n = fabric_node_find(s->f, scn_text(v));
-	if (!n)
-		return scn_fail(s, v, key, "'%s' is not a node of this fabric", shown(scn_text(v)));
-	*out = n->id;
+	*out = p.node ? p.node->id : FAULT_ANY;
 	return 0;
 }
 

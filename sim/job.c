@@ -481,65 +481,50 @@ struct nodes {
 static int resolve_nodes(struct scn *s, const yaml_node_t *job, const yaml_node_t *v,
 			 struct nodes *out)
 {
-	char err[FABRIC_ERR_LEN], q[80];
+	char err[FABRIC_ERR_LEN];
 	int nfab = fabric_nnodes(s->f);
-	if (!v) {
-		if (s->ideal)
-			return scn_fail(s, job, "nodes",
-					"missing: the ideal fabric makes nodes on demand, so the job "
-					"says how many (nodes: N)");
-		out->n = nfab;
-		out->name = calloc((size_t)nfab, sizeof(*out->name));
-		if (!out->name)
-			return scn_fail_oom(s);
-		for (int i = 0; i < nfab; i++)
-			strcpy(out->name[i], fabric_node(s->f, i)->name);
-		return 0;
-	}
-	if (v->type == YAML_SCALAR_NODE) {
-		int64_t n;
-		if (scn_get_int(s, v, "nodes", 1, s->ideal ? JOB_MAX_NODES : nfab, "count", &n))
+	int64_t n = nfab;
+	bool listed = v && v->type != YAML_SCALAR_NODE;
+	if (!v && s->ideal)
+		return scn_fail(s, job, "nodes",
+				"missing: the ideal fabric makes nodes on demand, so the job says how "
+				"many (nodes: N)");
+	if (v && !listed &&
+	    scn_get_int(s, v, "nodes", 1, s->ideal ? JOB_MAX_NODES : nfab, "count", &n))
+		return s->rc;
+	if (listed) {
+		if (scn_expect(s, v, YAML_SEQUENCE_NODE, "nodes", "a count or a list of node names"))
 			return s->rc;
-		out->n = (int)n;
-		out->name = calloc((size_t)n, sizeof(*out->name));
-		if (!out->name)
-			return scn_fail_oom(s);
-		for (int i = 0; i < out->n; i++) {
+		n = scn_nitems(v);
+		if (n < 1 || n > JOB_MAX_NODES)
+			return scn_fail(s, v, "nodes", "a list of 1..%d nodes, not %d", JOB_MAX_NODES,
+					(int)n);
+	}
+	out->n = (int)n;
+	out->name = calloc((size_t)n, sizeof(*out->name));
+	if (!out->name)
+		return scn_fail_oom(s);
+	for (int i = 0; i < out->n; i++) {
+		if (!listed) { /* the fabric's first n, or node0.. on the ideal one */
 			if (s->ideal)
 				snprintf(out->name[i], sizeof(out->name[i]), "node%d", i);
 			else
 				strcpy(out->name[i], fabric_node(s->f, i)->name);
+			continue;
 		}
-		return 0;
-	}
-	if (scn_expect(s, v, YAML_SEQUENCE_NODE, "nodes", "a count or a list of node names"))
-		return s->rc;
-	int n = scn_nitems(v);
-	if (n < 1 || n > JOB_MAX_NODES)
-		return scn_fail(s, v, "nodes", "a list of 1..%d nodes, not %d", JOB_MAX_NODES, n);
-	out->n = n;
-	out->name = calloc((size_t)n, sizeof(*out->name));
-	if (!out->name)
-		return scn_fail_oom(s);
-	for (int i = 0; i < n; i++) {
 		yaml_node_t *e = get_item(s, v, i, "nodes");
-		if (!e || scn_expect(s, e, YAML_SCALAR_NODE, "nodes", "a node name"))
+		struct scn_place p;
+		if (!e)
 			return s->rc;
-		const char *nm = scn_text(e);
 		if (s->ideal) {
-			if (fabric_name_check(nm, err, sizeof(err)))
+			if (scn_expect(s, e, YAML_SCALAR_NODE, "nodes", "a node name"))
+				return s->rc;
+			if (fabric_name_check(scn_text(e), err, sizeof(err)))
 				return scn_fail(s, e, "nodes", "%s", err);
-		} else if (!fabric_node_find(s->f, nm)) {
-			char list[256];
-			size_t len = 0;
-			for (int j = 0; j < nfab && len < sizeof(list) - 8; j++)
-				len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
-							j ? ", " : "", fabric_node(s->f, j)->name);
-			if (len >= sizeof(list) - 8)
-				snprintf(list + sizeof(list) - 8, 8, ", ...");
-			return scn_fail(s, e, "nodes", "unknown node '%s' (the fabric's: %s)",
-					param_quote(nm, q, sizeof(q)), list);
+		} else if (scn_get_place(s, e, "nodes", SCN_PLACE_NODE | SCN_PLACE_LIST, &p)) {
+			return s->rc;
 		}
+		const char *nm = scn_text(e);
 		for (int j = 0; j < i; j++)
 			if (!strcmp(out->name[j], nm))
 				return scn_fail(s, e, "nodes", "'%s' is listed twice", nm);
