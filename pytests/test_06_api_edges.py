@@ -80,23 +80,30 @@ def test_06_07_requests_always_written(sf_env, fabric):
     assert r["close"] == [OK, OK] and r["finalize"] == OK, r
 
 
-RELOAD_V10 = r'''
+RELOAD = r'''
 import ctypes as C, _ctypes, json, os, sys
 V, P = C.c_void_p, C.POINTER
+version = int(sys.argv[2])
 res = []
 for round_ in range(2):
     # a fresh copy each round: RTLD_LOCAL, then dlclose, as NCCL loads and unloads a plugin
     lib = C.CDLL(sys.argv[1], mode=os.RTLD_LOCAL)
-    base = C.addressof(C.c_void_p.in_dll(lib, "ncclNetPlugin_v10"))
+    base = C.addressof(C.c_void_p.in_dll(lib, "ncclNetPlugin_v%d" % version))
     slots = (V * 20).from_address(base)
-    init = C.CFUNCTYPE(C.c_int, V, V)(slots[1])
+    # v8..v10 share the first slots: name, init, devices, getProperties, listen;
+    # init(logFunction) until v9, init(logFunction, profFunction) in v10
+    if version >= 10:
+        init = C.CFUNCTYPE(C.c_int, V, V)(slots[1])
+        rc = init(None, None)
+    else:
+        init = C.CFUNCTYPE(C.c_int, V)(slots[1])
+        rc = init(None)
     listen = C.CFUNCTYPE(C.c_int, C.c_int, V, P(V))(slots[4])
-    rc = init(None, None)
     handle = (C.c_char * 128)()
     lc = V()
     lrc = listen(0, handle, C.byref(lc)) if rc == 0 else -1
     res.append({"init": rc, "listen": lrc})
-    # the listenComm is leaked (NCCL does this after an aborted setup); v10 has no finalize
+    # the listenComm is leaked (NCCL does this after an aborted setup); v8..v10 have no finalize
     h = lib._handle
     del lib, init, listen, slots
     _ctypes.dlclose(h)
@@ -104,13 +111,13 @@ print(json.dumps(res))
 '''
 
 
-def test_06_20_v10_reload_after_a_leaked_listen_comm(sf_env, fabric):
+@pytest.mark.parametrize("version", [8, 9, 10], ids=["v8", "v9", "v10"])
+def test_06_20_reload_after_a_leaked_listen_comm(sf_env, fabric, version):
     """v8..v10 have no finalize: a copy unloaded with a listenComm still open must still let
     the next copy in the same process say hello (the daemon would refuse a second session)."""
-    import subprocess
     env = dict(os.environ, **fabric.env_vars())
-    cp = subprocess.run([sys.executable, "-c", RELOAD_V10, sf_env.plugin], capture_output=True,
-                        text=True, timeout=60, env=env)
+    cp = subprocess.run([sys.executable, "-c", RELOAD, sf_env.plugin, str(version)],
+                        capture_output=True, text=True, timeout=60, env=env)
     assert cp.returncode == 0, cp.stderr + fabric.log()
     res = json.loads(cp.stdout.strip().splitlines()[-1])
     assert res == [{"init": 0, "listen": 0}, {"init": 0, "listen": 0}], (res, fabric.log())

@@ -4,11 +4,11 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/jbuf.h"
 #include "sim/param.h"
 
 /* GUIDs: "SF" in the top bytes, then the node id, then the NIC index. */
@@ -1162,148 +1162,35 @@ int fabric_lint(const struct fabric *f, void (*warn)(void *ctx, const char *msg)
 
 /* ---- the JSON dump ------------------------------------------------------------------- */
 
-struct jbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void jraw(struct jbuf *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (b->len + n + 1 > cap)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = 0;
-}
-
-static void jputs(struct jbuf *b, const char *s)
-{
-	jraw(b, s, strlen(s));
-}
-
-__attribute__((format(printf, 2, 3))) static void jprintf(struct jbuf *b, const char *fmt, ...)
-{
-	char tmp[512];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n < sizeof(tmp)) {
-		jraw(b, tmp, (size_t)n);
-		return;
-	}
-	char *big = malloc((size_t)n + 1);
-	if (!big) {
-		b->oom = true;
-		return;
-	}
-	va_start(ap, fmt);
-	vsnprintf(big, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	jraw(b, big, (size_t)n);
-	free(big);
-}
-
-/* The code point of the UTF-8 sequence at s and its length, or -1 if it is not one. */
-static long utf8_next(const unsigned char *s, int *len)
-{
-	static const unsigned char lead_mask[] = {0, 0, 0x1f, 0x0f, 0x07};
-	static const long least[] = {0, 0, 0x80, 0x800, 0x10000};
-	int n = s[0] >= 0xf0 && s[0] < 0xf5 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
-	if (!n || s[0] >= 0xf5)
-		return -1;
-	long cp = s[0] & lead_mask[n];
-	for (int i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return -1;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000))
-		return -1;
-	*len = n;
-	return cp;
-}
-
-/* A JSON string in printable ASCII only (the dump travels in protocol values): other characters
- * as \uXXXX (UTF-8 decoded; a byte that is not UTF-8 as \u00XX). */
-static void jstr(struct jbuf *b, const char *str)
-{
-	const unsigned char *s = (const unsigned char *)str;
-	char e[16];
-	if (!s) {
-		jputs(b, "null");
-		return;
-	}
-	jputs(b, "\"");
-	while (*s) {
-		unsigned char c = *s;
-		int n = 1;
-		if (c == '"' || c == '\\') {
-			e[0] = '\\';
-			e[1] = (char)c;
-			jraw(b, e, 2);
-		} else if (c >= 0x20 && c < 0x7f) {
-			jraw(b, (const char *)s, 1);
-		} else {
-			long cp = c >= 0x80 ? utf8_next(s, &n) : -1;
-			if (cp < 0)
-				cp = c, n = 1;
-			if (cp >= 0x10000)
-				snprintf(e, sizeof(e), "\\u%04lx\\u%04lx", 0xd800 + ((cp - 0x10000) >> 10),
-					 0xdc00 + ((cp - 0x10000) & 0x3ff));
-			else
-				snprintf(e, sizeof(e), "\\u%04lx", cp);
-			jputs(b, e);
-		}
-		s += n;
-	}
-	jputs(b, "\"");
-}
-
 /* Every parameter of scope in obj that applies, groups as nested objects. */
 static void jparams(struct jbuf *b, enum param_scope scope, const void *obj, unsigned skip)
 {
 	char v[PARAM_VALUE_MAX];
 	enum param_group open = PARAM_G_NONE;
 	bool first = true, gfirst = true;
-	jputs(b, "{");
+	jbuf_puts(b, "{");
 	for (int i = 0; i < param_count; i++) {
 		const struct param *p = &param_table[i];
 		if (p->scope != scope || (p->flags & skip) || !param_applies(p, obj))
 			continue;
 		if (open != PARAM_G_NONE && p->group != open) {
-			jputs(b, "}");
+			jbuf_puts(b, "}");
 			open = PARAM_G_NONE;
 		}
 		if (p->group != PARAM_G_NONE && open == PARAM_G_NONE) {
 			char gname[32];
 			snprintf(gname, sizeof(gname), "%.*s", (int)(strchr(p->name, '.') - p->name),
 				 p->name);
-			jprintf(b, "%s\"%s\":{", first ? "" : ",", gname);
+			jbuf_printf(b, "%s\"%s\":{", first ? "" : ",", gname);
 			open = p->group;
 			gfirst = true;
 			first = false;
 		}
 		if (open != PARAM_G_NONE) {
-			jprintf(b, "%s\"%s\":", gfirst ? "" : ",", param_leaf(p));
+			jbuf_printf(b, "%s\"%s\":", gfirst ? "" : ",", param_leaf(p));
 			gfirst = false;
 		} else {
-			jprintf(b, "%s\"%s\":", first ? "" : ",", p->name);
+			jbuf_printf(b, "%s\"%s\":", first ? "" : ",", p->name);
 			first = false;
 		}
 		if (p->type == PARAM_TABLE) {
@@ -1314,110 +1201,115 @@ static void jparams(struct jbuf *b, enum param_scope scope, const void *obj, uns
 				return;
 			}
 			param_format(p, obj, t, (size_t)n + 1);
-			jputs(b, t);
+			jbuf_puts(b, t);
 			free(t);
 		} else {
 			param_format(p, obj, v, sizeof(v));
-			jputs(b, v);
+			jbuf_puts(b, v);
 		}
 	}
 	if (open != PARAM_G_NONE)
-		jputs(b, "}");
-	jputs(b, "}");
+		jbuf_puts(b, "}");
+	jbuf_puts(b, "}");
 }
 
 static void jep(struct jbuf *b, const struct fabric *f, const struct fabric_ep *e)
 {
 	char n[FABRIC_NIC_NAME_MAX + 8];
-	jstr(b, ep_name(f, e, n, sizeof(n)));
+	jbuf_str(b, ep_name(f, e, n, sizeof(n)));
 }
 
 static void json_build(struct fabric *f, struct jbuf *b)
 {
 	unsigned skip = f->kind == KIND_IDEAL ? PARAM_EXPLICIT_ONLY : PARAM_IDEAL_ONLY;
-	jprintf(b, "{\"kind\":\"%s\",\"scenario\":", fabric_kind(f));
-	jstr(b, f->scenario);
-	jputs(b, ",\"name\":");
-	jstr(b, f->name);
-	jputs(b, ",\"description\":");
-	jstr(b, f->description);
-	jprintf(b, ",\"seed\":%llu,\"config\":", (unsigned long long)f->cfg.seed);
+	jbuf_printf(b, "{\"kind\":\"%s\",\"scenario\":", fabric_kind(f));
+	jbuf_str(b, f->scenario);
+	jbuf_puts(b, ",\"name\":");
+	jbuf_str(b, f->name);
+	jbuf_puts(b, ",\"description\":");
+	jbuf_str(b, f->description);
+	jbuf_printf(b, ",\"seed\":%llu,\"config\":", (unsigned long long)f->cfg.seed);
 	jparams(b, PARAM_FABRIC, &f->cfg, skip);
 	for (int i = 0; i < FABRIC_NSECTIONS; i++) {
-		jprintf(b, ",\"%s\":", section_names[i]);
-		jputs(b, f->section[i] ? f->section[i] : "null");
+		jbuf_printf(b, ",\"%s\":", section_names[i]);
+		jbuf_puts(b, f->section[i] ? f->section[i] : "null");
 	}
-	jprintf(b, ",\"counts\":{\"nodes\":%d,\"nics\":%d,\"switches\":%d,\"links\":%d}", f->nnodes,
-		f->nnics, f->nswitches, f->nlinks);
+	jbuf_printf(b, ",\"counts\":{\"nodes\":%d,\"nics\":%d,\"switches\":%d,\"links\":%d}",
+		    f->nnodes, f->nnics, f->nswitches, f->nlinks);
 
-	jputs(b, ",\"nodes\":[");
+	jbuf_puts(b, ",\"nodes\":[");
 	for (int i = 0; i < f->nnodes; i++) {
 		const struct fabric_node *n = f->nodes[i];
-		jprintf(b, "%s{\"id\":%d,\"name\":", i ? "," : "", n->id);
-		jstr(b, n->name);
-		jputs(b, ",\"nics\":[");
+		jbuf_printf(b, "%s{\"id\":%d,\"name\":", i ? "," : "", n->id);
+		jbuf_str(b, n->name);
+		jbuf_puts(b, ",\"nics\":[");
 		for (int j = 0; j < n->nnics; j++) {
 			const struct fabric_nic *c = &n->nic[j];
-			jprintf(b, "%s{\"index\":%d,\"gid\":%d,\"name\":", j ? "," : "", c->index,
-				c->gid);
-			jstr(b, c->name);
-			jprintf(b,
-				",\"guid\":\"0x%016llx\",\"speed_mbps\":%lld,\"latency_ns\":%lld,"
-				"\"host_fs_per_byte\":%llu,",
-				(unsigned long long)c->guid, (long long)c->speed_mbps,
-				(long long)c->latency_ns, (unsigned long long)c->model.host_fs_per_byte);
+			jbuf_printf(b, "%s{\"index\":%d,\"gid\":%d,\"name\":", j ? "," : "",
+				    c->index, c->gid);
+			jbuf_str(b, c->name);
+			jbuf_printf(b,
+				    ",\"guid\":\"0x%016llx\",\"speed_mbps\":%lld,"
+				    "\"latency_ns\":%lld,\"host_fs_per_byte\":%llu,",
+				    (unsigned long long)c->guid, (long long)c->speed_mbps,
+				    (long long)c->latency_ns,
+				    (unsigned long long)c->model.host_fs_per_byte);
 			if (c->link_out >= 0)
-				jprintf(b, "\"link_out\":%d,\"link_in\":%d,", c->link_out, c->link_in);
+				jbuf_printf(b, "\"link_out\":%d,\"link_in\":%d,", c->link_out,
+					    c->link_in);
 			else
-				jputs(b, "\"link_out\":null,\"link_in\":null,");
-			jputs(b, "\"params\":");
+				jbuf_puts(b, "\"link_out\":null,\"link_in\":null,");
+			jbuf_puts(b, "\"params\":");
 			jparams(b, PARAM_NIC, &c->model, 0);
-			jputs(b, "}");
+			jbuf_puts(b, "}");
 		}
-		jputs(b, "]}");
+		jbuf_puts(b, "]}");
 	}
-	jputs(b, "],\"switches\":[");
+	jbuf_puts(b, "],\"switches\":[");
 	for (int i = 0; i < f->nswitches; i++) {
 		const struct fabric_switch *s = f->switches[i];
-		jprintf(b, "%s{\"id\":%d,\"name\":", i ? "," : "", s->id);
-		jstr(b, s->name);
-		jputs(b, ",\"params\":");
+		jbuf_printf(b, "%s{\"id\":%d,\"name\":", i ? "," : "", s->id);
+		jbuf_str(b, s->name);
+		jbuf_puts(b, ",\"params\":");
 		jparams(b, PARAM_SWITCH, &s->cfg, 0);
 		char g1[32], g2[32];
 		param_format_value(param_find(PARAM_LINK, "rate_gbps"), (int64_t)s->nic_bps, g1,
 				   sizeof(g1));
 		param_format_value(param_find(PARAM_LINK, "rate_gbps"), (int64_t)s->switch_bps, g2,
 				   sizeof(g2));
-		jprintf(b,
-			",\"ports_used\":%d,\"nic_links\":%d,\"switch_links\":%d,\"nic_gbps\":%s,"
-			"\"switch_gbps\":%s,\"oversubscription\":",
-			s->ports_used, s->nic_links, s->switch_links, g1, g2);
+		jbuf_printf(b,
+			    ",\"ports_used\":%d,\"nic_links\":%d,\"switch_links\":%d,"
+			    "\"nic_gbps\":%s,\"switch_gbps\":%s,\"oversubscription\":",
+			    s->ports_used, s->nic_links, s->switch_links, g1, g2);
 		if (s->nic_bps && s->switch_bps)
-			jprintf(b, "%.6g}", (double)s->nic_bps / (double)s->switch_bps);
+			jbuf_printf(b, "%.6g}", (double)s->nic_bps / (double)s->switch_bps);
 		else
-			jputs(b, "null}");
+			jbuf_puts(b, "null}");
 	}
-	jputs(b, "],\"links\":[");
+	jbuf_puts(b, "],\"links\":[");
 	for (int i = 0; i < f->nlinks; i++) {
 		const struct fabric_link *l = &f->links[i];
-		jprintf(b, "%s{\"id\":%u,\"cable\":%d,\"from\":", i ? "," : "", l->id, l->cable);
+		jbuf_printf(b, "%s{\"id\":%u,\"cable\":%d,\"from\":", i ? "," : "", l->id,
+			    l->cable);
 		jep(b, f, &l->from);
-		jputs(b, ",\"to\":");
+		jbuf_puts(b, ",\"to\":");
 		jep(b, f, &l->to);
-		jprintf(b, ",\"hop_latency_ns\":%lld,\"rate_bps\":%llu,\"fs_per_byte\":%llu,\"params\":",
-			(long long)l->model.latency_ns, (unsigned long long)l->model.rate_bps,
-			(unsigned long long)l->model.fs_per_byte);
+		jbuf_printf(b,
+			    ",\"hop_latency_ns\":%lld,\"rate_bps\":%llu,\"fs_per_byte\":%llu,"
+			    "\"params\":",
+			    (long long)l->model.latency_ns, (unsigned long long)l->model.rate_bps,
+			    (unsigned long long)l->model.fs_per_byte);
 		jparams(b, PARAM_LINK, &l->param, 0);
-		jputs(b, "}");
+		jbuf_puts(b, "}");
 	}
-	jputs(b, "]");
+	jbuf_puts(b, "]");
 	int64_t pairs = (int64_t)f->nnics * (f->nnics - 1);
-	jprintf(b, ",\"path_pairs\":%lld,\"paths\":", (long long)pairs);
+	jbuf_printf(b, ",\"path_pairs\":%lld,\"paths\":", (long long)pairs);
 	if (f->kind == KIND_IDEAL || pairs > JSON_PATHS_MAX) {
-		jputs(b, "null}");
+		jbuf_puts(b, "null}");
 		return;
 	}
-	jputs(b, "[");
+	jbuf_puts(b, "[");
 	bool first = true;
 	for (int x = 0; x < f->nnics; x++) {
 		for (int y = 0; y < f->nnics; y++) {
@@ -1426,35 +1318,36 @@ static void json_build(struct fabric *f, struct jbuf *b)
 			char err[FABRIC_ERR_LEN];
 			if (x == y || route(f, a, c, &p, err, sizeof(err)))
 				continue;
-			jprintf(b, "%s{\"src\":\"%s/%d\",\"dst\":\"%s/%d\",\"links\":[", first ? "" : ",",
-				f->nodes[a->node]->name, a->index, f->nodes[c->node]->name, c->index);
+			jbuf_printf(b, "%s{\"src\":\"%s/%d\",\"dst\":\"%s/%d\",\"links\":[",
+				    first ? "" : ",", f->nodes[a->node]->name, a->index,
+				    f->nodes[c->node]->name, c->index);
 			first = false;
 			uint64_t slow = 0;
 			for (int h = 0; h < p.nhops; h++) {
-				jprintf(b, "%s%u", h ? "," : "", p.link_id[h]);
+				jbuf_printf(b, "%s%u", h ? "," : "", p.link_id[h]);
 				uint64_t r = p.hop[h]->rate_bps;
 				if (r && (!slow || r < slow))
 					slow = r;
 			}
-			jprintf(b, "],\"latency_ns\":%lld,\"bottleneck_bps\":%llu}",
-				(long long)fabric_path_latency(&p), (unsigned long long)slow);
+			jbuf_printf(b, "],\"latency_ns\":%lld,\"bottleneck_bps\":%llu}",
+				    (long long)fabric_path_latency(&p), (unsigned long long)slow);
 		}
 	}
-	jputs(b, "]}");
+	jbuf_puts(b, "]}");
 }
 
 int fabric_json(struct fabric *f, bool refresh, const char **text, size_t *len)
 {
 	if (refresh || !f->json) {
-		struct jbuf b = {0};
+		struct jbuf b = JBUF_INIT;
+		char *json;
+		size_t n;
 		json_build(f, &b);
-		if (b.oom) {
-			free(b.p);
+		if (jbuf_take(&b, &json, &n))
 			return -ENOMEM;
-		}
 		free(f->json);
-		f->json = b.p;
-		f->json_len = b.len;
+		f->json = json;
+		f->json_len = n;
 	}
 	*text = f->json;
 	*len = f->json_len;

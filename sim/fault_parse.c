@@ -7,17 +7,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim/fault.h"
+#include "sim/jbuf.h"
 #include "sim/scn_int.h"
-
-#define KNOWN_KEYS                                                                                 \
-	"name, action, link, direction, nic, conn, node, at, for, every, count, probability, "   \
-	"after, period, duty, set, p, delay"
 
 /* ---- values ---------------------------------------------------------------------- */
 
@@ -111,39 +107,19 @@ struct eps {
 static int get_eps(struct scn *s, const yaml_node_t *v, const char *key, int allow_switch,
 		   struct eps *out)
 {
-	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a node, node/NIC or switch name"))
-		return s->rc;
-	const char *t = scn_text(v);
-	char name[FABRIC_NAME_MAX + 1];
-	const char *slash = strchr(t, '/');
-	size_t len = slash ? (size_t)(slash - t) : strlen(t);
-	if (len == 0 || len > FABRIC_NAME_MAX)
-		return scn_fail(s, v, key, "'%s' is not a node, node/NIC or switch name", shown(t));
-	memcpy(name, t, len);
-	name[len] = 0;
+	struct scn_place p;
 	out->n = 0;
-	const struct fabric_node *nd = fabric_node_find(s->f, name);
-	if (nd) {
-		if (slash) {
-			char *end;
-			long i = strtol(slash + 1, &end, 10);
-			if (end == slash + 1 || *end || i < 0 || i >= nd->nnics)
-				return scn_fail(s, v, key, "'%s': node %s has NICs 0..%d", shown(t), name,
-						nd->nnics - 1);
-			out->ep[out->n++] = (struct fabric_ep){FABRIC_EP_NIC, nd->id, (int)i};
-		} else {
-			for (int i = 0; i < nd->nnics; i++)
-				out->ep[out->n++] = (struct fabric_ep){FABRIC_EP_NIC, nd->id, i};
-		}
+	if (scn_get_place(s, v, key,
+			  SCN_PLACE_NODE | SCN_PLACE_NIC | (allow_switch ? SCN_PLACE_SWITCH : 0), &p))
+		return s->rc;
+	if (p.sw) {
+		out->ep[out->n++] = (struct fabric_ep){FABRIC_EP_SWITCH, p.sw->id, 0};
 		return 0;
 	}
-	const struct fabric_switch *sw = slash ? NULL : fabric_switch_find(s->f, name);
-	if (sw && allow_switch) {
-		out->ep[out->n++] = (struct fabric_ep){FABRIC_EP_SWITCH, sw->id, 0};
-		return 0;
-	}
-	return scn_fail(s, v, key, "'%s' is not a %s of this fabric", shown(t),
-			allow_switch ? "node, node/NIC or switch" : "node or node/NIC");
+	for (int i = 0; i < p.node->nnics; i++)
+		if (p.nic < 0 || p.nic == i)
+			out->ep[out->n++] = (struct fabric_ep){FABRIC_EP_NIC, p.node->id, i};
+	return 0;
 }
 
 static int ep_in(const struct fabric_ep *e, const struct eps *set)
@@ -210,16 +186,10 @@ static int get_links(struct scn *s, const yaml_node_t *v, const char *key, enum 
 
 static int get_node(struct scn *s, const yaml_node_t *v, const char *key, int32_t *out)
 {
-	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a node name"))
+	struct scn_place p;
+	if (scn_get_place(s, v, key, SCN_PLACE_NODE | SCN_PLACE_ANY, &p))
 		return s->rc;
-	if (!strcmp(scn_text(v), "any") || !strcmp(scn_text(v), "*")) {
-		*out = FAULT_ANY;
-		return 0;
-	}
-	const struct fabric_node *n = fabric_node_find(s->f, scn_text(v));
-	if (!n)
-		return scn_fail(s, v, key, "'%s' is not a node of this fabric", shown(scn_text(v)));
-	*out = n->id;
+	*out = p.node ? p.node->id : FAULT_ANY;
 	return 0;
 }
 
@@ -382,7 +352,7 @@ static const char *const keys[K_N] = {"name", "action", "link", "direction", "ni
 				      "node", "at", "for", "every", "count", "probability",
 				      "after", "period", "duty", "set", "p", "delay"};
 
-static int need(struct scn *s, const yaml_node_t *m, yaml_node_t *const *val, int key,
+static int need(struct scn *s, const yaml_node_t *m, const yaml_node_t *const *val, int key,
 		const char *kind)
 {
 	if (!val[key])
@@ -390,7 +360,7 @@ static int need(struct scn *s, const yaml_node_t *m, yaml_node_t *const *val, in
 	return 0;
 }
 
-static int refuse(struct scn *s, yaml_node_t *const *val, int key, const char *kind)
+static int refuse(struct scn *s, const yaml_node_t *const *val, int key, const char *kind)
 {
 	if (val[key])
 		return scn_fail(s, val[key], keys[key], "does not apply to %s", kind);
@@ -402,19 +372,12 @@ static int parse_one(struct scn *s, const yaml_node_t *m, int index, struct faul
 	if (scn_expect(s, m, YAML_MAPPING_NODE, "faults",
 		       "a mapping like {action: link_down, link: [node0, sw0], at: 5ms, for: 1ms}"))
 		return s->rc;
-	yaml_node_t *val[K_N] = {0};
-	for (int i = 0; i < scn_npairs(m); i++) {
-		const char *name;
-		yaml_node_t *k, *x;
-		if (scn_pair_key(s, m, i, &name, &k, &x))
-			return s->rc;
-		int j = 0;
-		while (j < K_N && strcmp(keys[j], name))
-			j++;
-		if (j == K_N)
-			return scn_fail(s, k, name, "unknown key in a fault (known: " KNOWN_KEYS ")");
-		val[j] = x;
-	}
+	const yaml_node_t *val[K_N] = {0};
+	struct scn_key known[K_N];
+	for (int j = 0; j < K_N; j++)
+		known[j] = (struct scn_key){keys[j], &val[j], NULL};
+	if (scn_get_keys(s, m, "a fault", known, K_N))
+		return s->rc;
 	if (need(s, m, val, K_ACTION, "a fault"))
 		return s->rc;
 	if (scn_expect(s, val[K_ACTION], YAML_SCALAR_NODE, "action", "an action name"))
@@ -620,7 +583,7 @@ static int parse_one(struct scn *s, const yaml_node_t *m, int index, struct faul
 			memcpy(key, why, k);
 			key[k] = 0;
 		}
-		yaml_node_t *at = NULL;
+		const yaml_node_t *at = NULL;
 		for (int j = 0; j < K_N; j++)
 			if (!strcmp(keys[j], key))
 				at = val[j];
@@ -656,118 +619,102 @@ static int parse_one(struct scn *s, const yaml_node_t *m, int index, struct faul
 
 /* ---- the dump ------------------------------------------------------------------ */
 
-__attribute__((format(printf, 5, 6))) static void jcat(char **buf, size_t *len, size_t *cap, int *oom, const char *fmt, ...)
-{
-	if (*oom)
-		return;
-	for (;;) {
-		va_list ap;
-		va_start(ap, fmt);
-		int n = vsnprintf(*buf ? *buf + *len : NULL, *buf ? *cap - *len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			*oom = 1;
-			return;
-		}
-		if (*buf && *len + (size_t)n < *cap) {
-			*len += (size_t)n;
-			return;
-		}
-		size_t nc = (*cap ? *cap * 2 : 1024) + (size_t)n;
-		char *b = realloc(*buf, nc);
-		if (!b) {
-			*oom = 1;
-			return;
-		}
-		*buf = b;
-		*cap = nc;
-	}
-}
-
 static const char *node_name(const struct fabric *fab, int32_t id)
 {
 	const struct fabric_node *n = id >= 0 ? fabric_node(fab, id) : NULL;
 	return n ? n->name : "any";
 }
 
+/* ,"key":{"from":"a","to":"b"} */
+static void json_conn(struct jbuf *b, const char *key, const struct fabric *fab, int32_t from,
+		      int32_t to)
+{
+	jbuf_printf(b, ",\"%s\":{\"from\":", key);
+	jbuf_str(b, node_name(fab, from));
+	jbuf_puts(b, ",\"to\":");
+	jbuf_str(b, node_name(fab, to));
+	jbuf_puts(b, "}");
+}
+
+static void json_set(struct jbuf *b, const struct fault_spec *f)
+{
+	const char *sep = "";
+	jbuf_puts(b, ",\"set\":{");
+	if (f->set & FAULT_SET_RATE) {
+		jbuf_printf(b, "\"rate_bps\":%" PRIu64, f->rate_bps);
+		sep = ",";
+	}
+	if (f->set & FAULT_SET_LATENCY) {
+		jbuf_printf(b, "%s\"add_latency_ns\":%" PRId64, sep, f->extra_latency_ns);
+		sep = ",";
+	}
+	if (f->set & FAULT_SET_LOSS) {
+		jbuf_printf(b, "%s\"loss\":{\"kind\":%d,\"p\":[", sep, (int)f->loss.kind);
+		for (int j = 0; j < 5; j++)
+			jbuf_printf(b, "%s%.9g", j ? "," : "", model_prob_value(f->loss.p[j]));
+		jbuf_puts(b, "]}");
+		sep = ",";
+	}
+	if (f->set & FAULT_SET_CORRUPT)
+		jbuf_printf(b, "%s\"corrupt_p\":%.9g", sep, model_prob_value(f->corrupt_p));
+	jbuf_puts(b, "}");
+}
+
+static void json_spec(struct jbuf *b, int id, const struct fault_spec *f, const struct fabric *fab)
+{
+	static const char *const trig[] = {"time", "first_traffic", "messages", "bytes"};
+	jbuf_printf(b, "{\"id\":%d,\"name\":", id);
+	jbuf_str(b, f->name);
+	jbuf_printf(b, ",\"action\":\"%s\",\"line\":%d,\"links\":[", fault_kind_names[f->kind],
+		    f->line);
+	for (uint32_t j = 0; j < f->nlinks; j++)
+		jbuf_printf(b, "%s%u", j ? "," : "", f->link[j]);
+	jbuf_puts(b, "]");
+	if (f->conn_scope)
+		json_conn(b, "conn", fab, f->src_node, f->dst_node);
+	if (f->action == FAULT_A_KILL || f->action == FAULT_A_REFUSE ||
+	    f->action == FAULT_A_DELAY) {
+		jbuf_puts(b, ",\"node\":");
+		jbuf_str(b, node_name(fab, f->node));
+	}
+	jbuf_printf(b, ",\"trigger\":{\"kind\":\"%s\"", trig[f->trigger]);
+	if (f->trigger == FAULT_T_MESSAGES || f->trigger == FAULT_T_BYTES)
+		jbuf_printf(b, ",\"threshold\":%" PRIu64, f->threshold);
+	if (f->trigger != FAULT_T_TIME) {
+		if (f->trig_link >= 0)
+			jbuf_printf(b, ",\"link\":%d", f->trig_link);
+		else
+			json_conn(b, "conn", fab, f->trig_src, f->trig_dst);
+	}
+	jbuf_printf(b, "},\"start_ns\":%" PRId64 ",\"duration_ns\":", f->start_ns);
+	if (f->duration_ns == FAULT_FOREVER)
+		jbuf_puts(b, "null");
+	else
+		jbuf_printf(b, "%" PRId64, f->duration_ns);
+	jbuf_printf(b, ",\"period_ns\":%" PRId64 ",\"count\":", f->period_ns);
+	if (f->count)
+		jbuf_printf(b, "%" PRIu64, f->count);
+	else
+		jbuf_puts(b, "null");
+	jbuf_printf(b, ",\"probability\":%.9g", model_prob_value(f->prob));
+	if (f->action == FAULT_A_DEGRADE)
+		json_set(b, f);
+	if (f->action == FAULT_A_DELAY)
+		jbuf_printf(b, ",\"delay_ns\":%" PRId64, f->delay_ns);
+	jbuf_puts(b, "}");
+}
+
 char *fault_plan_json(const struct fault_plan *p, const struct fabric *fab)
 {
-	char *b = NULL;
-	size_t len = 0, cap = 0;
-	int oom = 0;
-	static const char *const trig[] = {"time", "first_traffic", "messages", "bytes"};
-	jcat(&b, &len, &cap, &oom, "[");
+	struct jbuf b = JBUF_INIT;
+	char *text;
+	jbuf_puts(&b, "[");
 	for (int i = 0; i < p->n; i++) {
-		const struct fault_spec *f = &p->f[i];
-		jcat(&b, &len, &cap, &oom,
-		     "%s{\"id\":%d,\"name\":\"%s\",\"action\":\"%s\",\"line\":%d,\"links\":[", i ? "," : "",
-		     i, f->name, fault_kind_names[f->kind], f->line);
-		for (uint32_t j = 0; j < f->nlinks; j++)
-			jcat(&b, &len, &cap, &oom, "%s%u", j ? "," : "", f->link[j]);
-		jcat(&b, &len, &cap, &oom, "]");
-		if (f->conn_scope)
-			jcat(&b, &len, &cap, &oom, ",\"conn\":{\"from\":\"%s\",\"to\":\"%s\"}",
-			     node_name(fab, f->src_node), node_name(fab, f->dst_node));
-		if (f->action == FAULT_A_KILL || f->action == FAULT_A_REFUSE ||
-		    f->action == FAULT_A_DELAY)
-			jcat(&b, &len, &cap, &oom, ",\"node\":\"%s\"", node_name(fab, f->node));
-		jcat(&b, &len, &cap, &oom, ",\"trigger\":{\"kind\":\"%s\"", trig[f->trigger]);
-		if (f->trigger == FAULT_T_MESSAGES || f->trigger == FAULT_T_BYTES)
-			jcat(&b, &len, &cap, &oom, ",\"threshold\":%" PRIu64, f->threshold);
-		if (f->trigger != FAULT_T_TIME) {
-			if (f->trig_link >= 0)
-				jcat(&b, &len, &cap, &oom, ",\"link\":%d", f->trig_link);
-			else
-				jcat(&b, &len, &cap, &oom, ",\"conn\":{\"from\":\"%s\",\"to\":\"%s\"}",
-				     node_name(fab, f->trig_src), node_name(fab, f->trig_dst));
-		}
-		jcat(&b, &len, &cap, &oom, "},\"start_ns\":%" PRId64 ",\"duration_ns\":", f->start_ns);
-		if (f->duration_ns == FAULT_FOREVER)
-			jcat(&b, &len, &cap, &oom, "null");
-		else
-			jcat(&b, &len, &cap, &oom, "%" PRId64, f->duration_ns);
-		jcat(&b, &len, &cap, &oom, ",\"period_ns\":%" PRId64 ",\"count\":", f->period_ns);
-		if (f->count)
-			jcat(&b, &len, &cap, &oom, "%" PRIu64, f->count);
-		else
-			jcat(&b, &len, &cap, &oom, "null");
-		jcat(&b, &len, &cap, &oom, ",\"probability\":%.9g", model_prob_value(f->prob));
-		if (f->action == FAULT_A_DEGRADE) {
-			jcat(&b, &len, &cap, &oom, ",\"set\":{");
-			const char *sep = "";
-			if (f->set & FAULT_SET_RATE) {
-				jcat(&b, &len, &cap, &oom, "\"rate_bps\":%" PRIu64, f->rate_bps);
-				sep = ",";
-			}
-			if (f->set & FAULT_SET_LATENCY) {
-				jcat(&b, &len, &cap, &oom, "%s\"add_latency_ns\":%" PRId64, sep,
-				     f->extra_latency_ns);
-				sep = ",";
-			}
-			if (f->set & FAULT_SET_LOSS) {
-				jcat(&b, &len, &cap, &oom, "%s\"loss\":{\"kind\":%d,\"p\":[", sep,
-				     (int)f->loss.kind);
-				for (int j = 0; j < 5; j++)
-					jcat(&b, &len, &cap, &oom, "%s%.9g", j ? "," : "",
-					     model_prob_value(f->loss.p[j]));
-				jcat(&b, &len, &cap, &oom, "]}");
-				sep = ",";
-			}
-			if (f->set & FAULT_SET_CORRUPT)
-				jcat(&b, &len, &cap, &oom, "%s\"corrupt_p\":%.9g", sep,
-				     model_prob_value(f->corrupt_p));
-			jcat(&b, &len, &cap, &oom, "}");
-		}
-		if (f->action == FAULT_A_DELAY)
-			jcat(&b, &len, &cap, &oom, ",\"delay_ns\":%" PRId64, f->delay_ns);
-		jcat(&b, &len, &cap, &oom, "}");
+		jbuf_puts(&b, i ? "," : "");
+		json_spec(&b, i, &p->f[i], fab);
 	}
-	jcat(&b, &len, &cap, &oom, "]");
-	if (oom) {
-		free(b);
-		return NULL;
-	}
-	return b;
+	jbuf_puts(&b, "]");
+	return jbuf_take(&b, &text, NULL) ? NULL : text;
 }
 
 int scn_parse_faults(struct scn *s, const yaml_node_t *v)

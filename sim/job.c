@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/jbuf.h"
 #include "sim/param.h"
 #include "sim/scn_int.h"
 
@@ -35,118 +36,30 @@
 #define JOB_DEFAULT_TIMEOUT_S 600
 #define JOB_MAX_SECONDS 86400
 
-/* ---- a growing JSON text ------------------------------------------------------------ */
-
-struct jb {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void jb_raw(struct jb *b, const char *s, size_t n)
+/* Hands the text to the section slot (or fails for lack of memory). */
+static int set_section(struct scn *s, struct jbuf *b, enum fabric_section which)
 {
-	if (b->oom)
+	char *text;
+	if (jbuf_take(b, &text, NULL))
+		return scn_fail_oom(s);
+	free(s->section[which]);
+	s->section[which] = text;
+	return 0;
+}
+
+/* ,"key":value (fmt) if have, else ,"key":null. */
+__attribute__((format(printf, 4, 5))) static void json_opt(struct jbuf *b, const char *key,
+							   bool have, const char *fmt, ...)
+{
+	jbuf_printf(b, ",\"%s\":", key);
+	if (!have) {
+		jbuf_puts(b, "null");
 		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
 	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = 0;
-}
-
-static void jb_puts(struct jb *b, const char *s)
-{
-	jb_raw(b, s, strlen(s));
-}
-
-__attribute__((format(printf, 2, 3))) static void jb_printf(struct jb *b, const char *fmt, ...)
-{
-	char t[128];
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(t, sizeof(t), fmt, ap);
+	jbuf_vprintf(b, fmt, ap);
 	va_end(ap);
-	if (n > 0)
-		jb_raw(b, t, (size_t)n < sizeof(t) ? (size_t)n : sizeof(t) - 1);
-}
-
-/* The code point of the UTF-8 sequence at s and its length, or -1 if it is not one. */
-static long utf8_next(const unsigned char *s, int *len)
-{
-	static const unsigned char lead_mask[] = {0, 0, 0x1f, 0x0f, 0x07};
-	static const long least[] = {0, 0, 0x80, 0x800, 0x10000};
-	int n = s[0] >= 0xf0 && s[0] < 0xf5	 ? 4
-		: s[0] >= 0xe0 && s[0] < 0xf0	 ? 3
-		: s[0] >= 0xc2 && s[0] < 0xe0	 ? 2
-						 : 0;
-	if (!n)
-		return -1;
-	long cp = s[0] & lead_mask[n];
-	for (int i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return -1;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000))
-		return -1;
-	*len = n;
-	return cp;
-}
-
-/* A JSON string in printable ASCII (the dump travels in protocol values): the rest as \uXXXX. */
-static void jb_str(struct jb *b, const char *str)
-{
-	const unsigned char *s = (const unsigned char *)str;
-	char e[16];
-	if (!s) {
-		jb_puts(b, "null");
-		return;
-	}
-	jb_puts(b, "\"");
-	while (*s) {
-		int n = 1;
-		if (*s == '"' || *s == '\\') {
-			e[0] = '\\';
-			e[1] = (char)*s;
-			jb_raw(b, e, 2);
-		} else if (*s >= 0x20 && *s < 0x7f) {
-			jb_raw(b, (const char *)s, 1);
-		} else {
-			long cp = *s >= 0x80 ? utf8_next(s, &n) : -1;
-			if (cp < 0)
-				cp = *s, n = 1;
-			if (cp >= 0x10000)
-				snprintf(e, sizeof(e), "\\u%04lx\\u%04lx", 0xd800 + ((cp - 0x10000) >> 10),
-					 0xdc00 + ((cp - 0x10000) & 0x3ff));
-			else
-				snprintf(e, sizeof(e), "\\u%04lx", cp);
-			jb_puts(b, e);
-		}
-		s += n;
-	}
-	jb_puts(b, "\"");
-}
-
-/* Hands the text to the section slot (or fails for lack of memory). */
-static int jb_finish(struct scn *s, struct jb *b, enum fabric_section which)
-{
-	if (b->oom || !b->p) {
-		free(b->p);
-		return scn_fail_oom(s);
-	}
-	free(s->section[which]);
-	s->section[which] = b->p;
-	return 0;
 }
 
 /* ---- values --------------------------------------------------------------------------- */
@@ -154,6 +67,15 @@ static int jb_finish(struct scn *s, struct jb *b, enum fabric_section which)
 static const char *quote(const yaml_node_t *v, char *q, size_t cap)
 {
 	return param_quote(scn_text(v), q, cap);
+}
+
+/* Item i of sequence v (NULL, the error recorded, if the document lacks it). */
+static yaml_node_t *get_item(struct scn *s, const yaml_node_t *v, int i, const char *key)
+{
+	yaml_node_t *e = scn_item(s, v, i);
+	if (!e)
+		scn_fail(s, v, key, "a missing entry");
+	return e;
 }
 
 /* One of names (NULL-terminated): its index. */
@@ -246,10 +168,8 @@ static int for_words(struct scn *s, const yaml_node_t *v, const char *key, word_
 		if (n < 1)
 			return scn_fail(s, v, key, "an empty list");
 		for (int i = 0; i < n; i++) {
-			yaml_node_t *e = scn_item(s, v, i);
-			if (!e)
-				return scn_fail(s, v, key, "a missing entry");
-			if (scn_expect(s, e, YAML_SCALAR_NODE, key, "a name") ||
+			yaml_node_t *e = get_item(s, v, i, key);
+			if (!e || scn_expect(s, e, YAML_SCALAR_NODE, key, "a name") ||
 			    fn(s, e, key, scn_text(e), ctx))
 				return s->rc;
 		}
@@ -324,13 +244,13 @@ static int parse_colls(struct scn *s, const yaml_node_t *v, const char *key, boo
 	return 0;
 }
 
-static void json_colls(struct jb *b, const struct colls *c)
+static void json_colls(struct jbuf *b, const struct colls *c)
 {
-	jb_puts(b, "[");
+	jbuf_puts(b, "[");
 	for (int i = 0, n = 0; i < NCOLLS; i++)
 		if ((c->all && !(c->torch && i == COLL_REDUCE)) || (c->set & (1u << i)))
-			jb_printf(b, "%s\"%s\"", n++ ? "," : "", coll_names[i]);
-	jb_puts(b, "]");
+			jbuf_printf(b, "%s\"%s\"", n++ ? "," : "", coll_names[i]);
+	jbuf_puts(b, "]");
 }
 
 /* ---- job: ------------------------------------------------------------------------------- */
@@ -410,7 +330,7 @@ static const char *const launcher_env[] = {
 	"NCCL_HOSTID",	 "SIMFABRIC_SOCKET", "SIMFABRIC_NODE",	  "SIMFABRIC_RESULT", "SIMFABRIC_RUN_DIR",
 	"CUDA_VISIBLE_DEVICES", NULL};
 
-static int parse_env(struct scn *s, const yaml_node_t *v, struct jb *b)
+static int parse_env(struct scn *s, const yaml_node_t *v, struct jbuf *b)
 {
 	char q[80];
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "env", "a mapping of NAME: value"))
@@ -418,7 +338,7 @@ static int parse_env(struct scn *s, const yaml_node_t *v, struct jb *b)
 	if (scn_npairs(v) > JOB_MAX_ENV)
 		return scn_fail(s, v, "env", "%d variables; the limit is %d", scn_npairs(v),
 				JOB_MAX_ENV);
-	jb_puts(b, "{");
+	jbuf_puts(b, "{");
 	for (int i = 0; i < scn_npairs(v); i++) {
 		const char *name;
 		yaml_node_t *k, *val;
@@ -441,18 +361,18 @@ static int parse_env(struct scn *s, const yaml_node_t *v, struct jb *b)
 		if (strlen(scn_text(val)) > JOB_MAX_TEXT)
 			return scn_fail(s, val, name, "%zu characters; the limit is %d",
 					strlen(scn_text(val)), JOB_MAX_TEXT);
-		jb_puts(b, i ? "," : "");
-		jb_str(b, name);
-		jb_puts(b, ":");
-		jb_str(b, scn_text(val));
+		jbuf_puts(b, i ? "," : "");
+		jbuf_str(b, name);
+		jbuf_puts(b, ":");
+		jbuf_str(b, scn_text(val));
 	}
-	jb_puts(b, "}");
+	jbuf_puts(b, "}");
 	return 0;
 }
 
 /* A list of argument strings (args:, command:). */
 static int parse_argv(struct scn *s, const yaml_node_t *v, const char *key, int min,
-		      struct jb *b)
+		      struct jbuf *b)
 {
 	if (scn_expect(s, v, YAML_SEQUENCE_NODE, key,
 		       "a list of arguments like [python3, -c, \"print(1)\"]"))
@@ -462,25 +382,23 @@ static int parse_argv(struct scn *s, const yaml_node_t *v, const char *key, int 
 		return scn_fail(s, v, key, "an empty list (the program to run comes first)");
 	if (n > JOB_MAX_ARGS)
 		return scn_fail(s, v, key, "%d arguments; the limit is %d", n, JOB_MAX_ARGS);
-	jb_puts(b, "[");
+	jbuf_puts(b, "[");
 	for (int i = 0; i < n; i++) {
-		yaml_node_t *e = scn_item(s, v, i);
-		if (!e)
-			return scn_fail(s, v, key, "a missing entry");
-		if (scn_expect(s, e, YAML_SCALAR_NODE, key, "a string"))
+		yaml_node_t *e = get_item(s, v, i, key);
+		if (!e || scn_expect(s, e, YAML_SCALAR_NODE, key, "a string"))
 			return s->rc;
 		if (strlen(scn_text(e)) > JOB_MAX_TEXT)
 			return scn_fail(s, e, key, "%zu characters; the limit is %d",
 					strlen(scn_text(e)), JOB_MAX_TEXT);
-		jb_puts(b, i ? "," : "");
-		jb_str(b, scn_text(e));
+		jbuf_puts(b, i ? "," : "");
+		jbuf_str(b, scn_text(e));
 	}
-	jb_puts(b, "]");
+	jbuf_puts(b, "]");
 	return 0;
 }
 
 struct words {
-	struct jb *b;
+	struct jbuf *b;
 	int n;
 	bool all;
 };
@@ -500,13 +418,13 @@ static int test_word(struct scn *s, const yaml_node_t *at, const char *key, cons
 				"'%s' is not a test name ([a-z0-9_]; `simfabric-harness --list` "
 				"lists them)",
 				param_quote(w, q, sizeof(q)));
-	jb_puts(t->b, t->n++ ? "," : "");
-	jb_str(t->b, w);
+	jbuf_puts(t->b, t->n++ ? "," : "");
+	jbuf_str(t->b, w);
 	return 0;
 }
 
 /* sizes: [8, 4K, 1M] or {min: 8, max: 64M, factor: 2}. */
-static int parse_sizes(struct scn *s, const yaml_node_t *v, struct jb *b)
+static int parse_sizes(struct scn *s, const yaml_node_t *v, struct jbuf *b)
 {
 	uint64_t list[JOB_MAX_SIZES];
 	int n = 0;
@@ -516,28 +434,16 @@ static int parse_sizes(struct scn *s, const yaml_node_t *v, struct jb *b)
 			return scn_fail(s, v, "sizes", "a list of 1..%d sizes, not %d", JOB_MAX_SIZES,
 					n);
 		for (int i = 0; i < n; i++) {
-			yaml_node_t *e = scn_item(s, v, i);
-			if (!e)
-				return scn_fail(s, v, "sizes", "a missing entry");
-			if (get_size(s, e, "sizes", 1, JOB_MAX_SIZE, &list[i]))
+			yaml_node_t *e = get_item(s, v, i, "sizes");
+			if (!e || get_size(s, e, "sizes", 1, JOB_MAX_SIZE, &list[i]))
 				return s->rc;
 		}
 	} else if (v->type == YAML_MAPPING_NODE) {
 		const yaml_node_t *vmin = NULL, *vmax = NULL, *vfac = NULL;
-		for (int i = 0; i < scn_npairs(v); i++) {
-			const char *name;
-			yaml_node_t *k, *val;
-			if (scn_pair_key(s, v, i, &name, &k, &val))
-				return s->rc;
-			if (!strcmp(name, "min"))
-				vmin = val;
-			else if (!strcmp(name, "max"))
-				vmax = val;
-			else if (!strcmp(name, "factor"))
-				vfac = val;
-			else
-				return scn_fail(s, k, name, "unknown key in sizes (known: min, max, factor)");
-		}
+		const struct scn_key keys[] = {
+			{"min", &vmin, NULL}, {"max", &vmax, NULL}, {"factor", &vfac, NULL}};
+		if (scn_get_keys(s, v, "sizes", keys, SCN_NKEYS(keys)))
+			return s->rc;
 		uint64_t lo = 8, hi = 64ull << 20;
 		int64_t factor = 2;
 		if ((vmin && get_size(s, vmin, "min", 1, JOB_MAX_SIZE, &lo)) ||
@@ -558,10 +464,10 @@ static int parse_sizes(struct scn *s, const yaml_node_t *v, struct jb *b)
 		return scn_expect(s, v, YAML_SEQUENCE_NODE, "sizes",
 				  "a list of sizes or {min: 8, max: 64M, factor: 2}");
 	}
-	jb_puts(b, "[");
+	jbuf_puts(b, "[");
 	for (int i = 0; i < n; i++)
-		jb_printf(b, "%s%llu", i ? "," : "", (unsigned long long)list[i]);
-	jb_puts(b, "]");
+		jbuf_printf(b, "%s%llu", i ? "," : "", (unsigned long long)list[i]);
+	jbuf_puts(b, "]");
 	return 0;
 }
 
@@ -575,67 +481,50 @@ struct nodes {
 static int resolve_nodes(struct scn *s, const yaml_node_t *job, const yaml_node_t *v,
 			 struct nodes *out)
 {
-	char err[FABRIC_ERR_LEN], q[80];
+	char err[FABRIC_ERR_LEN];
 	int nfab = fabric_nnodes(s->f);
-	if (!v) {
-		if (s->ideal)
-			return scn_fail(s, job, "nodes",
-					"missing: the ideal fabric makes nodes on demand, so the job "
-					"says how many (nodes: N)");
-		out->n = nfab;
-		out->name = calloc((size_t)nfab, sizeof(*out->name));
-		if (!out->name)
-			return scn_fail_oom(s);
-		for (int i = 0; i < nfab; i++)
-			strcpy(out->name[i], fabric_node(s->f, i)->name);
-		return 0;
-	}
-	if (v->type == YAML_SCALAR_NODE) {
-		int64_t n;
-		if (scn_get_int(s, v, "nodes", 1, s->ideal ? JOB_MAX_NODES : nfab, "count", &n))
+	int64_t n = nfab;
+	bool listed = v && v->type != YAML_SCALAR_NODE;
+	if (!v && s->ideal)
+		return scn_fail(s, job, "nodes",
+				"missing: the ideal fabric makes nodes on demand, so the job says how "
+				"many (nodes: N)");
+	if (v && !listed &&
+	    scn_get_int(s, v, "nodes", 1, s->ideal ? JOB_MAX_NODES : nfab, "count", &n))
+		return s->rc;
+	if (listed) {
+		if (scn_expect(s, v, YAML_SEQUENCE_NODE, "nodes", "a count or a list of node names"))
 			return s->rc;
-		out->n = (int)n;
-		out->name = calloc((size_t)n, sizeof(*out->name));
-		if (!out->name)
-			return scn_fail_oom(s);
-		for (int i = 0; i < out->n; i++) {
+		n = scn_nitems(v);
+		if (n < 1 || n > JOB_MAX_NODES)
+			return scn_fail(s, v, "nodes", "a list of 1..%d nodes, not %d", JOB_MAX_NODES,
+					(int)n);
+	}
+	out->n = (int)n;
+	out->name = calloc((size_t)n, sizeof(*out->name));
+	if (!out->name)
+		return scn_fail_oom(s);
+	for (int i = 0; i < out->n; i++) {
+		if (!listed) { /* the fabric's first n, or node0.. on the ideal one */
 			if (s->ideal)
 				snprintf(out->name[i], sizeof(out->name[i]), "node%d", i);
 			else
 				strcpy(out->name[i], fabric_node(s->f, i)->name);
+			continue;
 		}
-		return 0;
-	}
-	if (scn_expect(s, v, YAML_SEQUENCE_NODE, "nodes", "a count or a list of node names"))
-		return s->rc;
-	int n = scn_nitems(v);
-	if (n < 1 || n > JOB_MAX_NODES)
-		return scn_fail(s, v, "nodes", "a list of 1..%d nodes, not %d", JOB_MAX_NODES, n);
-	out->n = n;
-	out->name = calloc((size_t)n, sizeof(*out->name));
-	if (!out->name)
-		return scn_fail_oom(s);
-	for (int i = 0; i < n; i++) {
-		yaml_node_t *e = scn_item(s, v, i);
+		yaml_node_t *e = get_item(s, v, i, "nodes");
+		struct scn_place p;
 		if (!e)
-			return scn_fail(s, v, "nodes", "a missing entry");
-		if (scn_expect(s, e, YAML_SCALAR_NODE, "nodes", "a node name"))
 			return s->rc;
-		const char *nm = scn_text(e);
 		if (s->ideal) {
-			if (fabric_name_check(nm, err, sizeof(err)))
+			if (scn_expect(s, e, YAML_SCALAR_NODE, "nodes", "a node name"))
+				return s->rc;
+			if (fabric_name_check(scn_text(e), err, sizeof(err)))
 				return scn_fail(s, e, "nodes", "%s", err);
-		} else if (!fabric_node_find(s->f, nm)) {
-			char list[256];
-			size_t len = 0;
-			for (int j = 0; j < nfab && len < sizeof(list) - 8; j++)
-				len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
-							j ? ", " : "", fabric_node(s->f, j)->name);
-			if (len >= sizeof(list) - 8)
-				snprintf(list + sizeof(list) - 8, 8, ", ...");
-			return scn_fail(s, e, "nodes", "unknown node '%s' (the fabric's: %s)",
-					param_quote(nm, q, sizeof(q)), list);
+		} else if (scn_get_place(s, e, "nodes", SCN_PLACE_NODE | SCN_PLACE_LIST, &p)) {
+			return s->rc;
 		}
+		const char *nm = scn_text(e);
 		for (int j = 0; j < i; j++)
 			if (!strcmp(out->name[j], nm))
 				return scn_fail(s, e, "nodes", "'%s' is listed twice", nm);
@@ -672,27 +561,17 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 {
 	const yaml_node_t *val[J_NKEYS] = {0}, *key[J_NKEYS] = {0};
 	char keys[512];
-	struct jb b = {0}, sub = {0};
+	struct jbuf b = JBUF_INIT, sub = JBUF_INIT;
 	struct nodes nd = {0};
 	int prog = -1;
 
+	struct scn_key known[J_NKEYS];
+	for (int j = 0; j < J_NKEYS; j++)
+		known[j] = (struct scn_key){job_keys[j].name, &val[j], &key[j]};
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "job",
-		       "a mapping like {program: nccl, nodes: 2, collectives: all}"))
+		       "a mapping like {program: nccl, nodes: 2, collectives: all}") ||
+	    scn_get_keys(s, v, "job", known, J_NKEYS))
 		return s->rc;
-	for (int i = 0; i < scn_npairs(v); i++) {
-		const char *name;
-		yaml_node_t *k, *x;
-		if (scn_pair_key(s, v, i, &name, &k, &x))
-			return s->rc;
-		int j = 0;
-		while (j < J_NKEYS && strcmp(job_keys[j].name, name))
-			j++;
-		if (j == J_NKEYS)
-			return scn_fail(s, k, name, "unknown key in job (known: %s)",
-					keys_of(FOR_ALL, keys, sizeof(keys)));
-		key[j] = k;
-		val[j] = x;
-	}
 	if (!val[J_PROGRAM])
 		return scn_fail(s, v, "program", "missing: a job needs a program (one of harness, nccl, "
 						 "torch, command)");
@@ -750,26 +629,26 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 		goto out;
 
 	/* The fixed head that scn_parse_expect reads back. */
-	jb_printf(&b, "{\"ranks\":%lld,\"program\":\"%s\",\"nodes\":[", (long long)ranks,
-		  program_names[prog]);
+	jbuf_printf(&b, "{\"ranks\":%lld,\"program\":\"%s\",\"nodes\":[", (long long)ranks,
+		    program_names[prog]);
 	for (int i = 0; i < nd.n; i++) {
-		jb_puts(&b, i ? "," : "");
-		jb_str(&b, nd.name[i]);
+		jbuf_puts(&b, i ? "," : "");
+		jbuf_str(&b, nd.name[i]);
 	}
-	jb_printf(&b, "],\"gpus_per_node\":%lld,\"timeout_s\":%lld,\"env\":", (long long)gpn,
-		  (long long)timeout_s);
+	jbuf_printf(&b, "],\"gpus_per_node\":%lld,\"timeout_s\":%lld,\"env\":", (long long)gpn,
+		    (long long)timeout_s);
 	if (val[J_ENV]) {
 		if (parse_env(s, val[J_ENV], &b))
 			goto out;
 	} else {
-		jb_puts(&b, "{}");
+		jbuf_puts(&b, "{}");
 	}
-	jb_puts(&b, ",\"args\":");
+	jbuf_puts(&b, ",\"args\":");
 	if (val[J_ARGS]) {
 		if (parse_argv(s, val[J_ARGS], "args", 0, &b))
 			goto out;
 	} else {
-		jb_puts(&b, "[]");
+		jbuf_puts(&b, "[]");
 	}
 
 	if (prog == P_HARNESS) {
@@ -790,13 +669,13 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 				 "the harness's bench runs on 2 ranks, not %d", nd.n);
 			goto out;
 		}
-		jb_puts(&b, ",\"tests\":");
+		jbuf_puts(&b, ",\"tests\":");
 		if (t.n) {
-			jb_puts(&b, "[");
-			jb_puts(&b, sub.p);
-			jb_puts(&b, "]");
+			jbuf_puts(&b, "[");
+			jbuf_puts(&b, sub.p);
+			jbuf_puts(&b, "]");
 		} else {
-			jb_puts(&b, "\"all\"");
+			jbuf_puts(&b, "\"all\"");
 		}
 		uint64_t mb = 0;
 		int64_t api = 0;
@@ -807,47 +686,35 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 		     get_decimal(s, val[J_BOUND], "bound_s", 0.001, JOB_MAX_SECONDS, "seconds", &bound)) ||
 		    (val[J_API] && scn_get_int(s, val[J_API], "api_version", 8, 12, "", &api)))
 			goto out;
-		jb_puts(&b, ",\"max_bytes\":");
-		if (mb)
-			jb_printf(&b, "%llu", (unsigned long long)mb);
-		else
-			jb_puts(&b, "null");
-		jb_puts(&b, ",\"bound_s\":");
-		if (val[J_BOUND])
-			jb_printf(&b, "%.9g", bound);
-		else
-			jb_puts(&b, "null");
-		jb_puts(&b, ",\"api_version\":");
-		if (api)
-			jb_printf(&b, "%lld", (long long)api);
-		else
-			jb_puts(&b, "null");
-		jb_puts(&b, ",\"node_prefix\":");
-		jb_str(&b, prefix);
+		json_opt(&b, "max_bytes", mb, "%llu", (unsigned long long)mb);
+		json_opt(&b, "bound_s", val[J_BOUND], "%.9g", bound);
+		json_opt(&b, "api_version", api, "%lld", (long long)api);
+		jbuf_puts(&b, ",\"node_prefix\":");
+		jbuf_str(&b, prefix);
 	} else if (prog == P_NCCL || prog == P_TORCH) {
 		struct colls c = {.all = true, .torch = prog == P_TORCH};
 		if (val[J_COLLS] && parse_colls(s, val[J_COLLS], "collectives", prog == P_TORCH, &c))
 			goto out;
-		jb_puts(&b, ",\"collectives\":");
+		jbuf_puts(&b, ",\"collectives\":");
 		json_colls(&b, &c);
-		jb_puts(&b, ",\"sizes\":");
+		jbuf_puts(&b, ",\"sizes\":");
 		if (val[J_SIZES]) {
 			if (parse_sizes(s, val[J_SIZES], &b))
 				goto out;
 		} else if (prog == P_NCCL) {
 			/* 8 B .. 64 MiB, doubling: what nccl-tests' -b 8 -e 64M -f 2 sweeps */
-			jb_puts(&b, "[");
+			jbuf_puts(&b, "[");
 			for (uint64_t x = 8, i = 0; x <= (64ull << 20); x *= 2, i++)
-				jb_printf(&b, "%s%llu", i ? "," : "", (unsigned long long)x);
-			jb_puts(&b, "]");
+				jbuf_printf(&b, "%s%llu", i ? "," : "", (unsigned long long)x);
+			jbuf_puts(&b, "]");
 		} else {
-			jb_puts(&b, "[8,4096,1048576,67108864]");
+			jbuf_puts(&b, "[8,4096,1048576,67108864]");
 		}
 		int64_t iters = 20, warmup = 5;
 		if ((val[J_ITERS] && scn_get_int(s, val[J_ITERS], "iters", 1, 1000000, "", &iters)) ||
 		    (val[J_WARMUP] && scn_get_int(s, val[J_WARMUP], "warmup", 0, 1000000, "", &warmup)))
 			goto out;
-		jb_printf(&b, ",\"iters\":%lld,\"warmup\":%lld", (long long)iters, (long long)warmup);
+		jbuf_printf(&b, ",\"iters\":%lld,\"warmup\":%lld", (long long)iters, (long long)warmup);
 		if (prog == P_NCCL) {
 			static const char *const dtypes[] = {
 				"int8",	   "uint8",	 "int32",  "uint32", "int64",	"uint64",
@@ -865,26 +732,22 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 			    (val[J_OP_TIMEOUT] && get_decimal(s, val[J_OP_TIMEOUT], "op_timeout_s",
 							      0.001, JOB_MAX_SECONDS, "seconds", &opt)))
 				goto out;
-			jb_printf(&b, ",\"dtype\":\"%s\",\"op\":\"%s\",\"op_timeout_s\":", canon[dt],
-				  ops[op]);
-			if (val[J_OP_TIMEOUT])
-				jb_printf(&b, "%.9g", opt);
-			else
-				jb_puts(&b, "null");
+			jbuf_printf(&b, ",\"dtype\":\"%s\",\"op\":\"%s\"", canon[dt], ops[op]);
+			json_opt(&b, "op_timeout_s", val[J_OP_TIMEOUT], "%.9g", opt);
 		}
 	} else {
-		jb_puts(&b, ",\"command\":");
+		jbuf_puts(&b, ",\"command\":");
 		if (parse_argv(s, val[J_COMMAND], "command", 1, &b))
 			goto out;
 	}
-	jb_puts(&b, "}");
+	jbuf_puts(&b, "}");
 	free(nd.name);
-	free(sub.p);
-	return jb_finish(s, &b, FABRIC_SECTION_JOB);
+	jbuf_free(&sub);
+	return set_section(s, &b, FABRIC_SECTION_JOB);
 out:
 	free(nd.name);
-	free(sub.p);
-	free(b.p);
+	jbuf_free(&sub);
+	jbuf_free(&b);
 	return s->rc;
 }
 
@@ -919,10 +782,8 @@ static int parse_bounds(struct scn *s, const yaml_node_t *v, const char *key, do
 	if (scn_nitems(v) != 2)
 		return scn_fail(s, v, key, "[lo, hi] has 2 numbers, not %d", scn_nitems(v));
 	for (int i = 0; i < 2; i++) {
-		yaml_node_t *e = scn_item(s, v, i);
-		if (!e)
-			return scn_fail(s, v, key, "a missing entry");
-		if (get_decimal(s, e, key, 0, 100, "measured / model", &b[i]))
+		yaml_node_t *e = get_item(s, v, i, key);
+		if (!e || get_decimal(s, e, key, 0, 100, "measured / model", &b[i]))
 			return s->rc;
 	}
 	if (b[0] >= b[1])
@@ -945,9 +806,14 @@ static bool harness_benches(const char *jobjson)
 }
 
 static int parse_timing(struct scn *s, const yaml_node_t *v, const char *prog,
-			const char *jobjson, long long nnodes, struct jb *b)
+			const char *jobjson, long long nnodes, struct jbuf *b)
 {
 	const yaml_node_t *vm = NULL, *vb = NULL, *vl = NULL, *vmin = NULL, *vc = NULL;
+	const struct scn_key keys[] = {{"model", &vm, NULL},
+				       {"busbw", &vb, NULL},
+				       {"latency", &vl, NULL},
+				       {"min_bytes", &vmin, NULL},
+				       {"collectives", &vc, NULL}};
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "timing",
 		       "a mapping like {busbw: [0.3, 1.05], min_bytes: 1M}"))
 		return s->rc;
@@ -960,25 +826,8 @@ static int parse_timing(struct scn *s, const yaml_node_t *v, const char *prog,
 	if (nnodes < 2)
 		return scn_fail(s, v, "timing",
 				"a job on one node crosses no fabric link: there is nothing to model");
-	for (int i = 0; i < scn_npairs(v); i++) {
-		const char *name;
-		yaml_node_t *k, *x;
-		if (scn_pair_key(s, v, i, &name, &k, &x))
-			return s->rc;
-		if (!strcmp(name, "model"))
-			vm = x;
-		else if (!strcmp(name, "busbw"))
-			vb = x;
-		else if (!strcmp(name, "latency"))
-			vl = x;
-		else if (!strcmp(name, "min_bytes"))
-			vmin = x;
-		else if (!strcmp(name, "collectives"))
-			vc = x;
-		else
-			return scn_fail(s, k, name, "unknown key in timing (known: model, busbw, "
-						    "latency, min_bytes, collectives)");
-	}
+	if (scn_get_keys(s, v, "timing", keys, SCN_NKEYS(keys)))
+		return s->rc;
 	if (!vb)
 		return scn_fail(s, v, "busbw",
 				"missing: timing needs busbw: [lo, hi] (measured busbw / the model's)");
@@ -991,92 +840,73 @@ static int parse_timing(struct scn *s, const yaml_node_t *v, const char *prog,
 		return s->rc;
 	if (!vl)
 		lat[1] = bw[1];
-	jb_printf(b, "{\"model\":\"%s\",\"busbw\":[%.9g,%.9g],\"latency\":[%.9g,%.9g],"
-		     "\"min_bytes\":%llu,\"collectives\":",
-		  model_names[model], bw[0], bw[1], lat[0], lat[1], (unsigned long long)min_bytes);
+	jbuf_printf(b, "{\"model\":\"%s\",\"busbw\":[%.9g,%.9g],\"latency\":[%.9g,%.9g],"
+		       "\"min_bytes\":%llu,\"collectives\":",
+		    model_names[model], bw[0], bw[1], lat[0], lat[1], (unsigned long long)min_bytes);
 	if (vc) {
 		struct colls c;
 		if (parse_colls(s, vc, "collectives", false, &c))
 			return s->rc;
 		json_colls(b, &c);
 	} else {
-		jb_puts(b, "null");
+		jbuf_puts(b, "null");
 	}
-	jb_puts(b, "}");
+	jbuf_puts(b, "}");
 	return 0;
 }
 
-struct exits {
-	struct jb *b;
-	int n;
-};
-
 static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
-			 int64_t timeout_s, struct jb *b)
+			 int64_t timeout_s, struct jbuf *b)
 {
 	const yaml_node_t *ve = NULL, *vx = NULL, *vs = NULL, *vr = NULL, *vw = NULL;
+	const struct scn_key keys[] = {{"error", &ve, NULL},
+				       {"exit", &vx, NULL},
+				       {"signal", &vs, NULL},
+				       {"ranks", &vr, NULL},
+				       {"within_s", &vw, NULL}};
 	char q[80];
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "failure",
-		       "a mapping like {error: ncclRemoteError, ranks: [0], within_s: 10}"))
+		       "a mapping like {error: ncclRemoteError, ranks: [0], within_s: 10}") ||
+	    scn_get_keys(s, v, "failure", keys, SCN_NKEYS(keys)))
 		return s->rc;
-	for (int i = 0; i < scn_npairs(v); i++) {
-		const char *name;
-		yaml_node_t *k, *x;
-		if (scn_pair_key(s, v, i, &name, &k, &x))
-			return s->rc;
-		if (scn_is_null(x))
-			x = NULL; /* written but empty: as if not given */
-		if (!strcmp(name, "error"))
-			ve = x;
-		else if (!strcmp(name, "exit"))
-			vx = x;
-		else if (!strcmp(name, "signal"))
-			vs = x;
-		else if (!strcmp(name, "ranks"))
-			vr = x;
-		else if (!strcmp(name, "within_s"))
-			vw = x;
-		else
-			return scn_fail(s, k, name, "unknown key in failure (known: error, exit, "
-						    "signal, ranks, within_s)");
-	}
+	for (int i = 0; i < SCN_NKEYS(keys); i++)
+		if (*keys[i].val && scn_is_null(*keys[i].val))
+			*keys[i].val = NULL; /* written but empty: as if not given */
 	if (vx && vs)
 		return scn_fail(s, vs, "signal", "give exit or signal, not both (a process that dies "
 						 "of a signal has no exit status)");
-	jb_puts(b, "{\"error\":");
+	jbuf_puts(b, "{\"error\":");
 	int e = 0;
 	if (ve) {
 		if (get_enum(s, ve, "error", error_names, &e))
 			return s->rc;
-		jb_printf(b, "\"%s\"", error_names[e]);
+		jbuf_printf(b, "\"%s\"", error_names[e]);
 	} else {
-		jb_puts(b, "null");
+		jbuf_puts(b, "null");
 	}
-	jb_puts(b, ",\"exit\":");
+	jbuf_puts(b, ",\"exit\":");
 	if (vx) {
 		int n = vx->type == YAML_SEQUENCE_NODE ? scn_nitems(vx) : 1;
 		if (vx->type == YAML_SEQUENCE_NODE && n < 1)
 			return scn_fail(s, vx, "exit", "an empty list");
-		jb_puts(b, "[");
+		jbuf_puts(b, "[");
 		for (int i = 0; i < n; i++) {
-			const yaml_node_t *x = vx->type == YAML_SEQUENCE_NODE ? scn_item(s, vx, i) : vx;
+			const yaml_node_t *x =
+				vx->type == YAML_SEQUENCE_NODE ? get_item(s, vx, i, "exit") : vx;
 			int64_t code;
-			if (!x)
-				return scn_fail(s, vx, "exit", "a missing entry");
-			if (scn_get_int(s, x, "exit", 1, 255, "exit status", &code))
+			if (!x || scn_get_int(s, x, "exit", 1, 255, "exit status", &code))
 				return s->rc;
-			jb_printf(b, "%s%lld", i ? "," : "", (long long)code);
+			jbuf_printf(b, "%s%lld", i ? "," : "", (long long)code);
 		}
-		jb_puts(b, "]");
+		jbuf_puts(b, "]");
 	} else {
-		jb_puts(b, "null");
+		jbuf_puts(b, "null");
 	}
-	jb_puts(b, ",\"signal\":");
+	const char *found = NULL;
 	if (vs) {
 		if (scn_expect(s, vs, YAML_SCALAR_NODE, "signal", "a signal name like SIGKILL"))
 			return s->rc;
 		const char *t = scn_text(vs);
-		const char *found = NULL;
 		for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]) && !found; i++) {
 			long num = strspn(t, "0123456789") == strlen(t) && *t ? strtol(t, NULL, 10) : -1;
 			if (!strcmp(t, signals[i].name) || !strcmp(t, signals[i].name + 3) ||
@@ -1089,16 +919,14 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 					"SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGKILL, "
 					"SIGUSR1, SIGSEGV, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM)",
 					quote(vs, q, sizeof(q)));
-		jb_printf(b, "\"%s\"", found);
-	} else {
-		jb_puts(b, "null");
 	}
-	jb_puts(b, ",\"ranks\":");
+	json_opt(b, "signal", found, "\"%s\"", found);
+	jbuf_puts(b, ",\"ranks\":");
 	if (!vr) {
-		jb_puts(b, "\"any\"");
+		jbuf_puts(b, "\"any\"");
 	} else if (vr->type == YAML_SCALAR_NODE && !scn_is_null(vr) &&
 		   (!strcmp(scn_text(vr), "all") || !strcmp(scn_text(vr), "any"))) {
-		jb_printf(b, "\"%s\"", scn_text(vr));
+		jbuf_printf(b, "\"%s\"", scn_text(vr));
 	} else {
 		if (scn_expect(s, vr, YAML_SEQUENCE_NODE, "ranks", "a list of ranks, all or any"))
 			return s->rc;
@@ -1106,13 +934,11 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 		if (n < 1)
 			return scn_fail(s, vr, "ranks", "an empty list");
 		int64_t seen[64];
-		jb_puts(b, "[");
+		jbuf_puts(b, "[");
 		for (int i = 0; i < n; i++) {
-			yaml_node_t *x = scn_item(s, vr, i);
+			yaml_node_t *x = get_item(s, vr, i, "ranks");
 			int64_t r;
-			if (!x)
-				return scn_fail(s, vr, "ranks", "a missing entry");
-			if (scn_get_int(s, x, "ranks", 0, nranks - 1, "the job's ranks", &r))
+			if (!x || scn_get_int(s, x, "ranks", 0, nranks - 1, "the job's ranks", &r))
 				return s->rc;
 			for (int j = 0; j < i && j < 64; j++)
 				if (seen[j] == r)
@@ -1120,33 +946,30 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 							(long long)r);
 			if (i < 64)
 				seen[i] = r;
-			jb_printf(b, "%s%lld", i ? "," : "", (long long)r);
+			jbuf_printf(b, "%s%lld", i ? "," : "", (long long)r);
 		}
-		jb_puts(b, "]");
+		jbuf_puts(b, "]");
 	}
-	jb_puts(b, ",\"within_s\":");
-	if (vw) {
-		double w;
-		if (get_decimal(s, vw, "within_s", 0.001, JOB_MAX_SECONDS, "seconds", &w))
-			return s->rc;
-		if (w > (double)timeout_s)
-			return scn_fail(s, vw, "within_s", "%g s is longer than the job's timeout_s (%lld)",
-					w, (long long)timeout_s);
-		jb_printf(b, "%.9g", w);
-	} else {
-		jb_puts(b, "null");
-	}
-	jb_puts(b, "}");
+	double w = 0;
+	if (vw && get_decimal(s, vw, "within_s", 0.001, JOB_MAX_SECONDS, "seconds", &w))
+		return s->rc;
+	if (vw && w > (double)timeout_s)
+		return scn_fail(s, vw, "within_s", "%g s is longer than the job's timeout_s (%lld)", w,
+				(long long)timeout_s);
+	json_opt(b, "within_s", vw, "%.9g", w);
+	jbuf_puts(b, "}");
 	return 0;
 }
 
 int scn_parse_expect(struct scn *s, const yaml_node_t *v)
 {
 	const yaml_node_t *vd = NULL, *vt = NULL, *vf = NULL;
+	const struct scn_key keys[] = {
+		{"data", &vd, NULL}, {"timing", &vt, NULL}, {"failure", &vf, NULL}};
 	const char *job = s->section[FABRIC_SECTION_JOB];
 	char prog[16];
 	long long nranks = 0, timeout_s = JOB_DEFAULT_TIMEOUT_S;
-	struct jb b = {0};
+	struct jbuf b = JBUF_INIT;
 
 	if (!job || sscanf(job, "{\"ranks\":%lld,\"program\":\"%15[a-z]\"", &nranks, prog) != 2)
 		return scn_fail(s, v, "expect", "needs a job: section (what to run)");
@@ -1158,23 +981,9 @@ int scn_parse_expect(struct scn *s, const yaml_node_t *v)
 	if (t)
 		gpn = strtoll(t + 17, NULL, 10);
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "expect",
-		       "a mapping like {data: exact, timing: {busbw: [0.3, 1.05]}}"))
+		       "a mapping like {data: exact, timing: {busbw: [0.3, 1.05]}}") ||
+	    scn_get_keys(s, v, "expect", keys, SCN_NKEYS(keys)))
 		return s->rc;
-	for (int i = 0; i < scn_npairs(v); i++) {
-		const char *name;
-		yaml_node_t *k, *x;
-		if (scn_pair_key(s, v, i, &name, &k, &x))
-			return s->rc;
-		if (!strcmp(name, "data"))
-			vd = x;
-		else if (!strcmp(name, "timing"))
-			vt = x;
-		else if (!strcmp(name, "failure"))
-			vf = x;
-		else
-			return scn_fail(s, k, name,
-					"unknown key in expect (known: data, timing, failure)");
-	}
 	int data = D_EXACT;
 	if (vd && get_enum(s, vd, "data", data_names, &data))
 		return s->rc;
@@ -1190,23 +999,23 @@ int scn_parse_expect(struct scn *s, const yaml_node_t *v)
 	if (vt && vf)
 		return scn_fail(s, vt, "timing", "not with failure: (a failing job's times are not "
 						 "held to the model)");
-	jb_printf(&b, "{\"data\":\"%s\",\"timing\":", data_names[data]);
+	jbuf_printf(&b, "{\"data\":\"%s\",\"timing\":", data_names[data]);
 	if (vt) {
 		if (parse_timing(s, vt, prog, job, gpn > 0 ? nranks / gpn : nranks, &b))
 			goto out;
 	} else {
-		jb_puts(&b, "null");
+		jbuf_puts(&b, "null");
 	}
-	jb_puts(&b, ",\"failure\":");
+	jbuf_puts(&b, ",\"failure\":");
 	if (vf) {
 		if (parse_failure(s, vf, nranks, timeout_s, &b))
 			goto out;
 	} else {
-		jb_puts(&b, "null");
+		jbuf_puts(&b, "null");
 	}
-	jb_puts(&b, "}");
-	return jb_finish(s, &b, FABRIC_SECTION_EXPECT);
+	jbuf_puts(&b, "}");
+	return set_section(s, &b, FABRIC_SECTION_EXPECT);
 out:
-	free(b.p);
+	jbuf_free(&b);
 	return s->rc;
 }

@@ -197,6 +197,33 @@ int scn_npairs(const yaml_node_t *m)
 	return (int)(m->data.mapping.pairs.top - m->data.mapping.pairs.start);
 }
 
+int scn_get_keys(struct scn *s, const yaml_node_t *m, const char *what, const struct scn_key *keys,
+		 int n)
+{
+	for (int i = 0; i < scn_npairs(m); i++) {
+		const char *name;
+		yaml_node_t *k, *v;
+		if (scn_pair_key(s, m, i, &name, &k, &v))
+			return s->rc;
+		int j = 0;
+		while (j < n && strcmp(keys[j].name, name))
+			j++;
+		if (j < n) {
+			*keys[j].val = v;
+			if (keys[j].key)
+				*keys[j].key = k;
+			continue;
+		}
+		char list[512];
+		size_t len = 0;
+		for (j = 0; j < n && len < sizeof(list); j++)
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
+						keys[j].name);
+		return scn_fail(s, k, name, "unknown key in %s (known: %s)", what, list);
+	}
+	return 0;
+}
+
 int scn_nitems(const yaml_node_t *q)
 {
 	return (int)(q->data.sequence.items.top - q->data.sequence.items.start);
@@ -234,6 +261,95 @@ int scn_get_int(struct scn *s, const yaml_node_t *v, const char *key, int64_t mi
 	}
 	return scn_fail(s, v, key, "'%s' is not an integer in %lld..%lld%s%s%s", param_quote(t, q, sizeof(q)),
 		    (long long)min, (long long)max, *unit ? " (" : "", unit, *unit ? ")" : "");
+}
+
+/* ---- the fabric's places by name ----------------------------------------------------------- */
+
+/* "node", "node or node/NIC", "node, node/NIC or switch", ...: the kinds accept allows. */
+static const char *place_kinds(unsigned accept, char *buf, size_t cap)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} kinds[] = {
+		{SCN_PLACE_NODE, "node"}, {SCN_PLACE_NIC, "node/NIC"}, {SCN_PLACE_SWITCH, "switch"}};
+	const char *names[3];
+	int n = 0;
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (accept & kinds[i].bit)
+			names[n++] = kinds[i].name;
+	size_t len = 0;
+	buf[0] = 0;
+	for (int i = 0; i < n && len < cap; i++)
+		len += (size_t)snprintf(buf + len, cap - len, "%s%s",
+					!i ? "" : i == n - 1 ? " or " : ", ", names[i]);
+	return buf;
+}
+
+/* "unknown node 'x' (the fabric's: node0, node1, ...)" */
+static int fail_unknown(struct scn *s, const yaml_node_t *v, const char *key, const char *what)
+{
+	char list[256], q[80];
+	size_t len = 0;
+	int n = fabric_nnodes(s->f);
+	for (int j = 0; j < n && len < sizeof(list) - 8; j++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
+					fabric_node(s->f, j)->name);
+	if (len >= sizeof(list) - 8)
+		snprintf(list + sizeof(list) - 8, 8, ", ...");
+	return scn_fail(s, v, key, "unknown %s '%s' (the fabric's: %s)", what,
+			param_quote(scn_text(v), q, sizeof(q)), list);
+}
+
+int scn_get_place(struct scn *s, const yaml_node_t *v, const char *key, unsigned accept,
+		  struct scn_place *out)
+{
+	char what[40], expect[48], q[80];
+	place_kinds(accept, what, sizeof(what));
+	snprintf(expect, sizeof(expect), "a %s name", what);
+	*out = (struct scn_place){NULL, NULL, -1};
+	if (scn_expect(s, v, YAML_SCALAR_NODE, key, expect))
+		return s->rc;
+	const char *t = scn_text(v);
+	if ((accept & SCN_PLACE_ANY) && (!strcmp(t, "any") || !strcmp(t, "*")))
+		return 0;
+	char name[FABRIC_NAME_MAX + 1];
+	const char *slash = accept & SCN_PLACE_NIC ? strchr(t, '/') : NULL;
+	if (accept & SCN_PLACE_NIC) {
+		size_t len = slash ? (size_t)(slash - t) : strlen(t);
+		if (len == 0 || len > FABRIC_NAME_MAX)
+			return scn_fail(s, v, key, "'%s' is not a %s name",
+					param_quote(t, q, sizeof(q)), what);
+		memcpy(name, t, len);
+		name[len] = 0;
+		t = name;
+	}
+	const struct fabric_node *nd = accept & (SCN_PLACE_NODE | SCN_PLACE_NIC) ?
+					       fabric_node_find(s->f, t) : NULL;
+	if (nd && slash) {
+		char *end;
+		long i = strtol(slash + 1, &end, 10);
+		if (end == slash + 1 || *end || i < 0 || i >= nd->nnics)
+			return scn_fail(s, v, key, "'%s': node %s has NICs 0..%d",
+					param_quote(scn_text(v), q, sizeof(q)), nd->name, nd->nnics - 1);
+		out->node = nd;
+		out->nic = (int)i;
+		return 0;
+	}
+	if (nd && (accept & SCN_PLACE_NODE)) {
+		out->node = nd;
+		return 0;
+	}
+	const struct fabric_switch *sw = !slash && (accept & SCN_PLACE_SWITCH) ?
+						 fabric_switch_find(s->f, t) : NULL;
+	if (sw) {
+		out->sw = sw;
+		return 0;
+	}
+	if (accept & SCN_PLACE_LIST)
+		return fail_unknown(s, v, key, what);
+	return scn_fail(s, v, key, "'%s' is not a %s of this fabric",
+			param_quote(scn_text(v), q, sizeof(q)), what);
 }
 
 /* ---- parameters ------------------------------------------------------------------------ */

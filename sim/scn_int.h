@@ -2,7 +2,7 @@
 /*
  * scn_int.h - what the scenario parser's section parsers share: the parse
  * state and the YAML tree helpers of sim/scenario.c. Internal to the
- * scenario loader (scenario.c, fault.c, job.c); nothing else includes it.
+ * scenario loader (scenario.c, fault_parse.c, job.c); nothing else includes it.
  *
  * Errors: the first one wins. scn_fail() records "file:line:column: key:
  * reason" at a node and returns s->rc (-EINVAL); every later call returns the
@@ -63,12 +63,13 @@ struct scn {
 
 /*
  * The section parsers, called after the fabric is built (s->f, finished), so
- * they can check node, NIC and link names against it. Each stores its
- * resolved JSON text in s->section[...] (and fault.c its plan in s->faults).
+ * they can check node, NIC and link names against it (scn_get_place). Each
+ * stores its resolved JSON text in s->section[...] (and fault_parse.c its plan
+ * in s->faults).
  */
 int scn_parse_job(struct scn *s, const yaml_node_t *v);	   /* sim/job.c */
 int scn_parse_expect(struct scn *s, const yaml_node_t *v); /* sim/job.c */
-int scn_parse_faults(struct scn *s, const yaml_node_t *v); /* sim/fault.c */
+int scn_parse_faults(struct scn *s, const yaml_node_t *v); /* sim/fault_parse.c */
 
 __attribute__((format(printf, 5, 6))) int scn_fail_at(struct scn *s, int line, int col,
 						       const char *key, const char *fmt, ...);
@@ -89,11 +90,53 @@ int scn_expect(struct scn *s, const yaml_node_t *n, yaml_node_type_t type, const
 int scn_pair_key(struct scn *s, const yaml_node_t *m, int i, const char **name, yaml_node_t **k,
 		 yaml_node_t **v);
 int scn_npairs(const yaml_node_t *m);
+/* One known key of a mapping: where its value goes, and its key node (if key is not NULL). */
+struct scn_key {
+	const char *name;
+	const yaml_node_t **val;
+	const yaml_node_t **key;
+};
+/* The pairs of mapping m (checked by scn_pair_key), by name into keys[0..n) (an absent key's
+ * slots are left as they are); any other key is "unknown key in <what> (known: <the names, in
+ * order>)", at that key. */
+int scn_get_keys(struct scn *s, const yaml_node_t *m, const char *what, const struct scn_key *keys,
+		 int n);
+#define SCN_NKEYS(keys) ((int)(sizeof(keys) / sizeof((keys)[0])))
 int scn_nitems(const yaml_node_t *q);
 yaml_node_t *scn_item(struct scn *s, const yaml_node_t *q, int i);
 /* A strict integer in min..max (decimal digits, optional '-' if min < 0). */
 int scn_get_int(struct scn *s, const yaml_node_t *v, const char *key, int64_t min, int64_t max,
 		const char *unit, int64_t *out);
+
+/*
+ * A place of the finished fabric (s->f) that a section names: a node, one NIC
+ * of a node (node/<index>) or a switch.
+ */
+enum scn_place_accept {
+	SCN_PLACE_NODE = 1 << 0,   /* a node's name */
+	SCN_PLACE_NIC = 1 << 1,	   /* node/<NIC index> */
+	SCN_PLACE_SWITCH = 1 << 2, /* a switch's name */
+	SCN_PLACE_ANY = 1 << 3,	   /* "any" or "*": no place in particular */
+	SCN_PLACE_LIST = 1 << 4,   /* an unknown name's error lists the fabric's nodes */
+};
+struct scn_place {
+	const struct fabric_node *node;	  /* a node or a NIC's node; else NULL */
+	const struct fabric_switch *sw;	  /* a switch; else NULL */
+	int nic;			  /* node/<index>: the index; else -1 */
+};
+/*
+ * The scalar v, of the kinds accept allows, resolved into *out (all NULL for
+ * "any"). Errors at v name the value, the kinds accepted making up "what":
+ * "a node, node/NIC or switch" and the like:
+ *   expected a <what> name, got ...               (not a scalar)
+ *   '<v>' is not a <what> name                    (nothing, or too long, before a '/')
+ *   '<v>': node <n> has NICs 0..<k>               (no such NIC index)
+ *   '<v>' is not a <what> of this fabric          (no such place, or not of these kinds)
+ *   unknown <what> '<v>' (the fabric's: n0, ...)  (the same, with SCN_PLACE_LIST)
+ * Only with SCN_PLACE_NIC does a '/' separate a NIC index.
+ */
+int scn_get_place(struct scn *s, const yaml_node_t *v, const char *key, unsigned accept,
+		  struct scn_place *out);
 
 /* One parameter (name: v) of scope into layer l (a group map sets its whole group); ctx names
  * the enclosing map in messages. */

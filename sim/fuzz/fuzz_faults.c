@@ -21,7 +21,7 @@
  * reach and the fault's schedule.
  * Seeds: the dictionary fuzz_faults.dict (whole specs among its words).
  *
- * fuzz-libs: sim/model.c sim/param.c sim/fabric.c sim/log.c sim/scenario.c sim/fault.c sim/fault_parse.c sim/job.c sim/fstate.c -lyaml
+ * fuzz-libs: sim/model.c sim/param.c sim/fabric.c sim/log.c sim/scenario.c sim/fault.c sim/fault_parse.c sim/job.c sim/jbuf.c sim/fstate.c -lyaml
  */
 #include <assert.h>
 #include <errno.h>

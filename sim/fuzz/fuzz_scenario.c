@@ -17,7 +17,7 @@
  * The other section parsers (faults:, job:, expect:) are compiled alongside
  * (fuzz-libs), not included: their static helpers share names with scenario.c's.
  *
- * fuzz-libs: sim/fault.c sim/fault_parse.c sim/job.c -lyaml
+ * fuzz-libs: sim/fault.c sim/fault_parse.c sim/job.c sim/jbuf.c -lyaml
  */
 #include "sim/model.c"
 #include "sim/param.c"

@@ -87,6 +87,12 @@ static void test_errors(void)
 		 "t.yaml:12:31: link: a link is [end, end] or one NIC, not 3 items"},
 		{"faults:\n  - {action: link_down, link: node2/2}\n",
 		 "t.yaml:12:31: link: 'node2/2': node node2 has NICs 0..1"},
+		{"faults:\n  - {action: link_down, link: /1}\n",
+		 "t.yaml:12:31: link: '/1' is not a node or node/NIC name"},
+		{"faults:\n  - {action: link_down, link: [node0, /1]}\n",
+		 "t.yaml:12:39: link: '/1' is not a node, node/NIC or switch name"},
+		{"faults:\n  - {action: link_down, link: [sw0/1, node0]}\n",
+		 "t.yaml:12:32: link: 'sw0/1' is not a node, node/NIC or switch of this fabric"},
 		{"faults:\n  - {action: link_down, link: node0, conn: all}\n",
 		 "t.yaml:12:44: conn: does not apply to link_down"},
 		{"faults:\n  - {action: link_down, link: node0, direction: up}\n",
@@ -94,9 +100,10 @@ static void test_errors(void)
 		 "out) or backward (in)"},
 		{"faults:\n  - {action: nic_down, link: node0}\n",
 		 "t.yaml:12:5: nic: missing: nic_down needs nic"},
-		/* BUG: the message names link, the user wrote nic (get_eps is told "link") */
 		{"faults:\n  - {action: nic_down, nic: sw0}\n",
 		 "t.yaml:12:29: nic: 'sw0' is not a node or node/NIC of this fabric"},
+		{"faults:\n  - {action: nic_down, nic: {a: 1}}\n",
+		 "t.yaml:12:29: nic: expected a node or node/NIC name, got a mapping"},
 		/* the schedule */
 		{"faults:\n  - {action: link_down, link: node0, at: 5 ms}\n",
 		 "t.yaml:12:42: at: '5 ms' is not a time up to 1000000s (a number with ns, us, ms or "
@@ -176,6 +183,8 @@ static void test_errors(void)
 		 "node} or all"},
 		{"faults:\n  - {action: reset, conn: [node0, node7]}\n",
 		 "t.yaml:12:35: conn: 'node7' is not a node of this fabric"},
+		{"faults:\n  - {action: reset, conn: {from: node0/1, to: node1}}\n",
+		 "t.yaml:12:34: from: 'node0/1' is not a node of this fabric"},
 		{"faults:\n  - {action: reset, conn: {from: node0, at: node1}}\n",
 		 "t.yaml:12:41: at: unknown key in conn (known: from, to)"},
 		{"faults:\n  - {action: reset, conn: all, link: node0}\n",
