@@ -297,6 +297,60 @@ def link_rows(run):
     return out
 
 
+# ---- links over time (series.json) -------------------------------------------------------------
+
+def span_of(sample):
+    """A sample's interval [start, end) in fabric ns."""
+    return sample["t_ns"] - sample["dt_ns"], sample["t_ns"]
+
+
+def active(samples):
+    """The samples from the first to the last in which any link carried bytes ([] if none)."""
+    busy = [k for k, s in enumerate(samples) if any(s["bytes"])]
+    return samples[busy[0]:busy[-1] + 1] if busy else []
+
+
+def link_usage(samples, rates):
+    """Per link over the active samples: {"bytes", "peak_bps" (the busiest sample's payload
+    rate), "mean_bps" (over the time sampled), and "peak" / "mean" as fractions of the link's
+    rate (None for an unlimited link)}, and that time in ns: the sum of the active samples'
+    lengths (the sampler is off only while no channel is open, when nothing moves)."""
+    act = active(samples)
+    secs = sum(s["dt_ns"] for s in act) / 1e9
+    nl = len(act[0]["bytes"]) if act else 0
+    out = []
+    for i in range(nl):
+        tot = sum(s["bytes"][i] for s in act)
+        peak = max(act, key=lambda s: s["bytes"][i] / s["dt_ns"] if s["dt_ns"] > 0 else 0)
+        pbps = peak["bytes"][i] * 8e9 / peak["dt_ns"] if peak["dt_ns"] > 0 else 0.0
+        mbps = tot * 8 / secs if secs > 0 else 0.0
+        rate = rates.get(i) or 0
+        out.append({"id": i, "bytes": tot, "peak_bps": pbps,
+                    "mean_bps": mbps, "peak": pbps / rate if rate else None,
+                    "mean": mbps / rate if rate else None})
+    return out, int(round(secs * 1e9))
+
+
+def binned(samples, i, lo, hi, bins):
+    """Link i's payload rate in bit/s in bins over [lo, hi) ns, each sample's bytes spread
+    evenly over its interval."""
+    w = (hi - lo) / float(bins)
+    acc = [0.0] * bins
+    for s in samples:
+        a, b = span_of(s)
+        v = s["bytes"][i]
+        if not v or b <= lo or a >= hi:
+            continue
+        if b <= a:  # no length: all of it at its end
+            acc[min(bins - 1, int((b - lo) / w))] += v
+            continue
+        for k in range(max(0, int((a - lo) / w)), min(bins, int((b - lo) / w) + 1)):
+            ov = min(b, lo + (k + 1) * w) - max(a, lo + k * w)
+            if ov > 0:
+                acc[k] += v * ov / (b - a)
+    return [x * 8e9 / w for x in acc]
+
+
 # ---- faults ------------------------------------------------------------------------------------
 
 def fault_rows(run):
