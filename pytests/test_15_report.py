@@ -6,6 +6,7 @@ utilisation over time, the fault timeline over the links' throughput; as text al
 where matplotlib imports. CPU only."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -178,13 +179,33 @@ def test_15_02_text_report_has_every_section(hdr_run):
     mv = section(out, "measured vs model")
     assert any(ln.split()[:3] == ["sendrecv", "8", "B"] for ln in mv), out
     assert any("sendrecv (stream)" in ln and "1 MiB" in ln for ln in mv), out
-    # utilisation = payload bytes x 8 / (rate x the job's run time)
-    st = load(d, "stats.json")
-    l0 = [l for l in st["links"] if l["id"] == 0][0]
-    util = l0["bytes"] * 8.0 / (l0["rate_bps"] * st["job"]["seconds"])
-    row = [ln for ln in section(out, "per-link utilisation") if ln.split()[:1] == ["0"]][0]
-    assert "node0/0 -> ib-sw0" in row and ("%.2f%%" % (100 * util)) in row.split(), row
+    # over time: payload bytes x 8 / (rate x time), the busiest sample and the mean over the
+    # samples from the first to the last with traffic
+    st, se = load(d, "stats.json"), load(d, "series.json")
+    links = section(out, "per-link utilisation")
+    assert links[0].startswith("  over time (series.json, a sample every 10.000 ms)"), links
+    assert links[1].startswith("  PEAK: the busiest sample; MEAN: over the ") and \
+        links[2].split()[8:10] == ["PEAK", "MEAN"], links
+    peak, mean = over_time(st, se, 0)
+    row = [ln for ln in links if ln.split()[:1] == ["0"]][0]
+    assert "node0/0 -> ib-sw0" in row and row.split()[7:9] == [peak, mean], (row, peak, mean)
+    l0 = [l for l in st["links"] if l["id"] == 0][0]  # and its queueing, in us
+    assert row.split()[12:14] == ["%.1f" % (l0[k] / 1e3) for k in ("queue_p99_le_ns",
+                                                                     "queue_max_ns")], row
     assert "none (no faults.json" in "\n".join(section(out, "faults")), out
+
+
+def over_time(st, se, link):
+    """Link's peak and mean utilisation from series.json, as the report prints them."""
+    j = st["job"]
+    smp = [x for x in se["samples"] if x["t_ns"] > j["start_ns"] and
+           x["t_ns"] - x["dt_ns"] < j["end_ns"]]
+    busy = [k for k, x in enumerate(smp) if any(x["bytes"])]
+    act = smp[busy[0]:busy[-1] + 1]
+    rate = [l for l in st["links"] if l["id"] == link][0]["rate_bps"]
+    peak = max(x["bytes"][link] * 8e9 / x["dt_ns"] for x in act) / rate
+    mean = sum(x["bytes"][link] for x in act) * 8e9 / sum(x["dt_ns"] for x in act) / rate
+    return ["<0.01%" if 0 < u < 1e-4 else "%.2f%%" % (100 * u) for u in (peak, mean)]
 
 
 def nccljob_doc(fb, rows):
@@ -321,6 +342,28 @@ def test_15_07_launch_leaves_counters_on_a_modelled_fabric_only(sf_env, tmp_path
     assert "counters in" not in p.stderr
 
 
+def test_15_08_without_series_json_the_whole_run_figure(hdr_run, tmp_path):
+    """A run directory without series.json (saved before it existed, or a daemon that does not
+    sample): utilisation over the whole run, and charts all the same."""
+    d = tmp_path / "saved"
+    shutil.copytree(hdr_run[0], d)
+    os.remove(d / "series.json")
+    p = cli("report", d, "--format", "text")
+    assert p.returncode == 0, p.stderr
+    links = section(p.stdout, "per-link utilisation")
+    assert "no series.json, so no utilisation over time" in links[0], links
+    st = load(str(d), "stats.json")
+    l0 = [l for l in st["links"] if l["id"] == 0][0]
+    util = l0["bytes"] * 8.0 / (l0["rate_bps"] * st["job"]["seconds"])
+    row = [ln for ln in links if ln.split()[:1] == ["0"]][0]
+    assert "node0/0 -> ib-sw0" in row and row.split()[7] == "%.2f%%" % (100 * util), row
+    if HAVE_MPL:
+        p = cli("report", d, "--format", "png", "--out", tmp_path / "charts")
+        assert p.returncode == 0, p.stderr
+        for chart in ("model", "links", "faults"):
+            assert (tmp_path / "charts" / ("%s.png" % chart)).is_file(), p.stdout
+
+
 def test_15_09_sample_ms_reaches_the_daemon_and_0_leaves_no_series_json(sf_env, tmp_path):
     hdr = os.path.join(ROOT, "scenarios", "hdr-2node.yaml")
     d = tmp_path / "off"
@@ -333,6 +376,8 @@ def test_15_09_sample_ms_reaches_the_daemon_and_0_leaves_no_series_json(sf_env, 
     why = "no series.json: series: this daemon does not sample its links (simfabricd " \
           "--sample-ms 0) (errno 95)"
     assert why in lj["notes"] and why in p.stderr, (lj["notes"], p.stderr)
+    p = cli("report", d, "--format", "text")
+    assert p.returncode == 0 and "no series.json" in p.stdout, p.stdout + p.stderr
     p = cli("launch", "--socket", d / "nowhere.sock", "--sample-ms", "5", "--nodes", "2",
             "--", PY, "-c", "pass")
     assert p.returncode == 2 and "--sample-ms is for the daemon the launch starts" in p.stderr
