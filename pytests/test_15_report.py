@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: MIT
 """Seeing the fabric after a job: the counters `simfabric run` and `simfabric launch` leave in the
-run directory on a modelled fabric (stats.json, faults.json, fabric.json), and `simfabric report`
-over them (tools/sfreport.py): measured against the model, per-link utilisation, the fault
-timeline; as text always, as charts where matplotlib imports. CPU only."""
+run directory on a modelled fabric (stats.json, faults.json, series.json, fabric.json), and
+`simfabric report` over them (tools/sfreport.py): measured against the model, per-link
+utilisation over time, the fault timeline over the links' throughput; as text always, as charts
+where matplotlib imports. CPU only."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -121,7 +123,7 @@ def test_15_01_run_leaves_counters_that_agree_with_what_the_harness_sent(hdr_run
     d, p = hdr_run
     st, fb = load(d, "stats.json"), load(d, "fabric.json")
     assert not os.path.exists(os.path.join(d, "faults.json"))  # the fabric has none
-    assert "counters in stats.json, fabric.json" in p.stdout, p.stdout
+    assert "counters in stats.json, series.json, fabric.json" in p.stdout, p.stdout
     assert fb["name"] == "job-harness-hdr" and fb["job"]["program"] == "harness"
     # per directed link: op=stats' counters with the dump's ends and rate
     names = {l["id"]: (l["from"], l["to"], l["rate_bps"]) for l in fb["links"]}
@@ -151,7 +153,19 @@ def test_15_01_run_leaves_counters_that_agree_with_what_the_harness_sent(hdr_run
     j = st["job"]
     assert j["seconds"] > 0 and 0 <= j["start_ns"] < j["end_ns"] <= st["now_ns"], j
     assert st["epoch_ns"] > 0 and not st["shared_daemon"]
-    assert load(d, "report.json")["launch"]["counters"] == ["stats.json", "fabric.json"]
+    assert load(d, "report.json")["launch"]["counters"] == ["stats.json", "series.json",
+                                                             "fabric.json"]
+    # each link's queueing histogram (every message that entered it, counted once)
+    for l in st["links"]:
+        assert len(l["queue_hist"]) == 40 and sum(l["queue_hist"]) == l["msgs"], l
+        assert l["queue_max_ns"] <= l["queue_ns"] and len(l["late_hist"]) == 24, l
+    # and its traffic over time, on the same clock: the samples add up to its bytes
+    se = load(d, "series.json")
+    assert se["epoch_ns"] == st["epoch_ns"] and se["links"] == len(st["links"]), se["links"]
+    for l in st["links"]:
+        assert sum(x["bytes"][l["id"]] for x in se["samples"]) == l["bytes"], l
+    assert j["start_ns"] <= se["samples"][0]["t_ns"] and any(
+        j["start_ns"] < x["t_ns"] <= j["end_ns"] and x["bytes"][0] for x in se["samples"])
 
 
 def test_15_02_text_report_has_every_section(hdr_run):
@@ -165,13 +179,33 @@ def test_15_02_text_report_has_every_section(hdr_run):
     mv = section(out, "measured vs model")
     assert any(ln.split()[:3] == ["sendrecv", "8", "B"] for ln in mv), out
     assert any("sendrecv (stream)" in ln and "1 MiB" in ln for ln in mv), out
-    # utilisation = payload bytes x 8 / (rate x the job's run time)
-    st = load(d, "stats.json")
-    l0 = [l for l in st["links"] if l["id"] == 0][0]
-    util = l0["bytes"] * 8.0 / (l0["rate_bps"] * st["job"]["seconds"])
-    row = [ln for ln in section(out, "per-link utilisation") if ln.split()[:1] == ["0"]][0]
-    assert "node0/0 -> ib-sw0" in row and ("%.2f%%" % (100 * util)) in row.split(), row
+    # over time: payload bytes x 8 / (rate x time), the busiest sample and the mean over the
+    # samples from the first to the last with traffic
+    st, se = load(d, "stats.json"), load(d, "series.json")
+    links = section(out, "per-link utilisation")
+    assert links[0].startswith("  over time (series.json, a sample every 10.000 ms)"), links
+    assert links[1].startswith("  PEAK: the busiest sample; MEAN: over the ") and \
+        links[2].split()[8:10] == ["PEAK", "MEAN"], links
+    peak, mean = over_time(st, se, 0)
+    row = [ln for ln in links if ln.split()[:1] == ["0"]][0]
+    assert "node0/0 -> ib-sw0" in row and row.split()[7:9] == [peak, mean], (row, peak, mean)
+    l0 = [l for l in st["links"] if l["id"] == 0][0]  # and its queueing, in us
+    assert row.split()[12:14] == ["%.1f" % (l0[k] / 1e3) for k in ("queue_p99_le_ns",
+                                                                     "queue_max_ns")], row
     assert "none (no faults.json" in "\n".join(section(out, "faults")), out
+
+
+def over_time(st, se, link):
+    """Link's peak and mean utilisation from series.json, as the report prints them."""
+    j = st["job"]
+    smp = [x for x in se["samples"] if x["t_ns"] > j["start_ns"] and
+           x["t_ns"] - x["dt_ns"] < j["end_ns"]]
+    busy = [k for k, x in enumerate(smp) if any(x["bytes"])]
+    act = smp[busy[0]:busy[-1] + 1]
+    rate = [l for l in st["links"] if l["id"] == link][0]["rate_bps"]
+    peak = max(x["bytes"][link] * 8e9 / x["dt_ns"] for x in act) / rate
+    mean = sum(x["bytes"][link] for x in act) * 8e9 / sum(x["dt_ns"] for x in act) / rate
+    return ["<0.01%" if 0 < u < 1e-4 else "%.2f%%" % (100 * u) for u in (peak, mean)]
 
 
 def nccljob_doc(fb, rows):
@@ -235,7 +269,7 @@ def test_15_04_fault_timeline_in_fabric_time(flap_run):
     d, p = flap_run
     fl = load(d, "faults.json")
     assert [f["name"] for f in fl["faults"]] == ["node0-flap"] and fl["faults"][0]["windows"] == 4
-    assert "counters in stats.json, faults.json, fabric.json" in p.stdout, p.stdout
+    assert "counters in stats.json, faults.json, series.json, fabric.json" in p.stdout, p.stdout
     out = cli("report", d, "--format", "text")
     assert out.returncode == 0, out.stderr
     text = "\n".join(section(out.stdout, "faults"))
@@ -297,10 +331,60 @@ def test_15_07_launch_leaves_counters_on_a_modelled_fabric_only(sf_env, tmp_path
     st = load(str(d), "stats.json")
     assert len(st["links"]) == 4 and st["fabric"] == "hdr-2node", st
     assert load(str(d), "fabric.json")["name"] == "hdr-2node"
-    assert load(str(d), "launch.json")["counters"] == ["stats.json", "fabric.json"]
-    assert "counters in stats.json, fabric.json" in p.stderr, p.stderr
+    assert load(str(d), "launch.json")["counters"] == ["stats.json", "series.json",
+                                                        "fabric.json"]
+    assert "counters in stats.json, series.json, fabric.json" in p.stderr, p.stderr
+    assert load(str(d), "series.json")["samples"] == []  # no rank opened a connection
     d = tmp_path / "ideal"
     p = cli("launch", "--nodes", "2", "--run-dir", d, "-q", "--", PY, "-c", "pass")
     assert p.returncode == 0, p.stderr
     assert not (d / "stats.json").exists() and not (d / "fabric.json").exists()
     assert "counters in" not in p.stderr
+
+
+def test_15_08_without_series_json_the_whole_run_figure(hdr_run, tmp_path):
+    """A run directory without series.json (saved before it existed, or a daemon that does not
+    sample): utilisation over the whole run, and charts all the same."""
+    d = tmp_path / "saved"
+    shutil.copytree(hdr_run[0], d)
+    os.remove(d / "series.json")
+    p = cli("report", d, "--format", "text")
+    assert p.returncode == 0, p.stderr
+    links = section(p.stdout, "per-link utilisation")
+    assert "no series.json, so no utilisation over time" in links[0], links
+    st = load(str(d), "stats.json")
+    l0 = [l for l in st["links"] if l["id"] == 0][0]
+    util = l0["bytes"] * 8.0 / (l0["rate_bps"] * st["job"]["seconds"])
+    row = [ln for ln in links if ln.split()[:1] == ["0"]][0]
+    assert "node0/0 -> ib-sw0" in row and row.split()[7] == "%.2f%%" % (100 * util), row
+    if HAVE_MPL:
+        p = cli("report", d, "--format", "png", "--out", tmp_path / "charts")
+        assert p.returncode == 0, p.stderr
+        for chart in ("model", "links", "faults"):
+            assert (tmp_path / "charts" / ("%s.png" % chart)).is_file(), p.stdout
+
+
+def test_15_09_sample_ms_reaches_the_daemon_and_0_leaves_no_series_json(sf_env, tmp_path):
+    hdr = os.path.join(ROOT, "scenarios", "hdr-2node.yaml")
+    d = tmp_path / "off"
+    p = cli("launch", "--scenario", hdr, "--sample-ms", "0", "--nodes", "2", "--run-dir", d,
+            "-q", "--", PY, "-c", "pass")
+    assert p.returncode == 0, p.stderr
+    assert not (d / "series.json").exists() and (d / "stats.json").is_file()
+    lj = load(str(d), "launch.json")
+    assert lj["counters"] == ["stats.json", "fabric.json"], lj
+    why = "no series.json: series: this daemon does not sample its links (simfabricd " \
+          "--sample-ms 0) (errno 95)"
+    assert why in lj["notes"] and why in p.stderr, (lj["notes"], p.stderr)
+    p = cli("report", d, "--format", "text")
+    assert p.returncode == 0 and "no series.json" in p.stdout, p.stdout + p.stderr
+    p = cli("launch", "--socket", d / "nowhere.sock", "--sample-ms", "5", "--nodes", "2",
+            "--", PY, "-c", "pass")
+    assert p.returncode == 2 and "--sample-ms is for the daemon the launch starts" in p.stderr
+    # simfabric run passes it on too
+    sc = tmp_path / "report-flap.yaml"
+    sc.write_text(FLAP)
+    d = tmp_path / "fine"
+    p = cli("run", sc, "--run-dir", d, "-q", "--progress", "0", "--sample-ms", "2")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert load(str(d), "series.json")["period_ns"] == 2000000

@@ -481,6 +481,8 @@ class LaunchResult:
         self.stats = None
         self.faults = None
         self.connections = None  # sfctl.show's chans at the end: msgs, bytes per connection
+        self.series = None  # sfctl.series at the end: every link's bytes over time
+        self.series_note = None  # why there is no series.json on a modelled fabric
         self.t_start = None  # CLOCK_MONOTONIC seconds the ranks' clock (t_exit) counts from
         self.counter_files = []  # what write_counters() put into the run directory
 
@@ -527,8 +529,9 @@ class LaunchResult:
         """The report's line naming the counter files, or ""."""
         if not self.counter_files:
             return ""
-        return "  counters in %s (`simfabric report %s` shows them)" % (
-            ", ".join(self.counter_files), self.run_dir)
+        return "  counters in %s (`simfabric report %s` shows them)%s" % (
+            ", ".join(self.counter_files), self.run_dir,
+            "\n  %s" % self.series_note if self.series_note else "")
 
     def summary(self):
         lines = []
@@ -878,6 +881,24 @@ class Job:
         except (sfctl.CtlError, KeyError):
             return None
 
+    def series(self):
+        """Every link's traffic over time (op=series), or None, and why not: the ideal fabric
+        has no links (no reason given), a daemon started with --sample-ms 0 does not sample."""
+        if not self.socket or (self.fabric or {}).get("kind") == "ideal":
+            return None, None
+        try:
+            return sfctl.series(self.socket), None
+        except sfctl.CtlError as e:
+            return None, "no series.json: %s" % e
+
+    def collect(self, lr):
+        """The fabric's counters at the end of the run into lr, for write_counters()."""
+        lr.stats, lr.faults, lr.connections = self.stats(), self.faults(), self.connections()
+        lr.series, why = self.series()
+        if why:
+            lr.notes.append(why)
+            lr.series_note = why
+
     def down(self):
         if self.mps:
             self.mps.stop()
@@ -901,9 +922,7 @@ def launch(cmd, nodes, gpus_per_node=1, scenario=None, socket=None, run_dir=None
         res = LaunchResult(job.run_dir, procs, job.fabric, time.monotonic() - t0, timed_out,
                            interrupted, job.notes + L.notes, stacks)
         res.t_start = L.t_start
-        res.stats = job.stats()
-        res.faults = job.faults()
-        res.connections = job.connections()
+        job.collect(res)
     finally:
         job.down()
     write_counters(res, job.fabric, shared=job.daemon is None)
@@ -934,18 +953,33 @@ def counters(lr, fabric, shared=False):
             "links": links, "connections": conns}
 
 
+def dump_series(doc, f):
+    """series.json: sfctl.series()'s dict, indented as json.dump(indent=1) would but one
+    sample a line (thousands of samples of dozens of links)."""
+    head = {k: v for k, v in doc.items() if k != "samples"}
+    rows = ",\n".join("  " + json.dumps(s) for s in doc.get("samples") or [])
+    f.write(json.dumps(head, indent=1)[:-2] + ',\n "samples": [%s]\n}\n' % (
+        "\n%s\n " % rows if rows else ""))
+
+
 def write_counters(lr, fabric, shared=False):
-    """stats.json, faults.json (only when the fabric has faults) and fabric.json into the run
-    directory of a job on a modelled fabric (`simfabric report` reads them). shared: the daemon
-    was not the job's own, so its counters include what ran before."""
+    """stats.json, faults.json (only when the fabric has faults), series.json (when the daemon
+    samples its links) and fabric.json into the run directory of a job on a modelled fabric
+    (`simfabric report` reads them). shared: the daemon was not the job's own, so its counters
+    include what ran before."""
     if lr is None or not lr.stats or (fabric or {}).get("kind") == "ideal":
         return []
-    out = [("stats.json", counters(lr, fabric, shared)), ("fabric.json", fabric)]
+    out = [("stats.json", counters(lr, fabric, shared))]
     if lr.faults and lr.faults.get("faults"):
-        out.insert(1, ("faults.json", lr.faults))
-    for name, doc in out:
+        out.append(("faults.json", lr.faults))
+    if lr.series:
+        out.append(("series.json", lr.series))
+    for name, doc in out + [("fabric.json", fabric)]:
         with open(os.path.join(lr.run_dir, name), "w") as f:
-            json.dump(doc, f, indent=1)
+            if name == "series.json":
+                dump_series(doc, f)
+            else:
+                json.dump(doc, f, indent=1)
         lr.counter_files.append(name)
     return lr.counter_files
 
@@ -1324,8 +1358,9 @@ def evaluate(job, expect, lr, fb):
 
 
 def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=False,
-                 paths=None, grace=5.0, seed=None, out=None, timeout=None):
-    """Run a scenario's job and check it against its expect:; see the module's text."""
+                 paths=None, grace=5.0, seed=None, out=None, timeout=None, daemon_args=()):
+    """Run a scenario's job and check it against its expect:; see the module's text.
+    daemon_args: more simfabricd options (--sample-ms)."""
     paths = paths or Paths()
     fb = dump_scenario(path, paths, seed)
     job, expect = fb.get("job"), fb.get("expect") or {"data": "exact"}
@@ -1346,8 +1381,8 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
         # the job program ends every rank itself within its final-report grace and abort bound
         # (tools/nccljob.h: NJ_FINAL_GRACE_S + NJ_ABORT_BOUND_S = 35 s)
         fail_grace = max(fail_grace, 40)
-    jb = Job(paths, run_dir, name, path, None, ["-v"] + (["--seed", str(seed)]
-                                                       if seed is not None else []))
+    jb = Job(paths, run_dir, name, path, None, ["-v"] + (["--seed", str(seed)] if seed is not
+                                                       None else []) + list(daemon_args))
     t0 = time.monotonic()
     lr = None
     try:
@@ -1373,9 +1408,7 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
         lr = LaunchResult(jb.run_dir, procs, fb, time.monotonic() - t0, timed_out, interrupted,
                           jb.notes + L.notes, stacks)
         lr.t_start = L.t_start
-        lr.stats = jb.stats()
-        lr.faults = jb.faults()
-        lr.connections = jb.connections()
+        jb.collect(lr)
     finally:
         rc = jb.down()
     write_counters(lr, fb)

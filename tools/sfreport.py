@@ -3,21 +3,27 @@
 
   simfabric report RESULTS [--out DIR] [--format png|svg|text] [--fabric FILE]
 
-RESULTS is a run directory of `simfabric run` or `simfabric launch` (its stats.json, faults.json
-and fabric.json, which they write on a modelled fabric, and the program's results: nccljob.json,
-harness.json, ...) or one results file (the NCCL job program's --json, the harness's --json,
-tools/bench.py's --json), read with the fabric.json beside it or --fabric's (a dump, or a
-scenario file). Three views:
+RESULTS is a run directory of `simfabric run` or `simfabric launch` (its stats.json, faults.json,
+series.json and fabric.json, which they write on a modelled fabric, and the program's results:
+nccljob.json, harness.json, ...) or one results file (the NCCL job program's --json, the
+harness's --json, tools/bench.py's --json), read with the fabric.json beside it or --fabric's
+(a dump, or a scenario file). Three views:
 
   measured vs model  per collective and size, the measured time and busbw against the
                      alpha-beta model of the fabric (tools/sfmodel.py predict()); ratio is
                      measured busbw / model busbw (= model time / measured time)
-  utilisation        per directed link, payload bytes / (rate x the job's run time), since
-                     there is no time series; per connection, its messages and bytes
+  utilisation        per directed link over fabric time, from series.json (the daemon's
+                     samples of what crossed every link, op=series): payload bytes x 8 /
+                     (rate x time), its peak sample and its mean over the active interval
+                     (the samples from the first to the last with traffic, within the job's
+                     span); without series.json, bytes / (rate x the job's run time) for the
+                     whole run. Per link also its queueing delay (p99 bound and max) from
+                     stats.json; per connection, its messages and bytes
   faults             each fault's origin and windows in fabric time (ms since the daemon
-                     started, the clock of faults.json) and what it hit, against the job's
-                     start and end and, where the program stamped its messages (the harness's
-                     faults test), the throughput over time
+                     started, the clock of faults.json and series.json) and what it hit,
+                     against the job's start and end, laid over the throughput of the links
+                     it acts on (series.json) and, where the program stamped its messages
+                     (the harness's faults test), its throughput over time
 
 as three charts (model, links and faults .png or .svg in --out, by default next to the results)
 when matplotlib imports, and always as a plain-text summary on stdout (--format text: only that).
@@ -35,8 +41,8 @@ import sfmodel  # noqa: E402
 EXIT_OK, EXIT_USAGE, EXIT_CANNOT = 0, 2, 77
 CHARTS = ("model", "links", "faults")
 # run-directory files that are not a program's results
-OWN_FILES = {"stats.json", "faults.json", "fabric.json", "launch.json", "job.json",
-             "report.json"}
+OWN_FILES = {"stats.json", "faults.json", "series.json", "fabric.json", "launch.json",
+             "job.json", "report.json"}
 RESULT_FILES = ("nccljob.json", "harness.json", "result.json", "bench.json")
 TORCH_NAMES = {"all_reduce": "allreduce", "all_gather": "allgather",
                "reduce_scatter": "reducescatter", "all_to_all": "alltoall",
@@ -137,7 +143,7 @@ def load_fabric(path):
 
 class Run:
     """What there is to report on: .fabric (dump), .stats (stats.json), .faults (faults.json),
-    .doc / .kind / .source (the program's results), .dir."""
+    .series (series.json), .doc / .kind / .source (the program's results), .dir."""
 
     def __init__(self, results, fabric=None):
         if os.path.isdir(results):
@@ -159,10 +165,11 @@ class Run:
         self.fabric = load_fabric(fpath) if fabric or os.path.isfile(fpath) else None
         self.stats = _maybe(os.path.join(self.dir, "stats.json"))
         self.faults = _maybe(os.path.join(self.dir, "faults.json"))
+        self.series = _maybe(os.path.join(self.dir, "series.json"))
 
     @property
     def epoch_ns(self):
-        for d in (self.stats, self.faults):
+        for d in (self.stats, self.faults, self.series):
             if d and d.get("epoch_ns") is not None:
                 return d["epoch_ns"]
         return None
@@ -297,6 +304,103 @@ def link_rows(run):
     return out
 
 
+# ---- links over time (series.json) -------------------------------------------------------------
+
+def span_of(sample):
+    """A sample's interval [start, end) in fabric ns."""
+    return sample["t_ns"] - sample["dt_ns"], sample["t_ns"]
+
+
+def series_samples(series, span=None):
+    """op=series' samples (series.json's), those that overlap span (start_ns, end_ns) when
+    given: a shared daemon's samples include earlier jobs."""
+    out = (series or {}).get("samples") or []
+    if span:
+        out = [s for s in out if span_of(s)[1] > span[0] and span_of(s)[0] < span[1]]
+    return out
+
+
+def active(samples):
+    """The samples from the first to the last in which any link carried bytes ([] if none)."""
+    busy = [k for k, s in enumerate(samples) if any(s["bytes"])]
+    return samples[busy[0]:busy[-1] + 1] if busy else []
+
+
+def link_usage(samples, rates):
+    """Per link over the active samples: {"bytes", "peak_bps" (the busiest sample's payload
+    rate), "mean_bps" (over the time sampled), and "peak" / "mean" as fractions of the link's
+    rate (None for an unlimited link)}, and that time in ns: the sum of the active samples'
+    lengths (the sampler is off only while no channel is open, when nothing moves)."""
+    act = active(samples)
+    secs = sum(s["dt_ns"] for s in act) / 1e9
+    nl = len(act[0]["bytes"]) if act else 0
+    out = []
+    for i in range(nl):
+        tot = sum(s["bytes"][i] for s in act)
+        peak = max(act, key=lambda s: s["bytes"][i] / s["dt_ns"] if s["dt_ns"] > 0 else 0)
+        pbps = peak["bytes"][i] * 8e9 / peak["dt_ns"] if peak["dt_ns"] > 0 else 0.0
+        mbps = tot * 8 / secs if secs > 0 else 0.0
+        rate = rates.get(i) or 0
+        out.append({"id": i, "bytes": tot, "peak_bps": pbps,
+                    "mean_bps": mbps, "peak": pbps / rate if rate else None,
+                    "mean": mbps / rate if rate else None})
+    return out, int(round(secs * 1e9))
+
+
+def binned(samples, i, lo, hi, bins):
+    """Link i's payload rate in bit/s in bins over [lo, hi) ns, each sample's bytes spread
+    evenly over its interval."""
+    w = (hi - lo) / float(bins)
+    acc = [0.0] * bins
+    for s in samples:
+        a, b = span_of(s)
+        v = s["bytes"][i]
+        if not v or b <= lo or a >= hi:
+            continue
+        if b <= a:  # no length: all of it at its end
+            acc[min(bins - 1, int((b - lo) / w))] += v
+            continue
+        for k in range(max(0, int((a - lo) / w)), min(bins, int((b - lo) / w) + 1)):
+            ov = min(b, lo + (k + 1) * w) - max(a, lo + k * w)
+            if ov > 0:
+                acc[k] += v * ov / (b - a)
+    return [x * 8e9 / w for x in acc]
+
+
+def stairs(samples, i):
+    """Link i's payload rate, sample by sample, as (edges ns, bit/s): what ax.stairs() draws.
+    A gap between samples (the sampler was off: no channel open) is a step of 0."""
+    edges, vals = [], []
+    for s in samples:
+        a, b = span_of(s)
+        if edges and a > edges[-1]:
+            vals.append(0.0)
+            edges.append(a)
+        elif edges:
+            a = edges[-1]
+        else:
+            edges.append(a)
+        vals.append(s["bytes"][i] * 8e9 / (b - a) if b > a else 0.0)
+        edges.append(max(a, b))
+    return edges, vals
+
+
+def series_links(run):
+    """(usage rows with each link's ends and rate, active time ns, the samples) from
+    series.json within the job's span, or None without series.json."""
+    if run.series is None:
+        return None
+    samples = series_samples(run.series, run.job_span)
+    info = {l["id"]: l for l in (run.fabric or {}).get("links") or []}
+    info.update({l["id"]: l for l in (run.stats or {}).get("links") or []})
+    rates = {i: l.get("rate_bps") for i, l in info.items()}
+    rows, ns = link_usage(samples, rates)
+    for r in rows:
+        l = info.get(r["id"], {})
+        r.update({"from": l.get("from"), "to": l.get("to"), "rate_bps": l.get("rate_bps")})
+    return rows, ns, samples
+
+
 # ---- faults ------------------------------------------------------------------------------------
 
 def fault_rows(run):
@@ -394,26 +498,58 @@ def text_model(run):
     return lines
 
 
+def _us(ns):
+    return "%.1f" % (ns / 1e3) if ns is not None else "-"
+
+
+def _rate(bps):
+    return "%g" % (bps / 1e9) if bps else "unlim."
+
+
 def text_links(run):
     lines = ["per-link utilisation"]
     if run.stats is None:
         return lines + ["  no stats.json beside the results (`simfabric run` and `launch` "
                         "write it on a modelled fabric; the ideal one has no links)"]
+    over = series_links(run)
     secs = run.job_seconds
-    lines.append("  payload bytes / (link rate x %s job run time)%s" % (
-        "%.3f s" % secs if secs else "an unknown", "; the daemon was shared, so its counters "
-        "include earlier jobs" if run.stats.get("shared_daemon") else ""))
+    shared = ("; the daemon was shared, so its counters include earlier jobs"
+              if run.stats.get("shared_daemon") else "")
+    if over is None:
+        lines.append("  payload bytes / (link rate x %s job run time)%s; no series.json, so no "
+                     "utilisation over time" % ("%.3f s" % secs if secs else "an unknown",
+                                                shared))
+    else:
+        use, ns, samples = over
+        act = active(samples)
+        lines.append("  over time (series.json, a sample every %s ms): payload bytes x 8 / "
+                     "(link rate x time)" % _ms(run.series.get("period_ns", 0)))
+        lines.append("  PEAK: the busiest sample; MEAN: over the %s ms sampled %s" % (
+            _ms(ns), "from %s to %s ms of fabric time (the first to the last sample with "
+            "traffic)" % (_ms(span_of(act[0])[0]), _ms(act[-1]["t_ns"])) if act else
+            "(no sample with traffic)"))
+        if shared:
+            lines.append("  (samples within the job's span only%s)" % shared)
+        use = {u["id"]: u for u in use}
     links = link_rows(run)
     if links:
-        lines.append("  %-4s %-28s %9s %9s %13s %7s %6s %8s %6s %9s" % (
-            "LINK", "FROM -> TO", "RATE Gb/s", "MSGS", "BYTES", "UTIL", "LOST", "TIMEOUTS",
-            "FAILED", "LATE us"))
+        util = ("%7s %7s" % ("PEAK", "MEAN")) if over else "%7s" % "UTIL"
+        lines.append("  %-4s %-28s %9s %9s %13s %s %6s %8s %6s %9s %9s %9s" % (
+            "LINK", "FROM -> TO", "RATE Gb/s", "MSGS", "BYTES", util, "LOST", "TIMEOUTS",
+            "FAILED", "Q P99<=us", "Q MAX us", "LATE us"))
         for l in links:
-            lines.append("  %-4d %-28s %9s %9d %13d %7s %6d %8d %6d %9.1f" % (
-                l["id"], "%s -> %s" % (l.get("from"), l.get("to")),
-                "%g" % (l["rate_bps"] / 1e9) if l.get("rate_bps") else "unlim.", l["msgs"],
-                l["bytes"], _pct(l["util"]),
-                l.get("lost", 0), l.get("timeouts", 0), l.get("failed", 0), l["late_us"]))
+            if over:
+                u = use.get(l["id"], {})
+                util = "%7s %7s" % (_pct(u.get("peak")), _pct(u.get("mean")))
+            else:
+                util = "%7s" % _pct(l["util"])
+            lines.append("  %-4d %-28s %9s %9d %13d %s %6d %8d %6d %9s %9s %9.1f" % (
+                l["id"], "%s -> %s" % (l.get("from"), l.get("to")), _rate(l.get("rate_bps")),
+                l["msgs"], l["bytes"], util, l.get("lost", 0), l.get("timeouts", 0),
+                l.get("failed", 0), _us(l.get("queue_p99_le_ns")), _us(l.get("queue_max_ns")),
+                l["late_us"]))
+        lines.append("  (Q: how long a message entering the link waited behind earlier ones; "
+                     "P99<= is the upper bound of the histogram bucket of the 99th percentile)")
     conns = run.stats.get("connections") or []
     lines += ["", "connections (per channel, as its receiver counted)"]
     if not conns:
@@ -546,6 +682,9 @@ def chart_model(plt, run, path):
 
 
 def chart_links(plt, run, path):
+    over = series_links(run)
+    if over is not None and active(over[2]):
+        return chart_links_over_time(plt, run, path, *over)
     links = link_rows(run)
     fig, ax = plt.subplots(figsize=(10, max(3, 0.35 * len(links) + 1.5)))
     if not links:
@@ -563,22 +702,108 @@ def chart_links(plt, run, path):
             "%.2f s" % run.job_seconds if run.job_seconds else "run time"))
         ax.set_xlim(0, max(vals + [1]) * 1.25)
         ax.grid(True, axis="x", alpha=0.3)
-    ax.set_title("per-link utilisation: payload bytes / (rate x run time)")
+    ax.set_title("per-link utilisation: payload bytes / (rate x run time)%s" % (
+        "" if over is None else "; series.json has no traffic"))
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+BUSIEST = 8  # links drawn as lines; the heat map has them all
+
+
+def _label(u):
+    return "%d %s -> %s" % (u["id"], u.get("from"), u.get("to"))
+
+
+def chart_links_over_time(plt, run, path, use, ns, samples):
+    """Utilisation % against fabric time: the busiest links as lines, sample by sample, and
+    every link that carried traffic as a heat map."""
+    act = active(samples)
+    lo, hi = span_of(act[0])[0], act[-1]["t_ns"]
+    busy = sorted((u for u in use if u["bytes"] and u["rate_bps"]), key=lambda u: -u["bytes"])
+    shown = busy[:BUSIEST]
+    fig, (ax, hm) = plt.subplots(2, 1, figsize=(12, 4 + max(2.5, 0.22 * len(busy))),
+                                 gridspec_kw={"height_ratios": [3, max(2, 0.2 * len(busy))]},
+                                 constrained_layout=True)  # the colour bar: beside both
+    for k, u in enumerate(shown):
+        edges, bps = stairs(act, u["id"])
+        ax.stairs([100.0 * b / u["rate_bps"] for b in bps], [e / 1e6 for e in edges],
+                  color="C%d" % (k % 10), label="%s (peak %s, mean %s)" % (
+                      _label(u), _pct(u["peak"]), _pct(u["mean"])))
+    if shown:
+        ax.legend(fontsize="x-small", loc="upper right")
+    else:
+        _empty(ax, "only unlimited links carried traffic")
+    ax.set(xlim=(lo / 1e6, hi / 1e6), ylabel="utilisation (% of the link rate)",
+           title="per-link utilisation over fabric time (series.json, a sample every %s ms; "
+           "the %d busiest of %d rate-limited link(s) with traffic)" % (
+               _ms(run.series.get("period_ns", 0)), len(shown), len(busy)))
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    bins = 200
+    grid = [[100.0 * b / u["rate_bps"] for b in binned(act, u["id"], lo, hi, bins)]
+            for u in busy] or [[0.0] * bins]
+    im = hm.imshow(grid, aspect="auto", interpolation="nearest", cmap="viridis", vmin=0,
+                   extent=(lo / 1e6, hi / 1e6, len(busy) - 0.5, -0.5))
+    hm.set_yticks(range(len(busy)))
+    hm.set_yticklabels([_label(u) for u in busy], fontsize="x-small")
+    hm.set_xlabel("fabric time (ms since the daemon started)")
+    fig.colorbar(im, ax=[ax, hm], label="utilisation %", pad=0.01, shrink=0.5,
+                 anchor=(0, 0))
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def fault_links(rows, use):
+    """The links to draw under the fault windows: those the faults act on (their schedule in
+    fabric.json names them) that carried traffic, else the busiest; at most BUSIEST."""
+    by = {u["id"]: u for u in use if u["bytes"]}
+    named = [i for f in rows for i in (f["spec"] or {}).get("links") or []]
+    links = [by[i] for i in dict.fromkeys(named) if i in by]
+    return (links or sorted(by.values(), key=lambda u: -u["bytes"]))[:BUSIEST]
+
+
+def _throughput_panel(ax, rows, use, samples):
+    """Per-link throughput from series.json, sample by sample, with the fault windows over it."""
+    links = fault_links(rows, use)
+    for k, u in enumerate(links):
+        edges, bps = stairs(samples, u["id"])
+        ax.stairs([b / 1e9 for b in bps], [e / 1e6 for e in edges], color="C%d" % (k % 10),
+                  label=_label(u))
+    for k, f in enumerate(rows):
+        for j, (a, b) in enumerate(f["spans"]):
+            ax.axvspan(a / 1e6, b / 1e6, color="C3", alpha=0.15 + 0.1 * (k % 3),
+                       label="#%d %s" % (f["id"], f["name"]) if j == 0 else None)
+    ax.set_ylabel("payload Gb/s per link")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    if links or rows:
+        ax.legend(fontsize="x-small", loc="upper right")
+    ax.set_title("fault windows over per-link throughput (series.json)")
 
 
 def chart_faults(plt, run, path):
     rows = fault_rows(run)
     span = run.job_span
     pts = completions(run)
-    fig, ax = plt.subplots(figsize=(12, max(3, 0.5 * len(rows) + 2)))
+    over = series_links(run)
+    act = active(over[2]) if over else []
+    h = max(3, 0.5 * len(rows) + 2)
+    if act:
+        fig, (top, ax) = plt.subplots(2, 1, sharex=True, figsize=(12, h + 4),
+                                      gridspec_kw={"height_ratios": [4, h]})
+    else:
+        fig, ax = plt.subplots(figsize=(12, h))
     ends = [b for f in rows for _, b in f["spans"]] + [t for t, _ in pts]
     starts = [a for f in rows for a, _ in f["spans"]] + [t for t, _ in pts]
     if span:
         starts.append(span[0])
         ends.append(span[1])
+    if act:
+        starts.append(span_of(act[0])[0])
+        ends.append(act[-1]["t_ns"])
+        _throughput_panel(top, rows, over[0], act)
     if not starts:
         _empty(ax, "no faults, and no job span in fabric time")
     else:
