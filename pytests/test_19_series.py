@@ -43,7 +43,7 @@ def link_id(fb, src, dst):
     return [l["id"] for l in fb["links"] if (l["from"], l["to"]) == (src, dst)][0]
 
 
-def test_17_01_samples_add_up_to_the_link_counters_page_by_page(harness, fabric_factory,
+def test_19_01_samples_add_up_to_the_link_counters_page_by_page(harness, fabric_factory,
                                                                  tmp_path):
     sc = tmp_path / "many.yaml"
     sc.write_text(MANY)
@@ -111,7 +111,7 @@ def check_hist(l):
         assert l[key] == want, (key, l)
 
 
-def test_17_02_queueing_histogram_contended_and_not(harness, fabric_factory):
+def test_19_02_queueing_histogram_contended_and_not(harness, fabric_factory):
     # three senders into node3, whose downlink is the narrow one (50 Gb/s): messages queue there
     f = fabric_factory(args=["--scenario", os.path.join(SCEN, "model-contention.yaml")])
     r = harness(nranks=4, tests="flows", fabric=f, timeout=60,
@@ -146,7 +146,7 @@ def test_17_02_queueing_histogram_contended_and_not(harness, fabric_factory):
         assert l["queue_hist"][0] == l["msgs"] and l["queue_max_ns"] == l["queue_ns"] == 0, l
 
 
-def test_17_03_simfabric_series_prints_each_busy_link_over_time(harness, fabric_factory):
+def test_19_03_simfabric_series_prints_each_busy_link_over_time(harness, fabric_factory):
     f = fabric_factory(args=["--scenario", os.path.join(SCEN, "model-contention.yaml"),
                              "--sample-ms", "2"])
     harness(nranks=4, tests="flows", fabric=f, timeout=60,
@@ -182,7 +182,7 @@ def test_17_03_simfabric_series_prints_each_busy_link_over_time(harness, fabric_
                                      if ln[:1].isdigit()) == len(fb["links"]), p.stdout
 
 
-def test_17_04_no_series_on_the_ideal_fabric_or_with_sampling_off(fabric_factory, sf_env,
+def test_19_04_no_series_on_the_ideal_fabric_or_with_sampling_off(fabric_factory, sf_env,
                                                                   tmp_path):
     ideal = fabric_factory()
     off = fabric_factory(args=["--scenario", os.path.join(SCEN, "hdr-2node.yaml"),
