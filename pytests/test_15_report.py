@@ -141,6 +141,15 @@ def test_15_01_run_leaves_counters_that_agree_with_what_the_harness_sent(hdr_run
         conns = [c for c in st["connections"] if (c["src"], c["dst"]) == (a, b)]
         assert conns and sum(c["bytes"] for c in conns) == up["bytes"], st["connections"]
         assert sum(c["msgs"] for c in conns) == up["msgs"]
+    # per NIC: what its connections sent and received, and its links' sums
+    nics = {n["nic"]: n for n in st["nics"]}
+    assert sorted(nics) == ["node0/0", "node1/0"], st["nics"]
+    for a, b in (("node0/0", "node1/0"), ("node1/0", "node0/0")):
+        up, down = by[(a, "ib-sw0")], by[("ib-sw0", a)]
+        assert (nics[a]["tx_msgs"], nics[a]["tx_bytes"]) == (up["msgs"], up["bytes"]), nics[a]
+        assert (nics[b]["rx_msgs"], nics[b]["rx_bytes"]) == (up["msgs"], up["bytes"]), nics[b]
+        assert nics[a]["up"]["packets"] == up["packets"] > 0, nics[a]
+        assert nics[a]["down"]["late_n"] == down["late_n"] and nics[a]["down"]["early"] == 0
     # at least what the benchmark says it moved: rank 0 streamed the bandwidth runs and both
     # ranks exchanged the 8-byte latency round trips
     h = load(d, "harness.json")

@@ -136,6 +136,12 @@ def test_19_02_queueing_histogram_contended_and_not(harness, fabric_factory):
     assert row[10:14] == ["%.1f" % (v / 1000.0) for v in (
         down["queue_ns"] / down["msgs"], down["queue_p50_le_ns"], down["queue_p99_le_ns"],
         down["queue_max_ns"])], (row, down)
+    # its NIC table: node3's NIC received the three flows (3 x 16 messages of 256 KiB)
+    nic = [ln.split() for ln in p.stdout.splitlines() if ln.startswith("node3/0 ")]
+    assert nic and nic[0][4:7] == ["3", "48", str(48 * 256 * 1024)], (nic, p.stdout)
+    st_cli = cli("status", "--socket", f.socket)
+    assert [ln.split()[4:7] for ln in st_cli.stdout.splitlines()
+            if ln.startswith("node3/0 ")] == [nic[0][4:7]], st_cli.stdout
     # one message at a time over two nodes: nothing ever waits
     g = fabric_factory(args=["--scenario", os.path.join(SCEN, "hdr-2node.yaml")])
     harness(nranks=2, tests="sizes", fabric=g, extra=["--max-bytes", "1M"]).check_ok()

@@ -9,7 +9,7 @@ import socket
 import time
 
 __all__ = ["CtlError", "default_socket", "request", "show", "fabric", "stats", "series",
-           "wait_ready", "format_status", "format_fabric"]
+           "wait_ready", "format_status", "format_fabric", "nic_counters", "format_nics"]
 
 
 class CtlError(Exception):
@@ -268,6 +268,58 @@ def format_status(st):
             lines.append("%-18s %-22s %-22s %-8s %10s %14s %10s" % (
                 c["id"], c.get("src"), c.get("dst"), c.get("state"), c.get("msgs"),
                 c.get("bytes"), c.get("shm_bytes")))
+        lines.append("")
+        lines.append(format_nics(nic_counters(st["chans"])))
+    return "\n".join(lines)
+
+
+# what a NIC's uplinks (the links leaving it) and downlinks (those reaching it) add up to
+NIC_UP_KEYS = ("packets", "lost", "timeouts", "duplicates", "reordered", "corrupted", "failed",
+               "queue_ns")
+NIC_DOWN_KEYS = ("late_n", "late_sum_ns", "early")
+
+
+def nic_counters(conns, links=()):
+    """Per NIC ("node/index"), what its connections sent and received (conns: show()'s chans or
+    stats.json's connections: src, dst, msgs, bytes) and, on a modelled fabric, the sums of its
+    links' counters (links: dicts with from, to and op=stats' counters): what the model did on
+    its uplinks (packets, lost, ...) and the fidelity monitor on its downlinks. A list sorted
+    by NIC of {"nic", "tx_conns", "tx_msgs", "tx_bytes", "rx_conns", "rx_msgs", "rx_bytes",
+    "up": {...}, "down": {...}} ("up"/"down" empty on the ideal fabric)."""
+    out = {}
+
+    def nic(name):
+        return out.setdefault(name, {"nic": name, "tx_conns": 0, "tx_msgs": 0, "tx_bytes": 0,
+                                     "rx_conns": 0, "rx_msgs": 0, "rx_bytes": 0, "up": {},
+                                     "down": {}})
+    for c in conns:
+        for side, end in (("tx", c.get("src")), ("rx", c.get("dst"))):
+            if end:
+                n = nic(end)
+                n[side + "_conns"] += 1
+                n[side + "_msgs"] += int(c.get("msgs") or 0)
+                n[side + "_bytes"] += int(c.get("bytes") or 0)
+    for l in links:
+        for end, keys, part in ((l.get("from"), NIC_UP_KEYS, "up"),
+                                (l.get("to"), NIC_DOWN_KEYS, "down")):
+            if end and "/" in end:  # a NIC's end; switches have plain names
+                d = nic(end)[part]
+                for k in keys:
+                    d[k] = d.get(k, 0) + int(l.get(k) or 0)
+    return [out[k] for k in sorted(out)]
+
+
+def format_nics(nics):
+    """nic_counters()'s list as a table."""
+    lines = ["%-22s %6s %10s %14s %6s %10s %14s %8s %6s %7s %5s" % (
+        "NIC", "TX CON", "TX MSGS", "TX BYTES", "RX CON", "RX MSGS", "RX BYTES", "PACKETS",
+        "LOST", "CORRUPT", "EARLY")]
+    for n in nics:
+        up, down = n["up"], n["down"]
+        lines.append("%-22s %6d %10d %14d %6d %10d %14d %8s %6s %7s %5s" % (
+            n["nic"], n["tx_conns"], n["tx_msgs"], n["tx_bytes"], n["rx_conns"], n["rx_msgs"],
+            n["rx_bytes"], up.get("packets", "-"), up.get("lost", "-"), up.get("corrupted", "-"),
+            down.get("early", "-")))
     return "\n".join(lines)
 
 

@@ -931,7 +931,8 @@ def launch(cmd, nodes, gpus_per_node=1, scenario=None, socket=None, run_dir=None
 
 def counters(lr, fabric, shared=False):
     """stats.json's content: per directed link its ends and rate (from the fabric dump) and
-    op=stats' counters; per connection op=show's msgs and bytes; the job's span in fabric time
+    op=stats' counters; per connection op=show's msgs and bytes; per NIC their sums
+    (sfctl.nic_counters); the job's span in fabric time
     (ns since the daemon's start, the clock of faults.json) when the daemon told its epoch."""
     names = {l["id"]: l for l in (fabric or {}).get("links") or []}
     links = []
@@ -950,7 +951,8 @@ def counters(lr, fabric, shared=False):
     return {"version": 1, "fabric": (fabric or {}).get("name"),
             "kind": (fabric or {}).get("kind"), "shared_daemon": bool(shared),
             "epoch_ns": fl.get("epoch_ns"), "now_ns": fl.get("now_ns"), "job": job,
-            "links": links, "connections": conns}
+            "links": links, "connections": conns,
+            "nics": sfctl.nic_counters(conns, links)}
 
 
 def dump_series(doc, f):
