@@ -49,7 +49,7 @@ struct daemon {
 	struct srv *srv;
 	struct srv_sock sock;
 	struct event *accept_ev, *timer_ev, *pause_ev, *sigint_ev, *sigterm_ev;
-	int timer_ms; /* what timer_ev is armed for, -1 if not */
+	int64_t timer_us; /* what timer_ev is armed for, -1 if not */
 	const char *stop_reason;
 };
 
@@ -243,15 +243,16 @@ static void after(struct daemon *d)
 		d->stop_reason = "op=stop";
 		event_base_loopbreak(d->base);
 	}
-	int ms = srv_timeout_ms(d->srv);
-	if (ms < 0) {
-		if (d->timer_ms >= 0)
+	int64_t us = srv_timeout_us(d->srv);
+	if (us < 0) {
+		if (d->timer_us >= 0)
 			event_del(d->timer_ev);
 	} else {
-		struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+		struct timeval tv = {.tv_sec = (time_t)(us / 1000000),
+				     .tv_usec = (suseconds_t)(us % 1000000)};
 		event_add(d->timer_ev, &tv);
 	}
-	d->timer_ms = ms;
+	d->timer_us = us;
 }
 
 static void on_accept(evutil_socket_t fd, short what, void *arg)
@@ -281,7 +282,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
 	(void)fd, (void)what;
-	d->timer_ms = -1;
+	d->timer_us = -1;
 	srv_tick(d->srv);
 	after(d);
 }
@@ -525,7 +526,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	struct daemon d = {.timer_ms = -1};
+	struct daemon d = {.timer_us = -1};
 	d.sock.fd = d.sock.lock_fd = -1;
 	signal(SIGPIPE, SIG_IGN);
 	umask(077);
@@ -533,8 +534,10 @@ int main(int argc, char **argv)
 
 	struct event_config *ec = event_config_new();
 	if (ec) {
-		/* The loop owns the whole process: no locking needed. */
+		/* The loop owns the whole process: no locking needed. Deadlines (the link sampler,
+		 * fault windows) want better than epoll's whole milliseconds: a timerfd. */
 		event_config_set_flag(ec, EVENT_BASE_FLAG_NOLOCK);
+		event_config_set_flag(ec, EVENT_BASE_FLAG_PRECISE_TIMER);
 		d.base = event_base_new_with_config(ec);
 		event_config_free(ec);
 	}

@@ -2239,7 +2239,7 @@ void srv_conn_writable(struct srv_conn *c)
 	settle(c->srv);
 }
 
-int srv_timeout_ms(const struct srv *s)
+int64_t srv_timeout_us(const struct srv *s)
 {
 	int64_t first = INT64_MAX;
 	const struct dl *p;
@@ -2257,8 +2257,8 @@ int srv_timeout_ms(const struct srv *s)
 		first = fn;
 	if (first == INT64_MAX)
 		return -1;
-	int64_t ms = (first - now_ns() + 999999) / 1000000;
-	return ms < 1 ? 1 : ms > INT_MAX ? INT_MAX : (int)ms;
+	int64_t us = (first - now_ns() + 999) / 1000;
+	return us < 1 ? 1 : us;
 }
 
 /* An end of a link, for messages: "node3-nic0" or "sw0". */

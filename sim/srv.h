@@ -7,7 +7,7 @@
  * the server does its own non-blocking reads and writes, and asks its host
  * (sim/simfabricd.c) through struct srv_ops which descriptors to watch. The
  * host calls back into srv_accept / srv_conn_readable / srv_conn_writable /
- * srv_tick when they are ready, and keeps one timer armed at srv_timeout_ms.
+ * srv_tick when they are ready, and keeps one timer armed at srv_timeout_us.
  * Every entry point finishes its work (flushes what it queued, frees what it
  * closed) before it returns, so a srv_conn handed to the host is valid until
  * its ops->detach.
@@ -71,8 +71,8 @@ void srv_free(struct srv *s);
 int srv_accept(struct srv *s, int lfd);
 void srv_conn_readable(struct srv_conn *c);
 void srv_conn_writable(struct srv_conn *c);
-/* Milliseconds until the next deadline (>= 1), or -1 if none. */
-int srv_timeout_ms(const struct srv *s);
+/* Microseconds until the next deadline (>= 1), or -1 if none. */
+int64_t srv_timeout_us(const struct srv *s);
 /* Expire what is due. */
 void srv_tick(struct srv *s);
 /* 1 once op=stop was received. */
