@@ -16,6 +16,7 @@ What `simfabric launch` and `simfabric run` do, as a Python API (the pytest plug
 
 Standard library only. Exit statuses of the CLI: see EXIT_*.
 """
+import errno
 import json
 import os
 import re
@@ -889,6 +890,9 @@ class Job:
         try:
             return sfctl.series(self.socket), None
         except sfctl.CtlError as e:
+            if e.errno == errno.EOPNOTSUPP:
+                return None, ("no series.json: the daemon does not sample its links (started "
+                              "with --sample-ms 0)")
             return None, "no series.json: %s" % e
 
     def collect(self, lr):
