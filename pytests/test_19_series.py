@@ -213,3 +213,34 @@ def test_19_04_no_series_on_the_ideal_fabric_or_with_sampling_off(fabric_factory
                             os.path.join(SCEN, "hdr-2node.yaml")] + args,
                            capture_output=True, text=True, timeout=10)
         assert p.returncode == 2 and needle in p.stderr, (args, p.stderr)
+
+
+def test_19_05_a_sample_the_ring_dropped_between_pages_is_left_out(monkeypatch):
+    """sfctl.series() pages through op=series; a page may end inside a sample. If the ring
+    drops that sample before the next page is asked for, the daemon goes on from the oldest
+    sample it still keeps (docs/control-protocol.md): the half-read sample must not be
+    reported, its missing links as 0 bytes."""
+    head = [("errno", "0"), ("period_ns", "1000000"), ("links", "3"),
+            ("links_per_line", "2"), ("capacity", "2")]
+    pages = {
+        # lines 0..2: sample 0 whole, then chunk 0 of sample 1; next=3
+        None: head + [("taken", "2"), ("first", "0"), ("epoch_ns", "7"), ("now_ns", "30"),
+                      ("s.0.0", "10,10,1,2"), ("s.0.1", "10,10,3"), ("s.1.0", "20,10,4,5"),
+                      ("next", "3")],
+        # before the next page, two more samples: the ring (2) dropped 0 and 1; from line 4 on
+        "3": head + [("taken", "4"), ("first", "2"), ("epoch_ns", "7"), ("now_ns", "50"),
+                     ("s.2.0", "30,10,7,8"), ("s.2.1", "30,10,9"), ("s.3.0", "40,10,0,1"),
+                     ("s.3.1", "40,10,2")],
+    }
+    asked = []
+
+    def fake_request(path, op, timeout=5.0, **keys):
+        assert op == "series"
+        asked.append(keys.get("skip"))
+        return pages[keys.get("skip")]
+
+    monkeypatch.setattr(sfctl, "request", fake_request)
+    se = sfctl.series("/nowhere")
+    assert asked == [None, "3"], asked
+    got = [(s["seq"], s["t_ns"], s["bytes"]) for s in se["samples"]]
+    assert got == [(0, 10, [1, 2, 3]), (2, 30, [7, 8, 9]), (3, 40, [0, 1, 2])], got
