@@ -246,3 +246,21 @@ def test_19_05_a_sample_the_ring_dropped_between_pages_is_left_out(monkeypatch):
     assert asked == [None, "3"], asked
     got = [(s["seq"], s["t_ns"], s["bytes"]) for s in se["samples"]]
     assert got == [(0, 10, [1, 2, 3]), (2, 30, [7, 8, 9]), (3, 40, [0, 1, 2])], got
+
+
+def test_19_06_lines_are_numbered_from_sample_0_after_the_ring_wraps(harness, fabric_factory):
+    """skip and next count lines from sample 0, not from the oldest sample kept: after the ring
+    wraps, line p is still sample p // chunks (one chunk a sample here: 8 links)."""
+    f = fabric_factory(args=["--scenario", os.path.join(SCEN, "model-contention.yaml"),
+                             "--sample-ms", "1", "--series-samples", "3"])
+    harness(nranks=4, tests="flows", fabric=f, timeout=60,
+            extra=["--flows", "0>3", "--flow-bytes", "4M", "--flow-msg", "256K",
+                   "--max-bytes", "1M"]).check_ok()
+    se = sfctl.series(f.socket)  # channels closed, backlogs drained: the sampler is off
+    taken, first = se["taken"], se["first"]
+    assert first == taken - 3 > 0 and [s["seq"] for s in se["samples"]] == [
+        first, first + 1, first + 2], se
+    for skip, want in ((0, first), (first, first), (taken - 1, taken - 1)):
+        page = f.request("series", skip=skip)  # lines before the oldest kept are skipped
+        assert [k for k, _ in page if k.startswith("s.")][0] == "s.%d.0" % want, (skip, page)
+    assert not [k for k, _ in f.request("series", skip=taken) if k.startswith("s.")]
