@@ -264,3 +264,22 @@ def test_19_06_lines_are_numbered_from_sample_0_after_the_ring_wraps(harness, fa
         page = f.request("series", skip=skip)  # lines before the oldest kept are skipped
         assert [k for k, _ in page if k.startswith("s.")][0] == "s.%d.0" % want, (skip, page)
     assert not [k for k, _ in f.request("series", skip=taken) if k.startswith("s.")]
+
+
+def test_19_07_the_cli_names_a_sampler_value_out_of_range(tmp_path):
+    """`simfabric up` sends the daemon's output to --log (or nowhere): a --sample-ms or
+    --series-samples the daemon would refuse is refused by the CLI first, named, with the
+    range (exit 2), not as "simfabricd exited with status 2 before it was ready"."""
+    sock = tmp_path / "d" / "ctl.sock"
+    for args, needle in (
+            (["up", "--socket", sock, "--sample-ms", "70000"],
+             "--sample-ms: '70000' is not a number of milliseconds in 0..60000"),
+            (["up", "--socket", sock, "--series-samples", "0"],
+             "--series-samples: '0' is not a number of samples in 1..1048576"),
+            (["run", os.path.join(SCEN, "job-harness-hdr.yaml"), "--sample-ms", "-1"],
+             "--sample-ms: '-1' is not a number of milliseconds in 0..60000"),
+            (["launch", "--nodes", "2", "--sample-ms", "x", "--", "true"],
+             "--sample-ms: 'x' is not a number of milliseconds in 0..60000")):
+        p = cli(*args, timeout=30)
+        assert p.returncode == 2 and needle in p.stderr, (args, p.returncode, p.stderr)
+    assert not sock.exists()
