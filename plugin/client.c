@@ -208,9 +208,16 @@ static int map_fabric(struct sfc_session *s, struct ctl_msg *r, char *why, size_
 		return -errno;
 	}
 	int rc = fst_view_new(base, len, &s->fab);
+	if (rc == -EPROTONOSUPPORT) /* the header is there: fst_check read it */
+		snprintf(why, whylen,
+			 "the fabric state has layout version %u, this plugin's is %u: the plugin "
+			 "and the daemon come from different builds of simfabric (run the daemon of "
+			 "the plugin's build)",
+			 ((const struct fst_shm *)base)->version, FST_VERSION);
+	else if (rc)
+		snprintf(why, whylen, "the fabric state fails its check: %s", strerror(-rc));
 	if (rc) {
 		munmap(base, len);
-		snprintf(why, whylen, "the fabric state fails its check: %s", strerror(-rc));
 		return rc;
 	}
 	s->fab_base = base;

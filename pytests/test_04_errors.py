@@ -78,3 +78,34 @@ def test_04_06_bad_node_name_fails_init(sf_env, fabric):
     p = subprocess.run([sys.executable, "-c", INIT_SCRIPT, sf_env.plugin], env=env,
                        capture_output=True, text=True, timeout=60)
     assert p.stdout.strip() == "0", (p.stdout, p.stderr, fabric.log())
+
+
+def test_04_07_a_fabric_state_of_another_build_is_refused_naming_both_versions(
+        harness, fabric_factory):
+    """A plugin and a daemon of different builds: the shared fabric state's layout version
+    (sim/fstate.h FST_VERSION) differs, and init fails naming both versions and what to do,
+    not with strerror(EPROTONOSUPPORT). Played by rewriting the version in the daemon's region
+    (the memfd every hello gets) to one this plugin does not know."""
+    import mmap
+    import socket
+    import struct
+    f = fabric_factory(args=["--scenario", os.path.join(simfabric_pytest.ROOT, "scenarios",
+                                                        "hdr-2node.yaml")])
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(f.socket)
+    s.sendall(("op=hello\nnode=node0\npid=%d\nversion=1\nclient=plugin\n\n"
+               % os.getpid()).encode())
+    msg, fds, _, _ = socket.recv_fds(s, 65536, 1)
+    reply = dict(ln.split("=", 1) for ln in msg.decode().split("\n\n")[0].split("\n"))
+    assert reply["errno"] == "0" and len(fds) == 1, (reply, fds)
+    region = mmap.mmap(fds[0], int(reply["fabric_bytes"]))
+    magic, ours = struct.unpack_from("<QI", region, 0)  # struct fst_shm: magic, version
+    struct.pack_into("<I", region, 8, ours + 7)
+    region.close()
+    os.close(fds[0])
+    s.close()
+    r = harness(nranks=2, tests="sizes", fabric=f, extra=["--max-bytes", "1K"])
+    assert r.rc != 0, r.report()
+    want = "the fabric state has layout version %d, this plugin's is %d" % (ours + 7, ours)
+    assert want in r.stderr + r.stdout and "different builds" in r.stderr + r.stdout, \
+        r.report()

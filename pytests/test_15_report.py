@@ -396,3 +396,23 @@ def test_15_09_sample_ms_reaches_the_daemon_and_0_leaves_no_series_json(sf_env, 
     p = cli("run", sc, "--run-dir", d, "-q", "--progress", "0", "--sample-ms", "2")
     assert p.returncode == 0, p.stdout + p.stderr
     assert load(str(d), "series.json")["period_ns"] == 2000000
+
+
+def test_15_10_a_zero_length_active_interval_is_no_division_by_zero(hdr_run, tmp_path):
+    """The active interval of series.json can have no length (its one busy sample has dt_ns 0):
+    the per-link rate over time is then 0 everywhere, never a ZeroDivisionError."""
+    import sfreport
+    smp = [{"seq": 0, "t_ns": 5000, "dt_ns": 0, "bytes": [4096, 0]}]
+    assert sfreport.binned(smp, 0, 5000, 5000, 10) == [0.0] * 10
+    d = tmp_path / "saved"
+    shutil.copytree(hdr_run[0], d)
+    se = load(str(d), "series.json")
+    st = load(str(d), "stats.json")
+    t = st["job"]["start_ns"] + 1000
+    se["samples"] = [{"seq": 0, "t_ns": t, "dt_ns": 0,
+                      "bytes": [l["bytes"] for l in sorted(st["links"], key=lambda l: l["id"])]}]
+    with open(d / "series.json", "w") as f:
+        json.dump(se, f)
+    p = cli("report", d, "--format", "png" if HAVE_MPL else "text", "--out", tmp_path / "c")
+    assert p.returncode == 0, p.stderr
+    assert "over the 0.000 ms sampled" in p.stdout, p.stdout

@@ -181,3 +181,15 @@ def test_18_10_real_nccl_hands_simfabrics_events_to_a_profiler(nccl_gpu, profche
         assert sf["chans"] >= 2 and len(sf["nodes"]) == 1, why  # a send and a receive channel
         nodes += sf["nodes"]
     assert len(set(nodes)) == 2, nodes  # each rank is its own node
+
+
+def test_18_06_an_output_path_too_long_is_named_in_a_warning(profcheck, tmp_path):
+    """SIMFABRIC_PROFCHECK_OUT set, but longer than a path can be once expanded: no file, and
+    a warning through NCCL's logger that names the variable and its value (the driver sees
+    only the format: the value is its %s)."""
+    out = "x" * 5000 + "-%p.json"
+    r, s = drive(profcheck, "env", tmp_path, out=out)
+    assert s is None and not list(tmp_path.iterdir()), list(tmp_path.iterdir())
+    warns = [m for lv, m in r["logs"] if lv == 2]
+    assert any(m.startswith("PROFILER/simfabric-check: SIMFABRIC_PROFCHECK_OUT='%") and
+               "no summary is written" in m for m in warns), r["logs"]

@@ -611,6 +611,19 @@ int fst_bucket(uint64_t v, int nbuckets)
 	return b;
 }
 
+uint64_t fst_hist_le(const uint64_t *h, int nbuckets, uint64_t n, unsigned pct, uint64_t max)
+{
+	uint64_t seen = 0;
+	for (int b = 0; b < nbuckets && n; b++) {
+		seen += h[b];
+		if (seen * 100 >= n * pct) {
+			uint64_t top = b ? 1ull << b : 0;
+			return b == nbuckets - 1 && max > top ? max : top;
+		}
+	}
+	return 0;
+}
+
 uint32_t fst_crossed(const struct fst_shm *shm, int64_t now_ns, uint64_t *bytes)
 {
 	const struct model_link *params =

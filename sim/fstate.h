@@ -171,6 +171,13 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns);
 /* A histogram's bucket for v ns (FST_LATE_BUCKETS or FST_QUEUE_BUCKETS of them: nbuckets). */
 int fst_bucket(uint64_t v, int nbuckets);
+/*
+ * The pct-th percentile of the n values counted in histogram h[nbuckets] (fst_bucket's
+ * buckets), as an upper bound: the top of the bucket that holds it (2^b; 0 for bucket 0).
+ * The last bucket also counts everything above its top: there the bound is max, the
+ * largest value counted, where that is higher. 0 when n is 0.
+ */
+uint64_t fst_hist_le(const uint64_t *h, int nbuckets, uint64_t n, unsigned pct, uint64_t max);
 
 /*
  * Payload bytes that have crossed each link by now_ns, into bytes[nlinks]: its byte

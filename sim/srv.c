@@ -1386,18 +1386,6 @@ static uint64_t hist_load(const _Atomic uint64_t *h, int nb, uint64_t *out)
 	return n;
 }
 
-/* The pct-th percentile of n values, as the upper bound of its bucket (a power of two). */
-static uint64_t hist_le(const uint64_t *h, int nb, uint64_t n, unsigned pct)
-{
-	uint64_t seen = 0;
-	for (int b = 0; b < nb && n; b++) {
-		seen += h[b];
-		if (seen * 100 >= n * pct)
-			return b ? 1ull << b : 0;
-	}
-	return 0;
-}
-
 /* Its non-empty buckets, "B:COUNT/B:COUNT/...". Each takes at most 2 + 1 + 20 + 1 bytes. */
 static void hist_text(const uint64_t *h, int nb, char *out, size_t cap)
 {
@@ -1418,6 +1406,8 @@ static int add_link_stats(struct ctl_msg *rep, struct fst_link *l, uint64_t i)
 	uint64_t qh[FST_QUEUE_BUCKETS], lh[FST_LATE_BUCKETS];
 	uint64_t qn = hist_load(l->queue_hist, FST_QUEUE_BUCKETS, qh);
 	uint64_t ln = hist_load(l->late_hist, FST_LATE_BUCKETS, lh);
+	/* after the buckets: a writer raises the maximum before it counts the value */
+	uint64_t qmax = atomic_load(&l->queue_max_ns), lmax = atomic_load(&l->late_max_ns);
 	int rc = 0;
 	snprintf(key, sizeof(key), "link.%llu", (unsigned long long)i);
 	snprintf(v, sizeof(v),
@@ -1433,14 +1423,12 @@ static int add_link_stats(struct ctl_msg *rep, struct fst_link *l, uint64_t i)
 		 (unsigned long long)atomic_load(&l->corrupted),
 		 (unsigned long long)atomic_load(&l->failed),
 		 (unsigned long long)atomic_load(&l->queue_ns),
-		 (unsigned long long)atomic_load(&l->queue_max_ns),
-		 (unsigned long long)hist_le(qh, FST_QUEUE_BUCKETS, qn, 50),
-		 (unsigned long long)hist_le(qh, FST_QUEUE_BUCKETS, qn, 99),
+		 (unsigned long long)qmax, (unsigned long long)fst_hist_le(qh, FST_QUEUE_BUCKETS, qn, 50, qmax),
+		 (unsigned long long)fst_hist_le(qh, FST_QUEUE_BUCKETS, qn, 99, qmax),
 		 (unsigned long long)atomic_load(&l->late_n),
 		 (unsigned long long)atomic_load(&l->late_sum_ns),
-		 (unsigned long long)atomic_load(&l->late_max_ns),
-		 (unsigned long long)hist_le(lh, FST_LATE_BUCKETS, ln, 50),
-		 (unsigned long long)hist_le(lh, FST_LATE_BUCKETS, ln, 99),
+		 (unsigned long long)lmax, (unsigned long long)fst_hist_le(lh, FST_LATE_BUCKETS, ln, 50, lmax),
+		 (unsigned long long)fst_hist_le(lh, FST_LATE_BUCKETS, ln, 99, lmax),
 		 (unsigned long long)atomic_load(&l->early));
 	rc |= ctl_add(rep, key, v);
 	snprintf(key, sizeof(key), "link.%llu.queue_hist", (unsigned long long)i);

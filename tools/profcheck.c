@@ -128,16 +128,19 @@ __attribute__((format(printf, 2, 3))) static void pc_note(char *first, const cha
 
 /* ---- setup ------------------------------------------------------------------------------ */
 
-/* tmpl with %p (the pid) and %% expanded, made absolute; "" when unset or too long. */
-static void pc_set_path(const char *tmpl)
+/* tmpl with %p (the pid) and %% expanded, made absolute, into pc.path: NULL, or ("" left
+ * there) why it cannot be. */
+static const char *pc_set_path(const char *tmpl)
 {
 	char *o = pc.path, *end = pc.path + sizeof(pc.path) - 16;
 	pc.path[0] = 0;
 	if (!tmpl || !tmpl[0])
-		return;
+		return NULL;
 	if (tmpl[0] != '/') {
-		if (!getcwd(pc.path, sizeof(pc.path) - 32))
-			goto bad;
+		if (!getcwd(pc.path, sizeof(pc.path) - 32)) {
+			pc.path[0] = 0;
+			return "is relative, and the working directory is out of reach (getcwd failed)";
+		}
 		o += strlen(pc.path);
 		*o++ = '/';
 	}
@@ -155,10 +158,11 @@ static void pc_set_path(const char *tmpl)
 	}
 	if (o < end) {
 		*o = 0;
-		return;
+		return NULL;
 	}
 bad:
 	pc.path[0] = 0;
+	return "is too long once expanded (with the working directory, if relative)";
 }
 
 /* The first init reads the environment (under the lock). */
@@ -170,7 +174,11 @@ static void pc_setup(void)
 	char *end = NULL;
 	long v = m ? strtol(m, &end, 0) : PROF_NET_PLUGIN;
 	pc.mask = (m && (!*m || *end || v < 0 || v > INT32_MAX)) ? PROF_NET_PLUGIN : (int)v;
-	pc_set_path(getenv("SIMFABRIC_PROFCHECK_OUT"));
+	const char *out = getenv("SIMFABRIC_PROFCHECK_OUT");
+	const char *why = pc_set_path(out);
+	if (why)
+		PC_LOG(NCCL_LOG_WARN, "SIMFABRIC_PROFCHECK_OUT='%.80s%s' %s: no summary is written",
+		       out, strlen(out) > 80 ? "..." : "", why);
 	if (m && pc.mask != v)
 		PC_LOG(NCCL_LOG_WARN, "SIMFABRIC_PROFCHECK_MASK='%s' is not a mask; using 0x%x", m,
 		       pc.mask);
@@ -208,9 +216,12 @@ static ncclResult_t pc_init(void **context, uint64_t commId, int *eActivationMas
 	pc_add_comm(commId, commName, nNodes, nranks, rank);
 	__atomic_store_n(eActivationMask, pc.mask, __ATOMIC_RELAXED);
 	*context = c;
+	const char *out = getenv("SIMFABRIC_PROFCHECK_OUT");
 	PC_LOG(NCCL_LOG_INFO, "comm 0x%llx rank %d of %d: mask 0x%x, summary to %s",
 	       (unsigned long long)commId, rank, nranks, pc.mask,
-	       pc.path[0] ? pc.path : "nowhere (SIMFABRIC_PROFCHECK_OUT unset)");
+	       pc.path[0]     ? pc.path
+	       : out && *out ? "nowhere (SIMFABRIC_PROFCHECK_OUT unusable: see the warning)"
+			     : "nowhere (SIMFABRIC_PROFCHECK_OUT unset)");
 	pthread_mutex_unlock(&pc.lock);
 	return ncclSuccess;
 }

@@ -230,23 +230,26 @@ def series(path, timeout=5.0):
     """The daemon's per-link samples (op=series, every page): {"period_ns", "links",
     "capacity", "taken", "first", "epoch_ns", "now_ns", "samples": [{"seq", "t_ns", "dt_ns",
     "bytes": [per link]}]}: t_ns in fabric time (ns since the daemon's start), each sample
-    the payload bytes every link carried in the dt_ns before it."""
+    the payload bytes every link carried in the dt_ns before it. A sample the ring dropped
+    between two pages, after the first of them had only some of its lines, is left out."""
     pairs = _pages(path, "series", timeout)
     head = {k: int(v) for k, v in pairs if "." not in k and k != "errno"}
     per = head["links_per_line"]
-    samples = {}
+    chunks = -(-head["links"] // per) or 1  # lines per sample
+    samples, got = {}, {}
     for k, v in pairs:
         parts = k.split(".")
         if parts[0] != "s":
             continue
         nums = [int(x) for x in v.split(",")]
-        smp = samples.setdefault(int(parts[1]), {"seq": int(parts[1]), "t_ns": nums[0],
-                                                 "dt_ns": nums[1],
-                                                 "bytes": [0] * head["links"]})
+        seq = int(parts[1])
+        smp = samples.setdefault(seq, {"seq": seq, "t_ns": nums[0], "dt_ns": nums[1],
+                                       "bytes": [0] * head["links"]})
         c0 = int(parts[2]) * per
         smp["bytes"][c0:c0 + len(nums) - 2] = nums[2:]
+        got.setdefault(seq, set()).add(int(parts[2]))
     head.pop("links_per_line")
-    head["samples"] = [samples[q] for q in sorted(samples)]
+    head["samples"] = [samples[q] for q in sorted(samples) if len(got[q]) == chunks]
     return head
 
 

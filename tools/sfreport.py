@@ -349,7 +349,9 @@ def link_usage(samples, rates):
 
 def binned(samples, i, lo, hi, bins):
     """Link i's payload rate in bit/s in bins over [lo, hi) ns, each sample's bytes spread
-    evenly over its interval."""
+    evenly over its interval. All 0 when [lo, hi) has no length: no time, no rate."""
+    if hi <= lo:
+        return [0.0] * bins
     w = (hi - lo) / float(bins)
     acc = [0.0] * bins
     for s in samples:

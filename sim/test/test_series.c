@@ -3,6 +3,7 @@
  * test_series.c - seeing the fabric, in virtual time with exact values:
  *   queueing      fst_reserve's per-link queueing histogram, maximum and sum
  *                 for a known sequence of messages on a contended link
+ *   percentiles   fst_hist_le: bucket tops, and the maximum past the last bucket's top
  *   crossed       fst_crossed: a link's bytes less its backlog, at its payload rate
  *   series        the sampler's ring: deltas, wrap, high marks, the memory bound
  *   layout        fst_check on a region of another layout version
@@ -113,6 +114,33 @@ static void test_buckets(void)
 		      fst_bucket(UINT64_MAX, FST_QUEUE_BUCKETS) == 39,
 	      "the last bucket takes everything above");
 	CHECK(fst_bucket(UINT64_MAX, FST_LATE_BUCKETS) == FST_LATE_BUCKETS - 1, "lateness's last");
+}
+
+/* Percentile bounds: the top of the bucket, and never below the value in the last one. */
+static void test_hist_le(void)
+{
+	enum { NB = FST_LATE_BUCKETS };
+	uint64_t h[NB] = {0}, vals[] = {0, 0, 700, 3000, 50000000}; /* the last: 50 ms */
+	uint64_t max = 0;
+	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+		h[fst_bucket(vals[i], NB)]++;
+		max = vals[i] > max ? vals[i] : max;
+	}
+	CHECK(fst_hist_le(h, NB, 0, 50, 0) == 0, "no values");
+	CHECK(fst_hist_le(h, NB, 5, 40, max) == 0, "p40 is 0 ns (bucket 0)");
+	CHECK(fst_hist_le(h, NB, 5, 50, max) == 1024, "p50: 700 ns is in [512, 1024): %llu",
+	      (unsigned long long)fst_hist_le(h, NB, 5, 50, max));
+	CHECK(fst_hist_le(h, NB, 5, 80, max) == 4096, "p80: 3000 ns, under 4096: %llu",
+	      (unsigned long long)fst_hist_le(h, NB, 5, 80, max));
+	/* 50 ms falls in the last bucket (from 2^22 ns, 4 ms, up): its top 2^23 is below it */
+	uint64_t p99 = fst_hist_le(h, NB, 5, 99, max);
+	CHECK(p99 >= 50000000 && p99 == max, "p99 of values up to 50 ms is bounded by %llu",
+	      (unsigned long long)p99);
+	/* in the last bucket but under its top: the top still bounds it */
+	uint64_t g[NB] = {0};
+	g[NB - 1] = 1;
+	CHECK(fst_hist_le(g, NB, 1, 99, 5000000) == 1ull << (NB - 1), "5 ms: %llu",
+	      (unsigned long long)fst_hist_le(g, NB, 1, 99, 5000000));
 }
 
 /*
@@ -251,6 +279,7 @@ static void test_layout(void)
 int main(void)
 {
 	test_buckets();
+	test_hist_le();
 	test_queueing();
 	test_crossed();
 	test_series();
