@@ -73,7 +73,7 @@ def test_08_01_every_shipped_scenario_loads(fabric_factory, path_):
             up = fb["links"][nic["link_out"]]
             assert up["from"] == "%s/%d" % (n["name"], i)
             assert fb["links"][nic["link_in"]]["to"] == up["from"]
-            assert nic["speed_mbps"] == (up["rate_bps"] // 1000000 or 400000)
+            assert nic["speed_mbps"] == (up["rate_bps"] // 1000000 or 200000)
     if fb["paths"] is not None:
         assert len(fb["paths"]) == fb["path_pairs"] == c["nics"] * (c["nics"] - 1)
         for p in fb["paths"]:
@@ -216,7 +216,7 @@ def test_08_09_the_ideal_fabric_dump_follows_hellos(fabric):
     fb = sfctl.fabric(fabric.socket)
     assert fb["kind"] == "ideal" and fb["scenario"] is None and fb["nodes"] == []
     assert fb["config"] == {"seed": 1, "switching": "cut_through", "nics_per_node": 1,
-                            "speed_mbps": 400000, "latency_ns": 0}
+                            "speed_mbps": 200000, "latency_ns": 0}
     hello(fabric, "alpha")
     fb = sfctl.fabric(fabric.socket)
     assert [n["name"] for n in fb["nodes"]] == ["alpha"]

@@ -7,9 +7,12 @@
  *  - *ideal* (the default, and `kind: ideal` in a scenario): no latency,
  *    unlimited bandwidth, any number of nodes, created on first use
  *    (op=hello), each with nics_per_node NICs named "<node>-nic<i>". Its NICs
- *    report speed_mbps 400000 (400 Gb/s, an NDR-class port) only because
- *    NCCL's tuner wants a number; nothing in the ideal fabric is throttled to
- *    it. It has no links: every path has 0 hops.
+ *    report speed_mbps 200000 (200 Gb/s) only because NCCL's tuner wants a
+ *    number; nothing in the ideal fabric is throttled to it. The number is
+ *    about what the emulation carries (its host copies run at some 16 GB/s):
+ *    told 400 Gb/s, NCCL chose LL on 4 channels up to 1 MiB, which through
+ *    host memory ran slower than its Socket transport there. It has no links:
+ *    every path has 0 hops.
  *  - *explicit* (built from a scenario file by sim/scenario.c through the
  *    builder calls below): a fixed set of nodes with 1..8 NICs each,
  *    switches, and links (cables) NIC-switch, switch-switch or NIC-NIC. Every
@@ -33,7 +36,7 @@
  * every other one in at most MODEL_MAX_HOPS hops (fabric_finish checks).
  *
  * What a NIC reports in op=hello: speed_mbps is the rate of its uplink
- * (NIC->switch direction; an unlimited one reports 400000), latency_ns the
+ * (NIC->switch direction; an unlimited one reports 200000), latency_ns the
  * latency to a typical peer: the median (the lower one of an even count),
  * over the other nodes (at most 256 of them, evenly spaced by id), of the
  * model's uncontended time of a zero-byte message (model_ideal_ns: o_send,
@@ -67,7 +70,7 @@
 #define FABRIC_TYPICAL_PEERS 256 /* peers sampled for a NIC's reported latency */
 
 /* The reported speed of an ideal (or unlimited) NIC: NCCL's tuning stand-in, not a limit. */
-#define FABRIC_IDEAL_SPEED_MBPS 400000
+#define FABRIC_IDEAL_SPEED_MBPS 200000
 
 /* Fabric-wide settings (scope PARAM_FABRIC of sim/param.h). */
 struct fabric_config {

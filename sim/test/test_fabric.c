@@ -71,7 +71,7 @@ static void test_params(void)
 	struct fabric_config cfg;
 	char err[FABRIC_ERR_LEN], buf[PARAM_VALUE_MAX];
 	fabric_config_init(&cfg);
-	CHECK(cfg.nics_per_node == 1 && cfg.speed_mbps == 400000 && cfg.latency_ns == 0 &&
+	CHECK(cfg.nics_per_node == 1 && cfg.speed_mbps == 200000 && cfg.latency_ns == 0 &&
 		      cfg.seed == 1 && cfg.switching == MODEL_CUT_THROUGH,
 	      "defaults: %lld %lld %lld %llu", (long long)cfg.nics_per_node,
 	      (long long)cfg.speed_mbps, (long long)cfg.latency_ns, (unsigned long long)cfg.seed);
