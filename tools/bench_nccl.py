@@ -8,7 +8,8 @@ For 2 and 4 ranks it runs the NCCL job program (build/simfabric-nccljob) through
 environment, over NCCL_NET=Socket on the loopback interface. Each pair runs ROUNDS times,
 alternating, and the best of each is kept. It prints 8 B allreduce latency and 64 MiB allreduce
 bus bandwidth with their ratios against the targets (busbw >= 2x Socket; latency <= Socket),
-then, over the 25 and 100 Gb/s scenarios, measured busbw against the alpha-beta model.
+the times of 64 KiB to 4 MiB allreduces for information (where NCCL's choice of protocol and
+channels, from the speed the plugin reports, shows), then, over the 25 and 100 Gb/s scenarios, measured busbw against the alpha-beta model.
 
 The communicators are blocking (config.blocking = 1), as in nccl-tests and torch.distributed. A
 non-blocking communicator makes NCCL start a thread for every group it launches (ncclGroupEnd in
@@ -29,6 +30,7 @@ import sflaunch  # noqa: E402
 import sfmodel  # noqa: E402
 
 ROOT = os.path.dirname(HERE)
+MID = ("64K", "256K", "1M", "4M")  # between the latency and the bandwidth figures, for information
 
 
 def run_job(paths, nranks, net, sizes, iters, warmup, scenario=None, tag="", blocking=1):
@@ -90,7 +92,10 @@ def main():
                 lat, _r = run_job(paths, n, net, "8", 2000, 200)
                 nbl, _r = run_job(paths, n, net, "8", 2000, 200, blocking=0)
                 bw, _r = run_job(paths, n, net, "64M", 20, 5)
+                mid, _r = run_job(paths, n, net, ",".join(MID), 100, 10)
                 b = best[net]
+                b["mid_us"] = {size: min(b.get("mid_us", {}).get(size, 1e18), x["time_us"])
+                               for size, x in mid.items()}
                 b["lat_us"] = min(b.get("lat_us", 1e18), lat[8]["time_us"])
                 b["lat_nonblocking_us"] = min(b.get("lat_nonblocking_us", 1e18),
                                               nbl[8]["time_us"])
@@ -107,6 +112,10 @@ def main():
         print("%-6d %-22s %7.2f GB/s %7.2f GB/s %7.2fx %s" % (
             n, "64 MiB busbw", s["busbw"], k["busbw"], rb,
             ">= 2.00x: %s" % ("met" if rb >= 2.0 else "NOT met")))
+        for size in sorted(s["mid_us"]):
+            print("%-6d %-22s %10.1f us %10.1f us %7.2fx %s" % (
+                n, "%d KiB allreduce" % (size >> 10), s["mid_us"][size], k["mid_us"][size],
+                s["mid_us"][size] / k["mid_us"][size], "(information)"))
         report["ideal"][n] = {"simfabric": s, "socket": k, "latency_ratio": rl,
                               "busbw_ratio": rb}
     print("\nNCCL allreduce busbw against the alpha-beta model (tools/sfmodel.py), 2 ranks")
