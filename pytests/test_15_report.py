@@ -373,6 +373,27 @@ def test_15_08_without_series_json_the_whole_run_figure(hdr_run, tmp_path):
             assert (tmp_path / "charts" / ("%s.png" % chart)).is_file(), p.stdout
 
 
+def test_15_11_a_series_that_lost_the_jobs_start_is_said_so(hdr_run, tmp_path):
+    """The daemon's ring keeps the newest samples: a series.json that no longer reaches back to
+    the job's start gets a warning naming how much is missing; a whole one gets none."""
+    p = cli("report", hdr_run[0], "--format", "text")
+    assert p.returncode == 0 and "WARNING: the daemon's ring" not in p.stdout, p.stdout
+    d = tmp_path / "saved"
+    shutil.copytree(hdr_run[0], d)
+    se, st = load(str(d), "series.json"), load(str(d), "stats.json")
+    busy = [k for k, x in enumerate(se["samples"]) if any(x["bytes"])]
+    cut = busy[len(busy) // 2]  # as if the ring had dropped the first half of the traffic
+    se["first"] += cut
+    se["samples"] = se["samples"][cut:]
+    with open(d / "series.json", "w") as f:
+        json.dump(se, f)
+    p = cli("report", d, "--format", "text")
+    assert p.returncode == 0, p.stderr
+    want = (se["samples"][0]["t_ns"] - se["samples"][0]["dt_ns"] - st["job"]["start_ns"]) / 1e6
+    warn = [ln for ln in section(p.stdout, "per-link utilisation") if "WARNING" in ln]
+    assert warn and ("the first %.3f ms of the job" % want) in warn[0], p.stdout
+
+
 def test_15_09_sample_ms_reaches_the_daemon_and_0_leaves_no_series_json(sf_env, tmp_path):
     hdr = os.path.join(ROOT, "scenarios", "hdr-2node.yaml")
     d = tmp_path / "off"

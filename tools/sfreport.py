@@ -320,6 +320,15 @@ def series_samples(series, span=None):
     return out
 
 
+def dropped_before(series, span):
+    """How many ns at the job's start the series no longer holds (0: it covers the start): the
+    daemon's ring drops its oldest samples once full (series.json's first > 0)."""
+    samples = (series or {}).get("samples") or []
+    if not span or not samples or not series.get("first"):
+        return 0
+    return max(0, span_of(samples[0])[0] - span[0])
+
+
 def active(samples):
     """The samples from the first to the last in which any link carried bytes ([] if none)."""
     busy = [k for k, s in enumerate(samples) if any(s["bytes"])]
@@ -532,6 +541,11 @@ def text_links(run):
             "(no sample with traffic)"))
         if shared:
             lines.append("  (samples within the job's span only%s)" % shared)
+        lost = dropped_before(run.series, run.job_span)
+        if lost:
+            lines.append("  WARNING: the daemon's ring kept only the newest %d samples: the "
+                         "first %s ms of the job are not in series.json (raise --series-samples "
+                         "or --sample-ms)" % (run.series.get("capacity", 0), _ms(lost)))
         use = {u["id"]: u for u in use}
     links = link_rows(run)
     if links:
