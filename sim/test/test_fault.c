@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "sim/test/check.h"
+#include "sim/test/fenv.h"
 
 #define TO 4194304LL	      /* T_o: 4096 << 10 ns */
 #define ORIGIN 1000000000LL   /* the faults' origin: 1 s of virtual time */
@@ -452,42 +453,23 @@ struct env {
 
 static void env_init(struct env *e, uint64_t seed)
 {
-	char err[MODEL_ERR_LEN];
 	memset(e, 0, sizeof(*e));
 	for (int i = 0; i < NL; i++) {
 		e->links[i].rate_bps = 25000000000ull;
 		e->links[i].latency_ns = 500;
 		e->links[i].mtu = 4096;
 		e->links[i].hdr_bytes = 64;
-		if (model_link_resolve(&e->links[i], err, sizeof(err))) {
-			fprintf(stderr, "link %d: %s\n", i, err);
-			exit(1);
-		}
 	}
 	e->nic = (struct model_nic){.o_send_ns = 300, .o_recv_ns = 300, .ack_proc_ns = 200,
 				    .timeout_exp = 10, .retry_count = 7,
 				    .timeout_scale_ppm = 1000000};
-	if (model_nic_resolve(&e->nic, err, sizeof(err))) {
-		fprintf(stderr, "nic: %s\n", err);
-		exit(1);
-	}
-	e->len = fst_bytes(NL, NNIC, 0);
-	e->base = mmap(NULL, e->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (e->base == MAP_FAILED) {
-		perror("mmap");
-		exit(1);
-	}
-	if (fst_format(e->base, e->len, NL, e->links, NNIC, seed, 0) ||
-	    fst_view_new(e->base, e->len, &e->v)) {
-		fprintf(stderr, "fabric state\n");
-		exit(1);
-	}
+	fenv_resolve(e->links, NL, &e->nic);
+	e->v = fenv_map(NL, e->links, NNIC, seed, &e->base, &e->len);
 }
 
 static void env_fini(struct env *e)
 {
-	fst_view_free(e->v);
-	munmap(e->base, e->len);
+	fenv_unmap(e->v, e->base, e->len);
 }
 
 static struct fst_conn conn(const struct env *e, int which)

@@ -15,9 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "sim/test/check.h"
+#include "sim/test/fenv.h"
 
 /*
  * Round numbers: 8 Gb/s is one byte per ns; no headers, latency or overheads, so a
@@ -36,7 +36,6 @@ struct env {
 
 static void env_init(struct env *e)
 {
-	char err[MODEL_ERR_LEN];
 	struct model_link links[NL];
 	memset(e, 0, sizeof(*e));
 	memset(links, 0, sizeof(links));
@@ -44,30 +43,16 @@ static void env_init(struct env *e)
 		links[i].rate_bps = i == 4 ? 0 : 8000000000ull;
 		links[i].mtu = i == 3 ? 1000 : 4096;
 		links[i].hdr_bytes = i == 3 ? 24 : 0;
-		if (model_link_resolve(&links[i], err, sizeof(err))) {
-			fprintf(stderr, "link %d: %s\n", i, err);
-			exit(1);
-		}
 	}
 	e->nic = (struct model_nic){.timeout_exp = 20, .retry_count = 7,
 				    .timeout_scale_ppm = 1000000};
-	if (model_nic_resolve(&e->nic, err, sizeof(err))) {
-		fprintf(stderr, "nic: %s\n", err);
-		exit(1);
-	}
-	e->len = fst_bytes(NL, NNIC, 0);
-	e->base = mmap(NULL, e->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (e->base == MAP_FAILED || fst_format(e->base, e->len, NL, links, NNIC, 7, 0) ||
-	    fst_view_new(e->base, e->len, &e->v)) {
-		fprintf(stderr, "fabric state\n");
-		exit(1);
-	}
+	fenv_resolve(links, NL, &e->nic);
+	e->v = fenv_map(NL, links, NNIC, 7, &e->base, &e->len);
 }
 
 static void env_fini(struct env *e)
 {
-	fst_view_free(e->v);
-	munmap(e->base, e->len);
+	fenv_unmap(e->v, e->base, e->len);
 }
 
 static struct fst_conn conn(const struct env *e, uint64_t id, uint32_t nic, int npath,

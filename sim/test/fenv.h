@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fenv.h - a fabric state in anonymous shared memory, for the unit tests that
+ * reserve messages through sim/fstate.c: resolve the links and the NIC, map,
+ * format and view the region. Any failure ends the test program: nothing
+ * after it could mean anything.
+ */
+#ifndef SF_TEST_FENV_H
+#define SF_TEST_FENV_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "sim/fstate.h"
+#include "sim/model.h"
+
+/* Resolve links[nl] and *nic in place (model_*_resolve). */
+static inline void fenv_resolve(struct model_link *links, uint32_t nl, struct model_nic *nic)
+{
+	char err[MODEL_ERR_LEN];
+	for (uint32_t i = 0; i < nl; i++)
+		if (model_link_resolve(&links[i], err, sizeof(err))) {
+			fprintf(stderr, "link %u: %s\n", i, err);
+			exit(1);
+		}
+	if (model_nic_resolve(nic, err, sizeof(err))) {
+		fprintf(stderr, "nic: %s\n", err);
+		exit(1);
+	}
+}
+
+/* A formatted region of nl links and nnic NICs (*base, *len: unmap with fenv_unmap) and a
+ * view of it (owned by the caller, freed by fenv_unmap). */
+static inline struct fst_view *fenv_map(uint32_t nl, const struct model_link *links,
+					uint32_t nnic, uint64_t seed, void **base, size_t *len)
+{
+	struct fst_view *v = NULL;
+	*len = fst_bytes(nl, nnic, 0);
+	*base = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (*base == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	if (fst_format(*base, *len, nl, links, nnic, seed, 0) || fst_view_new(*base, *len, &v)) {
+		fprintf(stderr, "fabric state\n");
+		exit(1);
+	}
+	return v;
+}
+
+static inline void fenv_unmap(struct fst_view *v, void *base, size_t len)
+{
+	fst_view_free(v);
+	munmap(base, len);
+}
+
+#endif /* SF_TEST_FENV_H */
