@@ -267,7 +267,7 @@ def test_19_06_lines_are_numbered_from_sample_0_after_the_ring_wraps(harness, fa
 
 
 def test_19_07_the_cli_names_a_sampler_value_out_of_range(tmp_path):
-    """`simfabric up` sends the daemon's output to --log (or nowhere): a --sample-ms or
+    """A --sample-ms or
     --series-samples the daemon would refuse is refused by the CLI first, named, with the
     range (exit 2), not as "simfabricd exited with status 2 before it was ready"."""
     sock = tmp_path / "d" / "ctl.sock"
@@ -283,3 +283,19 @@ def test_19_07_the_cli_names_a_sampler_value_out_of_range(tmp_path):
         p = cli(*args, timeout=30)
         assert p.returncode == 2 and needle in p.stderr, (args, p.returncode, p.stderr)
     assert not sock.exists()
+
+
+def test_19_08_up_says_why_the_daemon_would_not_start(tmp_path):
+    """Whatever the daemon refuses (a scenario that is not there, --nics out of range), `simfabric
+    up` prints the daemon's own reason, with or without --log, and leaves no socket behind."""
+    sock = tmp_path / "d" / "ctl.sock"
+    log = tmp_path / "up.log"
+    for args, needle in (
+            (["--scenario", tmp_path / "missing.yaml"], "missing.yaml: No such file or directory"),
+            (["--nics", "99"], "--nics: nics_per_node: '99' is not an integer in 1..8"),
+            (["--nics", "99", "--log", log], "--nics: nics_per_node: '99' is not an integer")):
+        p = cli("up", "--socket", sock, *args, timeout=30)
+        assert p.returncode != 0 and "before it was ready" in p.stderr, (args, p.stderr)
+        assert needle in p.stderr, (args, p.stderr)
+        assert not sock.exists()
+    assert "(log: %s)" % log in p.stderr and needle in log.read_text()
