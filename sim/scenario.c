@@ -327,9 +327,11 @@ int scn_get_place(struct scn *s, const yaml_node_t *v, const char *key, unsigned
 	const struct fabric_node *nd = accept & (SCN_PLACE_NODE | SCN_PLACE_NIC) ?
 					       fabric_node_find(s->f, t) : NULL;
 	if (nd && slash) {
-		char *end;
-		long i = strtol(slash + 1, &end, 10);
-		if (end == slash + 1 || *end || i < 0 || i >= nd->nnics)
+		/* digits only: strtol alone would take " 1" and "+1" */
+		const char *d = slash + 1;
+		size_t nd_digits = strspn(d, "0123456789");
+		long i = nd_digits && nd_digits <= 4 && !d[nd_digits] ? strtol(d, NULL, 10) : -1;
+		if (i < 0 || i >= nd->nnics)
 			return scn_fail(s, v, key, "'%s': node %s has NICs 0..%d",
 					param_quote(scn_text(v), q, sizeof(q)), nd->name, nd->nnics - 1);
 		out->node = nd;
