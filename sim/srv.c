@@ -1721,18 +1721,19 @@ static const struct op_def {
 	op_fn fn;
 	const char *const *required;
 	const char *const *optional;
+	bool looks; /* only reads: logged here, at debug (the others log what they do) */
 } op_table[] = {
-	{"hello", op_hello, KEYS("node", "pid", "version", "client"), KEYS(NULL)},
-	{"listen", op_listen, KEYS("listener", "nic"), KEYS(NULL)},
-	{"connect", op_connect, KEYS("listener", "nic"), KEYS(NULL)},
-	{"close", op_close, KEYS("chan", "side"), KEYS(NULL)},
-	{"show", op_show, KEYS(NULL), KEYS("skip")},
-	{"fabric", op_fabric, KEYS(NULL), KEYS("skip")},
-	{"stats", op_stats, KEYS(NULL), KEYS("skip")},
-	{"series", op_series, KEYS(NULL), KEYS("skip")},
-	{"fault", op_fault, KEYS("verb"), KEYS("spec", "id", "at_ns", "skip")},
-	{"ping", op_ping, KEYS(NULL), KEYS(NULL)},
-	{"stop", op_stop, KEYS(NULL), KEYS(NULL)},
+	{"hello", op_hello, KEYS("node", "pid", "version", "client"), KEYS(NULL), false},
+	{"listen", op_listen, KEYS("listener", "nic"), KEYS(NULL), false},
+	{"connect", op_connect, KEYS("listener", "nic"), KEYS(NULL), false},
+	{"close", op_close, KEYS("chan", "side"), KEYS(NULL), false},
+	{"show", op_show, KEYS(NULL), KEYS("skip"), true},
+	{"fabric", op_fabric, KEYS(NULL), KEYS("skip"), true},
+	{"stats", op_stats, KEYS(NULL), KEYS("skip"), true},
+	{"series", op_series, KEYS(NULL), KEYS("skip"), true},
+	{"fault", op_fault, KEYS("verb"), KEYS("spec", "id", "at_ns", "skip"), false},
+	{"ping", op_ping, KEYS(NULL), KEYS(NULL), true},
+	{"stop", op_stop, KEYS(NULL), KEYS(NULL), false},
 };
 #undef KEYS
 
@@ -1818,8 +1819,7 @@ static void handle(struct srv *s, struct srv_conn *c, const struct ctl_msg *req)
 		reply_error(c, -rc, err);
 		return;
 	}
-	if (d->fn == op_show || d->fn == op_ping || d->fn == op_fabric || d->fn == op_stats ||
-	    d->fn == op_series)
+	if (d->looks)
 		log_debug("conn#%llu (pid %d): op=%s", (unsigned long long)c->id, (int)c->pid,
 			  d->name);
 	if (ctl_add(rep, "errno", "0") != 0) {
