@@ -8,7 +8,7 @@ import os
 import socket
 import time
 
-__all__ = ["CtlError", "default_socket", "request", "show", "fabric", "stats", "series",
+__all__ = ["CtlError", "default_socket", "request", "show", "fabric", "stats", "link_records", "series",
            "wait_ready", "format_status", "format_fabric", "nic_counters", "format_nics"]
 
 
@@ -203,6 +203,16 @@ def _hist(text, n):
         b, _, c = part.partition(":")
         out[int(b)] = int(c)
     return out
+
+
+def link_records(stats, links):
+    """stats()'s {id: counters} as a list by id, each record with its link's "id", "from",
+    "to" and "rate_bps" from the fabric dump's links (None where the dump has no such link)."""
+    names = {l["id"]: l for l in links or []}
+    return [dict({"id": i, "from": names.get(i, {}).get("from"),
+                  "to": names.get(i, {}).get("to"),
+                  "rate_bps": names.get(i, {}).get("rate_bps")}, **c)
+            for i, c in sorted(stats.items())]
 
 
 def stats(path, timeout=5.0):

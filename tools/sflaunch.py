@@ -938,12 +938,7 @@ def counters(lr, fabric, shared=False):
     op=stats' counters; per connection op=show's msgs and bytes; per NIC their sums
     (sfctl.nic_counters); the job's span in fabric time
     (ns since the daemon's start, the clock of faults.json) when the daemon told its epoch."""
-    names = {l["id"]: l for l in (fabric or {}).get("links") or []}
-    links = []
-    for i, c in sorted((lr.stats or {}).items()):
-        d = names.get(i, {})
-        links.append(dict({"id": i, "from": d.get("from"), "to": d.get("to"),
-                           "rate_bps": d.get("rate_bps")}, **c))
+    links = sfctl.link_records(lr.stats or {}, (fabric or {}).get("links"))
     conns = [{k: c.get(k) for k in ("id", "src", "dst", "state", "msgs", "bytes")}
              for c in lr.connections or []]
     fl = lr.faults or {}
