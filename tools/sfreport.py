@@ -175,6 +175,13 @@ class Run:
         return None
 
     @property
+    def over_time(self):
+        """series_links(self), worked out once: the text and both charts use it."""
+        if not hasattr(self, "_over_time"):
+            self._over_time = series_links(self)
+        return self._over_time
+
+    @property
     def job_span(self):
         """(start_ns, end_ns) of the job in fabric time, or None."""
         j = (self.stats or {}).get("job") or {}
@@ -522,7 +529,7 @@ def text_links(run):
     if run.stats is None:
         return lines + ["  no stats.json beside the results (`simfabric run` and `launch` "
                         "write it on a modelled fabric; the ideal one has no links)"]
-    over = series_links(run)
+    over = run.over_time
     secs = run.job_seconds
     shared = ("; the daemon was shared, so its counters include earlier jobs"
               if run.stats.get("shared_daemon") else "")
@@ -698,7 +705,7 @@ def chart_model(plt, run, path):
 
 
 def chart_links(plt, run, path):
-    over = series_links(run)
+    over = run.over_time
     if over is not None and active(over[2]):
         return chart_links_over_time(plt, run, path, *over)
     links = link_rows(run)
@@ -803,7 +810,7 @@ def chart_faults(plt, run, path):
     rows = fault_rows(run)
     span = run.job_span
     pts = completions(run)
-    over = series_links(run)
+    over = run.over_time
     act = active(over[2]) if over else []
     h = max(3, 0.5 * len(rows) + 2)
     if act:
