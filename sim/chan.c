@@ -259,6 +259,11 @@ struct tx_send {
 	uint32_t corrupt_p[MODEL_MAX_HOPS];
 	int64_t delay_ns;   /* what faults added before that */
 	uint64_t key_msg;   /* the model's message number, for the corruption draws */
+	uint8_t direct;	    /* one-sided: the copy engine writes the receiver's buffer */
+	uint8_t published;  /* direct: its descriptor is out (the copy is done) */
+	uint64_t ticket;    /* direct: the copy engine's */
+	uint64_t slot;	    /* direct: the slot of its descriptor (out once head passes it) */
+	uint64_t corrupt_k; /* the next packet the model corrupts (chunks are flipped in order) */
 };
 
 struct chan_tx {
@@ -290,6 +295,11 @@ struct chan_tx {
 	int pool;
 	struct copyq_job *jobs; /* per slot */
 	struct tx_pend *pend;	/* per slot */
+	const struct chan_dma *dma; /* one-sided copies (NULL: none) */
+	void *dma_ctx;
+	uint32_t direct_busy;	    /* direct copies started and not yet published */
+	struct chan_flip *flips;    /* CHAN_MAX_FLIPS, allocated with the copy engine */
+	char where[CHAN_WHERE_LEN]; /* the receiver's, read once */
 	struct tx_send sends[CHAN_MAX_SENDS];
 };
 
@@ -308,6 +318,7 @@ struct rx_recv {
 	uint8_t complete[CHAN_MAX_RECVS]; /* its last chunk is in */
 	uint64_t sub[CHAN_MAX_RECVS];	 /* bytes handed to copies so far (>= got) */
 	uint8_t sub_last[CHAN_MAX_RECVS]; /* its last chunk is being copied */
+	uint8_t direct[CHAN_MAX_RECVS];	   /* the buffer has a region: filled one-sided only */
 	uint8_t doomed;			   /* a message of it fails at ready_ns */
 	uint32_t fail_link;
 	uint32_t fail_fault;
@@ -464,7 +475,11 @@ void chan_tx_free(struct chan_tx *tx)
 	/* copies still in flight read the caller's buffers and write the region: let them end */
 	for (uint64_t k = tx->head; tx->pool && k < tx->sub_head; k++)
 		copyq_wait(&tx->jobs[k & tx->mask]);
+	/* one-sided copies still in flight read the caller's buffers: let them end too */
+	if (tx->dma && tx->direct_busy)
+		tx->dma->drain(tx->dma_ctx);
 	close_side(&tx->shm->tx);
+	free(tx->flips);
 	free(tx->jobs);
 	free(tx->pend);
 	free(tx);
@@ -550,11 +565,15 @@ static int peer_error(struct chan_shm *shm, struct chan_side *peer, _Atomic uint
 
 /*
  * Silent corruption, the one model that lets wrong data through (on purpose):
- * flip, in the staged copy of this chunk, the bit the model picks in each
- * corrupted packet that lies in it. The sender's own buffer is never touched.
+ * for each packet the model corrupts whose flipped byte lies in [off,
+ * off + len), the byte (in the message) and the bit. The sender's own buffer
+ * is never touched: the bits are flipped in the staged copy, or in the
+ * receiver's buffer after a one-sided copy. The packets are the model's own
+ * sequence, walked from packet 0 (as fst_reserve counts them) and resumed
+ * chunk after chunk, so the flips do not depend on the staging geometry.
  */
-static void corrupt_chunk(struct chan_tx *tx, const struct tx_send *s, uint8_t *slot,
-			  uint64_t off, uint32_t len)
+static void corrupt_each(struct chan_tx *tx, struct tx_send *s, uint64_t off, uint64_t len,
+			 void (*fn)(void *arg, uint64_t at, uint8_t mask), void *arg)
 {
 	if (!tx->mtu)
 		return;
@@ -569,18 +588,50 @@ static void corrupt_chunk(struct chan_tx *tx, const struct tx_send *s, uint8_t *
 			tmp[j].corrupt_p = s->corrupt_p[j];
 			pp.hop[j] = &tmp[j];
 		}
-	for (uint64_t k = model_corrupt_next(&pp, &key, off / tx->mtu, npk);
-	     k < npk && k * tx->mtu < off + len; k = model_corrupt_next(&pp, &key, k + 1, npk)) {
+	uint64_t k = off == 0 ? model_corrupt_next(&pp, &key, 0, npk) : s->corrupt_k;
+	for (; k < npk && k * tx->mtu < off + len; k = model_corrupt_next(&pp, &key, k + 1, npk)) {
 		uint64_t pstart = k * tx->mtu, plen = s->size - pstart < tx->mtu ? s->size - pstart
 										 : tx->mtu;
 		struct model_key bk = key;
 		bk.packet = k;
 		uint64_t bit = model_corrupt_bit(&bk, plen);
 		uint64_t at = pstart + bit / 8; /* the byte, in the message */
-		if (bit == UINT64_MAX || at < off || at >= off + len)
-			continue; /* that packet's byte is in another chunk */
-		slot[at - off] ^= (uint8_t)(1u << (bit % 8));
+		if (bit != UINT64_MAX && at >= off + len)
+			break; /* its byte is in the next chunk: resume there */
+		if (bit != UINT64_MAX && at >= off)
+			fn(arg, at, (uint8_t)(1u << (bit % 8)));
 	}
+	s->corrupt_k = k;
+}
+
+struct flip_slot {
+	uint8_t *slot;
+	uint64_t off;
+};
+
+static void flip_in_slot(void *arg, uint64_t at, uint8_t mask)
+{
+	struct flip_slot *f = arg;
+	f->slot[at - f->off] ^= mask;
+}
+
+static void corrupt_chunk(struct chan_tx *tx, struct tx_send *s, uint8_t *slot,
+			  uint64_t off, uint32_t len)
+{
+	struct flip_slot f = {.slot = slot, .off = off};
+	corrupt_each(tx, s, off, len, flip_in_slot, &f);
+}
+
+struct flip_list {
+	struct chan_flip *v;
+	uint32_t n;
+};
+
+static void flip_add(void *arg, uint64_t at, uint8_t mask)
+{
+	struct flip_list *l = arg;
+	if (l->n < CHAN_MAX_FLIPS)
+		l->v[l->n++] = (struct chan_flip){.off = at, .mask = mask};
 }
 
 /* Publish, in slot order, the slots whose copies are done. */
@@ -597,6 +648,49 @@ static void tx_retire(struct chan_tx *tx)
 		atomic_store_explicit(&tx->jobs[i].state, 0, memory_order_relaxed);
 		REL(&tx->shm->tx.head, ++tx->head);
 	}
+}
+
+/*
+ * A one-sided send whose copy is done takes one slot for its descriptor
+ * (no data). 0 published (in its turn, behind staged copies still running),
+ * 1 not yet: its copy is still running or failed (the channel failed then).
+ */
+static int tx_publish_direct(struct chan_tx *tx, struct tx_send *s)
+{
+	int p = tx->dma->poll(tx->dma_ctx, s->ticket);
+	if (p < 0) {
+		side_fail(&tx->shm->tx, &tx->failed, &tx->ferr, NULL, -EIO,
+			  "the GPU copy engine failed a one-sided copy (values: message, errno)",
+			  s->msg, (uint64_t)-p);
+		return 1;
+	}
+	if (p == 0)
+		return 1;
+	uint32_t i = (uint32_t)(tx->sub_head & tx->mask);
+	struct chan_desc *d = &tx->desc[i];
+	*d = (struct chan_desc){.msg = s->msg, .recv = s->recv, .offset = 0, .total = s->size,
+				.ready_ns = s->ready_ns, .len = 0, .buf = s->buf,
+				.flags = CHAN_F_LAST | CHAN_F_DIRECT, .tag = s->tag};
+	if (s->doomed) {
+		d->flags |= CHAN_F_FAIL;
+		d->reserved = s->fail_link;
+		d->fault = s->fault;
+	}
+	s->pushed = s->size;
+	s->started = 1;
+	s->slot = tx->sub_head;
+	tx->direct_busy--;
+	tx->bytes += s->size;
+	if (tx->pool && tx->sub_head != tx->head) {
+		/* staged copies ahead of it are still running: published in its turn */
+		tx->pend[i] = (struct tx_pend){.send = (uint32_t)(s->msg % CHAN_MAX_SENDS)};
+		atomic_store_explicit(&tx->jobs[i].state, 2, memory_order_relaxed);
+		tx->sub_head++;
+		return 0;
+	}
+	tx->sub_head++;
+	REL(&tx->shm->tx.head, ++tx->head);
+	return 0;
 }
 
 /* Copy as much of the pending sends into staging as the ring has room for. */
@@ -618,6 +712,11 @@ static void tx_push(struct chan_tx *tx)
 				tx->tail_seen = t;
 				if (tx->sub_head - tx->tail_seen > tx->mask)
 					goto out;
+			}
+			if (s->direct) {
+				if (tx_publish_direct(tx, s))
+					goto out; /* its copy is still running, or failed */
+				continue;
 			}
 			uint64_t left = s->size - s->pushed;
 			uint32_t len = left < tx->slot_bytes ? (uint32_t)left : tx->slot_bytes;
@@ -694,6 +793,58 @@ int chan_tx_progress(struct chan_tx *tx, struct chan_err *err)
 int chan_tx_post(struct chan_tx *tx, const void *data, uint64_t size, int32_t tag, chan_req *req,
 		 struct chan_err *err)
 {
+	return chan_tx_post_src(tx, data, size, tag, CHAN_MEM_HOST, req, err);
+}
+
+int chan_tx_set_dma(struct chan_tx *tx, const struct chan_dma *dma, void *ctx)
+{
+	if (!tx || !dma || !dma->start || !dma->poll || !dma->drain)
+		return -EINVAL;
+	if (!tx->flips) {
+		tx->flips = calloc(CHAN_MAX_FLIPS, sizeof(*tx->flips));
+		if (!tx->flips)
+			return -ENOMEM;
+	}
+	tx->dma = dma;
+	tx->dma_ctx = ctx;
+	return 0;
+}
+
+int chan_rx_set_where(struct chan_rx *rx, const char *where)
+{
+	size_t n = where ? strlen(where) : 0;
+	if (!rx || n == 0 || n >= CHAN_WHERE_LEN)
+		return -EINVAL;
+	memcpy(rx->shm->rx_where, where, n + 1);
+	return 0;
+}
+
+/* Start a one-sided copy of a just-reserved send (the model's corruption included). */
+static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, uint64_t region, uint64_t roff,
+			   struct chan_err *err)
+{
+	if (!tx->where[0]) {
+		memcpy(tx->where, (const void *)tx->shm->rx_where, CHAN_WHERE_LEN);
+		tx->where[CHAN_WHERE_LEN - 1] = 0;
+	}
+	struct flip_list fl = {.v = tx->flips, .n = 0};
+	if (s->corrupted && tx->fab)
+		corrupt_each(tx, s, 0, s->size, flip_add, &fl);
+	int rc = tx->dma->start(tx->dma_ctx, tx->where, region, roff, s->data, s->size, fl.v, fl.n,
+				&s->ticket);
+	if (rc)
+		return side_fail(&tx->shm->tx, &tx->failed, &tx->ferr, err, -EIO,
+				 "the GPU copy engine refused a one-sided copy (values: region, "
+				 "errno)",
+				 region, (uint64_t)-rc);
+	s->direct = 1;
+	tx->direct_busy++;
+	return 0;
+}
+
+int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_t tag,
+		     enum chan_mem src_mem, chan_req *req, struct chan_err *err)
+{
 	struct chan_shm *shm = tx->shm;
 	if (tx->failed) {
 		if (err)
@@ -736,6 +887,18 @@ int chan_tx_post(struct chan_tx *tx, const void *data, uint64_t size, int32_t ta
 	if (size > c.sizes[b])
 		return side_fail(&shm->tx, &tx->failed, &tx->ferr, err, -EMSGSIZE,
 				 "send larger than the posted receive", size, c.sizes[b]);
+	uint64_t region = c.region[b];
+	if (region && !tx->dma)
+		return side_fail(&shm->tx, &tx->failed, &tx->ferr, err, -EPROTO,
+				 "the receiver posted GPU memory but this sender has no GPU data "
+				 "path (SIMFABRIC_GPU differs between ranks?)",
+				 region, c.roff[b]);
+	if (!region && src_mem == CHAN_MEM_DEVICE)
+		return side_fail(&shm->tx, &tx->failed, &tx->ferr, err, -EPROTO,
+				 "a send from GPU memory into a receive in host memory (the "
+				 "receiver has no GPU data path: SIMFABRIC_GPU differs between "
+				 "ranks?)",
+				 size, 0);
 	tx->filled[b] = 1;
 	if (++tx->nfilled == n) {
 		tx->cur_recv++;
@@ -773,6 +936,10 @@ int chan_tx_post(struct chan_tx *tx, const void *data, uint64_t size, int32_t ta
 		}
 		if (s->doomed)
 			s->done_ns = s->ready_ns;
+	}
+	if (region && tx_start_direct(tx, s, region, c.roff[b], err)) {
+		s->in_use = 0;
+		return tx->failed;
 	}
 	*req = (chan_req)(tx->next_msg % CHAN_MAX_SENDS);
 	tx->next_msg++;
@@ -817,7 +984,8 @@ int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
 			*err = tx->ferr;
 		goto failed;
 	}
-	if (tx->acked > s->msg) {
+	/* One-sided: the data are in the receiver's buffer once the descriptor is out. */
+	if (tx->acked > s->msg || (s->direct && tx->head > s->slot && s->started)) {
 		if (s->done_ns && now_ns() < s->done_ns)
 			return 0; /* delivered, but the model's ACK is still on its way */
 		*done = 1;
@@ -839,6 +1007,13 @@ failed:
 
 int chan_rx_post(struct chan_rx *rx, int n, void *const *data, const uint64_t *sizes,
 		 const int32_t *tags, chan_req *req, struct chan_err *err)
+{
+	return chan_rx_post_in(rx, n, data, sizes, tags, NULL, req, err);
+}
+
+int chan_rx_post_in(struct chan_rx *rx, int n, void *const *data, const uint64_t *sizes,
+		    const int32_t *tags, const struct chan_region *regions, chan_req *req,
+		    struct chan_err *err)
 {
 	struct chan_shm *shm = rx->shm;
 	if (rx->failed) {
@@ -871,6 +1046,9 @@ int chan_rx_post(struct chan_rx *rx, int n, void *const *data, const uint64_t *s
 		r->cap[i] = sizes[i];
 		c->sizes[i] = sizes[i];
 		c->tags[i] = tags ? tags[i] : 0;
+		c->region[i] = regions ? regions[i].id : 0;
+		c->roff[i] = regions ? regions[i].off : 0;
+		r->direct[i] = c->region[i] != 0;
 	}
 	*req = (chan_req)(rx->posted % CHAN_MAX_REQS);
 	rx->posted++;
@@ -884,8 +1062,9 @@ static void rx_account(struct chan_rx *rx, const struct chan_desc *d)
 {
 	struct chan_shm *shm = rx->shm;
 	struct rx_recv *r = &rx->recvs[d->recv % CHAN_MAX_REQS];
-	rx->bytes += d->len;
-	r->got[d->buf] += d->len;
+	uint64_t len = d->flags & CHAN_F_DIRECT ? d->total : d->len;
+	rx->bytes += len;
+	r->got[d->buf] += len;
 	if (d->flags & CHAN_F_LAST) {
 		r->complete[d->buf] = 1;
 		r->nfilled++;
@@ -921,6 +1100,33 @@ static int rx_retire(struct chan_rx *rx)
 	return moved;
 }
 
+/*
+ * A one-sided message's descriptor: the sender's copy engine already wrote the
+ * whole message into the buffer; check it fills exactly that buffer, then
+ * count it in its turn. 1 counted now, 0 queued behind copies, < 0 failed.
+ */
+static int rx_direct(struct chan_rx *rx, struct rx_recv *r, const struct chan_desc *d,
+		     uint32_t i, struct chan_err *err)
+{
+	if (!r->in_use || r->seq != d->recv || d->buf >= r->n || !r->direct[d->buf] ||
+	    d->len != 0 || d->offset != 0 || r->sub[d->buf] != 0 || r->sub_last[d->buf] ||
+	    d->total > r->cap[d->buf] || !(d->flags & CHAN_F_LAST))
+		return side_fail(&rx->shm->rx, &rx->failed, &rx->ferr, err, -EPROTO,
+				 "one-sided descriptor does not match a posted GPU receive",
+				 d->recv, d->msg);
+	r->sub[d->buf] = d->total;
+	r->sub_last[d->buf] = 1;
+	if (rx->pool && rx->sub_tail != rx->tail) {
+		rx->pend[i] = *d;
+		atomic_store_explicit(&rx->jobs[i].state, 2, memory_order_relaxed);
+		rx->sub_tail++;
+		return 0;
+	}
+	rx->sub_tail++;
+	rx_account(rx, d);
+	return 1;
+}
+
 int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 {
 	struct chan_shm *shm = rx->shm;
@@ -947,6 +1153,13 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 		atomic_signal_fence(memory_order_seq_cst);
 		const struct chan_desc *d = &dcopy;
 		struct rx_recv *r = &rx->recvs[d->recv % CHAN_MAX_REQS];
+		if (d->flags & CHAN_F_DIRECT) {
+			int rc = rx_direct(rx, r, &dcopy, i, err);
+			if (rc < 0)
+				return rc;
+			moved |= rc;
+			continue;
+		}
 		/* Chunks of a buffer arrive in order, exactly once, and end exactly at its size
 		 * (checked against what was handed to copies: they may still be running). */
 		if (!r->in_use || r->seq != d->recv || d->buf >= r->n || d->len > rx->slot_bytes ||
@@ -956,6 +1169,12 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 			return side_fail(&shm->rx, &rx->failed, &rx->ferr, err, -EPROTO,
 					 "descriptor does not match a posted receive", d->recv,
 					 d->msg);
+		if (r->direct[d->buf])
+			return side_fail(&shm->rx, &rx->failed, &rx->ferr, err, -EPROTO,
+					 "a staged chunk for a receive buffer in GPU memory (the "
+					 "sender has no GPU data path: SIMFABRIC_GPU differs between "
+					 "ranks?)",
+					 d->recv, d->msg);
 		r->sub[d->buf] += d->len;
 		if (d->flags & CHAN_F_LAST)
 			r->sub_last[d->buf] = 1;

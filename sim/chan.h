@@ -18,6 +18,17 @@
  * slot into the matched buffer and counts a message delivered when its last
  * chunk is in. A send completes when the receiver has counted it (as an RC
  * ACK would); a receive completes when all n of its buffers are filled.
+ *
+ * One-sided delivery (GPU memory, "emulated GPUDirect RDMA"). A receive
+ * buffer may name a region the receiver exported (struct chan_region: an id
+ * that means something to the sender's copy engine, and an offset in it).
+ * The sender then copies the whole message straight into that buffer with
+ * its copy engine (struct chan_dma, plugin/gpu.c), like an RDMA write, and
+ * publishes one descriptor (CHAN_F_DIRECT, no slot data) once the copy is
+ * done. Such a send completes when its descriptor is out and the model's time
+ * has come: the receiving process need not run for it. The receiver counts
+ * the descriptor as it counts staged chunks; its completion stays gated on
+ * the model's delivery time as before.
  * Every index is a 64-bit counter with a single writer, published with
  * release stores and read with acquire loads; nothing in the region is ever
  * locked, so a process that dies leaves nothing held.
@@ -27,7 +38,9 @@
  *   -EMSGSIZE   a send larger than the posted receive (both ends fail)
  *   -ECONNRESET the peer closed, died (daemon flag) or failed
  *   -ESHUTDOWN  the daemon shut down (its flag in the region)
- *   -EPROTO     the region holds something this code did not write
+ *   -EPROTO     the region holds something this code did not write, or the two
+ *               ends disagree on where buffers live (GPU on one side only)
+ *   -EIO        the sender's copy engine failed a one-sided copy
  *   -EINVAL     misuse (bad argument, unknown request)
  *   -ETIMEDOUT  the model failed a message: retries exhausted (loss, a link
  *               down or stalled past the budget) or a connection reset;
@@ -52,7 +65,7 @@
 struct fst_view;
 
 #define CHAN_MAGIC 0x314e414843465353ULL /* "SSFCHAN1" little-endian */
-#define CHAN_VERSION 3
+#define CHAN_VERSION 4
 #define CHAN_MAX_RECVS 8	/* largest n of a grouped receive (maxRecvs) */
 #define CHAN_MAX_REQS 32	/* receives in flight per channel (NCCL_NET_MAX_REQUESTS) */
 #define CHAN_MAX_SENDS (CHAN_MAX_REQS * CHAN_MAX_RECVS) /* sends in flight */
@@ -73,6 +86,10 @@ enum chan_state {
 /* Descriptor flags. */
 #define CHAN_F_LAST 0x1 /* last chunk of its message */
 #define CHAN_F_FAIL 0x2 /* the model says the message fails (retries exhausted) at ready_ns */
+#define CHAN_F_DIRECT 0x4 /* one-sided: the sender wrote the whole message into the buffer */
+
+#define CHAN_WHERE_LEN 64 /* the receiver's address for the sender's copy engine */
+#define CHAN_MAX_FLIPS 1024 /* corrupted bits applied per one-sided message (the first ones) */
 
 /* One posted receive, written by rx before it bumps rx.cts_head. */
 struct chan_cts {
@@ -81,6 +98,8 @@ struct chan_cts {
 	uint32_t reserved;
 	uint64_t sizes[CHAN_MAX_RECVS]; /* capacities */
 	int32_t tags[CHAN_MAX_RECVS];
+	uint64_t region[CHAN_MAX_RECVS]; /* exported region of each buffer; 0: host memory */
+	uint64_t roff[CHAN_MAX_RECVS];	 /* the buffer's offset in it */
 };
 
 /* One staging slot's descriptor, written by tx before it bumps tx.head. */
@@ -141,6 +160,9 @@ struct chan_shm {
 	_Atomic uint32_t rx_dead;	       /* the receiver's process is gone */
 	_Atomic uint32_t daemon_gone;	       /* the daemon shut down */
 	_Atomic uint32_t reset_fault;	       /* a reset fault failed the connection: id + 1 */
+	/* Written by rx before its first receive with a region: where the sender's copy engine
+	 * asks for the regions (opaque to chan; NUL-terminated). */
+	char rx_where[CHAN_WHERE_LEN];
 	struct chan_cts cts[CHAN_MAX_REQS];
 };
 
@@ -222,6 +244,49 @@ int chan_rx_set_fabric(struct chan_rx *rx, struct fst_view *fab);
 /* Requests are small integers, valid until reported done or failed. */
 typedef int chan_req;
 
+/* ---- one-sided delivery ---------------------------------------------------------------- */
+
+/* Where a receive buffer lives: a region the receiver exported, and an offset in it. */
+struct chan_region {
+	uint64_t id;  /* 0: host memory (the staged path) */
+	uint64_t off; /* of the buffer's first byte in the region */
+};
+
+/* One corrupted bit of a one-sided message: byte off (in the message) ^= mask. */
+struct chan_flip {
+	uint64_t off;
+	uint8_t mask;
+};
+
+/*
+ * The sender's copy engine (plugin/gpu.c on CUDA; a memcpy stand-in in the
+ * unit tests). Called from the thread that drives the tx endpoint; never
+ * blocks but in drain. Errors are negative errno values; a failed copy fails
+ * the message (-EIO to the caller).
+ */
+struct chan_dma {
+	/*
+	 * Start copying len bytes from src (host or device memory, as posted) into
+	 * the receiver's region id at off, then apply the flips (offsets relative to
+	 * the message), in that order. The range must be checked against the region
+	 * before anything is issued. 0 with *ticket set, or a negative errno.
+	 */
+	int (*start)(void *ctx, const char *where, uint64_t region, uint64_t off, const void *src,
+		     uint64_t len, const struct chan_flip *flips, uint32_t nflips, uint64_t *ticket);
+	/* 1 the copy (and its flips) are visible in the receiver's memory, 0 not yet, < 0 failed. */
+	int (*poll)(void *ctx, uint64_t ticket);
+	/* Wait until every copy started has ended (close). */
+	void (*drain)(void *ctx);
+};
+
+/* Give the sender a copy engine (not owned; must outlive the endpoint). 0 or -EINVAL. */
+int chan_tx_set_dma(struct chan_tx *tx, const struct chan_dma *dma, void *ctx);
+/* Publish where the sender asks for this receiver's regions (at most CHAN_WHERE_LEN - 1). */
+int chan_rx_set_where(struct chan_rx *rx, const char *where);
+
+/* Where a send's source lives: the CPU cannot read device memory. */
+enum chan_mem { CHAN_MEM_HOST = 0, CHAN_MEM_DEVICE = 1 };
+
 /*
  * Post a send of size bytes from data with a tag. Copies what fits into the
  * staging ring now and the rest during later progress calls, so data must stay
@@ -232,6 +297,14 @@ typedef int chan_req;
  */
 int chan_tx_post(struct chan_tx *tx, const void *data, uint64_t size, int32_t tag, chan_req *req,
 		 struct chan_err *err);
+/*
+ * The same for a source in src_mem. A send matched to a buffer with a region
+ * is copied one-sided (the tx needs a copy engine, else -EPROTO); a device
+ * source matched to a host buffer is refused with -EPROTO (the CPU cannot
+ * stage it). chan_tx_post is this with CHAN_MEM_HOST.
+ */
+int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_t tag,
+		     enum chan_mem src_mem, chan_req *req, struct chan_err *err);
 /*
  * Progress the channel, then report on one send: *done = 0 or 1; on done,
  * *size = bytes sent and the request is recycled. A failed request returns the
@@ -247,6 +320,14 @@ int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
  */
 int chan_rx_post(struct chan_rx *rx, int n, void *const *data, const uint64_t *sizes,
 		 const int32_t *tags, chan_req *req, struct chan_err *err);
+/*
+ * The same with each buffer's region (NULL: all host memory). A buffer with a
+ * region is filled only one-sided; a staged chunk for it fails the channel
+ * (-EPROTO), since the CPU may not be able to write it.
+ */
+int chan_rx_post_in(struct chan_rx *rx, int n, void *const *data, const uint64_t *sizes,
+		    const int32_t *tags, const struct chan_region *regions, chan_req *req,
+		    struct chan_err *err);
 /* Progress, then report on one receive: on done, sizes[i] = bytes landed in buffer i. */
 int chan_rx_test(struct chan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 		 struct chan_err *err);

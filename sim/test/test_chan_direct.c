@@ -1,0 +1,425 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_chan_direct.c - chan's one-sided delivery (the GPU path's protocol),
+ * in one process, over a stand-in copy engine: "regions" are host buffers,
+ * a copy is done at start but reported done only after a few polls, so the
+ * tests see the sender wait for its copy and never for the receiver.
+ */
+#include "sim/chan.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "sim/test/check.h"
+#include "sim/test/fenv.h"
+
+/* ---- the stand-in copy engine ---------------------------------------------------------- */
+
+#define NREG 4
+struct fake_dma {
+	uint8_t *reg[NREG + 1]; /* region id -> memory (id 0 unused) */
+	uint64_t reg_len[NREG + 1];
+	int polls_needed; /* polls before a copy is reported done */
+	int fail_start;	  /* start returns this (negative errno) */
+	int fail_poll;	  /* poll returns this */
+	int polls[CHAN_MAX_SENDS * 4];
+	uint64_t next;
+	int started, drained;
+	uint32_t flips;
+	char where[CHAN_WHERE_LEN];
+};
+
+static int fake_start(void *ctx, const char *where, uint64_t region, uint64_t off,
+		      const void *src, uint64_t len, const struct chan_flip *flips,
+		      uint32_t nflips, uint64_t *ticket)
+{
+	struct fake_dma *d = ctx;
+	snprintf(d->where, sizeof(d->where), "%s", where);
+	if (d->fail_start)
+		return d->fail_start;
+	if (region == 0 || region > NREG || off > d->reg_len[region] ||
+	    len > d->reg_len[region] - off)
+		return -ERANGE;
+	memcpy(d->reg[region] + off, src, len);
+	for (uint32_t k = 0; k < nflips; k++)
+		d->reg[region][off + flips[k].off] ^= flips[k].mask;
+	d->flips += nflips;
+	*ticket = d->next++;
+	d->polls[*ticket % (sizeof(d->polls) / sizeof(d->polls[0]))] = 0;
+	d->started++;
+	return 0;
+}
+
+static int fake_poll(void *ctx, uint64_t ticket)
+{
+	struct fake_dma *d = ctx;
+	if (d->fail_poll)
+		return d->fail_poll;
+	int *p = &d->polls[ticket % (sizeof(d->polls) / sizeof(d->polls[0]))];
+	return ++*p > d->polls_needed;
+}
+
+static void fake_drain(void *ctx)
+{
+	((struct fake_dma *)ctx)->drained++;
+}
+
+static const struct chan_dma fake_ops = {fake_start, fake_poll, fake_drain};
+
+/* ---- a channel ------------------------------------------------------------------------- */
+
+struct fix {
+	void *base;
+	size_t len;
+	struct chan_tx *tx;
+	struct chan_rx *rx;
+	struct fake_dma dma;
+};
+
+static void fix_up(struct fix *f, uint32_t nslots)
+{
+	memset(f, 0, sizeof(*f));
+	struct chan_geom g = {.slot_bytes = 4096, .nslots = nslots};
+	f->len = chan_shm_bytes(&g);
+	f->base = mmap(NULL, f->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (f->base == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	CHECK(chan_format(f->base, f->len, &g, 5) == 0, "format");
+	CHECK(chan_tx_new(f->base, f->len, &f->tx) == 0 && chan_rx_new(f->base, f->len, &f->rx) == 0,
+	      "attach");
+	f->dma.polls_needed = 3;
+	CHECK(chan_tx_set_dma(f->tx, &fake_ops, &f->dma) == 0, "set dma");
+	CHECK(chan_rx_set_where(f->rx, "proc-42") == 0, "set where");
+}
+
+static void fix_down(struct fix *f)
+{
+	chan_tx_free(f->tx);
+	chan_rx_free(f->rx);
+	munmap(f->base, f->len);
+	for (int i = 0; i <= NREG; i++)
+		free(f->dma.reg[i]);
+}
+
+static uint8_t *region(struct fix *f, uint64_t id, uint64_t len)
+{
+	f->dma.reg[id] = malloc(len);
+	f->dma.reg_len[id] = len;
+	memset(f->dma.reg[id], 0xee, len);
+	return f->dma.reg[id];
+}
+
+static void fill(uint8_t *p, uint64_t n, uint32_t seed)
+{
+	for (uint64_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed * 31 + i * 7 + (i >> 8));
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Test the send until done, never touching the receiver: the one-sided property. */
+static int send_alone(struct fix *f, chan_req s, uint64_t *sent, int *polls)
+{
+	int done = 0, rc = 0;
+	for (*polls = 0; *polls < 1000000 && !done; ++*polls)
+		if ((rc = chan_tx_test(f->tx, s, &done, sent, NULL)))
+			return rc;
+	return done ? 0 : -ETIMEDOUT;
+}
+
+/* ---- tests ----------------------------------------------------------------------------- */
+
+static void test_one_sided(void)
+{
+	struct fix f;
+	fix_up(&f, 4);
+	enum { N = 100000 }; /* far more than a 4-slot x 4 KiB staging ring */
+	uint8_t *mem = region(&f, 2, N + 4096), src[N];
+	fill(src, N, 1);
+	void *bufs[1] = {mem + 4096};
+	uint64_t cap = N, got = 0, sent = 0;
+	struct chan_region where = {.id = 2, .off = 4096};
+	chan_req r, s;
+	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &where, &r, NULL) == 0, "post");
+	CHECK(chan_tx_post(f.tx, src, N, 0, &s, NULL) == 0, "send");
+	CHECK(strcmp(f.dma.where, "proc-42") == 0, "the engine got the receiver's where: '%s'",
+	      f.dma.where);
+	int polls;
+	CHECK(send_alone(&f, s, &sent, &polls) == 0 && sent == N,
+	      "the send completes with no call on the receiving side");
+	/* the post polled once, then each test once */
+	CHECK(polls >= f.dma.polls_needed, "not before its copy is done (%d tests)", polls);
+	CHECK(memcmp(mem + 4096, src, N) == 0 && mem[4095] == 0xee, "exact, in place");
+	int done = 0;
+	for (int i = 0; i < 100 && !done; i++)
+		CHECK(chan_rx_test(f.rx, r, &done, &got, NULL) == 0, "rx test");
+	CHECK(done && got == N, "the receive completes: %" PRIu64, got);
+	struct chan_stats st;
+	chan_stats(f.base, &st);
+	CHECK(st.tx_bytes == N && st.rx_bytes == N && st.tx_msgs == 1 && st.rx_msgs == 1,
+	      "counted like a staged message: %" PRIu64 " %" PRIu64, st.tx_bytes, st.rx_bytes);
+	fix_down(&f);
+}
+
+/* Host and GPU receives interleaved on one channel: each by its path, all in order. */
+static void test_mixed_order(void)
+{
+	struct fix f;
+	fix_up(&f, 8);
+	enum { K = 24, N = 9000 };
+	uint8_t *mem = region(&f, 1, (uint64_t)K * N);
+	uint8_t *host = calloc(K, N), *src = malloc((size_t)K * N);
+	fill(src, (uint64_t)K * N, 9);
+	chan_req r[K], s[K];
+	for (int k = 0; k < K; k++) {
+		int gpu = k % 3 != 0;
+		void *bufs[1] = {gpu ? mem + (size_t)k * N : host + (size_t)k * N};
+		uint64_t cap = N;
+		struct chan_region w = {.id = gpu ? 1 : 0, .off = (uint64_t)k * N};
+		CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, &r[k], NULL) == 0, "post %d",
+		      k);
+		int rc;
+		do /* the staging ring (8 slots) fills up: let the receiver drain it */
+			rc = chan_tx_post(f.tx, src + (size_t)k * N, N - k, 0, &s[k], NULL);
+		while (rc == -EAGAIN && chan_rx_progress(f.rx, NULL) == 0);
+		CHECK(rc == 0, "send %d: %d", k, rc);
+	}
+	int left = 2 * K, sd[K] = {0}, rd[K] = {0};
+	for (long i = 0; i < 1000000 && left; i++)
+		for (int k = 0; k < K; k++) {
+			uint64_t n;
+			if (!rd[k]) {
+				CHECK(chan_rx_test(f.rx, r[k], &rd[k], &n, NULL) == 0, "rx %d", k);
+				if (rd[k]) {
+					left--;
+					CHECK(n == (uint64_t)(N - k), "recv %d size %" PRIu64, k, n);
+				}
+			}
+			if (!sd[k]) {
+				CHECK(chan_tx_test(f.tx, s[k], &sd[k], &n, NULL) == 0, "tx %d", k);
+				left -= sd[k];
+			}
+		}
+	CHECK(left == 0, "all done (%d left)", left);
+	for (int k = 0; k < K; k++) {
+		const uint8_t *dst = k % 3 ? mem + (size_t)k * N : host + (size_t)k * N;
+		CHECK(memcmp(dst, src + (size_t)k * N, N - k) == 0, "message %d exact", k);
+	}
+	free(host);
+	free(src);
+	fix_down(&f);
+}
+
+/* The two ends disagree on where memory lives: both get a clear -EPROTO. */
+static void test_mismatch(void)
+{
+	struct fix f;
+	fix_up(&f, 4);
+	uint8_t *mem = region(&f, 1, 64), src[64] = {0}, host[64];
+	void *bufs[1] = {mem};
+	uint64_t cap = 64;
+	struct chan_region w = {.id = 1, .off = 0};
+	chan_req r, s;
+	struct chan_err e;
+	/* a tx without a copy engine, facing a GPU receive */
+	struct chan_tx *bare = NULL;
+	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, &r, NULL) == 0, "post");
+	chan_tx_free(f.tx);
+	f.tx = NULL;
+	void *b2 = NULL;
+	struct chan_geom g = {.slot_bytes = 4096, .nslots = 4};
+	size_t len2 = chan_shm_bytes(&g);
+	b2 = mmap(NULL, len2, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct chan_rx *rx2 = NULL;
+	CHECK(chan_format(b2, len2, &g, 6) == 0 && chan_tx_new(b2, len2, &bare) == 0 &&
+		      chan_rx_new(b2, len2, &rx2) == 0,
+	      "second channel");
+	CHECK(chan_rx_post_in(rx2, 1, bufs, &cap, NULL, &w, &r, NULL) == 0, "post 2");
+	CHECK(chan_tx_post(bare, src, 8, 0, &s, &e) == -EPROTO && strstr(e.what, "no GPU data path"),
+	      "no engine: %s", e.what);
+	/* a device source facing a host receive */
+	void *b3 = mmap(NULL, len2, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct chan_tx *tx3 = NULL;
+	struct chan_rx *rx3 = NULL;
+	CHECK(chan_format(b3, len2, &g, 7) == 0 && chan_tx_new(b3, len2, &tx3) == 0 &&
+		      chan_rx_new(b3, len2, &rx3) == 0 && chan_tx_set_dma(tx3, &fake_ops, &f.dma) == 0,
+	      "third channel");
+	bufs[0] = host;
+	CHECK(chan_rx_post(rx3, 1, bufs, &cap, NULL, &r, NULL) == 0, "host post");
+	CHECK(chan_tx_post_src(tx3, src, 8, 0, CHAN_MEM_DEVICE, &s, &e) == -EPROTO &&
+		      strstr(e.what, "from GPU memory into a receive in host memory"),
+	      "device source, host receive: %s", e.what);
+	int done;
+	CHECK(chan_rx_test(rx3, r, &done, NULL, &e) == -ECONNRESET && e.value[0] == EPROTO,
+	      "the receiver fails too, naming the sender's error: %d %" PRIu64, e.code, e.value[0]);
+	chan_tx_free(bare);
+	chan_rx_free(rx2);
+	chan_tx_free(tx3);
+	chan_rx_free(rx3);
+	munmap(b2, len2);
+	munmap(b3, len2);
+	fix_down(&f);
+}
+
+/* A sender that lies: a one-sided descriptor for a host buffer, a staged chunk for a GPU one. */
+static void test_hostile(void)
+{
+	for (int which = 0; which < 2; which++) {
+		struct fix f;
+		fix_up(&f, 4);
+		uint8_t *mem = region(&f, 1, 64), host[64];
+		void *bufs[1] = {which ? (void *)mem : (void *)host};
+		uint64_t cap = 64;
+		struct chan_region w = {.id = which ? 1 : 0, .off = 0};
+		chan_req r;
+		struct chan_err e = {0};
+		CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, &r, NULL) == 0, "post");
+		struct chan_shm *shm = f.base;
+		struct chan_desc *d = (struct chan_desc *)((uint8_t *)f.base + shm->desc_off);
+		*d = (struct chan_desc){.msg = 0, .recv = 0, .total = 8, .len = which ? 8 : 0,
+					.flags = CHAN_F_LAST | (which ? 0 : CHAN_F_DIRECT)};
+		atomic_store(&shm->tx.head, 1);
+		int done = 0;
+		CHECK(chan_rx_test(f.rx, r, &done, NULL, &e) == -EPROTO && !done &&
+			      strstr(e.what, which ? "staged chunk for a receive buffer in GPU"
+						   : "one-sided descriptor does not match"),
+		      "case %d: %s", which, e.what ? e.what : "(none)");
+		fix_down(&f);
+	}
+}
+
+static void test_engine_failures(void)
+{
+	struct fix f;
+	fix_up(&f, 4);
+	uint8_t *mem = region(&f, 1, 64), src[64] = {0};
+	void *bufs[1] = {mem};
+	uint64_t cap = 64;
+	struct chan_region w = {.id = 1, .off = 0};
+	chan_req r, s;
+	struct chan_err e;
+	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, &r, NULL) == 0, "post");
+	f.dma.fail_poll = -EFAULT;
+	CHECK(chan_tx_post(f.tx, src, 8, 0, &s, NULL) == 0, "send");
+	int done = 0;
+	CHECK(chan_tx_test(f.tx, s, &done, NULL, &e) == -EIO && e.value[1] == EFAULT,
+	      "a copy that fails fails the send: %d", e.code);
+	CHECK(chan_rx_test(f.rx, r, &done, NULL, &e) == -ECONNRESET, "and the receive, as peer's");
+	fix_down(&f);
+
+	fix_up(&f, 4);
+	mem = region(&f, 1, 64);
+	bufs[0] = mem;
+	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, &r, NULL) == 0, "post");
+	f.dma.fail_start = -ERANGE;
+	CHECK(chan_tx_post(f.tx, src, 8, 0, &s, &e) == -EIO && e.value[1] == ERANGE,
+	      "a refused copy fails at post: %d", e.code);
+	fix_down(&f);
+	CHECK(f.dma.drained == 0, "nothing in flight, nothing drained");
+}
+
+/*
+ * On a modelled fabric: a one-sided send never completes before the model's
+ * send time, the receive never before its delivery time, and a corrupting
+ * link flips exactly the bits it flips on the staged path.
+ */
+static void test_modelled(void)
+{
+	struct model_link links[2];
+	memset(links, 0, sizeof(links));
+	for (int i = 0; i < 2; i++) {
+		links[i].rate_bps = 1000000000ull; /* 1 Gb/s: 64 KiB take ~0.5 ms */
+		links[i].latency_ns = 20000;
+		links[i].mtu = 4096;
+		links[i].hdr_bytes = 64;
+	}
+	links[1].corrupt_p = MODEL_PROB_ONE / 2;
+	struct model_nic nic = {.o_send_ns = 300, .o_recv_ns = 300, .ack_proc_ns = 200,
+				.timeout_exp = 10, .retry_count = 7, .timeout_scale_ppm = 1000000};
+	fenv_resolve(links, 2, &nic);
+	enum { N = 65536 };
+	static uint8_t src[N], out[2][N];
+	fill(src, N, 4);
+	for (int direct = 0; direct < 2; direct++) {
+		void *fb;
+		size_t flen;
+		struct fst_view *v = fenv_map(2, links, 2, 77, &fb, &flen);
+		struct fix f;
+		fix_up(&f, 4);
+		struct model_path p = {.nhops = 2, .switching = MODEL_CUT_THROUGH};
+		p.link_id[0] = 0;
+		p.link_id[1] = 1;
+		p.hop[0] = &v->links[0];
+		p.hop[1] = &v->links[1];
+		CHECK(chan_set_route(f.base, &p, 0, &nic, 0, 1) == 0 &&
+			      chan_tx_set_fabric(f.tx, v) == 0 && chan_rx_set_fabric(f.rx, v) == 0,
+		      "route");
+		uint8_t *mem = region(&f, 1, N);
+		void *bufs[1] = {direct ? (void *)mem : (void *)out[0]};
+		uint64_t cap = N;
+		struct chan_region w = {.id = direct ? 1 : 0};
+		chan_req r, s;
+		CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, &r, NULL) == 0, "post");
+		CHECK(chan_tx_post(f.tx, src, N, 0, &s, NULL) == 0, "send");
+		struct chan_times t;
+		chan_tx_times(f.tx, s, &t);
+		int sd = 0, rd = 0;
+		int64_t sdone_at = 0, rdone_at = 0, deadline = mono_ns() + 5000000000LL;
+		while ((!sd || !rd) && mono_ns() < deadline) {
+			if (!sd && chan_tx_test(f.tx, s, &sd, NULL, NULL) == 0 && sd)
+				sdone_at = mono_ns();
+			if (!rd && chan_rx_test(f.rx, r, &rd, NULL, NULL) == 0 && rd)
+				rdone_at = mono_ns();
+		}
+		CHECK(sd && rd, "delivered (%d)", direct);
+		CHECK(t.done_ns > 0 && sdone_at >= t.done_ns,
+		      "send done %" PRId64 " ns before the model's time (direct %d)",
+		      t.done_ns - sdone_at, direct);
+		CHECK(t.ready_ns > 0 && rdone_at >= t.ready_ns,
+		      "receive done %" PRId64 " ns before the model's time (direct %d)",
+		      t.ready_ns - rdone_at, direct);
+		if (direct) {
+			memcpy(out[1], mem, N);
+			CHECK(f.dma.flips > 0, "the model corrupted some packets");
+		}
+		fix_down(&f);
+		fenv_unmap(v, fb, flen);
+	}
+	int diff[2] = {0, 0}, same = 1;
+	for (int i = 0; i < N; i++) {
+		diff[0] += out[0][i] != src[i];
+		diff[1] += out[1][i] != src[i];
+		same &= out[0][i] == out[1][i];
+	}
+	CHECK(same, "the same bits flipped on both paths (%d and %d bytes differ)", diff[0],
+	      diff[1]);
+	CHECK(memcmp(out[0], src, N) != 0, "and some were");
+}
+
+int main(void)
+{
+	test_one_sided();
+	test_mixed_order();
+	test_mismatch();
+	test_hostile();
+	test_engine_failures();
+	test_modelled();
+	if (failures) {
+		fprintf(stderr, "test_chan_direct: %d of %d checks failed\n", failures, checks);
+		return 1;
+	}
+	printf("test_chan_direct: %d checks passed\n", checks);
+	return 0;
+}
