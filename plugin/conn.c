@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "plugin/gpu.h"
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
 #include "sim/ctl.h"
@@ -138,6 +139,17 @@ static ncclResult_t comm_open(enum sfnet_kind kind, struct sfnet_ctx *ctx, int d
 		     kind == SFNET_SEND ? "->" : "<-", peer_node, peer_nic,
 		     (unsigned long long)chan_id) >= (int)sizeof(c->desc))
 		PTRACE(NCCL_NET, "comm description truncated to '%s'", c->desc);
+	/* A sender's copy engine, for receivers that post GPU memory (its stream comes later,
+	 * with the first copy, in the proxy thread). */
+	if (kind == SFNET_SEND && sfgpu_on() &&
+	    (sfgpu_tx_new(c->desc, &c->gpu) || chan_tx_set_dma(c->tx, &sfgpu_dma, c->gpu))) {
+		PWARN("%s: out of memory for the GPU copy engine", c->desc);
+		sfgpu_tx_free(c->gpu);
+		chan_tx_free(c->tx);
+		munmap(base, shm_bytes);
+		free(c);
+		return ncclSystemError;
+	}
 	sfnet_obj_link(&c->obj, kind, ctx);
 	*out = c;
 	return ncclSuccess;

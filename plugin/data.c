@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "plugin/client.h"
+#include "plugin/gpu.h"
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
 #include "plugin/prof.h"
@@ -76,9 +77,11 @@ static int is_device_memory(const void *p, size_t size)
 
 static ncclResult_t gpu_unsupported(const char *op, const void *data, size_t size, int type)
 {
-	PWARN("%s of %zu bytes at %p (type 0x%x): GPU memory is not supported yet; this plugin's "
-	      "ptrSupport is NCCL_PTR_HOST only",
-	      op, size, data, type);
+	PWARN("%s of %zu bytes at %p (type 0x%x): %s; the GPU data path is %s", op, size, data,
+	      type,
+	      type == NCCL_PTR_CUDA ? "GPU memory needs the GPU data path"
+				    : "this memory type is not supported (ptrSupport has no DMA-BUF)",
+	      sfgpu_describe());
 	return ncclInvalidUsage;
 }
 
@@ -87,9 +90,18 @@ ncclResult_t sfnet_reg_mr(void *comm, void *data, size_t size, int type, void **
 	if (!mhandle)
 		return ncclInternalError;
 	*mhandle = NULL;
-	if (type != NCCL_PTR_HOST)
+	struct sfgpu_reg reg = {0};
+	if (type == NCCL_PTR_CUDA && sfgpu_on()) {
+		char why[256];
+		int rc = sfgpu_register(data, size, &reg, why, sizeof(why));
+		if (rc) {
+			/* NCCL falls back to its own buffers for a user buffer it cannot register */
+			PWARN("regMr of %zu bytes of GPU memory at %p: %s", size, data, why);
+			return rc == -ENOMEM ? ncclSystemError : ncclInvalidUsage;
+		}
+	} else if (type != NCCL_PTR_HOST) {
 		return gpu_unsupported("regMr", data, size, type);
-	if (size && is_device_memory(data, size)) {
+	} else if (size && is_device_memory(data, size)) {
 		PWARN("regMr of %zu bytes at %p: the buffer is GPU device memory though registered "
 		      "as NCCL_PTR_HOST; GPU memory is not supported yet",
 		      size, data);
@@ -98,14 +110,20 @@ ncclResult_t sfnet_reg_mr(void *comm, void *data, size_t size, int type, void **
 	struct sfnet_mr *mr = calloc(1, sizeof(*mr));
 	if (!mr) {
 		PWARN("regMr: out of memory");
+		if (reg.region)
+			sfgpu_unregister(reg.region);
 		return ncclSystemError;
 	}
+	mr->region = reg.region;
+	mr->rbase = reg.base;
 	pthread_mutex_lock(&sfnet_g.lock);
 	struct sfnet_obj *o = sfnet_obj_find(comm, SFNET_SEND);
 	if (!o)
 		o = sfnet_obj_find(comm, SFNET_RECV);
 	if (!o) {
 		pthread_mutex_unlock(&sfnet_g.lock);
+		if (reg.region)
+			sfgpu_unregister(reg.region);
 		free(mr);
 		PWARN("regMr of %zu bytes at %p on an unknown comm %p", size, data, comm);
 		return ncclInternalError;
@@ -169,6 +187,10 @@ ncclResult_t sfnet_dereg_mr(void *comm, void *mhandle)
 	 */
 	copyq_drain();
 	struct sfnet_mr *mr = mhandle;
+	if (mr->region) {
+		sfgpu_drain_all(); /* no GPU copy may still read the buffer either */
+		sfgpu_unregister(mr->region);
+	}
 	mr->magic = 0;
 	free(mr);
 	return ncclSuccess;
@@ -203,6 +225,26 @@ __attribute__((cold, noinline)) static void mr_outside(struct sfnet_comm *c, con
 	      "continuing, this is reported once per comm",
 	      c->desc, op, size, data, ours ? "mhandle" : "not an mhandle of ours",
 	      ours ? (unsigned long long)mr->base : 0ULL, ours ? mr->size : (size_t)0);
+}
+
+/* The GPU region of a registration (0: host memory, or not an mhandle of ours). */
+static inline uint64_t mr_region(const void *mhandle)
+{
+	const struct sfnet_mr *mr = mhandle;
+	return mr && mr->magic == SFNET_MR_MAGIC ? mr->region : 0;
+}
+
+/* A GPU buffer outside its registration cannot be copied safely: refuse it, naming both. */
+__attribute__((cold, noinline)) static ncclResult_t gpu_outside(struct sfnet_comm *c,
+								const char *op, const void *mhandle,
+								const void *data, size_t size)
+{
+	const struct sfnet_mr *mr = mhandle;
+	PWARN("%s: %s of %zu bytes of GPU memory at %p lies outside its registration [0x%llx, "
+	      "+%zu): refused (a copy engine must never touch memory it was not given)",
+	      c->desc, op, size, data, (unsigned long long)mr->base, mr->size);
+	c->failed = ncclInvalidUsage;
+	return ncclInvalidUsage;
 }
 
 /* ---- data path -------------------------------------------------------------------------- */
@@ -298,6 +340,10 @@ __attribute__((cold, noinline)) static ncclResult_t comm_fail(struct sfnet_comm 
 			      c->desc, op, e ? (unsigned long long)e->msg : 0ULL,
 			      *what ? what : "timed out on link", v0, v1);
 		break;
+	case -EIO: /* plugin/gpu.c has said what CUDA reported */
+		res = ncclSystemError;
+		PWARN("%s: %s: %s (message #%llu, errno %llu)", c->desc, op, what, v0, v1);
+		break;
 	case -ENOMEM:
 		res = ncclSystemError;
 		PWARN("%s: %s: out of memory", c->desc, op);
@@ -374,13 +420,17 @@ ncclResult_t sfnet_isend(void *send_comm, void *data, size_t size, int tag, void
 		      SFNET_MAX_MSG_BYTES);
 		return ncclInvalidUsage;
 	}
-	if (__builtin_expect(!mr_covers(mhandle, data, size), 0))
+	enum chan_mem src = mr_region(mhandle) ? CHAN_MEM_DEVICE : CHAN_MEM_HOST;
+	if (__builtin_expect(!mr_covers(mhandle, data, size), 0)) {
+		if (src == CHAN_MEM_DEVICE)
+			return gpu_outside(c, "isend", mhandle, data, size);
 		mr_outside(c, "isend", mhandle, data, size);
+	}
 	struct sfnet_req *r = req_get(c);
 	if (!r)
 		return ncclSuccess; /* all requests in flight: would block */
 	struct chan_err err;
-	int rc = chan_tx_post(c->tx, data, size, tag, &r->creq, &err);
+	int rc = chan_tx_post_src(c->tx, data, size, tag, src, &r->creq, &err);
 	if (rc) {
 		req_put(c, r);
 		return rc == -EAGAIN ? ncclSuccess : comm_fail(c, "isend", rc, &err);
@@ -409,16 +459,31 @@ ncclResult_t sfnet_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 		return c->failed;
 	if (__builtin_expect(n < 1 || n > CHAN_MAX_RECVS || !data || !sizes, 0))
 		return bad_call("irecv", c, "n out of [1, maxRecvs] or no buffers");
-	if (mhandles)
-		for (int i = 0; i < n; i++)
-			if (__builtin_expect(!mr_covers(mhandles[i], data[i], sizes[i]), 0))
-				mr_outside(c, "irecv", mhandles[i], data[i], sizes[i]);
+	struct chan_region where[CHAN_MAX_RECVS];
+	int gpu = 0;
+	for (int i = 0; mhandles && i < n; i++) {
+		uint64_t region = mr_region(mhandles[i]);
+		if (__builtin_expect(!mr_covers(mhandles[i], data[i], sizes[i]), 0)) {
+			if (region)
+				return gpu_outside(c, "irecv", mhandles[i], data[i], sizes[i]);
+			mr_outside(c, "irecv", mhandles[i], data[i], sizes[i]);
+		}
+		where[i].id = region;
+		where[i].off = region ? (uintptr_t)data[i] - ((struct sfnet_mr *)mhandles[i])->rbase : 0;
+		gpu |= region != 0;
+	}
+	if (__builtin_expect(gpu && !c->where_set, 0)) {
+		/* senders ask this process for the regions named in the receives */
+		if (chan_rx_set_where(c->rx, sfgpu_where()))
+			return bad_call("irecv", c, "no GPU export server to publish");
+		c->where_set = 1;
+	}
 	struct sfnet_req *r = req_get(c);
 	if (!r)
 		return ncclSuccess;
 	struct chan_err err;
-	int rc = chan_rx_post(c->rx, n, data, (const uint64_t *)sizes, (const int32_t *)tags,
-			      &r->creq, &err);
+	int rc = chan_rx_post_in(c->rx, n, data, (const uint64_t *)sizes, (const int32_t *)tags,
+				 gpu ? where : NULL, &r->creq, &err);
 	if (rc) {
 		req_put(c, r);
 		return rc == -EAGAIN ? ncclSuccess : comm_fail(c, "irecv", rc, &err);
@@ -440,7 +505,11 @@ ncclResult_t sfnet_iflush(void *recv_comm, int n, void **data, int *sizes, void 
 	(void)data;
 	(void)sizes;
 	(void)mhandles;
-	/* Host memory only: the data is visible once test() said done. Nothing to flush. */
+	/*
+	 * Host memory: visible once test() said done. GPU memory: the copy engine's write
+	 * was complete (its event) before the receive could complete, and a completed
+	 * copy-engine write is visible to later kernels. Nothing to flush either way.
+	 */
 	if (request)
 		*request = NULL;
 	return ncclSuccess;

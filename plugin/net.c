@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "plugin/gpu.h"
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
 #include "plugin/prof.h"
@@ -124,8 +125,9 @@ static void comm_destroy(struct sfnet_comm *c)
 	if (inflight)
 		PINFO(NCCL_NET, "%s: closing with %d request(s) in flight", c->desc, inflight);
 	/* Mark our side closed first: the peer fails what can no longer complete. */
-	chan_tx_free(c->tx);
+	chan_tx_free(c->tx); /* waits for its GPU copies */
 	chan_rx_free(c->rx);
+	sfgpu_tx_free(c->gpu);
 	if (c->session && !sfc_session_gone(c->session)) {
 		struct ctl_msg *m = ctl_msg_new();
 		if (m && ctl_add(m, "op", "close") == 0 &&
@@ -186,6 +188,22 @@ static ncclResult_t fabric_open(void)
 		return ncclSystemError;
 	}
 	pick_node(sfnet_g.node, sizeof(sfnet_g.node));
+	rc = sfgpu_setup(why, sizeof(why));
+	if (rc < 0) {
+		PWARN("%s", why);
+		return ncclInvalidUsage;
+	}
+	if (rc == 1 && !getenv("NCCL_NET_GDR_LEVEL")) {
+		/*
+		 * A virtual NIC has no PCI path, so NCCL places it under the CPU and keeps
+		 * GPUDirect off unless the GDR level reaches SYS. An emulated RDMA NIC sits
+		 * next to its GPU on a real node: say so (simfabric launch sets it too).
+		 * NCCL reads the variable after the net plugin's init.
+		 */
+		setenv("NCCL_NET_GDR_LEVEL", "SYS", 0);
+		PINFO(NCCL_INIT | NCCL_NET, "GPU data path on: set NCCL_NET_GDR_LEVEL=SYS so that "
+					    "NCCL uses GPUDirect through this NIC");
+	}
 	sfnet_g.connect_timeout_ms = env_ms("SIMFABRIC_CONNECT_TIMEOUT_MS",
 					    SFNET_DEFAULT_CONNECT_TIMEOUT_MS, 1, INT_MAX);
 	sfnet_g.liveness_ms =
@@ -223,14 +241,22 @@ static ncclResult_t fabric_open(void)
 		snprintf(d->name, sizeof(d->name), "%s", s->nics[i].name);
 		d->guid = s->nics[i].guid;
 		d->speed_mbps = s->nics[i].speed_mbps;
+		/*
+		 * The ideal fabric's speed is only a hint for NCCL's tuner (the daemon's stand-in is
+		 * 200 Gb/s, what the host path carries). The GPU path carries an NDR NIC's 400 Gb/s,
+		 * so say that: NCCL then sizes channels and protocols as on an H100/H200 cluster.
+		 */
+		if (sfgpu_on() && !s->fab && d->speed_mbps == SFNET_IDEAL_HOST_MBPS)
+			d->speed_mbps = SFNET_IDEAL_GPU_MBPS;
 		d->latency_us = (float)s->nics[i].latency_ns / 1000.0f;
 	}
 	sfnet_g.session = s;
 	PINFO(NCCL_INIT | NCCL_NET,
-	      "plugin %s, socket %s, node %s (id %d), %d NIC%s (%s%s), fabric %s, instance %s",
+	      "plugin %s, socket %s, node %s (id %d), %d NIC%s (%s%s), fabric %s, instance %s, "
+	      "GPU %s",
 	      SFNET_VERSION, sfnet_g.sock, s->node, s->node_id, sfnet_g.ndev,
 	      sfnet_g.ndev == 1 ? "" : "s", sfnet_g.devs[0].name, sfnet_g.ndev > 1 ? ", ..." : "",
-	      s->fabric, s->instance_text);
+	      s->fabric, s->instance_text, sfgpu_describe());
 	return ncclSuccess;
 }
 
@@ -464,7 +490,8 @@ ncclResult_t sfnet_get_properties(int dev, ncclNetProperties_v12_t *props)
 	props->name = (char *)d->name; /* static storage: outlives the call and the session */
 	props->pciPath = NULL;	       /* a virtual NIC: NCCL hangs it under the first CPU */
 	props->guid = d->guid;	       /* unique per NIC from the daemon: no shared-port merge */
-	props->ptrSupport = NCCL_PTR_HOST; /* host bounce buffers only, until GPU memory support */
+	/* GPU memory: one-sided copies (plugin/gpu.h); no DMA-BUF (CUDA cannot import one) */
+	props->ptrSupport = NCCL_PTR_HOST | (sfgpu_on() ? NCCL_PTR_CUDA : 0);
 	props->regIsGlobal = 0;
 	props->forceFlush = 0;
 	props->speed = d->speed_mbps; /* Mbps */

@@ -22,6 +22,8 @@
 #define SFNET_DEFAULT_LIVENESS_MS 100
 #define SFNET_DESC_LEN 192
 #define SFNET_MAX_COMMS 65536 /* reported as maxComms; NCCL does not enforce it */
+#define SFNET_IDEAL_HOST_MBPS 200000 /* the daemon's ideal-fabric speed (FABRIC_IDEAL_SPEED_MBPS) */
+#define SFNET_IDEAL_GPU_MBPS 400000  /* ... reported instead with the GPU data path (NDR) */
 
 _Static_assert(sizeof(size_t) == sizeof(uint64_t), "irecv passes size_t sizes to chan as-is");
 _Static_assert(sizeof(int) == sizeof(int32_t), "irecv passes int tags to chan as-is");
@@ -78,6 +80,7 @@ struct sfnet_pconn {
 
 struct sfnet_comm;
 struct sftrace_comm;
+struct sfgpu_tx;
 
 struct sfnet_req {
 	struct sfnet_comm *comm;
@@ -96,6 +99,8 @@ struct sfnet_mr {
 	struct sfnet_mr *next;
 	uintptr_t base;
 	size_t size;
+	uint64_t region;     /* GPU memory: the exported region (plugin/gpu.h); 0: host memory */
+	uintptr_t rbase;     /* ... and its allocation's base, where region offsets start */
 };
 
 /* A sendComm or recvComm: one channel end. The first block is the data path's. */
@@ -116,6 +121,8 @@ struct sfnet_comm {
 	int traffic_class;
 	int mr_warned;		   /* a buffer outside its registration was reported */
 	struct sftrace_comm *trace; /* SIMFABRIC_TRACE's state (plugin/trace.c), else NULL */
+	struct sfgpu_tx *gpu;	   /* sendComm: the GPU copy engine (plugin/gpu.h), else NULL */
+	int where_set;		   /* recvComm: the GPU export server is published in the channel */
 	struct sfnet_mr *mrs;	   /* under sfnet_g.lock */
 	char desc[SFNET_DESC_LEN]; /* "send n0/n0-nic0 -> n1/nic0 chan 0x5", for messages */
 	struct sfnet_req reqs[CHAN_MAX_SENDS]; /* a recvComm uses the first CHAN_MAX_REQS */

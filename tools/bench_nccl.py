@@ -1,20 +1,18 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """bench_nccl.py - real NCCL over simfabric against NCCL's own Socket transport, side by side in
-one run, on one GPU machine (the ranks share the GPUs, under MPS when they must).
+one run, on one GPU machine (the ranks share the GPU, under MPS).
 
-For 2 and 4 ranks it runs the NCCL job program (build/simfabric-nccljob) through
-`simfabric launch`: over the ideal fabric (NCCL_NET=simfabric) and, with the very same launcher
-environment, over NCCL_NET=Socket on the loopback interface. Each pair runs ROUNDS times,
-alternating, and the best of each is kept. It prints 8 B allreduce latency and 64 MiB allreduce
-bus bandwidth with their ratios against the targets (busbw >= 2x Socket; latency <= Socket),
-the times of 64 KiB to 4 MiB allreduces for information (where NCCL's choice of protocol and
-channels, from the speed the plugin reports, shows), then, over the 25 and 100 Gb/s scenarios, measured busbw against the alpha-beta model.
+For 2 and 4 ranks it runs the NCCL job program (build/simfabric-nccljob) through `simfabric
+launch` over the ideal fabric three ways: simfabric's GPU path (SIMFABRIC_GPU=on: one-sided copies
+into the receiver's GPU memory, NCCL's GPUDirect path, checked in NCCL's log), its host path
+(SIMFABRIC_GPU=off) and NCCL_NET=Socket on loopback, with the very same launcher environment, an
+allreduce sweep from 8 B to 64 MiB, best of --rounds rounds. It prints the ratios against Socket
+first, then, over the 100, 200 and 400 Gb/s scenarios at 2 and 4 nodes, measured busbw against
+the alpha-beta model (tools/sfmodel.py) and what the daemon's fidelity monitor said, and last the
+issue's targets, each met or NOT.
 
-The communicators are blocking (config.blocking = 1), as in nccl-tests and torch.distributed. A
-non-blocking communicator makes NCCL start a thread for every group it launches (ncclGroupEnd in
-NCCL's src/group.cc), some 30 us per collective whatever the transport, which drowns the network's
-share of an 8 B allreduce; that figure is printed too, for information, without a target.
+The communicators are blocking (config.blocking = 1), as in nccl-tests and torch.distributed.
 
 Writes every figure as JSON to --json (or $SIMFABRIC_RESULTS/bench-nccl.json).
 """
@@ -30,10 +28,10 @@ import sflaunch  # noqa: E402
 import sfmodel  # noqa: E402
 
 ROOT = os.path.dirname(HERE)
-MID = ("64K", "256K", "1M", "4M")  # between the latency and the bandwidth figures, for information
 
 
-def run_job(paths, nranks, net, sizes, iters, warmup, scenario=None, tag="", blocking=1):
+def run_job(paths, nranks, net, sizes, iters, warmup, scenario=None, tag="", blocking=1,
+            extra_env=None):
     out = os.path.join(sflaunch.make_run_dir(name="bench-nccl"), "r-%r.json")
     cmd = [paths.nccljob, "--coll", "allreduce", "--sizes", sizes, "--iters", str(iters),
            "--warmup", str(warmup), "--timing", "loop", "--blocking", str(blocking),
@@ -42,6 +40,7 @@ def run_job(paths, nranks, net, sizes, iters, warmup, scenario=None, tag="", blo
         # after the launcher's environment (which always says simfabric): no plugin at all
         cmd = ["env", "-u", "NCCL_NET_PLUGIN", "NCCL_NET=Socket", "NCCL_SOCKET_IFNAME=lo"] + cmd
     env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+    env.update(extra_env or {})
     r = sflaunch.launch(cmd, nranks, scenario=scenario, echo=False, timeout=600, paths=paths,
                         env=env)
     # the transport NCCL really used, from its own log
@@ -51,6 +50,10 @@ def run_job(paths, nranks, net, sizes, iters, warmup, scenario=None, tag="", blo
         m = re.search(r"Using network (\S+)", open(log, errors="replace").read())
         used = m.group(1) if m else None
     want = "Socket" if net == "socket" else "simfabric"
+    if used == "simfabric" and (extra_env or {}).get("SIMFABRIC_GPU") == "on" and \
+            "GDRDMA" not in open(log, errors="replace").read():
+        raise SystemExit("bench_nccl: %d ranks: NCCL did not use GPUDirect (GDRDMA) over "
+                         "simfabric's GPU path (see %s)" % (nranks, log))
     if used != want:
         raise SystemExit("bench_nccl: %s %d ranks ran over network %s, not %s (see %s)" % (
             net, nranks, used, want, log))
@@ -65,10 +68,45 @@ def run_job(paths, nranks, net, sizes, iters, warmup, scenario=None, tag="", blo
     return {x["bytes"]: x for x in res["results"]}, r
 
 
+SWEEP = ("8", "64", "512", "4K", "32K", "256K", "1M", "4M", "16M", "64M")
+NETS = ("gpu", "host", "socket")  # simfabric with SIMFABRIC_GPU=on, =off, and NCCL's Socket
+# issue targets: GPU mode against Socket, and against the alpha-beta model
+LAT_TARGET, BUSBW_TARGET = 0.5, {2: 40.0, 4: 25.0}
+MODEL_RATES = (("100g", 0.95), ("200g", 0.95), ("400g", 0.90))
+
+
+def scenario_for(rate, nodes):
+    """scenarios/job-nccl-<rate>.yaml with its node count set to nodes (a temporary copy)."""
+    src = os.path.join(ROOT, "scenarios", "job-nccl-%s.yaml" % rate)
+    text = open(src).read()
+    if nodes != 2:
+        text = text.replace("count: 2", "count: %d" % nodes).replace(
+            "[node0, node1]", "[%s]" % ", ".join("node%d" % i for i in range(nodes)))
+    path = os.path.join(sflaunch.make_run_dir(name="bench-scn"), "job-nccl-%s-%d.yaml" % (
+        rate, nodes))
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def sweep(paths, n, net, rounds):
+    """{bytes: best time_us} and the 64 MiB busbw over rounds, for one kind of net."""
+    env = {"SIMFABRIC_GPU": "on" if net == "gpu" else "off"}
+    best = {}
+    for _ in range(rounds):
+        res, _r = run_job(paths, n, "socket" if net == "socket" else "simfabric",
+                          ",".join(SWEEP), 50, 10, tag=net, extra_env=env)
+        for size, x in res.items():
+            b = best.setdefault(size, {"time_us": 1e18, "busbw": 0.0})
+            b["time_us"] = min(b["time_us"], x["time_us"])
+            b["busbw"] = max(b["busbw"], x["busbw_gbps"])
+    return best
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--ranks", default="2,4")
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -81,63 +119,74 @@ def main():
         print("bench_nccl: skipped: %s is not built (needs CUDA and NCCL)" % paths.nccljob)
         return 0
     report = {"ideal": {}, "model": {}}
-    print("NCCL allreduce, simfabric (ideal fabric) vs NCCL's Socket transport, best of %d "
-          "alternating rounds" % a.rounds)
-    print("%-6s %-22s %12s %12s %8s %s" % ("ranks", "measure", "simfabric", "Socket", "ratio",
-                                           "target"))
-    for n in [int(x) for x in a.ranks.split(",")]:
-        best = {"simfabric": {}, "socket": {}}
-        for _ in range(a.rounds):
-            for net in ("simfabric", "socket"):
-                lat, _r = run_job(paths, n, net, "8", 2000, 200)
-                nbl, _r = run_job(paths, n, net, "8", 2000, 200, blocking=0)
-                bw, _r = run_job(paths, n, net, "64M", 20, 5)
-                mid, _r = run_job(paths, n, net, ",".join(MID), 100, 10)
-                b = best[net]
-                b["mid_us"] = {size: min(b.get("mid_us", {}).get(size, 1e18), x["time_us"])
-                               for size, x in mid.items()}
-                b["lat_us"] = min(b.get("lat_us", 1e18), lat[8]["time_us"])
-                b["lat_nonblocking_us"] = min(b.get("lat_nonblocking_us", 1e18),
-                                              nbl[8]["time_us"])
-                b["busbw"] = max(b.get("busbw", 0), bw[64 << 20]["busbw_gbps"])
-        s, k = best["simfabric"], best["socket"]
-        rl, rb = s["lat_us"] / k["lat_us"], s["busbw"] / k["busbw"]
-        print("%-6d %-22s %10.1f us %10.1f us %7.2fx %s" % (
-            n, "8 B latency", s["lat_us"], k["lat_us"], rl,
-            "<= 1.00x: %s" % ("met" if rl <= 1.0 else "NOT met")))
-        print("%-6d %-22s %10.1f us %10.1f us %7.2fx %s" % (
-            n, "8 B, non-blocking comm", s["lat_nonblocking_us"], k["lat_nonblocking_us"],
-            s["lat_nonblocking_us"] / k["lat_nonblocking_us"], "(information: NCCL's thread "
-            "per group dominates)"))
-        print("%-6d %-22s %7.2f GB/s %7.2f GB/s %7.2fx %s" % (
-            n, "64 MiB busbw", s["busbw"], k["busbw"], rb,
-            ">= 2.00x: %s" % ("met" if rb >= 2.0 else "NOT met")))
-        for size in sorted(s["mid_us"]):
-            print("%-6d %-22s %10.1f us %10.1f us %7.2fx %s" % (
-                n, "%d KiB allreduce" % (size >> 10), s["mid_us"][size], k["mid_us"][size],
-                s["mid_us"][size] / k["mid_us"][size], "(information)"))
-        report["ideal"][n] = {"simfabric": s, "socket": k, "latency_ratio": rl,
-                              "busbw_ratio": rb}
-    print("\nNCCL allreduce busbw against the alpha-beta model (tools/sfmodel.py), 2 ranks")
-    for sc in ("job-nccl-25g.yaml", "job-nccl-100g.yaml"):
-        path = os.path.join(ROOT, "scenarios", sc)
-        res, r = run_job(paths, 2, "simfabric", "1M,16M,64M", 20, 5, scenario=path, tag=sc)
-        rows = []
-        model = sfmodel.FabricModel(r.fabric, sflaunch.node_names(r.fabric, 2))
-        for size in sorted(res):
-            x = res[size]
-            m = sfmodel.predict(model, "allreduce", size, 2)["busbw"] / 1e9
-            rows.append({"bytes": size, "busbw": x["busbw_gbps"], "model": m})
-            print("  %-20s %8d KiB  measured %6.2f GB/s  model %s" % (
-                sc, size >> 10, x["busbw_gbps"], "%.2f GB/s (%.2fx)" % (m, x["busbw_gbps"] / m)
-                if m else "n/a"))
-        report["model"][sc] = rows
+    verdicts = []
+    ranks = [int(x) for x in a.ranks.split(",")]
+    for n in ranks:
+        best = {net: sweep(paths, n, net, a.rounds) for net in NETS}
+        g, h, k = best["gpu"], best["host"], best["socket"]
+        print("\nNCCL allreduce, %d ranks on one GPU, ideal fabric, best of %d rounds: simfabric "
+              "GPU path (SIMFABRIC_GPU=on) and host path (off) against NCCL's Socket" % (n, a.rounds))
+        print("%9s %9s %9s %11s %11s %11s" % ("bytes", "GPU/Sock", "host/Sock", "GPU us",
+                                               "host us", "Socket us"))
+        slower = []
+        for size in sorted(g):
+            rg, rh = g[size]["time_us"] / k[size]["time_us"], h[size]["time_us"] / k[size]["time_us"]
+            if rg > 1.0:
+                slower.append(size)
+            print("%9d %8.2fx %8.2fx %11.1f %11.1f %11.1f" % (
+                size, rg, rh, g[size]["time_us"], h[size]["time_us"], k[size]["time_us"]))
+        big = 64 << 20
+        lat = g[8]["time_us"] / k[8]["time_us"]
+        verdicts += [
+            ("%d ranks: 8 B allreduce GPU/Socket %.2fx" % (n, lat), "<= %.2fx" % LAT_TARGET,
+             lat <= LAT_TARGET),
+            ("%d ranks: 64 MiB busbw GPU %.1f GB/s (host %.1f, Socket %.1f)" % (
+                n, g[big]["busbw"], h[big]["busbw"], k[big]["busbw"]),
+             ">= %.0f GB/s" % BUSBW_TARGET.get(n, 0), g[big]["busbw"] >= BUSBW_TARGET.get(n, 0)),
+            ("%d ranks: sizes slower than Socket on the GPU path: %s" % (
+                n, ", ".join(str(x) for x in slower) or "none"), "none", not slower)]
+        report["ideal"][n] = {"gpu": g, "host": h, "socket": k}
+    for rate, want in MODEL_RATES:
+        for n in ranks:
+            sc = scenario_for(rate, n)
+            res, r = run_job(paths, n, "simfabric", "1M,4M,16M,64M", 20, 5, scenario=sc,
+                             tag=rate, extra_env={"SIMFABRIC_GPU": "on"})
+            model = sfmodel.FabricModel(r.fabric, sflaunch.node_names(r.fabric, n))
+            rows, worst = [], None
+            for size in sorted(res):
+                m = sfmodel.predict(model, "allreduce", size, n)["busbw"] / 1e9
+                ratio = res[size]["busbw_gbps"] / m if m else 0
+                worst = ratio if worst is None else min(worst, ratio)
+                rows.append({"bytes": size, "busbw": res[size]["busbw_gbps"], "model": m,
+                             "ratio": ratio})
+            fid = fidelity_note(r)
+            verdicts.append(("%s, %d nodes: busbw / model from 1 MiB, worst %.2fx (%s); %s" % (
+                rate, n, worst, ", ".join("%s %.2fx" % (human(x["bytes"]), x["ratio"])
+                                          for x in rows), fid),
+                ">= %.2fx" % want, worst >= want))
+            report["model"]["%s-%d" % (rate, n)] = rows
+    print("\nTargets (GPU path)")
+    for what, target, ok in verdicts:
+        print("  %-4s %-10s %s" % ("met" if ok else "NOT", target, what))
+    report["targets"] = [{"what": w, "target": t, "met": ok} for w, t, ok in verdicts]
     out = a.json or (os.path.join(os.environ["SIMFABRIC_RESULTS"], "bench-nccl.json")
                      if os.environ.get("SIMFABRIC_RESULTS") else None)
     if out:
         with open(out, "w") as f:
             json.dump(report, f, indent=1)
     return 0
+
+
+def human(b):
+    return "%d MiB" % (b >> 20) if b >= 1 << 20 else "%d KiB" % (b >> 10)
+
+
+def fidelity_note(r):
+    """What the daemon's fidelity monitor said during the run (its log), in a few words."""
+    log = os.path.join(r.run_dir, "simfabricd.log")
+    text = open(log, errors="replace").read() if os.path.exists(log) else ""
+    n = len(re.findall(r"fidelity: ", text))
+    return "fidelity monitor silent" if n == 0 else "fidelity monitor: %d line(s)" % n
 
 
 if __name__ == "__main__":

@@ -149,6 +149,16 @@ def gpu_map(nnodes, gpus_per_node, gpus):
     return out, n > len(gpus)
 
 
+def device_connections(nranks, ngpus):
+    """CUDA_DEVICE_MAX_CONNECTIONS per rank: the hardware queues a CUDA context spreads its streams
+    over. The GPU data path's copies must not share a queue with NCCL's kernel, which spins until
+    they land (plugin/gpu.c, copy_stream), so more queues than CUDA's default 8; but ranks sharing
+    a GPU under MPS draw from one pool (measured on an H200: 2 ranks x 32 ran, 4 x 32 failed
+    cudaSetDevice with out of memory): 64 shared out, 8 at least, 32 at most."""
+    share = max(1, -(-nranks // max(1, ngpus)))
+    return max(8, min(32, 64 // share))
+
+
 def mps_plan(nranks, ngpus, have_ctl):
     """Whether to start MPS and what to tell the user: (start, message). MPS is needed when
     ranks share a GPU (more ranks than GPUs); without nvidia-cuda-mps-control they run
@@ -435,8 +445,11 @@ def dump_scenario(path, paths=None, seed=None):
 
 # ---- the launch ------------------------------------------------------------------------------
 
+# NCCL_NET_GDR_LEVEL=SYS: a virtual NIC has no PCI path, so NCCL puts it under the CPU and keeps
+# GPUDirect off below SYS; the GPU data path (plugin/gpu.h) is an emulated RDMA NIC next to its GPU.
 FIXED_NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                  "NVSHMEM_DISABLE_NVLS": "1", "NCCL_MNNVL_ENABLE": "0"}
+                  "NVSHMEM_DISABLE_NVLS": "1", "NCCL_MNNVL_ENABLE": "0",
+                  "NCCL_NET_GDR_LEVEL": "SYS"}
 
 
 def copy_threads(nranks, cpus=None):
@@ -841,6 +854,9 @@ class Job:
         if env:
             base.update(env)
         base.setdefault("SIMFABRIC_COPY_THREADS", str(copy_threads(nranks)))
+        if gpus:
+            base.setdefault("CUDA_DEVICE_MAX_CONNECTIONS",
+                            str(device_connections(nranks, len(gpus))))
         if os.path.basename(argv[0]) == "simfabric-nccljob":
             dirs = nccl_libdirs(self.paths, argv[0])
             if dirs:

@@ -1,0 +1,892 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gpu.c - the GPU data path (see gpu.h): the mode, the exports and the
+ * server that hands them out, the imports, and the copy engine.
+ */
+#include "plugin/gpu.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plugin/cudadrv.h"
+#include "plugin/plog.h"
+#include "sim/ctl.h"
+
+#define SFGPU_PROTO 1
+#define SFGPU_IO_TIMEOUT_MS 5000 /* an export request: the peer's server answers at once */
+#define SFGPU_TX_CACHE 16	  /* regions a sendComm remembers without the lock */
+#define SFGPU_SLOW_NS 2000000000LL /* a copy still running after this is worth a WARN */
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+enum { EXPORT_LEGACY = 1, EXPORT_FD = 2, EXPORT_SELF = 3 /* an import of our own export */ };
+
+struct gexport {
+	struct gexport *next;
+	uint64_t region;
+	uintptr_t base;
+	uint64_t size;
+	uint64_t buffer_id; /* CUDA's per-allocation id: a new allocation at a reused base differs */
+	int kind;
+	int fd; /* EXPORT_FD */
+	struct cu_ipc_handle ipc; /* EXPORT_LEGACY */
+	int refs;
+};
+
+struct gimport {
+	struct gimport *next;
+	char where[CHAN_WHERE_LEN];
+	uint64_t region;
+	cu_ptr va;
+	uint64_t size;
+	int kind;
+	int refs; /* sendComms using it */
+};
+
+struct sfgpu_tx {
+	struct sfgpu_tx *next; /* in G.txs */
+	cu_ctx ctx;
+	cu_stream stream; /* the process's copy stream (G.stream), once it exists */
+	uint64_t next_ticket;
+	cu_event ev[CHAN_MAX_SENDS];
+	int64_t t_start[CHAN_MAX_SENDS]; /* per event slot: when its copy was issued (ns) */
+	uint64_t len[CHAN_MAX_SENDS];
+	int slow_warned;
+	int nimp;
+	struct gimport *imp[SFGPU_TX_CACHE * 4]; /* every import it holds a reference to */
+	int warned;
+	char desc[96];
+};
+
+static struct {
+	pthread_mutex_t lock;	  /* exports: the server thread takes only this one */
+	pthread_mutex_t imp_lock; /* imports and txs: held while asking a peer's server, so
+				     never needed by our own server (two processes importing
+				     from each other at once must not wait on each other) */
+	pthread_once_t once;
+	int mode;	 /* 1 on, 0 off */
+	int setup_err;	 /* negative errno of a failed setup */
+	char setup_why[192];
+	char describe[256];
+	struct cudrv cu;
+	struct gexport *exports;
+	uint64_t next_region;
+	struct gimport *imports;
+	struct sfgpu_tx *txs;
+	cu_ctx stream_ctx;
+	cu_stream stream; /* every copy of the process, in one FIFO (see copy_stream) */
+	int srv_fd;
+	int srv_started;
+	char where[CHAN_WHERE_LEN]; /* "@" + the abstract socket's name */
+} G = {.lock = PTHREAD_MUTEX_INITIALIZER, .imp_lock = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT, .srv_fd = -1};
+
+static const char *cuerr(cu_result r)
+{
+	static __thread char buf[32];
+	return cudadrv_err(&G.cu, r, buf, sizeof(buf));
+}
+
+static int copy_stream(char *why, size_t cap);
+
+/* ---- the mode ---------------------------------------------------------------------------- */
+
+static void setup_once(void)
+{
+	const char *v = getenv("SIMFABRIC_GPU");
+	if (!v || !*v)
+		v = "auto";
+	int want_on = !strcmp(v, "on");
+	if (!strcmp(v, "off")) {
+		snprintf(G.describe, sizeof(G.describe), "off (SIMFABRIC_GPU=off)");
+		return;
+	}
+	if (!want_on && strcmp(v, "auto")) {
+		G.setup_err = -EINVAL;
+		snprintf(G.setup_why, sizeof(G.setup_why),
+			 "SIMFABRIC_GPU='%.40s' is not one of auto, on, off", v);
+		return;
+	}
+	char why[160];
+	int rc = cudadrv_load(&G.cu, !want_on, why, sizeof(why));
+	if (rc == 0) {
+		cu_result r = G.cu.Init(0);
+		int n = 0;
+		if (r == CU_SUCCESS)
+			r = G.cu.DeviceGetCount(&n);
+		if (r != CU_SUCCESS || n < 1) {
+			snprintf(why, sizeof(why), "CUDA has no usable device (%s, %d device(s))",
+				 r ? cuerr(r) : "no error", n);
+			rc = -ENODEV;
+		}
+	}
+	if (rc) {
+		if (want_on) {
+			G.setup_err = rc;
+			snprintf(G.setup_why, sizeof(G.setup_why), "SIMFABRIC_GPU=on, but %s", why);
+		}
+		snprintf(G.describe, sizeof(G.describe), "off (%s)", why);
+		return;
+	}
+	int drv = 0, vmm = 0, fd = 0, major = 0;
+	G.cu.DriverGetVersion(&drv);
+	G.cu.DeviceGetAttribute(&vmm, CU_DA_VMM_SUPPORTED, 0);
+	G.cu.DeviceGetAttribute(&fd, CU_DA_POSIX_FD_SUPPORTED, 0);
+	G.cu.DeviceGetAttribute(&major, CU_DA_COMPUTE_MAJOR, 0);
+	uint64_t r64 = 0;
+	if (getrandom(&r64, sizeof(r64), 0) != sizeof(r64))
+		r64 = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&r64;
+	snprintf(G.where, sizeof(G.where), "@simfabric-gpu-%u-%d-%016llx", (unsigned)geteuid(),
+		 (int)getpid(), (unsigned long long)r64);
+	G.mode = 1;
+	char ignored[160];
+	pthread_mutex_lock(&G.imp_lock);
+	(void)copy_stream(ignored, sizeof(ignored)); /* early if we can; else by the first copy */
+	pthread_mutex_unlock(&G.imp_lock);
+	snprintf(G.describe, sizeof(G.describe),
+		 "on (one-sided copies into the receiver's GPU memory; driver %d, compute "
+		 "capability %d.x, cuMem POSIX-fd export %s)",
+		 drv, major, vmm && fd ? "yes" : "no, cudaMalloc memory only");
+}
+
+int sfgpu_setup(char *why, size_t cap)
+{
+	pthread_once(&G.once, setup_once);
+	if (G.setup_err) {
+		snprintf(why, cap, "%s", G.setup_why);
+		return G.setup_err;
+	}
+	return G.mode;
+}
+
+int sfgpu_on(void)
+{
+	return G.mode;
+}
+
+const char *sfgpu_describe(void)
+{
+	return G.describe[0] ? G.describe : "off (not set up)";
+}
+
+const char *sfgpu_where(void)
+{
+	return G.where;
+}
+
+int sfgpu_is_device(const void *p)
+{
+	unsigned int type = 0, managed = 0;
+	if (!G.mode || G.cu.PointerGetAttribute(&type, CU_PA_MEMORY_TYPE, (cu_ptr)(uintptr_t)p))
+		return 0;
+	if (type != CU_MEMTYPE_DEVICE)
+		return 0;
+	return !(G.cu.PointerGetAttribute(&managed, CU_PA_IS_MANAGED, (cu_ptr)(uintptr_t)p) == 0 &&
+		 managed);
+}
+
+/* ---- the export server: hands a region's handle to a sender of the same user ---------- */
+
+/*
+ * The protocol is the daemon's (sim/ctl.h: key=value lines, an empty line, an SCM_RIGHTS fd):
+ *   request  op=region  proto=1  region=<id>
+ *   reply    errno=0  kind=legacy|fd  size=<bytes>  [ipc=<128 hex digits>]  (+ the fd for kind=fd)
+ *            or errno=<positive errno>
+ */
+static const char *const kind_names[] = {[EXPORT_LEGACY] = "legacy", [EXPORT_FD] = "fd"};
+
+static void hex_put(char *out, const unsigned char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+static int hex_get(const char *in, unsigned char *b, size_t n)
+{
+	if (!in || strlen(in) != 2 * n)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+		if (sscanf(in + 2 * i, "%2x", &v) != 1)
+			return -EINVAL;
+		b[i] = (unsigned char)v;
+	}
+	return 0;
+}
+
+static socklen_t abstract_addr(const char *where, struct sockaddr_un *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	size_t n = strlen(where + 1); /* skip the '@' */
+	memcpy(a->sun_path + 1, where + 1, n);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+static void set_timeouts(int fd)
+{
+	struct timeval tv = {.tv_sec = SFGPU_IO_TIMEOUT_MS / 1000,
+			     .tv_usec = (SFGPU_IO_TIMEOUT_MS % 1000) * 1000};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/* Same user, or root: the handles give write access to this process's GPU memory. */
+static int peer_allowed(int fd, uid_t *uid)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+		return 0;
+	*uid = cr.uid;
+	return cr.uid == geteuid() || cr.uid == 0;
+}
+
+static void serve_one(int cfd)
+{
+	uid_t uid = (uid_t)-1;
+	int fd = -1, err = 0;
+	uint64_t region = 0, proto = 0;
+	struct ctl_msg *req = NULL, *rep = ctl_msg_new();
+	struct ctl_parser *p = ctl_parser_new();
+	struct gexport e = {0};
+	if (!rep || !p) {
+		err = ENOMEM;
+	} else if (!peer_allowed(cfd, &uid)) {
+		PWARN("GPU export server %s: refused a request from uid %d (this process runs as "
+		      "uid %d)",
+		      G.where, (int)uid, (int)geteuid());
+		err = EACCES;
+	} else if (ctl_recv(cfd, p, &req, SFGPU_IO_TIMEOUT_MS) != 0 ||
+		   strcmp(ctl_get(req, "op") ? ctl_get(req, "op") : "", "region") ||
+		   ctl_get_u64(req, "proto", &proto) || proto != SFGPU_PROTO ||
+		   ctl_get_u64(req, "region", &region)) {
+		err = EPROTO;
+	} else {
+		pthread_mutex_lock(&G.lock);
+		struct gexport *x = G.exports;
+		while (x && x->region != region)
+			x = x->next;
+		if (x)
+			e = *x;
+		if (x && x->kind == EXPORT_FD && (fd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+			err = errno;
+		pthread_mutex_unlock(&G.lock);
+		if (!x)
+			err = ENOENT;
+	}
+	if (rep) {
+		char ipc[2 * CU_IPC_HANDLE_BYTES + 1];
+		int rc = ctl_addf(rep, "errno", "%d", err);
+		if (!err) {
+			rc |= ctl_add(rep, "kind", kind_names[e.kind]);
+			rc |= ctl_addf(rep, "size", "%llu", (unsigned long long)e.size);
+			hex_put(ipc, e.ipc.data, sizeof(e.ipc.data));
+			if (e.kind == EXPORT_LEGACY)
+				rc |= ctl_add(rep, "ipc", ipc);
+		}
+		if (rc == 0)
+			(void)ctl_send(cfd, rep, err ? -1 : fd, SFGPU_IO_TIMEOUT_MS);
+	}
+	if (fd >= 0)
+		close(fd);
+	ctl_msg_free(req);
+	ctl_msg_free(rep);
+	ctl_parser_free(p);
+}
+
+static void *serve(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int cfd = accept4(G.srv_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (cfd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE ||
+			    errno == ENFILE)
+				continue;
+			PWARN("GPU export server %s stopped: accept: %s", G.where, strerror(errno));
+			return NULL;
+		}
+		serve_one(cfd);
+		close(cfd);
+	}
+}
+
+/* Under G.lock. The thread runs for the life of the process, so the library must too. */
+static int server_start(char *why, size_t cap)
+{
+	if (G.srv_started)
+		return 0;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un a;
+	socklen_t alen = abstract_addr(G.where, &a);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, alen) != 0 || listen(fd, 64) != 0) {
+		snprintf(why, cap, "cannot serve GPU exports on %s: %s", G.where, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	Dl_info info;
+	if (dladdr((void *)server_start, &info) && info.dli_fname)
+		(void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NODELETE); /* pin: never unloaded */
+	G.srv_fd = fd;
+	pthread_t t;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	int rc = pthread_create(&t, &at, serve, NULL);
+	pthread_attr_destroy(&at);
+	if (rc) {
+		close(fd);
+		G.srv_fd = -1;
+		snprintf(why, cap, "cannot start the GPU export server thread: %s", strerror(rc));
+		return -rc;
+	}
+	G.srv_started = 1;
+	return 0;
+}
+
+/* ---- exports ----------------------------------------------------------------------------- */
+
+static int attr(void *out, int a, const void *p)
+{
+	return G.cu.PointerGetAttribute(out, a, (cu_ptr)(uintptr_t)p);
+}
+
+int sfgpu_register(const void *p, size_t size, struct sfgpu_reg *out, char *why, size_t cap)
+{
+	if (!G.mode) {
+		snprintf(why, cap, "the GPU data path is %s", sfgpu_describe());
+		return -ENOTSUP;
+	}
+	unsigned int type = 0, managed = 0, legacy = 0;
+	unsigned long long allowed = 0, buffer_id = 0;
+	cu_result r = attr(&type, CU_PA_MEMORY_TYPE, p);
+	if (r != CU_SUCCESS || type != CU_MEMTYPE_DEVICE) {
+		snprintf(why, cap, "not CUDA device memory (%s)", r ? cuerr(r) : "host memory");
+		return -ENOTSUP;
+	}
+	if (attr(&managed, CU_PA_IS_MANAGED, p) == CU_SUCCESS && managed) {
+		snprintf(why, cap, "managed (cudaMallocManaged) memory cannot be exported");
+		return -ENOTSUP;
+	}
+	attr(&legacy, CU_PA_IS_LEGACY_IPC_CAPABLE, p);
+	attr(&allowed, CU_PA_ALLOWED_HANDLE_TYPES, p);
+	attr(&buffer_id, CU_PA_BUFFER_ID, p);
+	cu_ptr base = 0;
+	size_t asize = 0;
+	int kind;
+	if (legacy) {
+		kind = EXPORT_LEGACY;
+		r = G.cu.MemGetAddressRange(&base, &asize, (cu_ptr)(uintptr_t)p);
+	} else if (allowed & CU_HANDLE_POSIX_FD) {
+		kind = EXPORT_FD;
+		r = attr(&base, CU_PA_RANGE_START_ADDR, p);
+		if (r == CU_SUCCESS)
+			r = attr(&asize, CU_PA_RANGE_SIZE, p);
+	} else {
+		snprintf(why, cap,
+			 "a cuMem (VMM) allocation without a POSIX-fd handle type cannot be "
+			 "exported (allowed handle types 0x%llx); NCCL falls back to its own "
+			 "buffers",
+			 allowed);
+		return -ENOTSUP;
+	}
+	if (r != CU_SUCCESS) {
+		snprintf(why, cap, "cannot find the allocation: %s", cuerr(r));
+		return -EIO;
+	}
+	uintptr_t up = (uintptr_t)p;
+	if (up < base || up - base > asize || size > asize - (up - base)) {
+		snprintf(why, cap,
+			 "the range spans more than one allocation (allocation [0x%llx, +%zu))",
+			 (unsigned long long)base, asize);
+		return -EXDEV;
+	}
+	pthread_mutex_lock(&G.lock);
+	struct gexport *e = G.exports;
+	while (e && !(e->base == base && e->buffer_id == buffer_id && e->size == asize))
+		e = e->next;
+	if (e) {
+		e->refs++;
+		goto done;
+	}
+	int rc = server_start(why, cap);
+	if (rc) {
+		pthread_mutex_unlock(&G.lock);
+		return rc;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		pthread_mutex_unlock(&G.lock);
+		snprintf(why, cap, "out of memory");
+		return -ENOMEM;
+	}
+	e->fd = -1;
+	e->kind = kind;
+	e->base = base;
+	e->size = asize;
+	e->buffer_id = buffer_id;
+	if (kind == EXPORT_LEGACY) {
+		r = G.cu.IpcGetMemHandle(&e->ipc, base);
+	} else {
+		cu_handle h = 0;
+		r = G.cu.MemRetainAllocationHandle(&h, (void *)p);
+		if (r == CU_SUCCESS) {
+			r = G.cu.MemExportToShareableHandle(&e->fd, h, CU_HANDLE_POSIX_FD, 0);
+			G.cu.MemRelease(h);
+		}
+	}
+	if (r != CU_SUCCESS) {
+		pthread_mutex_unlock(&G.lock);
+		snprintf(why, cap, "cannot export the allocation (%s): %s",
+			 kind == EXPORT_LEGACY ? "cuIpcGetMemHandle" : "cuMemExportToShareableHandle",
+			 cuerr(r));
+		free(e);
+		return -EIO;
+	}
+	e->region = ++G.next_region;
+	e->refs = 1;
+	e->next = G.exports;
+	G.exports = e;
+done:
+	*out = (struct sfgpu_reg){.region = e->region, .base = e->base, .size = e->size};
+	pthread_mutex_unlock(&G.lock);
+	return 0;
+}
+
+void sfgpu_unregister(uint64_t region)
+{
+	pthread_mutex_lock(&G.lock);
+	for (struct gexport **pp = &G.exports; *pp; pp = &(*pp)->next) {
+		struct gexport *e = *pp;
+		if (e->region != region)
+			continue;
+		if (--e->refs == 0) {
+			*pp = e->next;
+			if (e->fd >= 0)
+				close(e->fd);
+			free(e);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&G.lock);
+}
+
+/* ---- imports ----------------------------------------------------------------------------- */
+
+struct answer {
+	int kind;
+	uint64_t size;
+	struct cu_ipc_handle ipc;
+};
+
+/* Ask the process at where for region: the answer and, for a cuMem export, its fd. */
+static int ask(const char *where, uint64_t region, struct answer *ans, int *fd, char *why,
+	       size_t cap)
+{
+	*fd = -1;
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0) {
+		snprintf(why, cap, "socket: %s", strerror(errno));
+		return -errno;
+	}
+	set_timeouts(s);
+	struct sockaddr_un a;
+	socklen_t alen = abstract_addr(where, &a);
+	struct ctl_msg *req = ctl_msg_new(), *rep = NULL;
+	struct ctl_parser *p = ctl_parser_new();
+	uid_t uid = (uid_t)-1;
+	int rc = 0, err = 0;
+	const char *kind;
+	if (!req || !p) {
+		rc = -ENOMEM;
+		snprintf(why, cap, "out of memory");
+	} else if (connect(s, (struct sockaddr *)&a, alen) != 0) {
+		rc = -errno;
+		snprintf(why, cap, "cannot reach the receiver's GPU export server %s: %s", where,
+			 strerror(errno));
+	} else if (!peer_allowed(s, &uid)) {
+		rc = -EACCES;
+		snprintf(why, cap, "the GPU export server %s runs as uid %d, not ours (%d)", where,
+			 (int)uid, (int)geteuid());
+	} else if ((rc = ctl_add(req, "op", "region")) || (rc = ctl_addf(req, "proto", "%d",
+									  SFGPU_PROTO)) ||
+		   (rc = ctl_addf(req, "region", "%llu", (unsigned long long)region)) ||
+		   (rc = ctl_send(s, req, -1, SFGPU_IO_TIMEOUT_MS)) ||
+		   (rc = ctl_recv(s, p, &rep, SFGPU_IO_TIMEOUT_MS))) {
+		snprintf(why, cap, "no answer from %s about region %llu: %s", where,
+			 (unsigned long long)region, strerror(-rc));
+	} else if (ctl_get_int(rep, "errno", 0, 4095, &err) || err) {
+		rc = err ? -err : -EPROTO;
+		snprintf(why, cap, "%s refused region %llu: %s", where, (unsigned long long)region,
+			 err ? strerror(err) : "a malformed answer");
+	} else if (!(kind = ctl_get(rep, "kind")) || ctl_get_u64(rep, "size", &ans->size) ||
+		   (strcmp(kind, "fd") && strcmp(kind, "legacy")) ||
+		   (!strcmp(kind, "legacy") && hex_get(ctl_get(rep, "ipc"), ans->ipc.data,
+							sizeof(ans->ipc.data))) ||
+		   (!strcmp(kind, "fd") && rep->fd < 0)) {
+		rc = -EPROTO;
+		snprintf(why, cap, "%s answered region %llu with a malformed export", where,
+			 (unsigned long long)region);
+	} else {
+		ans->kind = strcmp(kind, "fd") ? EXPORT_LEGACY : EXPORT_FD;
+		if (ans->kind == EXPORT_FD) {
+			*fd = rep->fd; /* ours now */
+			rep->fd = -1;
+		}
+	}
+	ctl_msg_free(req);
+	ctl_msg_free(rep);
+	ctl_parser_free(p);
+	close(s);
+	return rc;
+}
+
+/* Map a region of another process into ours. Under G.imp_lock. */
+static struct gimport *import_new(const char *where, uint64_t region, char *why, size_t cap)
+{
+	struct answer rep;
+	int fd;
+	int rc = ask(where, region, &rep, &fd, why, cap);
+	if (rc)
+		return NULL;
+	struct gimport *im = calloc(1, sizeof(*im));
+	if (!im) {
+		if (fd >= 0)
+			close(fd);
+		snprintf(why, cap, "out of memory");
+		return NULL;
+	}
+	snprintf(im->where, sizeof(im->where), "%s", where);
+	im->region = region;
+	im->size = rep.size;
+	im->kind = (int)rep.kind;
+	cu_result r;
+	if (rep.kind == EXPORT_LEGACY) {
+		r = G.cu.IpcOpenMemHandle(&im->va, rep.ipc, CU_IPC_LAZY_PEER_ACCESS);
+		if (r != CU_SUCCESS)
+			snprintf(why, cap, "cuIpcOpenMemHandle of region %llu from %s: %s",
+				 (unsigned long long)region, where, cuerr(r));
+	} else {
+		cu_handle h = 0;
+		cu_device dev = 0;
+		r = G.cu.MemImportFromShareableHandle(&h, (void *)(uintptr_t)fd, CU_HANDLE_POSIX_FD);
+		close(fd);
+		const char *step = "cuMemImportFromShareableHandle";
+		if (r == CU_SUCCESS) {
+			step = "cuMemAddressReserve";
+			r = G.cu.MemAddressReserve(&im->va, im->size, 0, 0, 0);
+			if (r == CU_SUCCESS) {
+				step = "cuMemMap";
+				r = G.cu.MemMap(im->va, im->size, 0, h, 0);
+				if (r != CU_SUCCESS)
+					G.cu.MemAddressFree(im->va, im->size);
+			}
+			G.cu.MemRelease(h); /* the mapping holds the allocation now */
+		}
+		if (r == CU_SUCCESS) {
+			step = "cuMemSetAccess";
+			r = G.cu.CtxGetDevice(&dev);
+			struct cu_access_desc d = {{CU_LOCATION_DEVICE, dev}, CU_ACCESS_RW};
+			if (r == CU_SUCCESS)
+				r = G.cu.MemSetAccess(im->va, im->size, &d, 1);
+			if (r != CU_SUCCESS) {
+				G.cu.MemUnmap(im->va, im->size);
+				G.cu.MemAddressFree(im->va, im->size);
+			}
+		}
+		if (r != CU_SUCCESS)
+			snprintf(why, cap, "%s of region %llu (%llu bytes) from %s: %s", step,
+				 (unsigned long long)region, (unsigned long long)im->size, where,
+				 cuerr(r));
+	}
+	if (r != CU_SUCCESS) {
+		free(im);
+		return NULL;
+	}
+	im->next = G.imports;
+	G.imports = im;
+	return im;
+}
+
+/* Both ends in this process: the region is mapped here already. Under G.imp_lock. */
+static struct gimport *import_self(uint64_t region, char *why, size_t cap)
+{
+	pthread_mutex_lock(&G.lock);
+	struct gexport *e = G.exports;
+	while (e && e->region != region)
+		e = e->next;
+	struct gimport *im = e ? calloc(1, sizeof(*im)) : NULL;
+	if (im) {
+		im->va = e->base;
+		im->size = e->size;
+	}
+	pthread_mutex_unlock(&G.lock);
+	if (!im) {
+		snprintf(why, cap, "region %llu of this process: %s", (unsigned long long)region,
+			 e ? "out of memory" : "not exported");
+		return NULL;
+	}
+	snprintf(im->where, sizeof(im->where), "%s", G.where);
+	im->region = region;
+	im->kind = EXPORT_SELF;
+	im->next = G.imports;
+	G.imports = im;
+	return im;
+}
+
+/* Under G.imp_lock: the last sendComm using it is gone (its copies are done). */
+static void import_put(struct gimport *im)
+{
+	if (--im->refs > 0)
+		return;
+	for (struct gimport **pp = &G.imports; *pp; pp = &(*pp)->next)
+		if (*pp == im) {
+			*pp = im->next;
+			break;
+		}
+	if (im->kind == EXPORT_LEGACY) {
+		G.cu.IpcCloseMemHandle(im->va);
+	} else if (im->kind == EXPORT_FD) {
+		G.cu.MemUnmap(im->va, im->size);
+		G.cu.MemAddressFree(im->va, im->size);
+	}
+	free(im);
+}
+
+/* The region's mapping here, for a sendComm: its own list first, then the process's. */
+static struct gimport *tx_region(struct sfgpu_tx *t, const char *where, uint64_t region)
+{
+	for (int i = 0; i < t->nimp; i++)
+		if (t->imp[i]->region == region && !strcmp(t->imp[i]->where, where))
+			return t->imp[i];
+	if (t->nimp == (int)(sizeof(t->imp) / sizeof(t->imp[0]))) {
+		if (!t->warned++)
+			PWARN("%s: more than %d GPU regions used by one connection", t->desc,
+			      t->nimp);
+		return NULL;
+	}
+	char why[256] = "";
+	pthread_mutex_lock(&G.imp_lock);
+	struct gimport *im = G.imports;
+	while (im && !(im->region == region && !strcmp(im->where, where)))
+		im = im->next;
+	if (!im && !strcmp(where, G.where))
+		im = import_self(region, why, sizeof(why));
+	else if (!im)
+		im = import_new(where, region, why, sizeof(why));
+	if (im) {
+		im->refs++;
+		t->imp[t->nimp++] = im;
+	}
+	pthread_mutex_unlock(&G.imp_lock);
+	if (!im)
+		PWARN("%s: cannot map the receiver's GPU buffer: %s", t->desc, why);
+	return im;
+}
+
+/* ---- the copy engine --------------------------------------------------------------------- */
+
+int sfgpu_tx_new(const char *desc, struct sfgpu_tx **out)
+{
+	struct sfgpu_tx *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	snprintf(t->desc, sizeof(t->desc), "%s", desc);
+	pthread_mutex_lock(&G.imp_lock);
+	t->next = G.txs;
+	G.txs = t;
+	pthread_mutex_unlock(&G.imp_lock);
+	*out = t;
+	return 0;
+}
+
+/*
+ * The process's one copy stream, made early (at setup when a context is current, else by the
+ * first copy) and at the highest priority. Why one, and early: the GPU runs a context's streams
+ * on a few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, fewer under MPS), assigned in order of
+ * creation, and a copy queued behind NCCL's kernel never runs, since that kernel spins until
+ * this very copy lands. Seen on an H200 under MPS with a stream per comm: LL128 and Simple hung
+ * at once, 4 ranks even on LL. Every stream we add is another chance to share the kernel's
+ * queue; copies among themselves can share one (the copy engines move TB/s). Under G.imp_lock.
+ */
+static int copy_stream(char *why, size_t cap)
+{
+	if (G.stream)
+		return 0;
+	cu_ctx cur = NULL;
+	G.cu.CtxGetCurrent(&cur);
+	if (!cur) {
+		snprintf(why, cap, "no CUDA context is current in this thread");
+		return -EIO;
+	}
+	int least = 0, greatest = 0;
+	G.cu.CtxGetStreamPriorityRange(&least, &greatest);
+	cu_result r = G.cu.StreamCreateWithPriority(&G.stream, CU_STREAM_NON_BLOCKING_, greatest);
+	if (r != CU_SUCCESS) {
+		G.stream = NULL;
+		snprintf(why, cap, "cuStreamCreateWithPriority: %s", cuerr(r));
+		return -EIO;
+	}
+	G.stream_ctx = cur;
+	return 0;
+}
+
+/* The copy stream, with its context current in this thread. */
+static int tx_cuda(struct sfgpu_tx *t)
+{
+	if (__builtin_expect(t->stream != NULL, 1)) {
+		cu_ctx cur = NULL;
+		G.cu.CtxGetCurrent(&cur);
+		if (cur != t->ctx)
+			G.cu.CtxSetCurrent(t->ctx);
+		return 0;
+	}
+	char why[160];
+	pthread_mutex_lock(&G.imp_lock);
+	int rc = copy_stream(why, sizeof(why));
+	pthread_mutex_unlock(&G.imp_lock);
+	if (rc) {
+		PWARN("%s: cannot copy to the GPU: %s", t->desc, why);
+		return rc;
+	}
+	t->stream = G.stream;
+	t->ctx = G.stream_ctx;
+	return 0;
+}
+
+static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off,
+		     const void *src, uint64_t len, const struct chan_flip *flips, uint32_t nflips,
+		     uint64_t *ticket)
+{
+	struct sfgpu_tx *t = ctx;
+	if (tx_cuda(t))
+		return -EIO;
+	if (where[0] != '@') {
+		PWARN("%s: the receiver published no GPU export server ('%.20s')", t->desc, where);
+		return -EPROTO;
+	}
+	struct gimport *im = tx_region(t, where, region);
+	if (!im)
+		return -EIO;
+	/* Validated before anything is issued: a bad copy would poison the application's context. */
+	if (off > im->size || len > im->size - off) {
+		PWARN("%s: a copy of %llu bytes at offset %llu does not fit the receiver's region "
+		      "%llu (%llu bytes)",
+		      t->desc, (unsigned long long)len, (unsigned long long)off,
+		      (unsigned long long)region, (unsigned long long)im->size);
+		return -ERANGE;
+	}
+	cu_result r = CU_SUCCESS;
+	if (len)
+		r = G.cu.MemcpyAsync(im->va + off, (cu_ptr)(uintptr_t)src, len, t->stream);
+	for (uint32_t k = 0; r == CU_SUCCESS && k < nflips; k++) {
+		/* Corruption: the model's bit, flipped in the receiver's copy after the copy. */
+		const uint8_t *sp = (const uint8_t *)src + flips[k].off;
+		uint8_t b = 0;
+		if (sfgpu_is_device(sp))
+			r = G.cu.MemcpyDtoH(&b, (cu_ptr)(uintptr_t)sp, 1);
+		else
+			b = *sp;
+		b ^= flips[k].mask;
+		if (r == CU_SUCCESS) /* from pageable memory: staged before the call returns */
+			r = G.cu.MemcpyHtoDAsync(im->va + off + flips[k].off, &b, 1, t->stream);
+	}
+	uint32_t slot = (uint32_t)(t->next_ticket % CHAN_MAX_SENDS);
+	if (r == CU_SUCCESS && !t->ev[slot])
+		r = G.cu.EventCreate(&t->ev[slot], CU_EVENT_DISABLE_TIMING_);
+	if (r == CU_SUCCESS)
+		r = G.cu.EventRecord(t->ev[slot], t->stream);
+	if (r != CU_SUCCESS) {
+		PWARN("%s: copy of %llu bytes into region %llu: %s", t->desc,
+		      (unsigned long long)len, (unsigned long long)region, cuerr(r));
+		return -EIO;
+	}
+	t->t_start[slot] = 0; /* stamped by the first poll: keeps the clock off this path */
+	t->len[slot] = len;
+	*ticket = t->next_ticket++;
+	return 0;
+}
+
+static int dma_poll(void *ctx, uint64_t ticket)
+{
+	struct sfgpu_tx *t = ctx;
+	uint32_t slot = (uint32_t)(ticket % CHAN_MAX_SENDS);
+	cu_result r = G.cu.EventQuery(t->ev[slot]);
+	if (r == CU_SUCCESS)
+		return 1;
+	if (r == CU_ERROR_NOT_READY) {
+		/* A copy the GPU never runs hangs the job silently: say so once per comm. */
+		int64_t now = mono_ns();
+		if (!t->t_start[slot])
+			t->t_start[slot] = now;
+		else if (now - t->t_start[slot] > SFGPU_SLOW_NS && !t->slow_warned++)
+			PWARN("%s: a copy of %llu bytes into the receiver's GPU memory (ticket %llu) "
+			      "has not completed after %lld ms; the GPU is not running this process's "
+			      "copies",
+			      t->desc, (unsigned long long)t->len[slot], (unsigned long long)ticket,
+			      (long long)((now - t->t_start[slot]) / 1000000));
+		return 0;
+	}
+	PWARN("%s: the copy into the receiver's GPU memory failed: %s", t->desc, cuerr(r));
+	return -EIO;
+}
+
+static void dma_drain(void *ctx)
+{
+	struct sfgpu_tx *t = ctx;
+	if (t->stream)
+		G.cu.StreamSynchronize(t->stream);
+}
+
+const struct chan_dma sfgpu_dma = {dma_start, dma_poll, dma_drain};
+
+void sfgpu_drain_all(void)
+{
+	pthread_mutex_lock(&G.imp_lock);
+	for (struct sfgpu_tx *t = G.txs; t; t = t->next)
+		dma_drain(t);
+	pthread_mutex_unlock(&G.imp_lock);
+}
+
+void sfgpu_tx_free(struct sfgpu_tx *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&G.imp_lock);
+	for (struct sfgpu_tx **pp = &G.txs; *pp; pp = &(*pp)->next)
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	if (t->stream) { /* the process's stream stays */
+		cu_ctx cur = NULL;
+		G.cu.CtxGetCurrent(&cur);
+		if (cur != t->ctx)
+			G.cu.CtxSetCurrent(t->ctx);
+		G.cu.StreamSynchronize(t->stream);
+		for (int i = 0; i < CHAN_MAX_SENDS; i++)
+			if (t->ev[i])
+				G.cu.EventDestroy(t->ev[i]);
+	}
+	for (int i = 0; i < t->nimp; i++)
+		import_put(t->imp[i]);
+	pthread_mutex_unlock(&G.imp_lock);
+	free(t);
+}

@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: MIT
+"""The GPU data path (plugin/gpu.h): SIMFABRIC_GPU's modes and errors on any machine; on a GPU,
+NCCL's GPUDirect path over one-sided copies, every collective exact at 2 and 4 ranks, and the
+host path still taken when it is switched off."""
+import json
+import os
+import re
+
+import pytest
+
+import sflaunch
+
+
+# ---- the switch, on any machine (the CPU harness loads no CUDA) -------------------------------
+
+def test_20_01_a_malformed_switch_fails_init_naming_it(harness):
+    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU": "yes please"}, timeout=60)
+    assert r.rc == 1, r.report()
+    assert "SIMFABRIC_GPU='yes please' is not one of auto, on, off" in r.stderr, r.report()
+
+
+def test_20_02_on_without_a_usable_cuda_fails_init_saying_why(harness):
+    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU": "on"}, timeout=60)
+    if r.rc == 0:
+        pytest.skip("CUDA is usable in this process here: nothing to refuse")
+    assert r.rc == 1, r.report()
+    assert "SIMFABRIC_GPU=on, but" in r.stderr, r.report()
+
+
+def test_20_03_auto_without_cuda_in_the_process_is_the_host_path(harness):
+    # the harness never loads CUDA: auto must not load it either, and GPU memory is refused
+    r = harness(nranks=2, tests="mr", env={"SIMFABRIC_GPU": "auto"}, timeout=60)
+    r.check_ok()
+    assert "GPU memory needs the GPU data path; the GPU data path is off (the process has " \
+           "not loaded CUDA)" in r.stderr, r.report()
+
+
+# ---- on a GPU ------------------------------------------------------------------------------
+
+def nccl_job(paths, tmp_path, nodes, gpu, tag, sizes="--min 8 --max 64M --factor 8"):
+    out = str(tmp_path / ("%s-%%r.json" % tag))
+    cmd = [paths.nccljob, "--coll", "all", "--iters", "3", "--warmup", "1", "--check", "2",
+           "--blocking", "1", "--json", out] + sizes.split()
+    env = {"SIMFABRIC_GPU": gpu, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+    r = sflaunch.launch(cmd, nodes, echo=False, timeout=300, paths=paths, env=env)
+    res = None
+    if os.path.exists(out.replace("%r", "0")):
+        with open(out.replace("%r", "0")) as f:
+            res = json.load(f)
+    return r, res
+
+
+def channel_paths(r):
+    """NCCL's channel lines' transports over simfabric, e.g. {'NET/simfabric/0/GDRDMA'}."""
+    return set(re.findall(r"via (NET/simfabric\S*)", r.logs(limit=1 << 22)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_20_10_gpudirect_every_collective_exact(nccl_gpu, tmp_path, nodes):
+    r, res = nccl_job(nccl_gpu, tmp_path, nodes, "on", "gpu%d" % nodes)
+    report = "%s\n%s" % (r.summary(), r.logs()[-8000:])
+    assert res is not None and res["status"] == "ok", report
+    assert all(x["ok"] and x["wrong"] == 0 for x in res["results"]), res["results"]
+    assert len(res["results"]) >= 40, res["results"]
+    logs = r.logs(limit=1 << 22)
+    assert "GPU on (one-sided copies" in logs, report
+    paths = channel_paths(r)
+    assert paths and all(p.endswith("/GDRDMA") for p in paths), (paths, report)
+    assert "has not completed after" not in logs, report
+
+
+@pytest.mark.gpu
+def test_20_11_off_takes_the_host_path_and_stays_exact(nccl_gpu, tmp_path):
+    r, res = nccl_job(nccl_gpu, tmp_path, 2, "off", "host", sizes="--min 8 --max 16M --factor 16")
+    report = "%s\n%s" % (r.summary(), r.logs()[-8000:])
+    assert res is not None and res["status"] == "ok", report
+    assert all(x["ok"] and x["wrong"] == 0 for x in res["results"]), res["results"]
+    logs = r.logs(limit=1 << 22)
+    assert "GPU off (SIMFABRIC_GPU=off)" in logs, report
+    paths = channel_paths(r)
+    assert paths and not any("GDRDMA" in p for p in paths), (paths, report)
