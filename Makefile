@@ -36,6 +36,8 @@ SIM_LIB_SRC := $(filter-out sim/simfabricd.c,$(wildcard sim/*.c))
 PLUGIN_SRC := $(wildcard plugin/*.c) sim/chan.c sim/copyq.c sim/ctl.c sim/fault.c sim/fstate.c sim/model.c
 HARNESS_SRC := $(wildcard tools/harness*.c)
 UNIT_SRC := $(wildcard sim/test/test_*.c)
+# The plugin's own unit tests include the file they test (its statics are the point).
+PLUGIN_UNIT_SRC := $(wildcard plugin/test/test_*.c)
 FUZZ_SRC := $(wildcard sim/fuzz/fuzz_*.c)
 
 PLUGIN := $(B)/libnccl-net-simfabric.so
@@ -43,7 +45,7 @@ DAEMON := $(B)/simfabricd
 HARNESS := $(B)/simfabric-harness
 # A minimal NCCL profiler plugin for tests: checks the plugin's net events (tools/profcheck.c)
 PROFCHECK := $(B)/libnccl-profiler-simfabric-check.so
-UNITS := $(UNIT_SRC:sim/test/%.c=$(B)/test/%)
+UNITS := $(UNIT_SRC:sim/test/%.c=$(B)/test/%) $(PLUGIN_UNIT_SRC:plugin/test/%.c=$(B)/test/%)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
@@ -83,6 +85,11 @@ $(HARNESS): $(call obj,$(HARNESS_SRC) $(SIM_LIB_SRC))
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(YAML_LIBS) $(LIBS) -lm
 
 $(B)/test/%: $(B)/obj/sim/test/%.o $(call obj,$(SIM_LIB_SRC))
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(YAML_LIBS) $(LIBS) -lm
+
+$(B)/test/%: $(B)/obj/plugin/test/%.o $(call obj,$(SIM_LIB_SRC))
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(YAML_LIBS) $(LIBS) -lm

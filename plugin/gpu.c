@@ -205,7 +205,7 @@ int sfgpu_is_device(const void *p)
 /*
  * The protocol is the daemon's (sim/ctl.h: key=value lines, an empty line, an SCM_RIGHTS fd):
  *   request  op=region  proto=1  region=<id>
- *   reply    errno=0  kind=legacy|fd  size=<bytes>  [ipc=<128 hex digits>]  (+ the fd for kind=fd)
+ *   reply    errno=0  kind=legacy|fd  size=<bytes>  ipc=<128 hex digits> | fd=1 (+ the fd)
  *            or errno=<positive errno>
  */
 static const char *const kind_names[] = {[EXPORT_LEGACY] = "legacy", [EXPORT_FD] = "fd"};
@@ -299,6 +299,8 @@ static void serve_one(int cfd)
 			hex_put(ipc, e.ipc.data, sizeof(e.ipc.data));
 			if (e.kind == EXPORT_LEGACY)
 				rc |= ctl_add(rep, "ipc", ipc);
+			else
+				rc |= ctl_add(rep, "fd", "1"); /* ctl's rule: the message claims it */
 		}
 		if (rc == 0)
 			(void)ctl_send(cfd, rep, err ? -1 : fd, SFGPU_IO_TIMEOUT_MS);
