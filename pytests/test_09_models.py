@@ -84,27 +84,28 @@ def test_09_03_bandwidth_is_never_above_the_model(harness, fabric_factory):
         assert b["plugin_gbps"] * 8 <= rate_gbps * 1.001, (b, rate_gbps)
 
 
-FAST = """\
-name: too-fast
-description: "1.6 Tb/s links and no host limit, faster than any host can copy"
+def two_nodes(tmp_path, name, description, link):
+    """A scenario file of 2 nodes through one switch of no latency, with these link defaults
+    (a flow mapping) and NICs without overheads or a host limit."""
+    sc = tmp_path / (name + ".yaml")
+    sc.write_text("""\
+name: %s
+description: "%s"
 fabric:
   defaults:
-    link: {rate_gbps: 1600, latency_ns: 0}
+    link: %s
     nic: {host_rate_gbps: 0, o_send_ns: 0, o_recv_ns: 0, ack_proc_ns: 0}
     switch: {latency_ns: 0}
   nodes: {count: 2, name: "node{i}"}
-  switches:
-    - {name: sw0, ports: 4}
-  links:
-    - ends: [[node0, node1], sw0]
-"""
+""" % (name, description, link))
+    return str(sc)
 
 
 def test_09_04_a_fabric_faster_than_the_host_is_reported_loudly(harness, fabric_factory,
                                                                  tmp_path):
-    sc = tmp_path / "too-fast.yaml"
-    sc.write_text(FAST)
-    f = fabric_factory(args=["--scenario", str(sc)])
+    sc = two_nodes(tmp_path, "too-fast", "1.6 Tb/s links and no host limit, faster than any "
+                   "host can copy", "{rate_gbps: 1600, latency_ns: 0}")
+    f = fabric_factory(args=["--scenario", sc])
     r = harness(nranks=2, tests="sizes", fabric=f,
                 extra=["--max-bytes", "67108864", "--node-prefix", "node"], timeout=300)
     r.check_ok()
@@ -468,3 +469,40 @@ def test_09_10_a_shipped_scenario_warns_only_when_it_expects_to_fail(sf_env, fab
         fb = sfctl.fabric(fabric_factory(args=["--scenario", path_]).socket)
         assert (fb.get("expect") or {}).get("failure"), (
             "%s warns at load but its expect: does not say it fails:\n%s" % (name, p.stderr))
+
+
+# ---- the "never early" monitor can count ------------------------------------------------------
+
+SLOW_LINKS = """\
+name: slow-links
+description: "2 ms per link direction, unlimited rate: 4 ms one way"
+fabric:
+  defaults:
+    link: {rate_gbps: 0, latency_ns: 2000000}
+    nic: {host_rate_gbps: 0, o_send_ns: 0, o_recv_ns: 0, ack_proc_ns: 0}
+  nodes: {count: 2, name: "node{i}"}
+"""
+
+
+def test_09_11_a_plugin_that_skips_the_gate_is_counted_early(harness, fabric_factory, sf_env,
+                                                             tmp_path):
+    """Every `early == 0` above means something only if the monitor can count: the plugin built
+    with CHAN_INJECT_EARLY (build/inject/, sim/chan.c) lets each receive through as soon as its
+    bytes are in, without waiting for the model's time. Over links of 4 ms one way the
+    receiver's monitor, which checks each completion against the sender's post time plus the
+    idle route's time (not against the gate's own number), counts them early, and `op=stats`
+    reports it per link. The data is still exact: only the timing is wrong."""
+    plugin = os.path.join(sf_env.build, "inject", "libnccl-net-simfabric.so")
+    sf_env.require(plugin)
+    sc = two_nodes(tmp_path, "slow-links", "2 ms per link direction, unlimited rate",
+                   "{rate_gbps: 0, latency_ns: 2000000}")
+    f = fabric_factory(args=["--scenario", sc])
+    r = harness(nranks=2, tests="sizes", fabric=f, plugin=plugin,
+                extra=["--max-bytes", "65536", "--node-prefix", "node"], timeout=120)
+    r.check_ok()
+    st = sfctl.stats(f.socket)
+    delivered = sum(l["early"] + l["late_n"] for l in st.values())
+    early = sum(l["early"] for l in st.values())
+    # A receive is early unless its process was kept off the CPU for most of the 4 ms; on a
+    # loaded machine a few may be, most are not.
+    assert delivered > 0 and early >= delivered // 2, (early, delivered, st)
