@@ -94,6 +94,33 @@ $(B)/test/%: $(B)/obj/plugin/test/%.o $(call obj,$(SIM_LIB_SRC))
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(YAML_LIBS) $(LIBS) -lm
 
+# A fault-injected build for the "never early" monitor's tests: sim/chan.c with
+# CHAN_INJECT_EARLY=1, whose receives skip the model's gate on purpose. The monitor must count
+# what that lets through (sim/test/test_early.c; test_09_11 over the plugin built with it).
+INJECT := $(B)/inject
+INJECT_PLUGIN := $(INJECT)/libnccl-net-simfabric.so
+tools: $(INJECT_PLUGIN)
+
+$(INJECT)/pic/sim/chan.o: sim/chan.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC [so] $< (injected: early)")
+	$(Q)$(CC) $(ALL_CFLAGS) -DCHAN_INJECT_EARLY=1 -fPIC -fvisibility=hidden -c $< -o $@
+
+$(INJECT)/obj/sim/chan.o: sim/chan.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $< (injected: early)")
+	$(Q)$(CC) $(ALL_CFLAGS) -DCHAN_INJECT_EARLY=1 -c $< -o $@
+
+$(INJECT_PLUGIN): $(INJECT)/pic/sim/chan.o $(call pic,$(filter-out sim/chan.c,$(PLUGIN_SRC)))
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs -Wl,-z,now -o $@ $^ $(LIBS) -lm
+
+$(B)/test/test_early: $(B)/obj/sim/test/test_early.o $(INJECT)/obj/sim/chan.o \
+		$(call obj,$(filter-out sim/chan.c,$(SIM_LIB_SRC)))
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(YAML_LIBS) $(LIBS) -lm
+
 # Only the ncclNetPlugin_v8..v12 data symbols may be exported.
 symbols: $(PLUGIN)
 	$(Q)tools/check-symbols.sh $(PLUGIN)

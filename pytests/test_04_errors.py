@@ -19,7 +19,16 @@ def test_04_02_peer_death_gives_remote_error_within_bound(harness):
     assert r.seconds < 60
 
 
+LIVENESS_S = 0.1  # SIMFABRIC_LIVENESS_MS's default (plugin/net_int.h)
+
+
 def test_04_03_daemon_death_gives_system_error(harness, fabric):
+    """Each rank fails with ncclSystemError within SIMFABRIC_LIVENESS_MS of the daemon's death
+    (README): its ring keeps calling test, and the plugin looks for the daemon at most once a
+    period. Both clocks are CLOCK_MONOTONIC (the harness's failed_at_s, time.monotonic here).
+    0.4 s more for a loaded machine, where a rank waits for its CPU a few scheduler slices;
+    a check that ran once a second, or only at the next connect, would fail this (it allowed
+    30 s)."""
     p = harness(nranks=2, tests="daemon_death", fabric=fabric, timeout=60, popen=True)
     line = _wait_ready(p)
     assert "READY" in line, "harness never got traffic going: %r" % line
@@ -27,7 +36,9 @@ def test_04_03_daemon_death_gives_system_error(harness, fabric):
     fabric.kill(signal.SIGKILL)
     r = simfabric_pytest.finish(p, timeout=60)
     r.check_ok()
-    assert time.monotonic() - t0 < 30, r.report()
+    after = [t["metrics"]["failed_at_s"] - t0 for t in r.tests("daemon_death")]
+    print("noticed %s s after the kill" % ["%.4f" % a for a in after])
+    assert len(after) == 2 and all(0 <= a <= LIVENESS_S + 0.4 for a in after), (after, r.report())
 
 
 def test_04_04_no_daemon_fails_init_with_the_socket_and_the_fix(harness, fabric, tmp_path):

@@ -148,10 +148,19 @@ def test_07_01_collectives_exact_and_compared_with_socket(sf_env, fabric, tmp_pa
     assert len(st["nodes"]) == nranks, st
 
 
-@pytest.mark.parametrize("scenario", ["model-bandwidth.yaml", "hdr-2node.yaml"])
-def test_07_02_nccl_over_a_modelled_fabric(sf_env, fabric_factory, tmp_path, scenario):
-    """Real NCCL over a scenario's fabric: exact results, busbw against the model's link rate."""
+# (scenario, the least 64 MiB allreduce busbw / the model's): model-bandwidth's 25 Gb/s (3.1 GB/s
+# of payload) is well within what the host copies, and job-nccl-25g holds 0.5 there from 4 MiB;
+# HDR's 200 Gb/s is beyond it (10.88 GB/s on the ideal fabric, README): a ceiling only.
+NCCL_MODELLED = [("model-bandwidth.yaml", 0.5), ("hdr-2node.yaml", 0)]
+
+
+@pytest.mark.parametrize("scenario,floor", NCCL_MODELLED,
+                         ids=["model-bandwidth.yaml-both-sides", "hdr-2node.yaml-ceiling-only"])
+def test_07_02_nccl_over_a_modelled_fabric(sf_env, fabric_factory, tmp_path, scenario, floor):
+    """Real NCCL over a scenario's fabric: exact results, busbw never above the model's link rate
+    and, where the host can carry the rate, at 64 MiB at least `floor` of the model's busbw."""
     import sfctl
+    import sfmodel
     f = fabric_factory(args=["--scenario", os.path.join(ROOT, "scenarios", scenario)])
     fb = sfctl.fabric(f.socket)
     rate_gbps = fb["nodes"][0]["nics"][0]["speed_mbps"] / 1000.0
@@ -180,3 +189,7 @@ def test_07_02_nccl_over_a_modelled_fabric(sf_env, fabric_factory, tmp_path, sce
         # The model is a ceiling: a ring allreduce's busbw cannot beat the link's payload rate.
         if r["collective"] == "all_reduce" and r["bytes"] >= 1 << 20:
             assert r["busbw_GBps"] <= rate_gbps / 8 * 1.02, r
+        if r["collective"] == "all_reduce" and r["bytes"] >= 64 << 20 and floor:
+            m = sfmodel.predict(sfmodel.FabricModel(fb, ["node0", "node1"]), "allreduce",
+                                r["bytes"], 2)
+            assert r["busbw_GBps"] * 1e9 >= floor * m["busbw"], (r, m)

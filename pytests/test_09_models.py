@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 import sfctl
+import sfmodel
 import simfabric_pytest
 
 SCEN = os.path.join(simfabric_pytest.ROOT, "scenarios")
@@ -60,19 +61,31 @@ def test_09_01_exact_data_and_never_early(harness, fabric_factory, scenario, tes
 
 
 @pytest.mark.timing
-def test_09_02_latency_is_never_below_the_model(harness, fabric_factory):
+def test_09_02_latency_is_the_model_both_sides(harness, fabric_factory):
+    """8-byte ping-pong over model-latency (10 us one way): every round trip is two gated
+    one-way trips, so even the fastest of the ~100 000 is at least twice the model. The fastest
+    is also one that met no preemption, however loaded the machine: what it has above the model
+    is the plugin's own cost per message (0.2 us here, idle or with three CPU hogs); 5 us
+    admits a machine 25 times slower, and fails an emulation that adds half the model again.
+    The median is what a loaded machine moves: it gets only a loose ceiling."""
     f = fabric_factory(args=["--scenario", os.path.join(SCEN, "model-latency.yaml")])
     fb = sfctl.fabric(f.socket)
     model_us = fb["nodes"][0]["nics"][0]["latency_ns"] / 1000.0
     r = harness(nranks=2, tests="bench", fabric=f, extra=["--bench"], timeout=300)
     r.check_ok()
-    lat = [t for t in r.tests("bench") if t["rank"] == 0][0]["metrics"]["latency_us"]
-    assert lat >= model_us, (lat, model_us)
+    m = [t for t in r.tests("bench") if t["rank"] == 0][0]["metrics"]
+    lat, fastest = m["latency_us"], m["latency_min_us"]
+    print("latency: median %.3f us, fastest %.3f us, model %.3f us" % (lat, fastest, model_us))
+    assert model_us <= fastest <= model_us + 5, (fastest, model_us)
+    assert lat >= fastest, (lat, fastest)
     assert lat <= model_us + 50, "far above the model: %.2f us vs %.2f us" % (lat, model_us)
 
 
 @pytest.mark.timing
-def test_09_03_bandwidth_is_never_above_the_model(harness, fabric_factory):
+def test_09_03_bandwidth_at_25g_is_only_a_ceiling_here(harness, fabric_factory):
+    """25 Gb/s asks more than a loaded 2-core machine carries through two copies (1 GB/s was
+    measured against the model's 3.1): only the ceiling can be held. test_09_12 holds both sides
+    at 2 Gb/s."""
     f = fabric_factory(args=["--scenario", os.path.join(SCEN, "model-bandwidth.yaml")])
     fb = sfctl.fabric(f.socket)
     rate_gbps = fb["nodes"][0]["nics"][0]["speed_mbps"] / 1000.0
@@ -84,27 +97,28 @@ def test_09_03_bandwidth_is_never_above_the_model(harness, fabric_factory):
         assert b["plugin_gbps"] * 8 <= rate_gbps * 1.001, (b, rate_gbps)
 
 
-FAST = """\
-name: too-fast
-description: "1.6 Tb/s links and no host limit, faster than any host can copy"
+def two_nodes(tmp_path, name, description, link):
+    """A scenario file of 2 nodes through one switch of no latency, with these link defaults
+    (a flow mapping) and NICs without overheads or a host limit."""
+    sc = tmp_path / (name + ".yaml")
+    sc.write_text("""\
+name: %s
+description: "%s"
 fabric:
   defaults:
-    link: {rate_gbps: 1600, latency_ns: 0}
+    link: %s
     nic: {host_rate_gbps: 0, o_send_ns: 0, o_recv_ns: 0, ack_proc_ns: 0}
     switch: {latency_ns: 0}
   nodes: {count: 2, name: "node{i}"}
-  switches:
-    - {name: sw0, ports: 4}
-  links:
-    - ends: [[node0, node1], sw0]
-"""
+""" % (name, description, link))
+    return str(sc)
 
 
 def test_09_04_a_fabric_faster_than_the_host_is_reported_loudly(harness, fabric_factory,
                                                                  tmp_path):
-    sc = tmp_path / "too-fast.yaml"
-    sc.write_text(FAST)
-    f = fabric_factory(args=["--scenario", str(sc)])
+    sc = two_nodes(tmp_path, "too-fast", "1.6 Tb/s links and no host limit, faster than any "
+                   "host can copy", "{rate_gbps: 1600, latency_ns: 0}")
+    f = fabric_factory(args=["--scenario", sc])
     r = harness(nranks=2, tests="sizes", fabric=f,
                 extra=["--max-bytes", "67108864", "--node-prefix", "node"], timeout=300)
     r.check_ok()
@@ -468,3 +482,72 @@ def test_09_10_a_shipped_scenario_warns_only_when_it_expects_to_fail(sf_env, fab
         fb = sfctl.fabric(fabric_factory(args=["--scenario", path_]).socket)
         assert (fb.get("expect") or {}).get("failure"), (
             "%s warns at load but its expect: does not say it fails:\n%s" % (name, p.stderr))
+
+
+# ---- the "never early" monitor can count ------------------------------------------------------
+
+SLOW_LINKS = """\
+name: slow-links
+description: "2 ms per link direction, unlimited rate: 4 ms one way"
+fabric:
+  defaults:
+    link: {rate_gbps: 0, latency_ns: 2000000}
+    nic: {host_rate_gbps: 0, o_send_ns: 0, o_recv_ns: 0, ack_proc_ns: 0}
+  nodes: {count: 2, name: "node{i}"}
+"""
+
+
+def test_09_11_a_plugin_that_skips_the_gate_is_counted_early(harness, fabric_factory, sf_env,
+                                                             tmp_path):
+    """Every `early == 0` above means something only if the monitor can count: the plugin built
+    with CHAN_INJECT_EARLY (build/inject/, sim/chan.c) lets each receive through as soon as its
+    bytes are in, without waiting for the model's time. Over links of 4 ms one way the
+    receiver's monitor, which checks each completion against the sender's post time plus the
+    idle route's time (not against the gate's own number), counts them early, and `op=stats`
+    reports it per link. The data is still exact: only the timing is wrong."""
+    plugin = os.path.join(sf_env.build, "inject", "libnccl-net-simfabric.so")
+    sf_env.require(plugin)
+    sc = two_nodes(tmp_path, "slow-links", "2 ms per link direction, unlimited rate",
+                   "{rate_gbps: 0, latency_ns: 2000000}")
+    f = fabric_factory(args=["--scenario", sc])
+    r = harness(nranks=2, tests="sizes", fabric=f, plugin=plugin,
+                extra=["--max-bytes", "65536", "--node-prefix", "node"], timeout=120)
+    r.check_ok()
+    st = sfctl.stats(f.socket)
+    delivered = sum(l["early"] + l["late_n"] for l in st.values())
+    early = sum(l["early"] for l in st.values())
+    # A receive is early unless its process was kept off the CPU for most of the 4 ms; on a
+    # loaded machine a few may be, most are not.
+    assert delivered > 0 and early >= delivered // 2, (early, delivered, st)
+
+
+@pytest.mark.timing
+def test_09_12_bandwidth_at_2g_is_the_model_both_sides(harness, fabric_factory, tmp_path):
+    """The bench's stream (8 sends in flight, each size for at least 0.5 s) over 2 Gb/s links
+    without latency: the model reserves each message on the links at its post, so with 7 more
+    reserved behind the one on the wire the links never idle unless the sender is kept off its
+    CPU longer than 7 messages take: 29 ms at 1 MiB, 470 ms at 16 MiB, longer than any scheduler
+    slice. What a loaded machine still costs is the receiver's lateness on the last message, one
+    slice at most of a run of 0.5 s or more. So at 16 MiB the receiver's rate is the payload rate
+    (sfmodel.hop: the link rate less one header per packet) within 10 % below, and the gate
+    allows nothing above it (0.2 %: the first/last headers are left out, and the two ranks'
+    clocks start a barrier apart). At 1 MiB each message also waits on copy threads that share
+    the rank's CPU with whatever else runs (0.94 with three CPU hogs, 0.999 idle): 25 % below. At
+    64 KiB the 7 messages ahead are 1.8 ms, and those waits are most of a message's time (0.38
+    idle): a ceiling only."""
+    sc = two_nodes(tmp_path, "bw-2g", "2 Gb/s links, no latency", "{rate_gbps: 2, latency_ns: 0}")
+    f = fabric_factory(args=["--scenario", sc])
+    fb = sfctl.fabric(f.socket)
+    model = sfmodel.hop(fb, "node0", "node1").bw / 1e9
+    assert model == pytest.approx(0.25 * 4096 / (4096 + fb["links"][0]["params"]["hdr_bytes"]))
+    r = harness(nranks=2, tests="bench", fabric=f, extra=["--bench"], timeout=300)
+    r.check_ok()
+    bw = [t for t in r.tests("bench") if t["rank"] == 0][0]["metrics"]["bandwidth"]
+    rows = ["%9d B  %.4f GB/s  model %.4f  ratio %.3f" % (b["bytes"], b["plugin_gbps"], model,
+                                                         b["plugin_gbps"] / model) for b in bw]
+    print("\n" + "\n".join(rows))
+    assert sorted(b["bytes"] for b in bw) == [64 << 10, 1 << 20, 16 << 20], rows
+    for b in bw:
+        ratio = b["plugin_gbps"] / model
+        assert ratio <= 1.002, rows
+        assert ratio >= {64 << 10: 0, 1 << 20: 0.75, 16 << 20: 0.90}[b["bytes"]], rows

@@ -393,3 +393,42 @@ def test_12_17_nccl_libdir_finds_what_the_program_needs(nccljob):
         assert "not found:" in p.stderr, p.stderr
     bad = subprocess.run([LIBDIR_SH, "--nope"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "unknown option" in bad.stderr
+
+
+def test_12_18_check_2_catches_a_wrong_result_in_an_earlier_iteration(nccljob, tmp_path):
+    """--inject R:flip changes one element of the first warm-up iteration's output, where the
+    collective wrote it (on a GPU, in device memory), once. The 4 iterations after it write the
+    whole output again: --check 1, which looks at the last warm-up iteration and the timed
+    loop's output only, cannot see it; --check 2 checks every warm-up iteration and must."""
+    args = ["--dry-run", "--coll", "allreduce", "--sizes", "96", "--warmup", "5",
+            "--inject", "1:flip"]
+    for d in ("check1", "check2"):
+        (tmp_path / d).mkdir()
+    j = Job(nccljob, 2, args + ["--check", "1"], tmp_path / "check1")
+    assert j.rcs() == [0, 0], j.report()
+    assert "element 12 of the first warm-up iteration's output changed" in j.err[1], j.err[1]
+    j = Job(nccljob, 2, args + ["--check", "2"], tmp_path / "check2")
+    assert j.rcs() == [2, 2], j.report()
+    d = j.json()
+    assert d["status"] == "data_error", d
+    bad = [r for r in d["results"] if not r["ok"]]
+    assert len(bad) == 1 and bad[0]["rank_wrong"] == [0, 1] and bad[0]["first_wrong"]["rank"] == 1
+    assert "first at index 12" in j.err[1], j.err[1]
+
+
+@pytest.mark.gpu
+def test_12_19_on_a_gpu_a_wrong_element_in_an_earlier_iteration_is_caught(nccl_gpu, tmp_path):
+    """test_12_18 on real NCCL: the flip goes into the GPU's output buffer after the first
+    warm-up allreduce, where NCCL wrote it, and comes back through the same download and check
+    as every result. --check 1 misses it (NCCL overwrites it 4 times); --check 2 must report
+    it, on rank 1 only, and every rank exits 2. (scenarios/job-nccl-corrupt.yaml is the other
+    control: wrong data that comes through the fabric.)"""
+    args = ["--coll", "allreduce", "--sizes", "1M", "--warmup", "5", "--iters", "5",
+            "--inject", "1:flip"]
+    r, res = simfabric_pytest.nccljob(nccl_gpu, tmp_path, "check1", args + ["--check", "1"])
+    assert r.ok and res and res["status"] == "ok", r.summary() + r.logs()
+    r, res = simfabric_pytest.nccljob(nccl_gpu, tmp_path, "check2", args + ["--check", "2"])
+    assert res and res["status"] == "data_error", r.summary() + r.logs()
+    assert [p.rc for p in r.procs] == [2, 2], r.summary() + r.logs()
+    bad = [x for x in res["results"] if not x["ok"]]
+    assert len(bad) == 1 and bad[0]["rank_wrong"] == [0, 1], res["results"]

@@ -264,6 +264,7 @@ struct tx_send {
 	uint64_t ticket;    /* direct: the copy engine's */
 	uint64_t slot;	    /* direct: the slot of its descriptor (out once head passes it) */
 	uint64_t corrupt_k; /* the next packet the model corrupts (chunks are flipped in order) */
+	int64_t post_ns;    /* the time the model was asked for it (stamped on its last chunk) */
 };
 
 struct chan_tx {
@@ -324,6 +325,7 @@ struct rx_recv {
 	uint32_t fail_fault;
 	uint64_t fail_msg;
 	int64_t ready_ns;		   /* modelled completion: the latest of its messages' */
+	int64_t floor_ns;		   /* the soonest any model run could complete it (early) */
 	uint64_t seq;
 	uint32_t n;
 	uint32_t nfilled;
@@ -354,6 +356,19 @@ struct chan_rx {
 	struct chan_desc *pend; /* per slot: the checked descriptor */
 	struct rx_recv recvs[CHAN_MAX_REQS];
 };
+
+/* The "never early" monitor, at the end of this file. */
+#ifndef CHAN_INJECT_EARLY
+#define CHAN_INJECT_EARLY 0 /* 1 in a test build only (build/inject/): receives may skip the gate */
+#endif
+#if CHAN_INJECT_EARLY
+int chan_inject_early = 1; /* skip it (sim/test/test_early.c turns it off and on) */
+#else
+#define chan_inject_early 0
+#endif
+static uint32_t post_stamp(int64_t post_ns);
+static void rx_note_floor(struct chan_rx *rx, struct rx_recv *r, const struct chan_desc *d);
+static void rx_record_delivery(struct chan_rx *rx, const struct rx_recv *r, int64_t now);
 
 static int attach(struct chan_shm *shm, size_t len, struct chan_side *side)
 {
@@ -670,7 +685,8 @@ static int tx_publish_direct(struct chan_tx *tx, struct tx_send *s)
 	struct chan_desc *d = &tx->desc[i];
 	*d = (struct chan_desc){.msg = s->msg, .recv = s->recv, .offset = 0, .total = s->size,
 				.ready_ns = s->ready_ns, .len = 0, .buf = s->buf,
-				.flags = CHAN_F_LAST | CHAN_F_DIRECT, .tag = s->tag};
+				.flags = CHAN_F_LAST | CHAN_F_DIRECT, .tag = s->tag,
+				.post_us = tx->fab ? post_stamp(s->post_ns) : 0};
 	if (s->doomed) {
 		d->flags |= CHAN_F_FAIL;
 		d->reserved = s->fail_link;
@@ -736,7 +752,7 @@ static void tx_push(struct chan_tx *tx)
 			d->ready_ns = d->flags ? s->ready_ns : 0;
 			d->reserved = 0;
 			d->fault = 0;
-			d->reserved2 = 0;
+			d->post_us = d->flags && tx->fab ? post_stamp(s->post_ns) : 0;
 			if (d->flags && s->doomed) {
 				d->flags |= CHAN_F_FAIL;
 				d->reserved = s->fail_link; /* for the receiver's message */
@@ -910,7 +926,8 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 	if (tx->fab) {
 		struct model_msg m;
 		struct fst_hit hit;
-		int rc2 = fst_reserve(tx->fab, &tx->conn, now_ns(), size, &m, &hit);
+		s->post_ns = now_ns();
+		int rc2 = fst_reserve(tx->fab, &tx->conn, s->post_ns, size, &m, &hit);
 		if (rc2) {
 			s->in_use = 0;
 			return side_fail(&shm->tx, &tx->failed, &tx->ferr, err, rc2 == -EDEADLK ? -EDEADLK : -EINVAL,
@@ -1071,6 +1088,7 @@ static void rx_account(struct chan_rx *rx, const struct chan_desc *d)
 		rx->msgs++;
 		if (d->ready_ns > r->ready_ns)
 			r->ready_ns = d->ready_ns;
+		rx_note_floor(rx, r, d);
 		if (d->flags & CHAN_F_FAIL) {
 			r->doomed = 1;
 			r->fail_link = d->reserved;
@@ -1220,7 +1238,7 @@ int chan_rx_test(struct chan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 		goto failed;
 	if (r->nfilled == r->n && r->ready_ns) {
 		int64_t now = now_ns();
-		if (now < r->ready_ns)
+		if (now < r->ready_ns && !chan_inject_early)
 			return 0; /* the bytes are here; the model's delivery time is not yet */
 		if (r->doomed) {
 			SET(&shm->rx.fault, r->fail_fault);
@@ -1232,8 +1250,7 @@ int chan_rx_test(struct chan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 				*err = rx->ferr;
 			goto failed;
 		}
-		if (rx->fab)
-			fst_record_lateness(rx->fab->shm, rx->last_link, now - r->ready_ns);
+		rx_record_delivery(rx, r, now);
 	}
 	if (r->nfilled == r->n) {
 		*done = 1;
@@ -1309,3 +1326,45 @@ int chan_rx_times(const struct chan_rx *rx, chan_req req, struct chan_times *out
 	return 0;
 }
 /* ---- end of trace accessors ---------------------------------------------------------------- */
+
+/* ---- the "never early" monitor ----------------------------------------------------------------
+ * The gate above holds a receive until r->ready_ns, so checking a completion against ready_ns
+ * right after it proves nothing. This checks it against a clock the gate does not use: the
+ * sender's stamp of when it posted each message (post_us) plus the least time the model can give
+ * a message of its size on this route (fst_floor_ns: an idle path, no jitter, impairment or fault
+ * delay). A gate that lets a receive through early, or a model run that puts ready_ns before what
+ * the route allows, counts in the links' `early`. A test build with CHAN_INJECT_EARLY set
+ * (build/inject/) skips the gate on purpose, to show the counter counts.
+ */
+
+/* The post time in microseconds, low 32 bits (wraps every 71 minutes; 0: not stamped). */
+static uint32_t post_stamp(int64_t post_ns)
+{
+	return (uint32_t)((uint64_t)post_ns / 1000);
+}
+
+/* A message's last chunk is in: the soonest its receive may complete goes up to its floor. */
+static void rx_note_floor(struct chan_rx *rx, struct rx_recv *r, const struct chan_desc *d)
+{
+	const struct chan_route *rt = &rx->shm->route;
+	if (!rx->fab || !d->post_us || (d->flags & CHAN_F_FAIL))
+		return;
+	/* The stamp's full time: the latest before now with these low bits, rounded down to the
+	 * microsecond (an earlier post only lowers the floor). */
+	uint64_t now_us = (uint64_t)now_ns() / 1000;
+	uint64_t age_us = (uint32_t)((uint32_t)now_us - d->post_us);
+	int64_t post = (int64_t)((now_us - age_us) * 1000);
+	int64_t floor_ns = post + fst_floor_ns(rx->fab, rt->path, (int)rt->npath, &rt->nic,
+					       (enum model_switching)rt->switching, d->total);
+	if (floor_ns > r->floor_ns)
+		r->floor_ns = floor_ns;
+}
+
+/* A receive completes at now: its lateness against the model's time, and whether it is early. */
+static void rx_record_delivery(struct chan_rx *rx, const struct rx_recv *r, int64_t now)
+{
+	if (!rx->fab)
+		return;
+	int early = now < r->floor_ns || now < r->ready_ns;
+	fst_record_lateness(rx->fab->shm, rx->last_link, now - r->ready_ns, early);
+}

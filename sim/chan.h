@@ -115,7 +115,8 @@ struct chan_desc {
 	int32_t tag;
 	uint32_t reserved; /* CHAN_F_FAIL: the link that failed it */
 	uint32_t fault;	   /* CHAN_F_FAIL: the fault that failed it, id + 1 (0: none) */
-	uint32_t reserved2;
+	uint32_t post_us;  /* last chunk, modelled fabric: when the send was posted, in us, low
+			      32 bits (the receiver's "never early" check; 0: not stamped) */
 };
 
 /* Per-side shared state. Each block has exactly one writer. */

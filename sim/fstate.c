@@ -584,12 +584,12 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 	return 0;
 }
 
-void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns)
+void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns, int early)
 {
 	if (!shm || link >= shm->nlinks)
 		return;
 	struct fst_link *s = link_state(shm, link);
-	if (late_ns < 0) {
+	if (early || late_ns < 0) {
 		atomic_fetch_add_explicit(&s->early, 1, memory_order_relaxed);
 		return;
 	}
@@ -645,4 +645,34 @@ uint32_t fst_crossed(const struct fst_shm *shm, int64_t now_ns, uint64_t *bytes)
 		bytes[i] = payload >= b ? 0 : b - (uint64_t)payload;
 	}
 	return backlogged;
+}
+
+int64_t fst_floor_ns(const struct fst_view *v, const uint32_t *path, int npath,
+		     const struct model_nic *nic, enum model_switching sw, uint64_t bytes)
+{
+	struct model_link tmp[MODEL_MAX_HOPS];
+	struct model_path p = {.nhops = npath, .switching = sw};
+	if (npath < 1 || npath > MODEL_MAX_HOPS || bytes > MODEL_MAX_BYTES)
+		return 0;
+	for (int j = 0; j < npath; j++) {
+		if (path[j] >= v->nlinks)
+			return 0;
+		tmp[j] = v->links[path[j]];
+		p.link_id[j] = path[j];
+		p.hop[j] = &tmp[j];
+	}
+	/* A degrade replaces a hop's rate, maybe with a faster one; latency it only adds. */
+	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
+	for (uint32_t id = 0; id < n; id++) {
+		const struct fst_fault *ff = fst_fault(v->shm, id);
+		if (!ff || ff->spec.action != FAULT_A_DEGRADE || !(ff->spec.set & FAULT_SET_RATE))
+			continue;
+		uint64_t r = ff->spec.rate_bps;
+		for (uint32_t i = 0; i < ff->spec.nlinks; i++)
+			for (int j = 0; j < npath; j++)
+				if (ff->spec.link[i] == path[j] && tmp[j].rate_bps &&
+				    (!r || r > tmp[j].rate_bps))
+					tmp[j].rate_bps = r;
+	}
+	return model_ideal_ns(&p, nic, bytes);
 }

@@ -47,7 +47,8 @@ struct fst_link {
 	_Atomic uint64_t queue_hist[FST_QUEUE_BUCKETS];
 	/* Fidelity monitor, at the receiver of messages whose last hop this is. */
 	_Atomic uint64_t late_n, late_sum_ns, late_max_ns;
-	_Atomic uint64_t early; /* completions before the model's time: a bug if ever non-zero */
+	_Atomic uint64_t early; /* completions before the model allows: a bug if ever non-zero
+				   (fst_record_lateness: checked on the sender's clock) */
 	_Atomic uint64_t late_hist[FST_LATE_BUCKETS];
 };
 
@@ -167,8 +168,20 @@ struct fst_hit {
  */
 int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t bytes,
 		struct model_msg *out, struct fst_hit *hit);
-/* The fidelity monitor: a receive on a path whose last hop is link completed late_ns late. */
-void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns);
+/*
+ * The fidelity monitor: a receive on a path whose last hop is link completed late_ns after the
+ * model's time; early: before the soonest the model could ever give it (fst_floor_ns, from the
+ * sender's post time), or before the model's time (late_ns < 0). An early one is only counted.
+ */
+void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns, int early);
+/*
+ * The least time (ns from its post) the model can give a message of bytes on this route, on
+ * this fabric, whatever the load: an idle path without jitter, impairments or fault delays
+ * (model_ideal_ns), each hop at the fastest rate a degrade fault may set on it. 0 for a route
+ * that does not fit the fabric.
+ */
+int64_t fst_floor_ns(const struct fst_view *v, const uint32_t *path, int npath,
+		     const struct model_nic *nic, enum model_switching sw, uint64_t bytes);
 /* A histogram's bucket for v ns (FST_LATE_BUCKETS or FST_QUEUE_BUCKETS of them: nbuckets). */
 int fst_bucket(uint64_t v, int nbuckets);
 /*

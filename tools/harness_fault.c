@@ -324,6 +324,8 @@ void t_daemon_death(struct hx_test *t)
 		js_str(t->metrics, "code", hx_rc_str(err));
 		if (ready)
 			js_num(t->metrics, "seconds_after_ready", t_fail - t_ready);
+		/* CLOCK_MONOTONIC, as a test's own clock: how long after it killed the daemon */
+		js_num(t->metrics, "failed_at_s", t_fail);
 		if (err != ncclSystemError)
 			hx_fail(t, "first failure was %s after %ld rounds, want ncclSystemError",
 				hx_rc_str(err), rounds);

@@ -501,6 +501,19 @@ static int check_output(struct nj_job *j, const struct nj_step *s, int inj,
 	return 0;
 }
 
+/* --inject R:flip: the collective's output, where it wrote it, gets one element changed. */
+static int flip_output(struct nj_job *j, const struct nj_step *s, struct nj_fail *f)
+{
+	size_t i = s->out_n / 2;
+
+	fprintf(stderr, "nccljob[rank %d]: --inject: element %zu of the first warm-up "
+		"iteration's output changed\n", j->rank, i);
+	if (!j->o.dry)
+		return dev_flip(j, i, f);
+	nj_store(j->o.dtype, j->h_recv, i, nj_load(j->o.dtype, j->h_recv, i) ^ 0x3);
+	return 0;
+}
+
 static int run_step(struct nj_job *j, int si, struct nj_result *r, struct nj_fail *f)
 {
 	const struct nj_step *s = &j->steps[si];
@@ -527,7 +540,14 @@ static int run_step(struct nj_job *j, int si, struct nj_result *r, struct nj_fai
 		return -1;
 	snprintf(j->phase, sizeof(j->phase), "%s: warm-up", head);
 	for (b = 0; b < batches; b++) {
-		if (poison(j, s, f) < 0 || exec(j, s, every ? 1 : j->o.warmup, inj, &us, f) < 0)
+		int n = every ? 1 : j->o.warmup;
+
+		if (poison(j, s, f) < 0)
+			return -1;
+		if (inj == NJ_INJ_FLIP && b == 0 && (exec(j, s, 1, inj, &us, f) < 0 ||
+						     flip_output(j, s, f) < 0 || --n < 0))
+			return -1;
+		if (n > 0 && exec(j, s, n, inj, &us, f) < 0)
 			return -1;
 		if ((every || b == batches - 1) && check_output(j, s, inj, r, f) < 0)
 			return -1;

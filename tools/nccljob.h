@@ -239,6 +239,7 @@ enum nj_inject {
 	NJ_INJ_DATA,
 	NJ_INJ_NCCL,
 	NJ_INJ_STUCK,
+	NJ_INJ_FLIP, /* one element of the first warm-up iteration's output, once */
 	NJ_NINJ
 };
 
@@ -317,6 +318,8 @@ int dev_poison(struct nj_job *j, size_t bytes, struct nj_fail *f);
 int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each, double *gpu_us,
 	    struct nj_fail *f);
 int dev_download(struct nj_job *j, size_t bytes, struct nj_fail *f);
+/* Flip the low bits of element i of the output on the GPU (--inject R:flip). */
+int dev_flip(struct nj_job *j, size_t i, struct nj_fail *f);
 void dev_abort(struct nj_job *j);
 int dev_finalize(struct nj_job *j, struct nj_fail *f);
 

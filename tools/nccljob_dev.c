@@ -273,6 +273,26 @@ int dev_download(struct nj_job *j, size_t bytes, struct nj_fail *f)
 	return job_wait(j, "copying the output from the GPU", j->o.op_timeout_s, poll_stream, f);
 }
 
+int dev_flip(struct nj_job *j, size_t i, struct nj_fail *f)
+{
+	size_t es = nj_dtype_size(j->o.dtype);
+	uint8_t *h = (uint8_t *)j->h_recv + i * es, *d = (uint8_t *)j->dev->d_recv + i * es;
+	cudaError_t e = cudaMemcpyAsync(h, d, es, cudaMemcpyDeviceToHost, j->dev->stream);
+
+	if (e == cudaSuccess && job_wait(j, "reading an output element", j->o.op_timeout_s,
+					 poll_stream, f) < 0)
+		return -1;
+	if (e == cudaSuccess) {
+		nj_store(j->o.dtype, j->h_recv, i, nj_load(j->o.dtype, j->h_recv, i) ^ 0x3);
+		e = cudaMemcpyAsync(d, h, es, cudaMemcpyHostToDevice, j->dev->stream);
+	}
+	if (e != cudaSuccess) {
+		fail_cuda(j, f, NJ_CUDA, e, "cudaMemcpyAsync (--inject flip)");
+		return -1;
+	}
+	return job_wait(j, "changing an output element", j->o.op_timeout_s, poll_stream, f);
+}
+
 /* stream-ordered before the collective, so no wait of its own */
 int dev_poison(struct nj_job *j, size_t bytes, struct nj_fail *f)
 {

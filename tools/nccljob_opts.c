@@ -72,7 +72,11 @@ static const char usage_text[] =
 	"                       the table's order): setup (its set-up fails), exit (it kills\n"
 	"                       itself with SIGKILL), hang (it stops taking part: a timeout),\n"
 	"                       stuck (it sits in a call that never returns: the watchdog),\n"
-	"                       data (one output element is changed before each check), nccl\n"
+	"                       data (one output element is changed before each check), flip\n"
+	"                       (one element of the first warm-up iteration's output is changed\n"
+	"                       where the collective wrote it, on the GPU, once: the iterations\n"
+	"                       after it overwrite it, so with --warmup 2 or more only --check 2\n"
+	"                       sees it), nccl\n"
 	"                       (--dry-run only: a made-up ncclRemoteError)\n"
 	"  -h, --help           this text\n"
 	"  --version            the program's and NCCL's versions\n"
@@ -215,6 +219,7 @@ static int parse_inject(struct nj_opts *o, const char *s)
 	static const char *const kinds[NJ_NINJ] = {
 		[NJ_INJ_SETUP] = "setup", [NJ_INJ_EXIT] = "exit", [NJ_INJ_HANG] = "hang",
 		[NJ_INJ_DATA] = "data",   [NJ_INJ_NCCL] = "nccl", [NJ_INJ_STUCK] = "stuck",
+		[NJ_INJ_FLIP] = "flip",
 	};
 	char what[16] = "";
 	int r, step = 0, n, k;
@@ -226,7 +231,8 @@ static int parse_inject(struct nj_opts *o, const char *s)
 		if (!strcmp(what, kinds[k]))
 			break;
 	if (k == NJ_NINJ)
-		return bad("--inject: '%s': WHAT is setup, exit, hang, stuck, data or nccl", what);
+		return bad("--inject: '%s': WHAT is setup, exit, hang, stuck, data, flip or nccl",
+			   what);
 	o->inject_rank = r;
 	o->inject_kind = k;
 	o->inject_step = step;

@@ -1350,11 +1350,11 @@ def evaluate(job, expect, lr, fb):
                 why or "the program reported none")))
         else:
             ok, rows, notes = sfmodel.check(res, fb, job["nodes"], job["ranks"], timing)
-            lo, hi = timing["busbw"]
-            checks.append(Check("timing", ok, "%s model, busbw within [%g, %g] x model from %d B,"
-                                " [%g, %g] below; %s%s" % (
-                                    timing.get("model", "best"), lo, hi, timing["min_bytes"],
-                                    timing["latency"][0], timing["latency"][1], "; ".join(notes),
+            checks.append(Check("timing", ok, "%s model, busbw %s from %d B, %s below; "
+                                "%s%s" % (
+                                    timing.get("model", "best"), _bounds(*timing["busbw"]),
+                                    timing["min_bytes"], _bounds(*timing["latency"]),
+                                    "; ".join(notes),
                                     "" if ok else ": %d of %d outside" % (
                                         sum(r["verdict"] != "ok" for r in rows), len(rows))),
                                 rows))
@@ -1443,3 +1443,9 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
     with open(os.path.join(jb.run_dir, "report.txt"), "w") as f:
         f.write(r.report() + "\n")
     return r
+
+
+def _bounds(lo, hi):
+    """A timing range as the check names it: a lower bound of 0 says it is a ceiling only."""
+    return ("at most %g x model (a ceiling only)" % hi if lo == 0 else
+            "within [%g, %g] x model" % (lo, hi))

@@ -725,7 +725,8 @@ static void test_reorder_dup_corrupt(void)
 	l[1].reorder_p = model_prob(1.0 / 256);
 	l[1].reorder_delay_ns = 50000;
 	int late = 0;
-	for (uint64_t msg = 0; msg < 400; msg++) {
+	const int nmsg = 4000;
+	for (uint64_t msg = 0; msg < (uint64_t)nmsg; msg++) {
 		memset(&s, 0, sizeof(s));
 		m = send1(&p, &nic, &s, 1, msg, 1000, 1 << 20);
 		CHECK(m.arrive_ns >= 87297, "never early: %lld", (long long)m.arrive_ns);
@@ -736,7 +737,14 @@ static void test_reorder_dup_corrupt(void)
 			EQ(m.arrive_ns, 87297);
 		}
 	}
-	CHECK(late > 200 && late < 350, "%d of 400 messages had a late packet", late);
+	/* A message of 256 packets has a late one with q = 1 - (1 - p)^256 (0.633): binomial
+	 * over nmsg, within 4 sd (the draws are seeded: it is deterministic). That is +-4.8 %
+	 * of the mean (2531): a p 20 % off puts it outside (1.2 p: 2797), as does twice p
+	 * (3461), which the old window (200..350 of 400 for 253 +- 9.6) let through. */
+	double q = 1 - pow(1 - model_prob_value(l[1].reorder_p), 256);
+	double mean = nmsg * q, sd = sqrt(nmsg * q * (1 - q));
+	CHECK(fabs(late - mean) <= 4 * sd, "%d of %d messages had a late packet (binomial %.1f +- "
+	      "4 x %.1f)", late, nmsg, mean, sd);
 	l[1].reorder_p = 0;
 
 	/* Every packet duplicated on hop 0: twice the bytes on both hops:
