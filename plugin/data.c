@@ -402,6 +402,26 @@ __attribute__((cold, noinline)) static ncclResult_t bad_call(const char *op, con
 	return ncclInternalError;
 }
 
+/*
+ * A post on a connection whose peer is gone (closed, died, or a fault failed it). An RC NIC's
+ * post still succeeds there and the error comes with the completion, as in NCCL's IB and Socket
+ * transports: so hand out a request that fails at test() with the error already reported,
+ * rather than fail the post. Only an empty pool (back-pressure that test() clears) gives NULL.
+ */
+static ncclResult_t post_doomed(struct sfnet_comm *c, int is_send, void **request)
+{
+	struct sfnet_req *r = req_get(c);
+	if (!r)
+		return ncclSuccess;
+	r->magic = SFNET_REQ_MAGIC;
+	r->is_send = (uint16_t)is_send;
+	r->n = 1;
+	r->npev = 0;
+	r->failed = c->failed;
+	*request = r;
+	return ncclSuccess;
+}
+
 ncclResult_t sfnet_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			 void *phandle, void **request)
 {
@@ -412,7 +432,7 @@ ncclResult_t sfnet_isend(void *send_comm, void *data, size_t size, int tag, void
 		return bad_call("isend", c, "not a sendComm of ours, or no request slot");
 	*request = NULL;
 	if (__builtin_expect(c->failed != ncclSuccess, 0))
-		return c->failed;
+		return c->failed == ncclRemoteError ? post_doomed(c, 1, request) : c->failed;
 	if (live_check(c, "isend"))
 		return c->failed;
 	if (__builtin_expect(size > SFNET_MAX_MSG_BYTES, 0)) {
@@ -433,9 +453,13 @@ ncclResult_t sfnet_isend(void *send_comm, void *data, size_t size, int tag, void
 	int rc = chan_tx_post_src(c->tx, data, size, tag, src, &r->creq, &err);
 	if (rc) {
 		req_put(c, r);
-		return rc == -EAGAIN ? ncclSuccess : comm_fail(c, "isend", rc, &err);
+		if (rc == -EAGAIN)
+			return ncclSuccess;
+		ncclResult_t res = comm_fail(c, "isend", rc, &err);
+		return res == ncclRemoteError ? post_doomed(c, 1, request) : res;
 	}
 	r->magic = SFNET_REQ_MAGIC;
+	r->failed = ncclSuccess;
 	r->is_send = 1;
 	r->n = 1;
 	sfprof_start(c, r, (void *const *)&phandle, &size, &tag);
@@ -454,7 +478,7 @@ ncclResult_t sfnet_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 		return bad_call("irecv", c, "not a recvComm of ours, or no request slot");
 	*request = NULL; /* also overwrites NCCL's 0x1 "optional completion" hint */
 	if (__builtin_expect(c->failed != ncclSuccess, 0))
-		return c->failed;
+		return c->failed == ncclRemoteError ? post_doomed(c, 0, request) : c->failed;
 	if (live_check(c, "irecv"))
 		return c->failed;
 	if (__builtin_expect(n < 1 || n > CHAN_MAX_RECVS || !data || !sizes, 0))
@@ -486,9 +510,13 @@ ncclResult_t sfnet_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 				 gpu ? where : NULL, &r->creq, &err);
 	if (rc) {
 		req_put(c, r);
-		return rc == -EAGAIN ? ncclSuccess : comm_fail(c, "irecv", rc, &err);
+		if (rc == -EAGAIN)
+			return ncclSuccess;
+		ncclResult_t res = comm_fail(c, "irecv", rc, &err);
+		return res == ncclRemoteError ? post_doomed(c, 0, request) : res;
 	}
 	r->magic = SFNET_REQ_MAGIC;
+	r->failed = ncclSuccess;
 	r->is_send = 0;
 	r->n = (uint16_t)n;
 	sfprof_start(c, r, phandles, sizes, tags);
@@ -524,6 +552,12 @@ ncclResult_t sfnet_test(void *request, int *done, int *sizes)
 	if (__builtin_expect(!r || r->magic != SFNET_REQ_MAGIC, 0))
 		return bad_call("test", r, "not a request in flight");
 	struct sfnet_comm *c = r->comm;
+	if (__builtin_expect(r->failed != ncclSuccess, 0)) {
+		/* posted after the peer was gone: the error, once, and the request is spent */
+		ncclResult_t res = r->failed;
+		req_put(c, r);
+		return res;
+	}
 	if (__builtin_expect(c->failed != ncclSuccess, 0))
 		return c->failed;
 	if (live_check(c, "test"))

@@ -90,6 +90,7 @@ struct sfnet_req {
 	chan_req creq;
 	int next_free;
 	uint16_t npev;		       /* profiler events started (plugin/prof.c) */
+	ncclResult_t failed;	       /* posted after the peer was gone: test() reports this */
 	void *pev[CHAN_MAX_RECVS];     /* their handles, per buffer (NULL: not taken) */
 };
 
