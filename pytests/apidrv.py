@@ -156,8 +156,65 @@ def case(net, name):
         out["test_rc"] = net.test(req, C.byref(done), None)
         out["done_written"] = done.value in (0, 1)
         out["close"] = [net.closeSend(sc), net.closeRecv(rcm)]
+    elif name == "post_after_peer_close":
+        # RC semantics: posting on a connection whose peer has closed succeeds; test() fails
+        buf = C.create_string_buffer(64)
+        data = (V * 1)(C.addressof(buf))
+        sizes = (C.c_size_t * 1)(64)
+        tags = (C.c_int * 1)(0)
+        out["rounds"] = []
+        for _ in range(10):
+            sc, rcm = setup_pair(net)
+            one = {"close_recv": net.closeRecv(rcm)}
+            one["isend"], one["isend_test"] = post_until(
+                net, lambda r: net.isend(sc, buf, 8, 0, None, None, r))
+            one["close_send"] = net.closeSend(sc)
+            sc, rcm = setup_pair(net)
+            one["close_send2"] = net.closeSend(sc)
+            one["irecv"], one["irecv_test"] = post_until(
+                net, lambda r: net.irecv(rcm, 1, data, sizes, tags, None, None, r))
+            one["close_recv2"] = net.closeRecv(rcm)
+            out["rounds"].append(one)
+        # and the same devices connect again and carry a message
+        sc, rcm = setup_pair(net)
+        rreq, sreq = V(), V()
+        out["again_irecv"] = net.irecv(rcm, 1, data, sizes, tags, None, None, C.byref(rreq))
+        out["again_isend"] = net.isend(sc, buf, 8, 0, None, None, C.byref(sreq))
+        # the receive first: on the host path a send completes when its receiver has tested
+        out["again_done"] = [wait_done(net, rreq), wait_done(net, sreq)]
+        out["close"] = [net.closeSend(sc), net.closeRecv(rcm)]
     out["finalize"] = net.finalize(net.ctx)
     return out
+
+
+def post_until(net, post, tries=100000):
+    """Post until a request comes back (NULL is back-pressure); then test it once it resolves.
+    Returns (the post's last rc, the test's rc) or (rc, None) if no request ever came."""
+    req = V()
+    rc = None
+    for _ in range(tries):
+        rc = post(C.byref(req))
+        if rc != 0 or req.value is not None:
+            break
+    if rc != 0 or req.value is None:
+        return rc, None
+    done = C.c_int(0)
+    for _ in range(tries):
+        trc = net.test(req, C.byref(done), None)
+        if trc != 0 or done.value:
+            return rc, trc
+    return rc, "pending"
+
+
+def wait_done(net, req, tries=1000000):
+    done = C.c_int(0)
+    for _ in range(tries):
+        rc = net.test(req, C.byref(done), None)
+        if rc != 0:
+            return rc
+        if done.value:
+            return "done"
+    return "pending"
 
 
 if __name__ == "__main__":

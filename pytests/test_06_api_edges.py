@@ -80,6 +80,21 @@ def test_06_07_requests_always_written(sf_env, fabric):
     assert r["close"] == [OK, OK] and r["finalize"] == OK, r
 
 
+def test_06_08_a_post_after_the_peer_closed_succeeds_and_fails_at_test(sf_env, fabric):
+    # as on an RC queue pair (and NCCL's Socket transport): the post takes, the completion fails
+    r = drive(sf_env, fabric, "post_after_peer_close")
+    REMOTE = 6  # ncclRemoteError
+    assert len(r["rounds"]) == 10, r
+    for one in r["rounds"]:
+        assert one["isend"] == OK and one["isend_test"] == REMOTE, one
+        assert one["irecv"] == OK and one["irecv_test"] == REMOTE, one
+        assert [one[k] for k in ("close_recv", "close_send", "close_send2", "close_recv2")] == \
+            [OK] * 4, one
+    assert r["again_irecv"] == OK and r["again_isend"] == OK, r
+    assert r["again_done"] == ["done", "done"], r
+    assert r["close"] == [OK, OK] and r["finalize"] == OK, r
+
+
 RELOAD = r'''
 import ctypes as C, _ctypes, json, os, sys
 V, P = C.c_void_p, C.POINTER
