@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "plugin/agent.h"
 #include "plugin/gpu.h"
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
@@ -150,7 +151,10 @@ static ncclResult_t comm_open(enum sfnet_kind kind, struct sfnet_ctx *ctx, int d
 		free(c);
 		return ncclSystemError;
 	}
+	pthread_mutex_init(&c->rx_lock, NULL);
 	sfnet_obj_link(&c->obj, kind, ctx);
+	if (kind == SFNET_RECV)
+		sfagent_add(c);
 	*out = c;
 	return ncclSuccess;
 }

@@ -506,8 +506,10 @@ ncclResult_t sfnet_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	if (!r)
 		return ncclSuccess;
 	struct chan_err err;
+	pthread_mutex_lock(&c->rx_lock); /* the receive agent (plugin/agent.h) */
 	int rc = chan_rx_post_in(c->rx, n, data, (const uint64_t *)sizes, (const int32_t *)tags,
 				 gpu ? where : NULL, &r->creq, &err);
+	pthread_mutex_unlock(&c->rx_lock);
 	if (rc) {
 		req_put(c, r);
 		if (rc == -EAGAIN)
@@ -578,8 +580,10 @@ ncclResult_t sfnet_test(void *request, int *done, int *sizes)
 			sizes[0] = (int)sent;
 	} else {
 		uint64_t got[CHAN_MAX_RECVS];
+		pthread_mutex_lock(&c->rx_lock);
 		rc = chan_rx_test(c->rx, r->creq, &d, got, &err);
-		SFTRACE(sftrace_test(c, r, rc, d, &err));
+		SFTRACE(sftrace_test(c, r, rc, d, &err)); /* reads the channel: under the lock */
+		pthread_mutex_unlock(&c->rx_lock);
 		if (__builtin_expect(rc != 0, 0)) {
 			sfprof_stop(c, r);
 			return comm_fail(c, "test (recv)", rc, &err);

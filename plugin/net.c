@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "plugin/agent.h"
 #include "plugin/gpu.h"
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
@@ -124,6 +125,7 @@ static void comm_destroy(struct sfnet_comm *c)
 	int inflight = c->tx ? chan_tx_inflight(c->tx) : chan_rx_inflight(c->rx);
 	if (inflight)
 		PINFO(NCCL_NET, "%s: closing with %d request(s) in flight", c->desc, inflight);
+	sfagent_remove(c); /* from here on only this thread touches the channel */
 	/* Mark our side closed first: the peer fails what can no longer complete. */
 	chan_tx_free(c->tx); /* waits for its GPU copies */
 	chan_rx_free(c->rx);
@@ -148,6 +150,7 @@ static void comm_destroy(struct sfnet_comm *c)
 		free(mr);
 	}
 	c->obj.magic = 0;
+	pthread_mutex_destroy(&c->rx_lock);
 	free(c);
 }
 
@@ -253,10 +256,10 @@ static ncclResult_t fabric_open(void)
 	sfnet_g.session = s;
 	PINFO(NCCL_INIT | NCCL_NET,
 	      "plugin %s, socket %s, node %s (id %d), %d NIC%s (%s%s), fabric %s, instance %s, "
-	      "GPU %s",
+	      "GPU %s, receive agent %s",
 	      SFNET_VERSION, sfnet_g.sock, s->node, s->node_id, sfnet_g.ndev,
 	      sfnet_g.ndev == 1 ? "" : "s", sfnet_g.devs[0].name, sfnet_g.ndev > 1 ? ", ..." : "",
-	      s->fabric, s->instance_text, sfgpu_describe());
+	      s->fabric, s->instance_text, sfgpu_describe(), sfagent_describe());
 	return ncclSuccess;
 }
 

@@ -123,6 +123,9 @@ struct sfnet_comm {
 	int mr_warned;		   /* a buffer outside its registration was reported */
 	struct sftrace_comm *trace; /* SIMFABRIC_TRACE's state (plugin/trace.c), else NULL */
 	struct sfgpu_tx *gpu;	   /* sendComm: the GPU copy engine (plugin/gpu.h), else NULL */
+	pthread_mutex_t rx_lock;   /* recvComm: NCCL's calls against the receive agent's */
+	struct sfnet_comm *agent_next; /* in the receive agent's list (plugin/agent.c) */
+	int agent_on;
 	int where_set;		   /* recvComm: the GPU export server is published in the channel */
 	struct sfnet_mr *mrs;	   /* under sfnet_g.lock */
 	char desc[SFNET_DESC_LEN]; /* "send n0/n0-nic0 -> n1/nic0 chan 0x5", for messages */

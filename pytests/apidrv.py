@@ -183,6 +183,31 @@ def case(net, name):
         # the receive first: on the host path a send completes when its receiver has tested
         out["again_done"] = [wait_done(net, rreq), wait_done(net, sreq)]
         out["close"] = [net.closeSend(sc), net.closeRecv(rcm)]
+    elif name == "send_without_receiver":
+        # the receiving side is never called for 300 ms: does the send complete meanwhile?
+        n = 1 << 20
+        src = C.create_string_buffer(bytes(range(256)) * (n // 256), n)
+        dst = C.create_string_buffer(n)
+        sc, rcm = setup_pair(net)
+        rreq, sreq = V(), V()
+        data = (V * 1)(C.addressof(dst))
+        sizes = (C.c_size_t * 1)(n)
+        tags = (C.c_int * 1)(0)
+        out["irecv"] = net.irecv(rcm, 1, data, sizes, tags, None, None, C.byref(rreq))
+        t0 = time.monotonic()
+        out["isend"] = net.isend(sc, src, n, 0, None, None, C.byref(sreq))
+        done = C.c_int(0)
+        out["send_done_s"] = None
+        while time.monotonic() - t0 < 0.3:
+            if net.test(sreq, C.byref(done), None) != 0:
+                break
+            if done.value:
+                out["send_done_s"] = time.monotonic() - t0
+                break
+        out["recv"] = wait_done(net, rreq)
+        out["send"] = "done" if done.value else wait_done(net, sreq)
+        out["exact"] = dst.raw == src.raw
+        out["close"] = [net.closeSend(sc), net.closeRecv(rcm)]
     out["finalize"] = net.finalize(net.ctx)
     return out
 

@@ -95,6 +95,21 @@ def test_06_08_a_post_after_the_peer_closed_succeeds_and_fails_at_test(sf_env, f
     assert r["close"] == [OK, OK] and r["finalize"] == OK, r
 
 
+def test_06_09_a_send_completes_while_its_receiver_is_not_testing(sf_env, fabric):
+    # RC: the NIC acknowledges without the receiving host; on the host path the receive agent
+    # (plugin/agent.h) does the receiver's part. 1 MiB, never a call on the receiving side for
+    # 300 ms: with the agent the send is done well before (the bound: a loaded 2-core machine
+    # gets 100 ms for 16 slots and its wakeups); without it, only once the receiver tests.
+    on = drive(sf_env, fabric, "send_without_receiver", env={"SIMFABRIC_RECV_AGENT": "on"})
+    assert on["irecv"] == OK and on["isend"] == OK, on
+    assert on["send_done_s"] is not None and on["send_done_s"] < 0.1, on
+    assert on["recv"] == "done" and on["send"] == "done" and on["exact"], on
+    off = drive(sf_env, fabric, "send_without_receiver", env={"SIMFABRIC_RECV_AGENT": "off"})
+    assert off["send_done_s"] is None, off  # the control: the agent is what does it
+    assert off["recv"] == "done" and off["send"] == "done" and off["exact"], off
+    assert on["close"] == off["close"] == [OK, OK], (on, off)
+
+
 RELOAD = r'''
 import ctypes as C, _ctypes, json, os, sys
 V, P = C.c_void_p, C.POINTER

@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent.c - the receive agent (see agent.h): one thread per process while it has receive
+ * comms, started by the first and joined when the last goes, so nothing runs once the plugin
+ * could be unloaded.
+ */
+#include "plugin/agent.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plugin/net_int.h"
+#include "plugin/plog.h"
+#include "sim/copyq.h"
+
+#define AGENT_DEFAULT_US 20
+#define AGENT_IDLE_NS 1000000 /* nothing in flight anywhere: look again in 1 ms */
+
+static struct {
+	pthread_mutex_t lock; /* the list, running, stop */
+	pthread_cond_t wake;
+	pthread_once_t once;
+	int period_us; /* 0: off */
+	char describe[96];
+	struct sfnet_comm *head;
+	int running, stop;
+	pthread_t th;
+} A = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
+       .once = PTHREAD_ONCE_INIT};
+
+/* The wakeup's clock is CLOCK_MONOTONIC, as its deadlines are. */
+static void wake_init(void)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&A.wake, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+static void fork_child(void)
+{
+	/* only the forking thread survives: no agent here, and its comms are unusable */
+	pthread_mutex_init(&A.lock, NULL);
+	wake_init();
+	A.running = A.stop = 0;
+	A.head = NULL;
+}
+
+static void configure(void)
+{
+	wake_init();
+	pthread_atfork(NULL, NULL, fork_child);
+	const char *v = getenv("SIMFABRIC_RECV_AGENT");
+	char *end = NULL;
+	long us = v ? strtol(v, &end, 10) : 0;
+	if (!v || !*v || !strcmp(v, "auto")) {
+		/* where copy threads run, a core can be spared; on a 2-core machine it cannot */
+		A.period_us = copyq_enabled() ? AGENT_DEFAULT_US : 0;
+		snprintf(A.describe, sizeof(A.describe), "%s", A.period_us ? "on (auto, 20 us)"
+									    : "off (auto: no copy threads)");
+		return;
+	}
+	if (!strcmp(v, "on"))
+		A.period_us = AGENT_DEFAULT_US;
+	else if (!strcmp(v, "off"))
+		A.period_us = 0;
+	else if (end && !*end && us >= 1 && us <= 1000000)
+		A.period_us = (int)us;
+	else {
+		PWARN("SIMFABRIC_RECV_AGENT='%.32s' is not auto, on, off or a period of 1 to 1000000 "
+		      "microseconds; the receive agent stays off",
+		      v);
+		A.period_us = 0;
+	}
+	if (A.period_us)
+		snprintf(A.describe, sizeof(A.describe), "on (%d us)", A.period_us);
+	else
+		snprintf(A.describe, sizeof(A.describe), "off (SIMFABRIC_RECV_AGENT=%.32s)", v);
+}
+
+const char *sfagent_describe(void)
+{
+	pthread_once(&A.once, configure);
+	return A.describe;
+}
+
+static void deadline_in(struct timespec *ts, long ns)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_nsec += ns;
+	while (ts->tv_nsec >= 1000000000L) {
+		ts->tv_nsec -= 1000000000L;
+		ts->tv_sec++;
+	}
+}
+
+static void *agent_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&A.lock);
+	while (!A.stop) {
+		int busy = 0;
+		for (struct sfnet_comm *c = A.head; c; c = c->agent_next) {
+			/* NCCL's thread is in this comm: it is progressing it already */
+			if (pthread_mutex_trylock(&c->rx_lock) != 0)
+				continue;
+			if (c->failed == ncclSuccess && chan_rx_inflight(c->rx)) {
+				busy = 1;
+				/* errors stay in the channel (sticky); NCCL's test() reports them */
+				(void)chan_rx_progress(c->rx, NULL);
+			}
+			pthread_mutex_unlock(&c->rx_lock);
+		}
+		struct timespec ts;
+		deadline_in(&ts, busy ? (long)A.period_us * 1000 : AGENT_IDLE_NS);
+		pthread_cond_timedwait(&A.wake, &A.lock, &ts);
+	}
+	pthread_mutex_unlock(&A.lock);
+	return NULL;
+}
+
+/* Under A.lock. */
+static void start_locked(void)
+{
+	A.stop = 0;
+	if (pthread_create(&A.th, NULL, agent_main, NULL) == 0)
+		A.running = 1;
+	else
+		PWARN("cannot start the receive agent thread: %s; sends complete when their "
+		      "receivers test",
+		      strerror(errno));
+}
+
+void sfagent_add(struct sfnet_comm *c)
+{
+	pthread_once(&A.once, configure);
+	if (!A.period_us || !c)
+		return;
+	pthread_mutex_lock(&A.lock);
+	c->agent_next = A.head;
+	A.head = c;
+	c->agent_on = 1;
+	if (!A.running)
+		start_locked();
+	pthread_mutex_unlock(&A.lock);
+}
+
+void sfagent_remove(struct sfnet_comm *c)
+{
+	if (!c || !c->agent_on)
+		return;
+	pthread_mutex_lock(&A.lock);
+	for (struct sfnet_comm **pp = &A.head; *pp; pp = &(*pp)->agent_next)
+		if (*pp == c) {
+			*pp = c->agent_next;
+			break;
+		}
+	c->agent_on = 0;
+	if (A.head || !A.running || A.stop) {
+		pthread_mutex_unlock(&A.lock);
+		return;
+	}
+	/* the last comm: the thread ends now, so nothing of ours runs once we may be unloaded */
+	A.stop = 1;
+	pthread_cond_broadcast(&A.wake);
+	pthread_t th = A.th;
+	pthread_mutex_unlock(&A.lock);
+	pthread_join(th, NULL);
+	pthread_mutex_lock(&A.lock);
+	A.running = 0;
+	A.stop = 0;
+	if (A.head) /* a comm came while it was ending */
+		start_locked();
+	pthread_mutex_unlock(&A.lock);
+}
