@@ -38,7 +38,6 @@ static const struct {
 	CUDRV_SLOT(MemSetAccess, "cuMemSetAccess"),
 	CUDRV_SLOT(StreamCreateWithPriority, "cuStreamCreateWithPriority"),
 	CUDRV_SLOT(CtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange"),
-	CUDRV_SLOT(StreamDestroy, "cuStreamDestroy_v2"),
 	CUDRV_SLOT(StreamSynchronize, "cuStreamSynchronize"),
 	CUDRV_SLOT(EventCreate, "cuEventCreate"),
 	CUDRV_SLOT(EventDestroy, "cuEventDestroy_v2"),
@@ -46,7 +45,9 @@ static const struct {
 	CUDRV_SLOT(EventQuery, "cuEventQuery"),
 	CUDRV_SLOT(MemcpyAsync, "cuMemcpyAsync"),
 	CUDRV_SLOT(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
-	CUDRV_SLOT(MemcpyDtoH, "cuMemcpyDtoH_v2"),
+	CUDRV_SLOT(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
+	CUDRV_SLOT(CtxPushCurrent, "cuCtxPushCurrent_v2"),
+	CUDRV_SLOT(CtxPopCurrent, "cuCtxPopCurrent_v2"),
 	CUDRV_SLOT(GetErrorName, "cuGetErrorName"),
 };
 

@@ -94,7 +94,6 @@ struct cudrv {
 	cu_result (*MemSetAccess)(cu_ptr p, size_t size, const struct cu_access_desc *d, size_t n);
 	cu_result (*StreamCreateWithPriority)(cu_stream *s, unsigned flags, int priority);
 	cu_result (*CtxGetStreamPriorityRange)(int *least, int *greatest);
-	cu_result (*StreamDestroy)(cu_stream s);
 	cu_result (*StreamSynchronize)(cu_stream s);
 	cu_result (*EventCreate)(cu_event *e, unsigned flags);
 	cu_result (*EventDestroy)(cu_event e);
@@ -102,7 +101,9 @@ struct cudrv {
 	cu_result (*EventQuery)(cu_event e);
 	cu_result (*MemcpyAsync)(cu_ptr dst, cu_ptr src, size_t n, cu_stream s);
 	cu_result (*MemcpyHtoDAsync)(cu_ptr dst, const void *src, size_t n, cu_stream s);
-	cu_result (*MemcpyDtoH)(void *dst, cu_ptr src, size_t n);
+	cu_result (*MemcpyDtoHAsync)(void *dst, cu_ptr src, size_t n, cu_stream s);
+	cu_result (*CtxPushCurrent)(cu_ctx ctx);
+	cu_result (*CtxPopCurrent)(cu_ctx *ctx);
 	cu_result (*GetErrorName)(cu_result r, const char **name);
 };
 

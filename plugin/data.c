@@ -91,14 +91,19 @@ ncclResult_t sfnet_reg_mr(void *comm, void *data, size_t size, int type, void **
 		return ncclInternalError;
 	*mhandle = NULL;
 	struct sfgpu_reg reg = {0};
+	int gpu = 0;
 	if (type == NCCL_PTR_CUDA && sfgpu_on()) {
 		char why[256];
-		int rc = sfgpu_register(data, size, &reg, why, sizeof(why));
+		pthread_mutex_lock(&sfnet_g.lock);
+		int recv = sfnet_obj_find(comm, SFNET_RECV) != NULL; /* only receive buffers are exported */
+		pthread_mutex_unlock(&sfnet_g.lock);
+		int rc = sfgpu_register(data, size, recv, &reg, why, sizeof(why));
 		if (rc) {
 			/* NCCL falls back to its own buffers for a user buffer it cannot register */
 			PWARN("regMr of %zu bytes of GPU memory at %p: %s", size, data, why);
-			return rc == -ENOMEM ? ncclSystemError : ncclInvalidUsage;
+			return rc == -ENOTSUP || rc == -EXDEV ? ncclInvalidUsage : ncclSystemError;
 		}
+		gpu = 1;
 	} else if (type != NCCL_PTR_HOST) {
 		return gpu_unsupported("regMr", data, size, type);
 	} else if (size && is_device_memory(data, size)) {
@@ -114,6 +119,7 @@ ncclResult_t sfnet_reg_mr(void *comm, void *data, size_t size, int type, void **
 			sfgpu_unregister(reg.region);
 		return ncclSystemError;
 	}
+	mr->gpu = gpu;
 	mr->region = reg.region;
 	mr->rbase = reg.base;
 	pthread_mutex_lock(&sfnet_g.lock);
@@ -187,9 +193,10 @@ ncclResult_t sfnet_dereg_mr(void *comm, void *mhandle)
 	 */
 	copyq_drain();
 	struct sfnet_mr *mr = mhandle;
-	if (mr->region) {
+	if (mr->gpu) {
 		sfgpu_drain_all(); /* no GPU copy may still read the buffer either */
-		sfgpu_unregister(mr->region);
+		if (mr->region)
+			sfgpu_unregister(mr->region);
 	}
 	mr->magic = 0;
 	free(mr);
@@ -227,11 +234,18 @@ __attribute__((cold, noinline)) static void mr_outside(struct sfnet_comm *c, con
 	      ours ? (unsigned long long)mr->base : 0ULL, ours ? mr->size : (size_t)0);
 }
 
-/* The GPU region of a registration (0: host memory, or not an mhandle of ours). */
+/* The GPU region of a receive registration (0: host memory, or not an mhandle of ours). */
 static inline uint64_t mr_region(const void *mhandle)
 {
 	const struct sfnet_mr *mr = mhandle;
 	return mr && mr->magic == SFNET_MR_MAGIC ? mr->region : 0;
+}
+
+/* Is it a registration of GPU memory? */
+static inline int mr_gpu(const void *mhandle)
+{
+	const struct sfnet_mr *mr = mhandle;
+	return mr && mr->magic == SFNET_MR_MAGIC && mr->gpu;
 }
 
 /* A GPU buffer outside its registration cannot be copied safely: refuse it, naming both. */
@@ -342,7 +356,7 @@ __attribute__((cold, noinline)) static ncclResult_t comm_fail(struct sfnet_comm 
 		break;
 	case -EIO: /* plugin/gpu.c has said what CUDA reported */
 		res = ncclSystemError;
-		PWARN("%s: %s: %s (message #%llu, errno %llu)", c->desc, op, what, v0, v1);
+		PWARN("%s: %s: %s (values %llu, %llu)", c->desc, op, what, v0, v1);
 		break;
 	case -ENOMEM:
 		res = ncclSystemError;
@@ -440,7 +454,7 @@ ncclResult_t sfnet_isend(void *send_comm, void *data, size_t size, int tag, void
 		      SFNET_MAX_MSG_BYTES);
 		return ncclInvalidUsage;
 	}
-	enum chan_mem src = mr_region(mhandle) ? CHAN_MEM_DEVICE : CHAN_MEM_HOST;
+	enum chan_mem src = mr_gpu(mhandle) ? CHAN_MEM_DEVICE : CHAN_MEM_HOST;
 	if (__builtin_expect(!mr_covers(mhandle, data, size), 0)) {
 		if (src == CHAN_MEM_DEVICE)
 			return gpu_outside(c, "isend", mhandle, data, size);
@@ -488,7 +502,7 @@ ncclResult_t sfnet_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	for (int i = 0; mhandles && i < n; i++) {
 		uint64_t region = mr_region(mhandles[i]);
 		if (__builtin_expect(!mr_covers(mhandles[i], data[i], sizes[i]), 0)) {
-			if (region)
+			if (mr_gpu(mhandles[i]))
 				return gpu_outside(c, "irecv", mhandles[i], data[i], sizes[i]);
 			mr_outside(c, "irecv", mhandles[i], data[i], sizes[i]);
 		}

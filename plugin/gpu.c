@@ -25,7 +25,9 @@
 
 #define SFGPU_PROTO 1
 #define SFGPU_IO_TIMEOUT_MS 5000 /* an export request: the peer's server answers at once */
-#define SFGPU_TX_CACHE 16	  /* regions a sendComm remembers without the lock */
+#define SFGPU_TX_IMPORTS 64	  /* regions one sendComm keeps mapped (least recently used go) */
+#define SFGPU_MAX_CTX 16	  /* CUDA contexts (devices) one process copies from */
+#define SFGPU_SECRET_HEX 32	  /* the export server's secret, in hex digits */
 #define SFGPU_SLOW_NS 2000000000LL /* a copy still running after this is worth a WARN */
 
 static int64_t mono_ns(void)
@@ -61,16 +63,19 @@ struct gimport {
 
 struct sfgpu_tx {
 	struct sfgpu_tx *next; /* in G.txs */
-	cu_ctx ctx;
-	cu_stream stream; /* the process's copy stream (G.stream), once it exists */
+	cu_ctx ctx;	  /* the context of its first copy: its events and stream are there */
+	cu_stream stream; /* that context's copy stream (copy_stream), once it exists */
+	uint64_t done_ticket; /* every copy before this ticket has completed */
 	uint64_t next_ticket;
 	cu_event ev[CHAN_MAX_SENDS];
 	int64_t t_start[CHAN_MAX_SENDS]; /* per event slot: when its copy was issued (ns) */
 	uint64_t len[CHAN_MAX_SENDS];
 	int slow_warned;
 	int nimp;
-	struct gimport *imp[SFGPU_TX_CACHE * 4]; /* every import it holds a reference to */
-	int warned;
+	struct {
+		struct gimport *im; /* a reference held */
+		uint64_t last;	    /* the ticket of the last copy into it */
+	} imp[SFGPU_TX_IMPORTS];
 	char desc[96];
 };
 
@@ -89,11 +94,16 @@ static struct {
 	uint64_t next_region;
 	struct gimport *imports;
 	struct sfgpu_tx *txs;
-	cu_ctx stream_ctx;
-	cu_stream stream; /* every copy of the process, in one FIFO (see copy_stream) */
+	int nstreams;
+	struct {
+		cu_ctx ctx;
+		cu_stream s; /* every copy in that context, in one FIFO (see copy_stream) */
+	} streams[SFGPU_MAX_CTX];
 	int srv_fd;
 	int srv_started;
-	char where[CHAN_WHERE_LEN]; /* "@" + the abstract socket's name */
+	char name[24];		    /* "@sfgpu-" + 16 hex digits: the abstract socket's name */
+	char secret[SFGPU_SECRET_HEX + 1];
+	char where[CHAN_WHERE_LEN]; /* name + "#" + secret: only peers that read it may ask */
 } G = {.lock = PTHREAD_MUTEX_INITIALIZER, .imp_lock = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT, .srv_fd = -1};
 
 static const char *cuerr(cu_result r)
@@ -102,7 +112,9 @@ static const char *cuerr(cu_result r)
 	return cudadrv_err(&G.cu, r, buf, sizeof(buf));
 }
 
-static int copy_stream(char *why, size_t cap);
+static int copy_stream(cu_ctx ctx, cu_stream *out, char *why, size_t cap);
+
+static void hex_put(char *out, const unsigned char *b, size_t n);
 
 /* ---- the mode ---------------------------------------------------------------------------- */
 
@@ -148,16 +160,30 @@ static void setup_once(void)
 	G.cu.DeviceGetAttribute(&vmm, CU_DA_VMM_SUPPORTED, 0);
 	G.cu.DeviceGetAttribute(&fd, CU_DA_POSIX_FD_SUPPORTED, 0);
 	G.cu.DeviceGetAttribute(&major, CU_DA_COMPUTE_MAJOR, 0);
-	uint64_t r64 = 0;
-	if (getrandom(&r64, sizeof(r64), 0) != sizeof(r64))
-		r64 = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&r64;
-	snprintf(G.where, sizeof(G.where), "@simfabric-gpu-%u-%d-%016llx", (unsigned)geteuid(),
-		 (int)getpid(), (unsigned long long)r64);
+	/*
+	 * The socket's name is visible to every local user (/proc/net/unix); the secret is only
+	 * in the channels' shared memory, which only the peers map. A sender that was pointed at
+	 * this server by a lying receiver cannot ask without it.
+	 */
+	unsigned char rnd[8 + SFGPU_SECRET_HEX / 2];
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+		snprintf(G.describe, sizeof(G.describe), "off (no random bytes for the export "
+							 "server's secret: %s)",
+			 strerror(errno));
+		return;
+	}
+	char hex[2 * sizeof(rnd) + 1];
+	hex_put(hex, rnd, sizeof(rnd));
+	snprintf(G.name, sizeof(G.name), "@sfgpu-%.16s", hex);
+	snprintf(G.secret, sizeof(G.secret), "%s", hex + 16);
+	snprintf(G.where, sizeof(G.where), "%.23s#%.32s", G.name, G.secret);
 	G.mode = 1;
-	char ignored[160];
-	pthread_mutex_lock(&G.imp_lock);
-	(void)copy_stream(ignored, sizeof(ignored)); /* early if we can; else by the first copy */
-	pthread_mutex_unlock(&G.imp_lock);
+	cu_ctx cur = NULL;
+	cu_stream ignored;
+	char why2[160];
+	G.cu.CtxGetCurrent(&cur);
+	if (cur) /* early if we can; else with the first copy (see copy_stream) */
+		(void)copy_stream(cur, &ignored, why2, sizeof(why2));
 	snprintf(G.describe, sizeof(G.describe),
 		 "on (one-sided copies into the receiver's GPU memory; driver %d, compute "
 		 "capability %d.x, cuMem POSIX-fd export %s)",
@@ -204,7 +230,7 @@ int sfgpu_is_device(const void *p)
 
 /*
  * The protocol is the daemon's (sim/ctl.h: key=value lines, an empty line, an SCM_RIGHTS fd):
- *   request  op=region  proto=1  region=<id>
+ *   request  op=region  proto=1  region=<id>  secret=<the server's secret>
  *   reply    errno=0  kind=legacy|fd  size=<bytes>  ipc=<128 hex digits> | fd=1 (+ the fd)
  *            or errno=<positive errno>
  */
@@ -229,13 +255,28 @@ static int hex_get(const char *in, unsigned char *b, size_t n)
 	return 0;
 }
 
+/* where is "@name[#secret]": the address of the abstract socket "name". */
 static socklen_t abstract_addr(const char *where, struct sockaddr_un *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->sun_family = AF_UNIX;
-	size_t n = strlen(where + 1); /* skip the '@' */
+	const char *hash = strchr(where, '#');
+	size_t n = hash ? (size_t)(hash - where - 1) : strlen(where + 1); /* skip the '@' */
+	if (n > sizeof(a->sun_path) - 2)
+		n = sizeof(a->sun_path) - 2;
 	memcpy(a->sun_path + 1, where + 1, n);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+/* Constant time, so the secret cannot be guessed a byte at a time. */
+static int secret_ok(const char *got)
+{
+	if (!got || strlen(got) != SFGPU_SECRET_HEX)
+		return 0;
+	unsigned char d = 0;
+	for (int i = 0; i < SFGPU_SECRET_HEX; i++)
+		d |= (unsigned char)(got[i] ^ G.secret[i]);
+	return d == 0;
 }
 
 static void set_timeouts(int fd)
@@ -270,13 +311,18 @@ static void serve_one(int cfd)
 	} else if (!peer_allowed(cfd, &uid)) {
 		PWARN("GPU export server %s: refused a request from uid %d (this process runs as "
 		      "uid %d)",
-		      G.where, (int)uid, (int)geteuid());
+		      G.name, (int)uid, (int)geteuid());
 		err = EACCES;
 	} else if (ctl_recv(cfd, p, &req, SFGPU_IO_TIMEOUT_MS) != 0 ||
 		   strcmp(ctl_get(req, "op") ? ctl_get(req, "op") : "", "region") ||
 		   ctl_get_u64(req, "proto", &proto) || proto != SFGPU_PROTO ||
 		   ctl_get_u64(req, "region", &region)) {
 		err = EPROTO;
+	} else if (!secret_ok(ctl_get(req, "secret"))) {
+		PWARN("GPU export server %s: refused a request without its secret (a receiver "
+		      "pointed a sender at the wrong process?)",
+		      G.name);
+		err = EACCES;
 	} else {
 		pthread_mutex_lock(&G.lock);
 		struct gexport *x = G.exports;
@@ -321,7 +367,7 @@ static void *serve(void *arg)
 			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE ||
 			    errno == ENFILE)
 				continue;
-			PWARN("GPU export server %s stopped: accept: %s", G.where, strerror(errno));
+			PWARN("GPU export server %s stopped: accept: %s", G.name, strerror(errno));
 			return NULL;
 		}
 		serve_one(cfd);
@@ -338,7 +384,7 @@ static int server_start(char *why, size_t cap)
 	struct sockaddr_un a;
 	socklen_t alen = abstract_addr(G.where, &a);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&a, alen) != 0 || listen(fd, 64) != 0) {
-		snprintf(why, cap, "cannot serve GPU exports on %s: %s", G.where, strerror(errno));
+		snprintf(why, cap, "cannot serve GPU exports on %s: %s", G.name, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -errno;
@@ -370,7 +416,8 @@ static int attr(void *out, int a, const void *p)
 	return G.cu.PointerGetAttribute(out, a, (cu_ptr)(uintptr_t)p);
 }
 
-int sfgpu_register(const void *p, size_t size, struct sfgpu_reg *out, char *why, size_t cap)
+int sfgpu_register(const void *p, size_t size, int export, struct sfgpu_reg *out, char *why,
+		   size_t cap)
 {
 	if (!G.mode) {
 		snprintf(why, cap, "the GPU data path is %s", sfgpu_describe());
@@ -386,6 +433,10 @@ int sfgpu_register(const void *p, size_t size, struct sfgpu_reg *out, char *why,
 	if (attr(&managed, CU_PA_IS_MANAGED, p) == CU_SUCCESS && managed) {
 		snprintf(why, cap, "managed (cudaMallocManaged) memory cannot be exported");
 		return -ENOTSUP;
+	}
+	if (!export) { /* a send buffer: the copy engine reads it here, nobody maps it */
+		*out = (struct sfgpu_reg){0};
+		return 0;
 	}
 	attr(&legacy, CU_PA_IS_LEGACY_IPC_CAPABLE, p);
 	attr(&allowed, CU_PA_ALLOWED_HANDLE_TYPES, p);
@@ -498,11 +549,16 @@ struct answer {
 	struct cu_ipc_handle ipc;
 };
 
-/* Ask the process at where for region: the answer and, for a cuMem export, its fd. */
-static int ask(const char *where, uint64_t region, struct answer *ans, int *fd, char *why,
+/* Ask the process at where ("@name#secret") for region: the answer and, for a cuMem export,
+ * its fd. Blocks up to twice SFGPU_IO_TIMEOUT_MS: call it without locks. */
+static int ask(const char *where_secret, uint64_t region, struct answer *ans, int *fd, char *why,
 	       size_t cap)
 {
 	*fd = -1;
+	char where[CHAN_WHERE_LEN]; /* for messages: the name, never the secret */
+	const char *hash = strchr(where_secret, '#');
+	snprintf(where, sizeof(where), "%.*s",
+		 (int)(hash ? hash - where_secret : (ptrdiff_t)strlen(where_secret)), where_secret);
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0) {
 		snprintf(why, cap, "socket: %s", strerror(errno));
@@ -510,7 +566,7 @@ static int ask(const char *where, uint64_t region, struct answer *ans, int *fd, 
 	}
 	set_timeouts(s);
 	struct sockaddr_un a;
-	socklen_t alen = abstract_addr(where, &a);
+	socklen_t alen = abstract_addr(where_secret, &a);
 	struct ctl_msg *req = ctl_msg_new(), *rep = NULL;
 	struct ctl_parser *p = ctl_parser_new();
 	uid_t uid = (uid_t)-1;
@@ -530,6 +586,7 @@ static int ask(const char *where, uint64_t region, struct answer *ans, int *fd, 
 	} else if ((rc = ctl_add(req, "op", "region")) || (rc = ctl_addf(req, "proto", "%d",
 									  SFGPU_PROTO)) ||
 		   (rc = ctl_addf(req, "region", "%llu", (unsigned long long)region)) ||
+		   (rc = ctl_add(req, "secret", hash ? hash + 1 : "")) ||
 		   (rc = ctl_send(s, req, -1, SFGPU_IO_TIMEOUT_MS)) ||
 		   (rc = ctl_recv(s, p, &rep, SFGPU_IO_TIMEOUT_MS))) {
 		snprintf(why, cap, "no answer from %s about region %llu: %s", where,
@@ -560,7 +617,10 @@ static int ask(const char *where, uint64_t region, struct answer *ans, int *fd, 
 	return rc;
 }
 
-/* Map a region of another process into ours. Under G.imp_lock. */
+/*
+ * Map a region of another process into ours (in the caller's context). Asks its server first,
+ * so it may block for seconds: called without locks; the caller inserts the result.
+ */
 static struct gimport *import_new(const char *where, uint64_t region, char *why, size_t cap)
 {
 	struct answer rep;
@@ -582,9 +642,29 @@ static struct gimport *import_new(const char *where, uint64_t region, char *why,
 	cu_result r;
 	if (rep.kind == EXPORT_LEGACY) {
 		r = G.cu.IpcOpenMemHandle(&im->va, rep.ipc, CU_IPC_LAZY_PEER_ACCESS);
-		if (r != CU_SUCCESS)
-			snprintf(why, cap, "cuIpcOpenMemHandle of region %llu from %s: %s",
-				 (unsigned long long)region, where, cuerr(r));
+		if (r != CU_SUCCESS) {
+			snprintf(why, cap, "cuIpcOpenMemHandle of region %llu: %s",
+				 (unsigned long long)region, cuerr(r));
+		} else {
+			/* the size is the peer's word: believe the driver instead, or a copy could
+			 * land past the allocation (and poison the context) */
+			cu_ptr base = 0;
+			size_t real = 0;
+			r = G.cu.MemGetAddressRange(&base, &real, im->va);
+			if (r == CU_SUCCESS && (base != im->va || real < im->size)) {
+				snprintf(why, cap,
+					 "region %llu: the exporter says %llu bytes, the handle maps %zu "
+					 "at offset %llu: refused",
+					 (unsigned long long)region, (unsigned long long)im->size, real,
+					 (unsigned long long)(im->va - base));
+				r = -1;
+			} else if (r != CU_SUCCESS) {
+				snprintf(why, cap, "cuMemGetAddressRange of region %llu: %s",
+					 (unsigned long long)region, cuerr(r));
+			}
+			if (r != CU_SUCCESS)
+				G.cu.IpcCloseMemHandle(im->va);
+		}
 	} else {
 		cu_handle h = 0;
 		cu_device dev = 0;
@@ -592,6 +672,8 @@ static struct gimport *import_new(const char *where, uint64_t region, char *why,
 		close(fd);
 		const char *step = "cuMemImportFromShareableHandle";
 		if (r == CU_SUCCESS) {
+			/* cuMemMap refuses a size larger than the allocation: the peer's word is
+			 * checked by the driver here */
 			step = "cuMemAddressReserve";
 			r = G.cu.MemAddressReserve(&im->va, im->size, 0, 0, 0);
 			if (r == CU_SUCCESS) {
@@ -614,20 +696,17 @@ static struct gimport *import_new(const char *where, uint64_t region, char *why,
 			}
 		}
 		if (r != CU_SUCCESS)
-			snprintf(why, cap, "%s of region %llu (%llu bytes) from %s: %s", step,
-				 (unsigned long long)region, (unsigned long long)im->size, where,
-				 cuerr(r));
+			snprintf(why, cap, "%s of region %llu (%llu bytes): %s", step,
+				 (unsigned long long)region, (unsigned long long)im->size, cuerr(r));
 	}
 	if (r != CU_SUCCESS) {
 		free(im);
 		return NULL;
 	}
-	im->next = G.imports;
-	G.imports = im;
 	return im;
 }
 
-/* Both ends in this process: the region is mapped here already. Under G.imp_lock. */
+/* Both ends in this process: the region is mapped here already. */
 static struct gimport *import_self(uint64_t region, char *why, size_t cap)
 {
 	pthread_mutex_lock(&G.lock);
@@ -648,21 +727,12 @@ static struct gimport *import_self(uint64_t region, char *why, size_t cap)
 	snprintf(im->where, sizeof(im->where), "%s", G.where);
 	im->region = region;
 	im->kind = EXPORT_SELF;
-	im->next = G.imports;
-	G.imports = im;
 	return im;
 }
 
-/* Under G.imp_lock: the last sendComm using it is gone (its copies are done). */
-static void import_put(struct gimport *im)
+/* Unmap it. No copy into it may still be running. */
+static void import_unmap(struct gimport *im)
 {
-	if (--im->refs > 0)
-		return;
-	for (struct gimport **pp = &G.imports; *pp; pp = &(*pp)->next)
-		if (*pp == im) {
-			*pp = im->next;
-			break;
-		}
 	if (im->kind == EXPORT_LEGACY) {
 		G.cu.IpcCloseMemHandle(im->va);
 	} else if (im->kind == EXPORT_FD) {
@@ -672,34 +742,90 @@ static void import_put(struct gimport *im)
 	free(im);
 }
 
+/* Under G.imp_lock: a sendComm lets go of it (its copies into it are done). The last one
+ * unmaps it, which releases the exporter's memory if it has been freed meanwhile. */
+static void import_put(struct gimport *im)
+{
+	if (--im->refs > 0)
+		return;
+	for (struct gimport **pp = &G.imports; *pp; pp = &(*pp)->next)
+		if (*pp == im) {
+			*pp = im->next;
+			break;
+		}
+	import_unmap(im);
+}
+
+static struct gimport *import_find(const char *where, uint64_t region)
+{
+	struct gimport *im = G.imports;
+	while (im && !(im->region == region && !strcmp(im->where, where)))
+		im = im->next;
+	return im;
+}
+
+static void tx_sync(struct sfgpu_tx *t);
+
+/*
+ * Make room in a sendComm's full list of regions: let go of the least recently used one
+ * whose copies are done (if none is, wait for this sendComm's copies first). Regions are
+ * never reused, so a receiver that registers and deregisters buffers (user buffers, graphs)
+ * would otherwise fill the list and keep its freed memory mapped here.
+ */
+static void tx_evict(struct sfgpu_tx *t)
+{
+	int lru = 0;
+	for (int i = 1; i < t->nimp; i++)
+		if (t->imp[i].last < t->imp[lru].last)
+			lru = i;
+	if (t->imp[lru].last >= t->done_ticket)
+		tx_sync(t); /* its last copy may still be running */
+	pthread_mutex_lock(&G.imp_lock);
+	import_put(t->imp[lru].im);
+	pthread_mutex_unlock(&G.imp_lock);
+	t->imp[lru] = t->imp[--t->nimp];
+}
+
 /* The region's mapping here, for a sendComm: its own list first, then the process's. */
 static struct gimport *tx_region(struct sfgpu_tx *t, const char *where, uint64_t region)
 {
 	for (int i = 0; i < t->nimp; i++)
-		if (t->imp[i]->region == region && !strcmp(t->imp[i]->where, where))
-			return t->imp[i];
-	if (t->nimp == (int)(sizeof(t->imp) / sizeof(t->imp[0]))) {
-		if (!t->warned++)
-			PWARN("%s: more than %d GPU regions used by one connection", t->desc,
-			      t->nimp);
-		return NULL;
-	}
+		if (t->imp[i].im->region == region && !strcmp(t->imp[i].im->where, where)) {
+			t->imp[i].last = t->next_ticket;
+			return t->imp[i].im;
+		}
+	if (t->nimp == SFGPU_TX_IMPORTS)
+		tx_evict(t);
 	char why[256] = "";
 	pthread_mutex_lock(&G.imp_lock);
-	struct gimport *im = G.imports;
-	while (im && !(im->region == region && !strcmp(im->where, where)))
-		im = im->next;
-	if (!im && !strcmp(where, G.where))
-		im = import_self(region, why, sizeof(why));
-	else if (!im)
-		im = import_new(where, region, why, sizeof(why));
-	if (im) {
+	struct gimport *im = import_find(where, region);
+	if (im)
 		im->refs++;
-		t->imp[t->nimp++] = im;
-	}
 	pthread_mutex_unlock(&G.imp_lock);
-	if (!im)
-		PWARN("%s: cannot map the receiver's GPU buffer: %s", t->desc, why);
+	if (!im) {
+		/* no lock held while the peer's server answers: it may take seconds */
+		struct gimport *fresh = !strcmp(where, G.where) ? import_self(region, why, sizeof(why))
+								: import_new(where, region, why, sizeof(why));
+		if (!fresh) {
+			PWARN("%s: cannot map the receiver's GPU buffer: %s", t->desc, why);
+			return NULL;
+		}
+		pthread_mutex_lock(&G.imp_lock);
+		im = import_find(where, region); /* another sendComm may have mapped it meanwhile */
+		if (!im) {
+			im = fresh;
+			fresh = NULL;
+			im->next = G.imports;
+			G.imports = im;
+		}
+		im->refs++;
+		pthread_mutex_unlock(&G.imp_lock);
+		if (fresh)
+			import_unmap(fresh);
+	}
+	t->imp[t->nimp].im = im;
+	t->imp[t->nimp].last = t->next_ticket;
+	t->nimp++;
 	return im;
 }
 
@@ -720,57 +846,121 @@ int sfgpu_tx_new(const char *desc, struct sfgpu_tx **out)
 }
 
 /*
- * The process's one copy stream, made early (at setup when a context is current, else by the
- * first copy) and at the highest priority. Why one, and early: the GPU runs a context's streams
- * on a few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, fewer under MPS), assigned in order of
- * creation, and a copy queued behind NCCL's kernel never runs, since that kernel spins until
- * this very copy lands. Seen on an H200 under MPS with a stream per comm: LL128 and Simple hung
- * at once, 4 ranks even on LL. Every stream we add is another chance to share the kernel's
- * queue; copies among themselves can share one (the copy engines move TB/s). Under G.imp_lock.
+ * The copy stream of a context (one per context, so per device), made early (at setup when a
+ * context is current, else by the first copy) and at the highest priority. Why one, and early:
+ * the GPU runs a context's streams on a few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, fewer
+ * under MPS), assigned in order of creation, and a copy queued behind NCCL's kernel never runs,
+ * since that kernel spins until this very copy lands. Seen on an H200 under MPS with a stream
+ * per comm: LL128 and Simple hung at once, 4 ranks even on LL. Every stream we add is another
+ * chance to share the kernel's queue; copies among themselves can share one (the copy engines
+ * move TB/s).
  */
-static int copy_stream(char *why, size_t cap)
+static int copy_stream(cu_ctx ctx, cu_stream *out, char *why, size_t cap)
 {
-	if (G.stream)
-		return 0;
-	cu_ctx cur = NULL;
-	G.cu.CtxGetCurrent(&cur);
-	if (!cur) {
-		snprintf(why, cap, "no CUDA context is current in this thread");
-		return -EIO;
+	pthread_mutex_lock(&G.imp_lock);
+	for (int i = 0; i < G.nstreams; i++)
+		if (G.streams[i].ctx == ctx) {
+			*out = G.streams[i].s;
+			pthread_mutex_unlock(&G.imp_lock);
+			return 0;
+		}
+	int rc = 0;
+	if (G.nstreams == SFGPU_MAX_CTX) {
+		snprintf(why, cap, "more than %d CUDA contexts copy in this process", SFGPU_MAX_CTX);
+		rc = -ENOSPC;
+	} else {
+		int least = 0, greatest = 0;
+		G.cu.CtxGetStreamPriorityRange(&least, &greatest);
+		cu_result r = G.cu.StreamCreateWithPriority(out, CU_STREAM_NON_BLOCKING_, greatest);
+		if (r == CU_SUCCESS) {
+			G.streams[G.nstreams].ctx = ctx;
+			G.streams[G.nstreams].s = *out;
+			G.nstreams++;
+		} else {
+			snprintf(why, cap, "cuStreamCreateWithPriority: %s", cuerr(r));
+			rc = -EIO;
+		}
 	}
-	int least = 0, greatest = 0;
-	G.cu.CtxGetStreamPriorityRange(&least, &greatest);
-	cu_result r = G.cu.StreamCreateWithPriority(&G.stream, CU_STREAM_NON_BLOCKING_, greatest);
-	if (r != CU_SUCCESS) {
-		G.stream = NULL;
-		snprintf(why, cap, "cuStreamCreateWithPriority: %s", cuerr(r));
-		return -EIO;
-	}
-	G.stream_ctx = cur;
-	return 0;
+	pthread_mutex_unlock(&G.imp_lock);
+	return rc;
 }
 
-/* The copy stream, with its context current in this thread. */
-static int tx_cuda(struct sfgpu_tx *t)
+/*
+ * Enter the sendComm's context: its stream and events live there. Normally it is the caller's
+ * already (NCCL's proxy threads keep their device's context current) and this costs one call;
+ * otherwise it is pushed, and tx_leave pops it: the caller's context is never changed behind
+ * its back. *pushed says which.
+ */
+static int tx_enter(struct sfgpu_tx *t, int *pushed)
 {
+	cu_ctx cur = NULL;
+	*pushed = 0;
+	G.cu.CtxGetCurrent(&cur);
 	if (__builtin_expect(t->stream != NULL, 1)) {
-		cu_ctx cur = NULL;
-		G.cu.CtxGetCurrent(&cur);
-		if (cur != t->ctx)
-			G.cu.CtxSetCurrent(t->ctx);
+		if (cur != t->ctx) {
+			if (G.cu.CtxPushCurrent(t->ctx) != CU_SUCCESS)
+				return -EIO;
+			*pushed = 1;
+		}
 		return 0;
 	}
 	char why[160];
-	pthread_mutex_lock(&G.imp_lock);
-	int rc = copy_stream(why, sizeof(why));
-	pthread_mutex_unlock(&G.imp_lock);
+	if (!cur) {
+		PWARN("%s: cannot copy to the GPU: no CUDA context is current in this thread",
+		      t->desc);
+		return -EIO;
+	}
+	int rc = copy_stream(cur, &t->stream, why, sizeof(why));
 	if (rc) {
+		t->stream = NULL;
 		PWARN("%s: cannot copy to the GPU: %s", t->desc, why);
 		return rc;
 	}
-	t->stream = G.stream;
-	t->ctx = G.stream_ctx;
+	t->ctx = cur;
 	return 0;
+}
+
+static void tx_leave(int pushed)
+{
+	cu_ctx ignored;
+	if (pushed)
+		G.cu.CtxPopCurrent(&ignored);
+}
+
+/* Wait for this sendComm's copies (and any others on its stream). */
+static void tx_sync(struct sfgpu_tx *t)
+{
+	int pushed;
+	if (!t->stream || tx_enter(t, &pushed))
+		return;
+	if (G.cu.StreamSynchronize(t->stream) == CU_SUCCESS)
+		t->done_ticket = t->next_ticket;
+	tx_leave(pushed);
+}
+
+/* The model's corrupted bits, flipped in the receiver's copy after the copy, in stream order. */
+static cu_result flip_bits(struct sfgpu_tx *t, cu_ptr dst, const void *src,
+			   const struct chan_flip *flips, uint32_t nflips)
+{
+	cu_result r = CU_SUCCESS;
+	int dev = sfgpu_is_device(src);
+	for (uint32_t k = 0; r == CU_SUCCESS && k < nflips; k++) {
+		const uint8_t *sp = (const uint8_t *)src + flips[k].off;
+		uint8_t b = 0;
+		if (dev) {
+			/* on our own stream, never the legacy one: that would wait for the
+			 * application's kernels, which may be waiting for us */
+			r = G.cu.MemcpyDtoHAsync(&b, (cu_ptr)(uintptr_t)sp, 1, t->stream);
+			if (r == CU_SUCCESS)
+				r = G.cu.StreamSynchronize(t->stream);
+		} else {
+			b = *sp;
+		}
+		b ^= flips[k].mask;
+		if (r == CU_SUCCESS) /* from pageable memory: staged before the call returns */
+			r = G.cu.MemcpyHtoDAsync(dst + flips[k].off, &b, 1, t->stream);
+	}
+	return r;
 }
 
 static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off,
@@ -778,43 +968,38 @@ static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off
 		     uint64_t *ticket)
 {
 	struct sfgpu_tx *t = ctx;
-	if (tx_cuda(t))
-		return -EIO;
-	if (where[0] != '@') {
+	if (where[0] != '@' || !strchr(where, '#')) {
 		PWARN("%s: the receiver published no GPU export server ('%.20s')", t->desc, where);
 		return -EPROTO;
 	}
+	int pushed, rc = tx_enter(t, &pushed);
+	if (rc)
+		return rc;
 	struct gimport *im = tx_region(t, where, region);
-	if (!im)
+	if (!im) {
+		tx_leave(pushed);
 		return -EIO;
+	}
 	/* Validated before anything is issued: a bad copy would poison the application's context. */
 	if (off > im->size || len > im->size - off) {
 		PWARN("%s: a copy of %llu bytes at offset %llu does not fit the receiver's region "
 		      "%llu (%llu bytes)",
 		      t->desc, (unsigned long long)len, (unsigned long long)off,
 		      (unsigned long long)region, (unsigned long long)im->size);
+		tx_leave(pushed);
 		return -ERANGE;
 	}
 	cu_result r = CU_SUCCESS;
 	if (len)
 		r = G.cu.MemcpyAsync(im->va + off, (cu_ptr)(uintptr_t)src, len, t->stream);
-	for (uint32_t k = 0; r == CU_SUCCESS && k < nflips; k++) {
-		/* Corruption: the model's bit, flipped in the receiver's copy after the copy. */
-		const uint8_t *sp = (const uint8_t *)src + flips[k].off;
-		uint8_t b = 0;
-		if (sfgpu_is_device(sp))
-			r = G.cu.MemcpyDtoH(&b, (cu_ptr)(uintptr_t)sp, 1);
-		else
-			b = *sp;
-		b ^= flips[k].mask;
-		if (r == CU_SUCCESS) /* from pageable memory: staged before the call returns */
-			r = G.cu.MemcpyHtoDAsync(im->va + off + flips[k].off, &b, 1, t->stream);
-	}
+	if (r == CU_SUCCESS && nflips)
+		r = flip_bits(t, im->va + off, src, flips, nflips);
 	uint32_t slot = (uint32_t)(t->next_ticket % CHAN_MAX_SENDS);
 	if (r == CU_SUCCESS && !t->ev[slot])
 		r = G.cu.EventCreate(&t->ev[slot], CU_EVENT_DISABLE_TIMING_);
 	if (r == CU_SUCCESS)
 		r = G.cu.EventRecord(t->ev[slot], t->stream);
+	tx_leave(pushed);
 	if (r != CU_SUCCESS) {
 		PWARN("%s: copy of %llu bytes into region %llu: %s", t->desc,
 		      (unsigned long long)len, (unsigned long long)region, cuerr(r));
@@ -831,8 +1016,11 @@ static int dma_poll(void *ctx, uint64_t ticket)
 	struct sfgpu_tx *t = ctx;
 	uint32_t slot = (uint32_t)(ticket % CHAN_MAX_SENDS);
 	cu_result r = G.cu.EventQuery(t->ev[slot]);
-	if (r == CU_SUCCESS)
+	if (r == CU_SUCCESS) {
+		if (ticket >= t->done_ticket) /* one stream: earlier copies are done too */
+			t->done_ticket = ticket + 1;
 		return 1;
+	}
 	if (r == CU_ERROR_NOT_READY) {
 		/* A copy the GPU never runs hangs the job silently: say so once per comm. */
 		int64_t now = mono_ns();
@@ -841,7 +1029,7 @@ static int dma_poll(void *ctx, uint64_t ticket)
 		else if (now - t->t_start[slot] > SFGPU_SLOW_NS && !t->slow_warned++)
 			PWARN("%s: a copy of %llu bytes into the receiver's GPU memory (ticket %llu) "
 			      "has not completed after %lld ms; the GPU is not running this process's "
-			      "copies",
+			      "copies (raise CUDA_DEVICE_MAX_CONNECTIONS: docs/gpu-path.md)",
 			      t->desc, (unsigned long long)t->len[slot], (unsigned long long)ticket,
 			      (long long)((now - t->t_start[slot]) / 1000000));
 		return 0;
@@ -852,19 +1040,22 @@ static int dma_poll(void *ctx, uint64_t ticket)
 
 static void dma_drain(void *ctx)
 {
-	struct sfgpu_tx *t = ctx;
-	if (t->stream)
-		G.cu.StreamSynchronize(t->stream);
+	tx_sync(ctx);
 }
 
 const struct chan_dma sfgpu_dma = {dma_start, dma_poll, dma_drain};
 
 void sfgpu_drain_all(void)
 {
+	cu_stream s[SFGPU_MAX_CTX];
 	pthread_mutex_lock(&G.imp_lock);
-	for (struct sfgpu_tx *t = G.txs; t; t = t->next)
-		dma_drain(t);
+	int n = G.nstreams;
+	for (int i = 0; i < n; i++)
+		s[i] = G.streams[i].s;
 	pthread_mutex_unlock(&G.imp_lock);
+	/* each stream once: a stream handle names its context, any thread may wait on it */
+	for (int i = 0; i < n; i++)
+		G.cu.StreamSynchronize(s[i]);
 }
 
 void sfgpu_tx_free(struct sfgpu_tx *t)
@@ -877,18 +1068,18 @@ void sfgpu_tx_free(struct sfgpu_tx *t)
 			*pp = t->next;
 			break;
 		}
-	if (t->stream) { /* the process's stream stays */
-		cu_ctx cur = NULL;
-		G.cu.CtxGetCurrent(&cur);
-		if (cur != t->ctx)
-			G.cu.CtxSetCurrent(t->ctx);
+	pthread_mutex_unlock(&G.imp_lock);
+	int pushed;
+	if (t->stream && tx_enter(t, &pushed) == 0) { /* the context's stream stays */
 		G.cu.StreamSynchronize(t->stream);
 		for (int i = 0; i < CHAN_MAX_SENDS; i++)
 			if (t->ev[i])
 				G.cu.EventDestroy(t->ev[i]);
+		tx_leave(pushed);
 	}
+	pthread_mutex_lock(&G.imp_lock);
 	for (int i = 0; i < t->nimp; i++)
-		import_put(t->imp[i]);
+		import_put(t->imp[i].im);
 	pthread_mutex_unlock(&G.imp_lock);
 	free(t);
 }

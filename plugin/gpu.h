@@ -7,10 +7,12 @@
  * fd, or a legacy IPC handle for cudaMalloc memory), cached by allocation; a
  * receive names (region, offset) in its clear-to-send; the sender's copy
  * engine imports the region on first use (asking the receiver's process over
- * a Unix socket: SCM_RIGHTS for fds), then copies each message straight into
- * the receive buffer on a stream of its comm and polls an event for it
- * (struct chan_dma, sim/chan.h). No payload through host memory, and the
- * receiving process is not needed for a send to complete.
+ * a Unix socket: SCM_RIGHTS for fds, the server's secret in the request), then
+ * copies each message straight into the receive buffer on its context's copy
+ * stream (one per context, made early: see copy_stream in gpu.c) and polls an
+ * event for it (struct chan_dma, sim/chan.h). No payload through host memory,
+ * and the receiving process is not needed for a send to complete. A sendComm
+ * keeps up to 64 regions mapped and lets the least recently used go.
  *
  * The switch is SIMFABRIC_GPU=auto|on|off, read once per process:
  *   auto (default)  on when the process has already loaded CUDA (NCCL has)
@@ -48,17 +50,21 @@ struct sfgpu_reg {
 };
 
 /*
- * Export the allocation holding [p, p + size) (cached: a second registration
- * in the same allocation shares the export). -ENOTSUP for memory that cannot
- * be exported (managed, host, VMM without a POSIX-fd handle type), -EXDEV for
- * a range over several allocations, -EIO for a CUDA failure.
+ * Check that [p, p + size) is device memory the copy engine may use and, with
+ * export (a receive buffer), export the allocation holding it (cached: a second
+ * registration in the same allocation shares the export). Send buffers are not
+ * exported: no other process needs to map them. -ENOTSUP for memory that cannot
+ * be used or exported (managed, host, VMM without a POSIX-fd handle type),
+ * -EXDEV for a range over several allocations, -EIO or another errno for a
+ * CUDA or server failure. out->region is 0 without export.
  */
-int sfgpu_register(const void *p, size_t size, struct sfgpu_reg *out, char *why, size_t cap);
+int sfgpu_register(const void *p, size_t size, int export, struct sfgpu_reg *out, char *why,
+		   size_t cap);
 /* Drop one registration of region (the export goes with the last). */
 void sfgpu_unregister(uint64_t region);
 /* Where a sender asks for this process's regions (for chan_rx_set_where). */
 const char *sfgpu_where(void);
-/* Is p device memory the CPU cannot read? (For host registrations: refuse those.) */
+/* Is p device memory the CPU cannot read? (The corruption flips read such a source on the GPU.) */
 int sfgpu_is_device(const void *p);
 
 /* One sendComm's copy engine: a stream, events, the regions it imported. */

@@ -100,7 +100,8 @@ struct sfnet_mr {
 	struct sfnet_mr *next;
 	uintptr_t base;
 	size_t size;
-	uint64_t region;     /* GPU memory: the exported region (plugin/gpu.h); 0: host memory */
+	int gpu;	     /* GPU memory (plugin/gpu.h) */
+	uint64_t region;     /* a GPU receive buffer's exported region; 0: none */
 	uintptr_t rbase;     /* ... and its allocation's base, where region offsets start */
 };
 

@@ -260,7 +260,6 @@ struct tx_send {
 	int64_t delay_ns;   /* what faults added before that */
 	uint64_t key_msg;   /* the model's message number, for the corruption draws */
 	uint8_t direct;	    /* one-sided: the copy engine writes the receiver's buffer */
-	uint8_t published;  /* direct: its descriptor is out (the copy is done) */
 	uint64_t ticket;    /* direct: the copy engine's */
 	uint64_t slot;	    /* direct: the slot of its descriptor (out once head passes it) */
 	uint64_t corrupt_k; /* the next packet the model corrupts (chunks are flipped in order) */

@@ -26,7 +26,10 @@
  * its copy engine (struct chan_dma, plugin/gpu.c), like an RDMA write, and
  * publishes one descriptor (CHAN_F_DIRECT, no slot data) once the copy is
  * done. Such a send completes when its descriptor is out and the model's time
- * has come: the receiving process need not run for it. The receiver counts
+ * has come: the receiving process need not run for it, as long as the
+ * descriptor ring has room (one slot per message; a receiver that has not
+ * consumed nslots descriptors holds the sender back, as a full receive queue
+ * would). The receiver counts
  * the descriptor as it counts staged chunks; its completion stays gated on
  * the model's delivery time as before.
  * Every index is a 64-bit counter with a single writer, published with

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_gpu_export.c - the GPU path's export server and its client (plugin/gpu.c), without a
- * GPU: exports are planted by hand (a memfd stands in for a cuMem POSIX fd, bytes for a legacy
- * IPC handle), then asked for over the real socket and protocol, as a sender would.
+ * test_gpu_export.c - the GPU path's export server, its client and the copy engine's
+ * bookkeeping (plugin/gpu.c), without a GPU: exports are planted by hand (a memfd stands in for
+ * a cuMem POSIX fd, bytes for a legacy IPC handle) and asked for over the real socket and
+ * protocol, as a sender would; the CUDA calls of the copy engine are stubs that record what
+ * they were asked to do.
  */
 
 #include "plugin/gpu.c"
@@ -14,6 +16,93 @@
 #include "sim/test/check.h"
 
 _Atomic(ncclDebugLogger_t) plog_fn; /* silent: no NCCL here */
+
+/* ---- a stub CUDA driver: contexts are tokens, copies are recorded ---------------------- */
+
+#define CTX_A ((cu_ctx)(uintptr_t)0xA0)
+#define CTX_B ((cu_ctx)(uintptr_t)0xB0)
+#define MAPPED (1u << 20) /* what every legacy handle really maps */
+static __thread cu_ctx cur, stack[4];
+static __thread int depth;
+static int opens, closes;
+static cu_ptr last_dst;
+static cu_result s_get(cu_ctx *c) { *c = cur; return 0; }
+static cu_result s_push(cu_ctx c) { stack[depth++] = cur; cur = c; return 0; }
+static cu_result s_pop(cu_ctx *c) { *c = cur; cur = stack[--depth]; return 0; }
+static cu_result s_dev(cu_device *d) { *d = 0; return 0; }
+static cu_result s_open(cu_ptr *p, struct cu_ipc_handle h, unsigned f)
+{
+	(void)h, (void)f;
+	*p = 0x7f0000000000ull + ((cu_ptr)++opens << 32);
+	return 0;
+}
+static cu_result s_range(cu_ptr *b, size_t *n, cu_ptr p) { *b = p, *n = MAPPED; return 0; }
+static cu_result s_close(cu_ptr p) { (void)p, closes++; return 0; }
+static cu_result s_cpy(cu_ptr d, cu_ptr s, size_t n, cu_stream st)
+{
+	(void)s, (void)n, (void)st;
+	last_dst = d;
+	return 0;
+}
+static cu_result s_evc(cu_event *e, unsigned f) { (void)f, *e = (cu_event)(uintptr_t)8; return 0; }
+static cu_result s_evd(cu_event e) { (void)e; return 0; }
+static cu_result s_evr(cu_event e, cu_stream s) { (void)e, (void)s; return 0; }
+static cu_result s_evq(cu_event e) { (void)e; return 0; }
+static cu_result s_sync(cu_stream s) { (void)s; return 0; }
+static cu_result s_prio(int *l, int *g) { *l = 0, *g = -1; return 0; }
+static int nstreams_made;
+static cu_result s_stream(cu_stream *s, unsigned f, int pr)
+{
+	(void)f, (void)pr;
+	*s = (cu_stream)(uintptr_t)(0x100 + ++nstreams_made);
+	return 0;
+}
+
+static void stub_cuda(void)
+{
+	G.cu.CtxGetCurrent = s_get;
+	G.cu.CtxPushCurrent = s_push;
+	G.cu.CtxPopCurrent = s_pop;
+	G.cu.CtxGetDevice = s_dev;
+	G.cu.IpcOpenMemHandle = s_open;
+	G.cu.IpcCloseMemHandle = s_close;
+	G.cu.MemGetAddressRange = s_range;
+	G.cu.MemcpyAsync = s_cpy;
+	G.cu.EventCreate = s_evc;
+	G.cu.EventDestroy = s_evd;
+	G.cu.EventRecord = s_evr;
+	G.cu.EventQuery = s_evq;
+	G.cu.StreamSynchronize = s_sync;
+	G.cu.CtxGetStreamPriorityRange = s_prio;
+	G.cu.StreamCreateWithPriority = s_stream;
+}
+
+/* A peer's export server that says every region is 1 TiB. */
+static void *liar(void *arg)
+{
+	int l = (int)(intptr_t)arg;
+	for (;;) {
+		int c = accept(l, NULL, NULL);
+		if (c < 0)
+			return NULL;
+		struct ctl_parser *p = ctl_parser_new();
+		struct ctl_msg *m = NULL, *r = ctl_msg_new();
+		char ipc[2 * CU_IPC_HANDLE_BYTES + 1];
+		memset(ipc, 'a', sizeof(ipc) - 1);
+		ipc[sizeof(ipc) - 1] = 0;
+		if (ctl_recv(c, p, &m, 2000) == 0) {
+			ctl_add(r, "errno", "0");
+			ctl_add(r, "kind", "legacy");
+			ctl_add(r, "size", "1099511627776");
+			ctl_add(r, "ipc", ipc);
+			ctl_send(c, r, -1, 2000);
+		}
+		ctl_msg_free(m);
+		ctl_msg_free(r);
+		ctl_parser_free(p);
+		close(c);
+	}
+}
 
 static struct gexport *plant(int kind, uint64_t size)
 {
@@ -41,7 +130,10 @@ int main(void)
 {
 	char why[256] = "";
 	G.mode = 1;
-	snprintf(G.where, sizeof(G.where), "@simfabric-gpu-test-%d", (int)getpid());
+	stub_cuda();
+	snprintf(G.name, sizeof(G.name), "@sfgpu-t%d", (int)getpid());
+	snprintf(G.secret, sizeof(G.secret), "0123456789abcdef0123456789abcdef");
+	snprintf(G.where, sizeof(G.where), "%s#%s", G.name, G.secret);
 	pthread_mutex_lock(&G.lock);
 	CHECK(server_start(why, sizeof(why)) == 0, "server: %s", why);
 	pthread_mutex_unlock(&G.lock);
@@ -73,7 +165,17 @@ int main(void)
 	CHECK(rc == -ENOENT && strstr(why, "refused region 999"), "unknown region: %d %s", rc,
 	      why);
 
-	rc = ask("@simfabric-gpu-nobody-here", 1, &a, &fd, why, sizeof(why));
+	/* the name alone, or a wrong secret: a receiver cannot point a sender at another process */
+	char where2[CHAN_WHERE_LEN];
+	snprintf(where2, sizeof(where2), "%s", G.name);
+	rc = ask(where2, fd_exp->region, &a, &fd, why, sizeof(why));
+	CHECK(rc == -EACCES && fd < 0, "without the secret: %d %s", rc, why);
+	snprintf(where2, sizeof(where2), "%s#0123456789abcdef0123456789abcdee", G.name);
+	rc = ask(where2, fd_exp->region, &a, &fd, why, sizeof(why));
+	CHECK(rc == -EACCES && fd < 0 && !strstr(why, "0123456789"),
+	      "a wrong secret, and no secret in the message: %d %s", rc, why);
+
+	rc = ask("@simfabric-gpu-nobody-here#x", 1, &a, &fd, why, sizeof(why));
 	CHECK(rc == -ECONNREFUSED && strstr(why, "cannot reach"), "no server: %d %s", rc, why);
 
 	/* a client that speaks nonsense gets EPROTO and the server carries on */
@@ -95,6 +197,62 @@ int main(void)
 	sfgpu_unregister(ipc_exp->region);
 	rc = ask(G.where, 2, &a, &fd, why, sizeof(why));
 	CHECK(rc == -ENOENT, "an unregistered region is gone: %d", rc);
+
+	/* the copy engine, from here on: the exporter is "another process" with our server */
+	char srv[CHAN_WHERE_LEN];
+	snprintf(srv, sizeof(srv), "%s", G.where);
+	snprintf(G.where, sizeof(G.where), "@not-me#x");
+	static char src[4096];
+	uint64_t ticket, region = plant(EXPORT_LEGACY, MAPPED)->region;
+
+	/* the caller's context is never changed behind its back (one process, two devices) */
+	struct sfgpu_tx *t;
+	CHECK(sfgpu_tx_new("A", &t) == 0, "tx");
+	cur = CTX_B;
+	rc = dma_start(t, srv, region, 0, src, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && cur == CTX_B && depth == 0, "first copy in B: %d, now %p", rc, (void *)cur);
+	cur = CTX_A;
+	rc = dma_start(t, srv, region, 0, src, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && cur == CTX_A && depth == 0,
+	      "a copy from A's thread runs in the comm's B and leaves A current: %d, now %p", rc,
+	      (void *)cur);
+	CHECK(dma_poll(t, ticket) == 1, "polled");
+	sfgpu_tx_free(t);
+	CHECK(cur == CTX_A && depth == 0, "closing leaves the caller's context: %p", (void *)cur);
+	CHECK(nstreams_made == 1, "one copy stream for B (%d made)", nstreams_made);
+
+	/* a receiver that registers, is copied into and deregisters, 200 times (user buffers) */
+	CHECK(sfgpu_tx_new("B", &t) == 0, "tx");
+	int first_fail = -1;
+	opens = closes = 0;
+	for (int i = 0; i < 200; i++) {
+		uint64_t r = plant(EXPORT_LEGACY, MAPPED)->region;
+		rc = dma_start(t, srv, r, 0, src, 16, NULL, 0, &ticket);
+		(void)dma_poll(t, ticket);
+		sfgpu_unregister(r);
+		if (rc && first_fail < 0)
+			first_fail = i;
+	}
+	CHECK(first_fail < 0, "every round copies (first failure at round %d)", first_fail);
+	CHECK(opens - closes <= SFGPU_TX_IMPORTS, "stale mappings are let go: %d open",
+	      opens - closes);
+	sfgpu_tx_free(t);
+	CHECK(opens == closes, "closing unmaps all: %d opened, %d closed", opens, closes);
+
+	/* a peer that says its region is bigger than what its handle maps is not believed */
+	int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sl;
+	char liar_where[CHAN_WHERE_LEN];
+	snprintf(liar_where, sizeof(liar_where), "@liar-%d#secret", (int)getpid());
+	socklen_t llen = abstract_addr(liar_where, &sl);
+	CHECK(bind(l, (struct sockaddr *)&sl, llen) == 0 && listen(l, 4) == 0, "liar");
+	pthread_t th;
+	pthread_create(&th, NULL, liar, (void *)(intptr_t)l);
+	CHECK(sfgpu_tx_new("C", &t) == 0, "tx");
+	last_dst = 0;
+	rc = dma_start(t, liar_where, 1, 1ull << 39, src, 4096, NULL, 0, &ticket);
+	CHECK(rc != 0 && last_dst == 0, "a copy 512 GiB into a 1 MiB handle is refused: %d", rc);
+	sfgpu_tx_free(t);
 
 	if (failures) {
 		fprintf(stderr, "test_gpu_export: %d of %d checks failed\n", failures, checks);
