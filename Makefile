@@ -199,6 +199,16 @@ NCCLJOB_LDFLAGS := -L$(NCCLJOB_NCCL_LIBDIR) -L$(NCCLJOB_CUDA_LIBDIR) \
 	-Wl,-rpath,$(NCCLJOB_CUDA_LIBDIR) $(if $(filter-out $(NCCLJOB_CUDA_LIBDIR),\
 	$(NCCLJOB_NCCL_LIBDIR)),-Wl$(nccljob_comma)-rpath$(nccljob_comma)$(NCCLJOB_NCCL_LIBDIR))
 
+# Our declarations of CUDA's driver ABI (plugin/cudadrv.h) against cuda.h, at compile time.
+CUDADRV_CHECK := $(B)/check/check_cudadrv.o
+ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+all plugin: $(CUDADRV_CHECK)
+endif
+$(CUDADRV_CHECK): plugin/test/check_cudadrv.c plugin/cudadrv.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CHECK   plugin/cudadrv.h against $(CUDA_HOME)/include/cuda.h")
+	$(Q)$(CC) $(ALL_CFLAGS) -isystem $(CUDA_HOME)/include -c $< -o $@
+
 .PHONY: nccljob
 all tools: nccljob
 ifeq ($(NCCLJOB_MISSING),)

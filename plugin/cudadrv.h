@@ -6,8 +6,8 @@
  *
  * The types and values below are our own declarations of CUDA's driver ABI
  * (cuda.h, CUDA 11.3 and later: the values are stable across versions);
- * tools/cudadrv-check.c compares each one with cuda.h where CUDA is
- * installed (make test builds it there).
+ * plugin/test/check_cudadrv.c compares each one with cuda.h at compile time
+ * where CUDA is installed (make builds it there).
  *
  * Threads: cudadrv_load may be called from any thread, any number of times;
  * the table it fills is read-only afterwards.
