@@ -30,10 +30,13 @@ else
 Q := @
 endif
 
-# Everything in sim/ except the daemon's main is library code, shared with the
-# plugin where it needs it (the data path and the protocol parser).
-SIM_LIB_SRC := $(filter-out sim/simfabricd.c,$(wildcard sim/*.c))
-PLUGIN_SRC := $(wildcard plugin/*.c) sim/chan.c sim/copyq.c sim/ctl.c sim/fault.c sim/fstate.c sim/model.c
+# sim/ in three layers, each using only those below it: sim/core/ (what the plugin links: the
+# models, the fabric state, the data path, the control protocol), sim/scn/ (the scenario
+# compiler, libyaml) and sim/ itself (the daemon, libevent).
+CORE_SRC := $(wildcard sim/core/*.c)
+SCN_SRC := $(wildcard sim/scn/*.c)
+SIM_LIB_SRC := $(CORE_SRC) $(SCN_SRC) $(filter-out sim/simfabricd.c,$(wildcard sim/*.c))
+PLUGIN_SRC := $(wildcard plugin/*.c) $(CORE_SRC)
 HARNESS_SRC := $(wildcard tools/harness*.c)
 UNIT_SRC := $(wildcard sim/test/test_*.c)
 FUZZ_SRC := $(wildcard sim/fuzz/fuzz_*.c)
@@ -128,7 +131,7 @@ install: all
 	install -m 0755 tools/simfabric $(DESTDIR)$(PREFIX)/bin/simfabric
 
 format:
-	clang-format -i $(wildcard sim/*.[ch] sim/*/*.c plugin/*.[ch] tools/*.[ch])
+	clang-format -i $(wildcard sim/*.[ch] sim/*/*.[ch] plugin/*.[ch] tools/*.[ch])
 
 clean:
 	rm -rf build build-asan build-fuzz

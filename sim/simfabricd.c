@@ -24,13 +24,13 @@
 
 #include <event2/event.h>
 
-#include "sim/chan.h"
-#include "sim/ctl.h"
-#include "sim/fabric.h"
+#include "sim/core/chan.h"
+#include "sim/core/ctl.h"
+#include "sim/scn/fabric.h"
 #include "sim/faultd.h"
 #include "sim/log.h"
-#include "sim/param.h"
-#include "sim/scenario.h"
+#include "sim/scn/param.h"
+#include "sim/scn/scenario.h"
 #include "sim/series.h"
 #include "sim/srv.h"
 

@@ -39,11 +39,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sim/ctl.h"
+#include "sim/core/ctl.h"
 #include "sim/faultd.h"
-#include "sim/fstate.h"
+#include "sim/core/fstate.h"
 #include "sim/log.h"
-#include "sim/scenario.h"
+#include "sim/scn/scenario.h"
 #include "sim/series.h"
 
 #define SRV_READ_BATCH 64    /* messages per readable callback before yielding */
@@ -198,7 +198,7 @@ struct srv {
 	int tomb_pos;
 	bool stopping;
 	struct ctl_msg *out; /* scratch for building replies */
-	/* A modelled fabric's shared state (sim/fstate.h), handed to every session at hello. */
+	/* A modelled fabric's shared state (sim/core/fstate.h), handed to every session at hello. */
 	int fab_fd;
 	void *fab_base;
 	size_t fab_len;

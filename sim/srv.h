@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sim/chan.h"
-#include "sim/fabric.h"
+#include "sim/core/chan.h"
+#include "sim/scn/fabric.h"
 
 #define SRV_ERR_LEN 512
 #define SRV_OUTQ_MAX (1u << 20) /* a client that lets more replies pile up is dropped */

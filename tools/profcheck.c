@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "plugin/prof.h"
-#include "sim/jsonw.h"
+#include "sim/core/jsonw.h"
 #include "tools/ncclprof.h"
 
 #define PC_MAGIC 0x6b636670u	 /* "pfck" */

@@ -17,15 +17,15 @@
  * The other section parsers (faults:, job:, expect:) are compiled alongside
  * (fuzz-libs), not included: their static helpers share names with scenario.c's.
  *
- * fuzz-libs: sim/fault.c sim/fault_parse.c sim/job.c sim/jbuf.c -lyaml
+ * fuzz-libs: sim/scn/yaml.c sim/core/fault.c sim/scn/faults.c sim/scn/job.c sim/scn/jbuf.c -lyaml
  */
-#include "sim/model.c"
-#include "sim/param.c"
-#include "sim/fabric.c"
+#include "sim/core/model.c"
+#include "sim/scn/param.c"
+#include "sim/scn/fabric.c"
 #include "sim/log.c"
-#include "sim/scenario.c" /* last: it defines a fail() macro */
+#include "sim/scn/scenario.c" /* last: it defines a fail() macro */
 
-#include "sim/fault.h"
+#include "sim/core/fault.h"
 
 #include <assert.h>
 #include <stdio.h>

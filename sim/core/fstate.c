@@ -2,7 +2,7 @@
 /*
  * fstate.c - the fabric's shared state (see fstate.h).
  */
-#include "sim/fstate.h"
+#include "sim/core/fstate.h"
 
 #include <errno.h>
 #include <sched.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fault_parse.c - the scenario's faults: section (and `simfabric fault
+ * faults.c - the scenario's faults: section (and `simfabric fault
  * apply`'s text) to a struct fault_plan, checked against the fabric. The
  * schema is in scenarios/README.md ("Faults"); the semantics in fault.h.
  */
@@ -11,9 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/fault.h"
-#include "sim/jbuf.h"
-#include "sim/scn_int.h"
+#include "sim/core/fault.h"
+#include "sim/scn/jbuf.h"
+#include "sim/scn/scenario.h"
+#include "sim/scn/scn_int.h"
 
 /* ---- values ---------------------------------------------------------------------- */
 
@@ -320,7 +321,7 @@ static int parse_set(struct scn *s, const yaml_node_t *v, struct fault_spec *f)
 			f->set |= FAULT_SET_LATENCY;
 		} else if (!strcmp(name, "rate_gbps") || !strcmp(name, "loss") ||
 			   !strcmp(name, "corrupt")) {
-			if (scn_param_pair(s, PARAM_LINK, name, k, x, &l, "set"))
+			if (scn_param_pair(s, PARAM_LINK, name, k, x, &l, "set", ""))
 				return s->rc;
 		} else {
 			return scn_fail(s, k, name, "unknown key in set (known: rate_gbps, "

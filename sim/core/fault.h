@@ -39,7 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sim/model.h"
+#include "sim/core/model.h"
 
 #define FAULT_MAX 256	     /* faults in one fabric, scenario and live ones together */
 #define FAULT_MAX_LINKS 32   /* directed links one fault acts on */
@@ -127,9 +127,6 @@ struct fault_plan {
 };
 void fault_plan_free(struct fault_plan *p); /* NULL-safe */
 void fault_plan_free_v(void *p);	    /* the same, for fabric_set_faults */
-struct fabric;
-/* The plan as a JSON array (malloc'd; NULL: out of memory), names from the fabric. */
-char *fault_plan_json(const struct fault_plan *p, const struct fabric *f);
 
 /* ---- pure functions of the schedule ---------------------------------------- */
 

@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/jbuf.h"
-#include "sim/param.h"
-#include "sim/scn_int.h"
+#include "sim/scn/jbuf.h"
+#include "sim/scn/param.h"
+#include "sim/scn/scn_int.h"
 
 #define JOB_MAX_NODES 4096
 #define JOB_MAX_RANKS 65536

@@ -6,8 +6,8 @@
  *   name, description   free text (name defaults to the file's base name)
  *   seed                the models' random seed (default 1)
  *   fabric              required: what the fabric is (schema: scenarios/README.md)
- *   faults              the fault timeline (sim/fault_parse.c, sim/fault.h)
- *   job, expect         what `simfabric run` launches and checks (sim/job.c)
+ *   faults              the fault timeline (sim/scn/faults.c, sim/core/fault.h)
+ *   job, expect         what `simfabric run` launches and checks (sim/scn/job.c)
  * Any other top-level key is an error. Everything is validated at load,
  * before anything is built into the fabric the caller gets: a scenario
  * either loads completely or not at all.
@@ -24,7 +24,7 @@
 
 #include <stddef.h>
 
-#include "sim/fabric.h"
+#include "sim/scn/fabric.h"
 
 #define SCN_ERR_LEN 768
 #define SCN_FILE_MAX (16u << 20) /* bytes */
@@ -48,5 +48,8 @@ struct fault_plan;
  */
 int scn_load_faults(struct fabric *f, const char *file, const char *data, size_t len,
 		    struct fault_plan **out, char *err, size_t errlen);
+
+/* A plan as a JSON array (malloc'd; NULL: out of memory), names from the fabric (faults.c). */
+char *fault_plan_json(const struct fault_plan *p, const struct fabric *f);
 
 #endif /* SF_SCENARIO_H */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* copyq.c - a process's copy threads. See copyq.h. */
-#include "sim/copyq.h"
+#include "sim/core/copyq.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -47,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sim/model.h"
+#include "sim/core/model.h"
 
 struct fst_view;
 
@@ -282,5 +282,18 @@ struct chan_times {
 int chan_tx_times(const struct chan_tx *tx, chan_req req, struct chan_times *out);
 int chan_rx_times(const struct chan_rx *rx, chan_req req, struct chan_times *out);
 /* ---- end of trace accessors ---------------------------------------------------------------- */
+
+/*
+ * The region's layout, pinned (as plugin/ncclnet.h pins the ABI): both ends
+ * and the daemon must agree byte for byte. Change a struct and bump
+ * CHAN_VERSION, then write the new figures here.
+ */
+#define CHAN_LAYOUT(cond) _Static_assert(cond, "the channel's layout changed: bump CHAN_VERSION")
+CHAN_LAYOUT(sizeof(struct chan_shm) == 3968 && offsetof(struct chan_shm, route) == 56 &&
+	    offsetof(struct chan_shm, tx) == 192 && offsetof(struct chan_shm, rx) == 256 &&
+	    offsetof(struct chan_shm, tx_dead) == 320 && offsetof(struct chan_shm, cts) == 336);
+CHAN_LAYOUT(sizeof(struct chan_route) == 112 && sizeof(struct chan_side) == 64 &&
+	    sizeof(struct chan_desc) == 64 && sizeof(struct chan_cts) == 112);
+#undef CHAN_LAYOUT
 
 #endif /* SF_CHAN_H */

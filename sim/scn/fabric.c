@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* fabric.c - the emulated fabric's description. See fabric.h. */
-#include "sim/fabric.h"
+#include "sim/scn/fabric.h"
 
 #include <errno.h>
 #include <math.h>
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/jbuf.h"
-#include "sim/param.h"
+#include "sim/scn/jbuf.h"
+#include "sim/scn/param.h"
 
 /* GUIDs: "SF" in the top bytes, then the node id, then the NIC index. */
 #define GUID_BASE 0x5346000000000000ULL
@@ -46,7 +46,7 @@ struct fabric {
 	char *json;
 	size_t json_len;
 	char *section[FABRIC_NSECTIONS]; /* JSON texts of job:, expect:, faults: */
-	void *faults;			 /* struct fault_plan (sim/fault.h) */
+	void *faults;			 /* struct fault_plan (sim/core/fault.h) */
 	void (*faults_free)(void *);
 };
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * scn_int.h - what the scenario parser's section parsers share: the parse
- * state and the YAML tree helpers of sim/scenario.c. Internal to the
- * scenario loader (scenario.c, fault_parse.c, job.c); nothing else includes it.
+ * state and the loader's library, sim/scn/yaml.c (errors, YAML tree helpers,
+ * places, parameter layers). Internal to the scenario loader (scenario.c,
+ * yaml.c, faults.c, job.c); nothing else includes it.
  *
  * Errors: the first one wins. scn_fail() records "file:line:column: key:
  * reason" at a node and returns s->rc (-EINVAL); every later call returns the
@@ -17,8 +18,8 @@
 
 #include <yaml.h>
 
-#include "sim/fabric.h"
-#include "sim/param.h"
+#include "sim/scn/fabric.h"
+#include "sim/scn/param.h"
 
 struct fault_plan;
 
@@ -64,12 +65,12 @@ struct scn {
 /*
  * The section parsers, called after the fabric is built (s->f, finished), so
  * they can check node, NIC and link names against it (scn_get_place). Each
- * stores its resolved JSON text in s->section[...] (and fault_parse.c its plan
+ * stores its resolved JSON text in s->section[...] (and faults.c its plan
  * in s->faults).
  */
-int scn_parse_job(struct scn *s, const yaml_node_t *v);	   /* sim/job.c */
-int scn_parse_expect(struct scn *s, const yaml_node_t *v); /* sim/job.c */
-int scn_parse_faults(struct scn *s, const yaml_node_t *v); /* sim/fault_parse.c */
+int scn_parse_job(struct scn *s, const yaml_node_t *v);	   /* sim/scn/job.c */
+int scn_parse_expect(struct scn *s, const yaml_node_t *v); /* sim/scn/job.c */
+int scn_parse_faults(struct scn *s, const yaml_node_t *v); /* sim/scn/faults.c */
 
 __attribute__((format(printf, 5, 6))) int scn_fail_at(struct scn *s, int line, int col,
 						       const char *key, const char *fmt, ...);
@@ -138,12 +139,28 @@ struct scn_place {
 int scn_get_place(struct scn *s, const yaml_node_t *v, const char *key, unsigned accept,
 		  struct scn_place *out);
 
-/* One parameter (name: v) of scope into layer l (a group map sets its whole group); ctx names
- * the enclosing map in messages. */
+/* A model check's "key: reason" (model_*_check's why) as an error at node: the key split off
+ * the reason, else dflt is the key; suffix goes after the reason. */
+int scn_fail_model(struct scn *s, const yaml_node_t *at, const char *dflt, const char *why,
+		   const char *suffix);
+
+/*
+ * One key of a parameter map of scope into layer l: a parameter, or a group
+ * (`loss: {...}`) that sets its whole group. Unknown keys fail naming ctx
+ * (the enclosing map) and listing extra (the caller's own keys, "" for none)
+ * and the scope's.
+ */
 int scn_param_pair(struct scn *s, enum param_scope scope, const char *name, const yaml_node_t *k,
-		   const yaml_node_t *v, struct layer *l, const char *ctx);
+		   const yaml_node_t *v, struct layer *l, const char *ctx, const char *extra);
+/* One parameter's scalar value v into l (no groups, no scope checks). */
+int scn_param_scalar(struct scn *s, const struct param *p, const yaml_node_t *v, struct layer *l);
+/* A map of parameters only (defaults.link, a_to_b, nic, ...) into l; key and ctx name it. */
+int scn_param_map(struct scn *s, enum param_scope scope, const yaml_node_t *m, const char *key,
+		  const char *ctx, struct layer *l);
 /* A layer over base (a struct of scope), nothing set yet. */
 void scn_layer_init(struct layer *l, enum param_scope scope, const void *base);
+/* The parameters set in l over dst (a struct of scope). */
+void scn_layer_apply(enum param_scope scope, void *dst, const struct layer *l);
 bool scn_layer_has(const struct layer *l, const struct param *p);
 
 #endif /* SF_SCN_INT_H */

@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sim/fault.h"
-#include "sim/model.h"
+#include "sim/core/fault.h"
+#include "sim/core/model.h"
 
 #define FST_MAGIC 0x3154534653465353ULL /* "SSFSFST1" */
 /* The layout's version: a plugin and a daemon of other builds refuse each other's region. */
@@ -94,6 +94,27 @@ struct fst_shm {
 	_Atomic int32_t lock_pid;
 	_Atomic uint64_t lock_steals;
 };
+
+/*
+ * The region's layout, pinned (as plugin/ncclnet.h pins the ABI): a plugin and
+ * a daemon of the same FST_VERSION must agree byte for byte, and fst_check
+ * only sees sizes. Change one of these structs and bump FST_VERSION, then
+ * write the new figures here; a change without a bump fails the build.
+ */
+#define FST_LAYOUT(cond) _Static_assert(cond, "the fabric state's layout changed: bump FST_VERSION")
+FST_LAYOUT(sizeof(struct model_link) == 128 && offsetof(struct model_link, latency_ns) == 16 &&
+	   offsetof(struct model_link, jitter) == 40 && offsetof(struct model_link, loss) == 80 &&
+	   offsetof(struct model_link, corrupt_p) == 124);
+FST_LAYOUT(sizeof(struct model_loss_state) == 16 && sizeof(struct fault_spec) == 336);
+FST_LAYOUT(sizeof(struct fst_link) == 704 && offsetof(struct fst_link, loss) == 8 &&
+	   offsetof(struct fst_link, msgs) == 40 && offsetof(struct fst_link, queue_hist) == 128 &&
+	   offsetof(struct fst_link, late_hist) == 480);
+FST_LAYOUT(sizeof(struct fst_nic) == 64 && sizeof(struct fst_fault) == 448 &&
+	   offsetof(struct fst_fault, spec) == 64);
+FST_LAYOUT(sizeof(struct fst_shm) == 192 && offsetof(struct fst_shm, params_off) == 40 &&
+	   offsetof(struct fst_shm, faults_off) == 80 && offsetof(struct fst_shm, nfaults) == 88 &&
+	   offsetof(struct fst_shm, lock) == 128 && offsetof(struct fst_shm, lock_steals) == 136);
+#undef FST_LAYOUT
 
 /* ---- daemon side ---------------------------------------------------------- */
 

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ctl.c - the control protocol's messages, parser and socket helpers.
- * docs/control-protocol.md is the spec; sim/ctl.h the API.
+ * docs/control-protocol.md is the spec; sim/core/ctl.h the API.
  *
  * The plugin links this file into NCCL processes: it keeps no static mutable
  * state, prints nothing and never raises SIGPIPE (MSG_NOSIGNAL).
  */
-#include "sim/ctl.h"
+#include "sim/core/ctl.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* param.c - the one table of the fabric's parameters. See param.h. */
-#include "sim/param.h"
+#include "sim/scn/param.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/fabric.h"
-#include "sim/model.h"
+#include "sim/scn/fabric.h"
+#include "sim/core/model.h"
 
 _Static_assert(sizeof(enum model_dist) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(enum model_loss_kind) == sizeof(int), "enums are stored as int");

@@ -5,9 +5,9 @@
  * tx writes shm->tx, the descriptors and the slots; rx writes shm->rx and the
  * CTS ring; the daemon writes only the dead flags.
  */
-#include "sim/chan.h"
-#include "sim/copyq.h"
-#include "sim/fstate.h"
+#include "sim/core/chan.h"
+#include "sim/core/copyq.h"
+#include "sim/core/fstate.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -13,7 +13,7 @@
  *    told 400 Gb/s, NCCL chose LL on 4 channels up to 1 MiB, which through
  *    host memory ran slower than its Socket transport there. It has no links:
  *    every path has 0 hops.
- *  - *explicit* (built from a scenario file by sim/scenario.c through the
+ *  - *explicit* (built from a scenario file by sim/scn/scenario.c through the
  *    builder calls below): a fixed set of nodes with 1..8 NICs each,
  *    switches, and links (cables) NIC-switch, switch-switch or NIC-NIC. Every
  *    cable is two directed links with their own struct model_link: directed
@@ -44,7 +44,7 @@
  * same index (or index mod its NIC count). A node alone measures to its own
  * NICs.
  *
- * Settings go through the parameter table (sim/param.h), so daemon flags,
+ * Settings go through the parameter table (sim/scn/param.h), so daemon flags,
  * scenario files and the dump validate and print them the same way.
  *
  * Errors are 0 or a negative errno, with a reason naming the bad value in a
@@ -57,7 +57,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sim/model.h"
+#include "sim/core/model.h"
 
 #define FABRIC_NAME_MAX 63 /* node and switch names: 1..63 of [A-Za-z0-9._-] */
 #define FABRIC_NIC_NAME_MAX (FABRIC_NAME_MAX + 8) /* "<node>-nic<i>" */
@@ -72,7 +72,7 @@
 /* The reported speed of an ideal (or unlimited) NIC: NCCL's tuning stand-in, not a limit. */
 #define FABRIC_IDEAL_SPEED_MBPS 200000
 
-/* Fabric-wide settings (scope PARAM_FABRIC of sim/param.h). */
+/* Fabric-wide settings (scope PARAM_FABRIC of sim/scn/param.h). */
 struct fabric_config {
 	int64_t nics_per_node; /* ideal: NICs on every node */
 	int64_t speed_mbps;    /* ideal: reported by every NIC */
@@ -216,8 +216,8 @@ int fabric_name_check(const char *name, char *err, size_t errlen);
 int fabric_json(struct fabric *f, bool refresh, const char **text, size_t *len);
 
 /*
- * The scenario's other sections, resolved by their parsers (sim/job.c,
- * sim/fault.c) into JSON texts that fabric_json includes under their names
+ * The scenario's other sections, resolved by their parsers (sim/scn/job.c,
+ * sim/core/fault.c) into JSON texts that fabric_json includes under their names
  * ("job", "expect", "faults"; null when absent), so tools read them from the
  * dump instead of parsing the scenario again.
  */
@@ -227,12 +227,12 @@ enum fabric_section { FABRIC_SECTION_JOB, FABRIC_SECTION_EXPECT, FABRIC_SECTION_
 void fabric_set_section(struct fabric *f, enum fabric_section which, char *json);
 /* The text, or NULL. */
 const char *fabric_section(const struct fabric *f, enum fabric_section which);
-/* The fault plan (sim/fault.h), handed over: plan_free(plan) frees it with the fabric. */
+/* The fault plan (sim/core/fault.h), handed over: plan_free(plan) frees it with the fabric. */
 void fabric_set_faults(struct fabric *f, void *plan, void (*plan_free)(void *));
 /* It, or NULL. */
 void *fabric_faults(const struct fabric *f);
 
-/* ---- building an explicit fabric (sim/scenario.c) ---------------------- */
+/* ---- building an explicit fabric (sim/scn/scenario.c) ---------------------- */
 
 /* tag: an opaque cookie the builder keeps per object and reports errors with. */
 int fabric_new_explicit(const struct fabric_config *cfg, struct fabric **out, char *err,

@@ -2,7 +2,7 @@
 /*
  * jbuf.c - a growing JSON text in memory (see jbuf.h).
  */
-#include "sim/jbuf.h"
+#include "sim/scn/jbuf.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -16,10 +16,10 @@
  *     a test).
  *
  * Scopes and their structs:
- *   PARAM_FABRIC  struct fabric_config      (sim/fabric.h)
- *   PARAM_LINK    struct model_link          (sim/model.h) one direction of a link
- *   PARAM_NIC     struct model_nic           (sim/model.h)
- *   PARAM_SWITCH  struct fabric_switch_cfg   (sim/fabric.h)
+ *   PARAM_FABRIC  struct fabric_config      (sim/scn/fabric.h)
+ *   PARAM_LINK    struct model_link          (sim/core/model.h) one direction of a link
+ *   PARAM_NIC     struct model_nic           (sim/core/model.h)
+ *   PARAM_SWITCH  struct fabric_switch_cfg   (sim/scn/fabric.h)
  *
  * Values are stored in the model's integer units; scenario files use human
  * units, converted exactly (no floating point except PARAM_REAL):

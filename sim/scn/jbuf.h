@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jbuf.h - a growing JSON text in memory: the fabric dump (sim/fabric.c), the
- * scenario's job:/expect: (sim/job.c) and faults: (sim/fault_parse.c) sections
- * build theirs with it. (sim/jsonw.h is its counterpart for JSON written
+ * jbuf.h - a growing JSON text in memory: the fabric dump (sim/scn/fabric.c), the
+ * scenario's job:/expect: (sim/scn/job.c) and faults: (sim/scn/faults.c) sections
+ * build theirs with it. (sim/core/jsonw.h is its counterpart for JSON written
  * straight to a FILE, by the trace writers.)
  *
  * A struct jbuf starts zeroed (JBUF_INIT) and lives where the caller puts it.

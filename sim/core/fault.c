@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fault.c - the fault schedule and its effect on a message: pure functions.
- * See fault.h. The scenario syntax is parsed by sim/fault_parse.c; the data
- * path applies faults in sim/fstate.c, the daemon its own actions in srv.c.
+ * See fault.h. The scenario syntax is parsed by sim/scn/faults.c; the data
+ * path applies faults in sim/core/fstate.c, the daemon its own actions in srv.c.
  */
-#include "sim/fault.h"
+#include "sim/core/fault.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -7,7 +7,7 @@
  * loss (runs of kept and lost packets, lazily); links, NICs and paths; the
  * packet train through a path's stages; model_message; corruption.
  */
-#include "sim/model.h"
+#include "sim/core/model.h"
 
 #include <errno.h>
 #include <math.h>
