@@ -37,14 +37,14 @@ CORE_SRC := $(wildcard sim/core/*.c)
 SCN_SRC := $(wildcard sim/scn/*.c)
 SIM_LIB_SRC := $(CORE_SRC) $(SCN_SRC) $(filter-out sim/simfabricd.c,$(wildcard sim/*.c))
 PLUGIN_SRC := $(wildcard plugin/*.c) $(CORE_SRC)
-HARNESS_SRC := $(wildcard tools/harness*.c)
+HARNESS_SRC := $(wildcard tools/harness/*.c)
 UNIT_SRC := $(wildcard sim/test/test_*.c)
 FUZZ_SRC := $(wildcard sim/fuzz/fuzz_*.c)
 
 PLUGIN := $(B)/libnccl-net-simfabric.so
 DAEMON := $(B)/simfabricd
 HARNESS := $(B)/simfabric-harness
-# A minimal NCCL profiler plugin for tests: checks the plugin's net events (tools/profcheck.c)
+# A minimal NCCL profiler plugin for tests: checks the plugin's net events (tools/profcheck/profcheck.c)
 PROFCHECK := $(B)/libnccl-profiler-simfabric-check.so
 UNITS := $(UNIT_SRC:sim/test/%.c=$(B)/test/%)
 
@@ -73,7 +73,7 @@ $(PLUGIN): $(call pic,$(PLUGIN_SRC))
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs -Wl,-z,now -o $@ $^ $(LIBS) -lm
 
-$(PROFCHECK): $(call pic,tools/profcheck.c)
+$(PROFCHECK): $(call pic,tools/profcheck/profcheck.c)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs -Wl,-z,now -o $@ $^ -lpthread
 
@@ -81,9 +81,10 @@ $(DAEMON): $(call obj,sim/simfabricd.c $(SIM_LIB_SRC))
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(YAML_LIBS) $(LIBS) -lm
 
-$(HARNESS): $(call obj,$(HARNESS_SRC) $(SIM_LIB_SRC))
+# The harness knows the plugin only through the ABI (plugin/ncclnet.h): it links nothing of sim/.
+$(HARNESS): $(call obj,$(HARNESS_SRC))
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(YAML_LIBS) $(LIBS) -lm
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) -lm
 
 $(B)/test/%: $(B)/obj/sim/test/%.o $(call obj,$(SIM_LIB_SRC))
 	@mkdir -p $(dir $@)
@@ -92,10 +93,10 @@ $(B)/test/%: $(B)/obj/sim/test/%.o $(call obj,$(SIM_LIB_SRC))
 
 # Only the ncclNetPlugin_v8..v12 data symbols may be exported.
 symbols: $(PLUGIN)
-	$(Q)tools/check-symbols.sh $(PLUGIN)
+	$(Q)tools/scripts/check-symbols.sh $(PLUGIN)
 
 deps:
-	$(Q)tools/deps.sh
+	$(Q)tools/scripts/deps.sh
 
 unit: units
 	$(Q)set -e; for t in $(UNITS); do echo "  UNIT    $$t"; $$t; done
@@ -114,15 +115,15 @@ pytest: all
 	$(Q)cd pytests && $(PYTHON) -m pytest $(PYTEST_ARGS)
 
 bench: deps all
-	$(Q)rc=0; $(PYTHON) tools/bench.py --build $(B) || rc=1; echo; \
-		$(PYTHON) tools/bench_models.py --build $(B) || rc=1; echo; \
-		$(PYTHON) tools/bench_nccl.py --build-dir $(B) || rc=1; exit $$rc
+	$(Q)rc=0; $(PYTHON) tools/bench/bench.py --build $(B) || rc=1; echo; \
+		$(PYTHON) tools/bench/bench_models.py --build $(B) || rc=1; echo; \
+		$(PYTHON) tools/bench/bench_nccl.py --build-dir $(B) || rc=1; exit $$rc
 
 demo: deps all
-	$(Q)tools/demo.sh $(B)
+	$(Q)tools/scripts/demo.sh $(B)
 
 fuzz:
-	$(Q)tools/fuzz.sh $(FUZZ_SECONDS)
+	$(Q)tools/scripts/fuzz.sh $(FUZZ_SECONDS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
@@ -131,23 +132,23 @@ install: all
 	install -m 0755 tools/simfabric $(DESTDIR)$(PREFIX)/bin/simfabric
 
 format:
-	clang-format -i $(wildcard sim/*.[ch] sim/*/*.[ch] plugin/*.[ch] tools/*.[ch])
+	clang-format -i $(FORMAT_SRC)
 
 clean:
 	rm -rf build build-asan build-fuzz
 
 -include $(shell find $(B) build-asan -name '*.d' 2>/dev/null)
 
-# ---- simfabric-nccljob: the NCCL job program (tools/nccljob*.c) -------------
+# ---- simfabric-nccljob: the NCCL job program (tools/nccljob/*.c) -------------
 # Built when CUDA's runtime and NCCL are found; otherwise `make` says why and goes on.
 # NCCL_HOME defaults to CUDA_HOME (NCCL installed into the CUDA tree). The program links
 # against the sonames (libnccl.so.2, libcudart.so.N), with a runpath to CUDA_HOME's and
-# NCCL_HOME's library directories; LD_LIBRARY_PATH wins over it (tools/nccl-libdir.sh
+# NCCL_HOME's library directories; LD_LIBRARY_PATH wins over it (tools/scripts/nccl-libdir.sh
 # prints the directories to put there, e.g. NCCL from the nvidia-nccl-cu13 wheel).
 CUDA_HOME ?= /usr/local/cuda
 NCCL_HOME ?= $(CUDA_HOME)
 NCCLJOB := $(B)/simfabric-nccljob
-NCCLJOB_SRC := $(wildcard tools/nccljob*.c)
+NCCLJOB_SRC := $(wildcard tools/nccljob/*.c)
 NCCLJOB_CUDA_LIBDIR := $(CUDA_HOME)/lib64
 NCCLJOB_NCCL_LIBDIR := $(firstword $(foreach d,$(NCCL_HOME)/lib64 $(NCCL_HOME)/lib,\
 	$(if $(wildcard $(d)/libnccl.so $(d)/libnccl.so.2),$(d))))

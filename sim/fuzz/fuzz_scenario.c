@@ -12,7 +12,7 @@
  *    that pass model_path_check and chain from the source NIC, hop by hop,
  *    to the destination NIC; whose faults (the faults: section) each pass
  *    fault_spec_check and name only links and nodes of the fabric.
- * Seeds: the shipped scenarios (tools/fuzz.sh copies them into the corpus;
+ * Seeds: the shipped scenarios (tools/scripts/fuzz.sh copies them into the corpus;
  * fault-*.yaml have faults: sections) and the dictionary fuzz_scenario.dict.
  * The other section parsers (faults:, job:, expect:) are compiled alongside
  * (fuzz-libs), not included: their static helpers share names with scenario.c's.

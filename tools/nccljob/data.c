@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * nccljob_data.c - data types, the input pattern, the expected results, the
+ * data.c - data types, the input pattern, the expected results, the
  * checks, and (for --dry-run) what NCCL would have written.
  *
  * Why the checks can be exact. Rank r's element i is a small integer taken
@@ -26,7 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tools/nccljob.h"
+#include "tools/nccljob/nccljob.h"
 
 static const struct {
 	const char *name;

@@ -4,7 +4,7 @@
 # tests, so it builds on its own. A crash fails the run: its reproducer lands in
 # build-fuzz/<name>.d/, the log in build-fuzz/<name>.log; the corpus grows in
 # build-fuzz/<name>.corpus/ from run to run.
-#   CLANG=clang-14 tools/fuzz.sh 60                        use another clang
+#   CLANG=clang-14 tools/scripts/fuzz.sh 60                        use another clang
 #   build-fuzz/fuzz_ctl build-fuzz/fuzz_ctl.d/crash-...    replay a crash
 set -eu
 SECONDS_EACH=${1:-20}
@@ -15,7 +15,7 @@ if [ -z "$CLANG" ]; then
 	done
 fi
 [ -n "$CLANG" ] || { echo "fuzz: clang not found (apt-get install clang libclang-rt-dev)" >&2; exit 1; }
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=build-fuzz
 mkdir -p "$OUT"
 FLAGS="-std=c11 -D_GNU_SOURCE -I. -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined

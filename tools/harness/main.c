@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * harness.c - simfabric-harness: command line, the parent process and the
+ * main.c - simfabric-harness: command line, the parent process and the
  * rank processes' main loop.
  *
  * The parent forks one process per rank (each its own emulated node:
@@ -26,13 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tools/harness.h"
-
-struct hx_opts hx_opt;
-struct hx_world hx_w;
-struct hx_shared *hx_shm;
-struct hx_flow hx_flows[HX_MAX_FLOWS];
-int hx_nflows, hx_nphases;
+#include "tools/harness/harness.h"
 
 const struct hx_test_def hx_tests[] = {
 	{"load", t_load, HX_T_INTERNAL, "dlopen, pick the newest ncclNetPlugin_vN, init, devices"},

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * harness_bench.c - --bench, on 2 ranks:
+ * bench.c - --bench, on 2 ranks:
  *   (a) 8-byte ping-pong through the plugin: one-way latency = median round trip / 2;
  *   (b) the machine's floor: the two rank processes ping-pong one cache line in a
  *       MAP_SHARED page the parent mapped before fork, no plugin involved;
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/harness.h"
+#include "tools/harness/harness.h"
 
 #define B_WINDOW 8
 #define B_MIN_SECONDS 0.5

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * nccljob_report.c - the JSON file and rank 0's table.
+ * report.c - the JSON file and rank 0's table.
  *
  * Rank 0's file is the combined view: per result the slowest rank's time and
  * every rank's wrong elements; per rank its device, host id and final status.
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tools/nccljob.h"
+#include "tools/nccljob/nccljob.h"
 
 /* ---- a small JSON writer (output only; commas and indentation by depth) - */
 

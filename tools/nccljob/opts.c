@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * nccljob_opts.c - the command line, the environment (RANK, WORLD_SIZE,
+ * opts.c - the command line, the environment (RANK, WORLD_SIZE,
  * LOCAL_RANK, MASTER_ADDR, MASTER_PORT), the list of steps, and the hash of
  * the options that every rank must share. Every error names the option and
  * the value, and is a usage error (exit status 1).
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/nccljob.h"
+#include "tools/nccljob/nccljob.h"
 
 static const char usage_text[] =
 	"usage: " NJ_PROG " [options]\n"

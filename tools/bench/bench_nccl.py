@@ -25,11 +25,11 @@ import re
 import sys
 
 HERE = os.path.dirname(os.path.realpath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))  # tools/, for its modules
 import sflaunch  # noqa: E402
 import sfmodel  # noqa: E402
 
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 MID = ("64K", "256K", "1M", "4M")  # between the latency and the bandwidth figures, for information
 
 

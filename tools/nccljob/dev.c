@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * nccljob_dev.c - everything that touches CUDA or NCCL, and nothing else.
+ * dev.c - everything that touches CUDA or NCCL, and nothing else.
  *
  * No call here waits without a bound. The communicator is non-blocking by
  * default (config.blocking = 0): a call that answers ncclInProgress is
@@ -18,7 +18,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "tools/nccljob.h"
+#include "tools/nccljob/nccljob.h"
 
 _Static_assert(NCCL_UNIQUE_ID_BYTES == NJ_ID_BYTES, "ncclUniqueId is not NJ_ID_BYTES long");
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * harness_api.c - load a net plugin and present every ABI version (v8..v12)
+ * plugin_abi.c - load a net plugin and present every ABI version (v8..v12)
  * through one v12-like interface, the way NCCL's compat shims do: sizes are
  * narrowed for v8 (and refused above 1 GiB, as NCCL does), the 0x1 receive
  * hint is cleared for v8, v10 gets the config at connect, v11+ get a ctx.
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "tools/harness.h"
+#include "tools/harness/harness.h"
 #include "plugin/prof.h"
 
 struct pl_state pl;

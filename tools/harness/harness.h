@@ -4,16 +4,17 @@
  * proxy does, on CPUs only, with one process per emulated node.
  *
  * Modules and their prefixes:
- *   harness.c        hx_   command line, the parent (fork, relay, timeouts), results
- *   harness_util.c   hx_   clocks, failures, data patterns, /proc counters
- *   harness_api.c    pl_   dlopen, the ncclNet v8..v12 adapter, the logger
- *   harness_oob.c    oob_  the out-of-band channel between parent and ranks
- *   harness_json.c   js_   a small JSON writer
- *   harness_engine.c eng_  requests, NCCL-like progress, connection setup
- *   harness_tests.c  t_    the non-destructive tests
- *   harness_fault.c  t_    the destructive tests (truncate, peer_death, daemon_death)
- *   harness_bench.c  t_    --bench
- *   harness_flows.c  t_    flows: given rank pairs stream at once (--flows)
+ *   main.c           hx_   command line, the parent (fork, relay, timeouts), results
+ *   state.c          hx_   the process-wide state: options, world, shared page, flows
+ *   util.c           hx_   clocks, failures, data patterns, /proc counters
+ *   plugin_abi.c     pl_   dlopen, the ncclNet v8..v12 adapter, the logger
+ *   oob.c            oob_  the out-of-band channel between parent and ranks
+ *   json.c           js_   a small JSON writer
+ *   engine.c         eng_  requests, NCCL-like progress, connection setup
+ *   tests.c          t_    the non-destructive tests
+ *   destructive.c    t_    the destructive tests (truncate, peer_death, daemon_death)
+ *   bench.c          t_    --bench
+ *   flows.c          t_    flows: given rank pairs stream at once (--flows)
  *
  * The parent never loads the plugin: it only forks the ranks and relays
  * their out-of-band messages, so a crashing plugin can only take one rank down.
@@ -25,6 +26,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "plugin/ncclnet.h"
 
@@ -137,7 +139,15 @@ int hx_failed(struct hx_test *t);
 
 /* ---- util ------------------------------------------------------------------------ */
 
-double hx_now(void); /* CLOCK_MONOTONIC seconds (one clock for every process) */
+/* CLOCK_MONOTONIC seconds (one clock for every process). Inline: oob.c and util.c both need
+ * it, and util.c calls oob.c, so it lives below both. */
+static inline double hx_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 void hx_sleep(double s);
 const char *hx_rc_str(int rc); /* "ncclRemoteError(6)", also the engine's own codes */
 void *hx_alloc(size_t n);      /* page aligned, never NULL (exits the rank if out of memory) */
@@ -160,11 +170,11 @@ int hx_ring_prev(void);
 void hx_vlog(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 void hx_log(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* -v only */
 
-/* ---- the tests (harness_tests.c, harness_fault.c, harness_bench.c) ------------------ */
+/* ---- the tests (tests.c, destructive.c, bench.c) ------------------ */
 
 extern int hx_base_threads; /* threads of a rank before it loaded anything */
 
-/* Helpers the test files share (harness_tests.c). */
+/* Helpers the test files share (tests.c). */
 enum { T_SEED_CONNECT = 1, T_SEED_SIZES, T_SEED_TAGS, T_SEED_INFLIGHT, T_SEED_A2A, T_SEED_CLOSE,
        T_SEED_REUSE, T_SEED_THREADS, T_SEED_RELOAD, T_SEED_MR, T_SEED_FAULT, T_SEED_BENCH,
        T_SEED_FLOWS, T_SEED_FAULTS };
@@ -207,7 +217,7 @@ void t_bench(struct hx_test *t);
 void t_flows(struct hx_test *t);
 void t_faults(struct hx_test *t);
 
-/* ---- plugin adapter (harness_api.c) --------------------------------------------- */
+/* ---- plugin adapter (plugin_abi.c) --------------------------------------------- */
 
 /* Properties of any version, widened. `has` says which fields the version has, `unset`
  * which of those getProperties left as they were (NCCL does not zero the struct). */
@@ -289,7 +299,7 @@ int pl_warn_count(void);
 int pl_warn_find(int since, const char *n1, const char *n2, char *out, size_t cap);
 void pl_warn_last(char *out, size_t cap);
 
-/* ---- out-of-band channel (harness_oob.c) --------------------------------------- */
+/* ---- out-of-band channel (oob.c) --------------------------------------- */
 
 enum oob_type {
 	OOB_HELLO = 1,	/* C->P: "version\0name\0" */
@@ -343,7 +353,7 @@ int oob_peer_read(struct oob_peer *p); /* 0 ok, 1 eof, -1 error */
 int oob_peer_next(struct oob_peer *p, struct oob_hdr *h, char **data);
 int oob_write(int fd, uint32_t type, uint32_t arg, const void *data, size_t len);
 
-/* ---- JSON writer (harness_json.c) -------------------------------------------- */
+/* ---- JSON writer (json.c) -------------------------------------------- */
 
 struct js {
 	char *buf;
@@ -367,7 +377,7 @@ void js_null(struct js *j, const char *key);
 void js_raw(struct js *j, const char *key, const char *raw, size_t len);
 void js_escape(struct js *j, const char *s, size_t n);
 
-/* ---- engine (harness_engine.c) ----------------------------------------------- */
+/* ---- engine (engine.c) ----------------------------------------------- */
 
 /* Codes of our own, next to ncclResult_t values in eng_op.err. */
 enum { ENG_ETIMEDOUT = 100, ENG_EPROTO = 101, ENG_EABORTED = 102 };

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * harness_json.c - a small append-only JSON writer for the metrics and the
+ * json.c - a small append-only JSON writer for the metrics and the
  * --json report. Out of memory exits the process: a report half written is
  * worse than none.
  */
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/harness.h"
+#include "tools/harness/harness.h"
 
 static void js_put(struct js *j, const char *s, size_t n)
 {

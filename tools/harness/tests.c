@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * harness_tests.c - the non-destructive tests, plus load/unload and the
+ * tests.c - the non-destructive tests, plus load/unload and the
  * helpers the other test files share.
  *
  * Every test runs on every rank with the same plan; connections are set up
@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "tools/harness.h"
+#include "tools/harness/harness.h"
 
 int hx_base_threads = -1;
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * profcheck.c - libnccl-profiler-simfabric-check.so, a minimal NCCL profiler
- * plugin (ncclProfiler_v5, tools/ncclprof.h) for tests: it shows that a real
+ * plugin (ncclProfiler_v5, tools/profcheck/ncclprof.h) for tests: it shows that a real
  * NCCL forwards simfabric's network events to a profiler, and checks them.
  *
  *   NCCL_PROFILER_PLUGIN=$PWD/build/libnccl-profiler-simfabric-check.so
@@ -35,7 +35,7 @@
 
 #include "plugin/prof.h"
 #include "sim/core/jsonw.h"
-#include "tools/ncclprof.h"
+#include "tools/profcheck/ncclprof.h"
 
 #define PC_MAGIC 0x6b636670u	 /* "pfck" */
 #define PC_POOL (1 << 16)	 /* net events in flight at once */

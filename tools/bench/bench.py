@@ -16,7 +16,7 @@ import tempfile
 import threading
 
 HERE = os.path.dirname(os.path.realpath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))  # tools/, for its modules
 import sfctl  # noqa: E402
 
 MIB = 1 << 20
@@ -84,7 +84,7 @@ def median(xs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
     ap.add_argument("--reps", type=int, default=3, help="harness runs; medians are reported")
     ap.add_argument("--json", help="also write the figures here")
     a = ap.parse_args()

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * harness_engine.c - requests and progress the way NCCL's proxy drives them,
+ * engine.c - requests and progress the way NCCL's proxy drives them,
  * plus connection setup the way its service thread does.
  *
  * Progress: every pass tests the oldest outstanding request of every comm
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/harness.h"
+#include "tools/harness/harness.h"
 
 #define ENG_POISON_REQ ((void *)(uintptr_t)0x5afe0bad0001ULL)
 #define ENG_DONE_POISON 0x5A5A5A5A

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * nccljob_oob.c - the out-of-band channel: a TCP star with rank 0 in the
+ * oob.c - the out-of-band channel: a TCP star with rank 0 in the
  * middle, on MASTER_ADDR:MASTER_PORT. It carries the bootstrap (HELLO, then
  * the ncclUniqueId), the step barriers and results, and the failures; it does
  * not depend on NCCL, so it still works when NCCL has failed.
@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tools/nccljob.h"
+#include "tools/nccljob/nccljob.h"
 
 #define NJ_MAGIC 0x424a434eu /* "NCJB" */
 #define NJ_MAX_MSG 4096

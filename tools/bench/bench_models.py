@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.realpath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))  # tools/, for its modules
 import sfctl  # noqa: E402
 
 SCENARIO = """\
@@ -75,7 +75,7 @@ def run_one(build, d, name, rate_gbps, hop_lat_ns):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
     ap.add_argument("--json", help="also write the figures here")
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix="simfabric-bench-models.")

@@ -5,13 +5,15 @@
  * sizes, checks every result exactly and ends every rank within a bound.
  *
  * Files, and what each may include:
- *   nccljob.c        the job's flow, the wait loop, the watchdog
- *   nccljob_opts.c   the command line, the environment, the steps
- *   nccljob_oob.c    the TCP star to rank 0: bootstrap, barriers, results, aborts
- *   nccljob_data.c   data types, the input pattern, expected values, checks
- *   nccljob_report.c the JSON file and the human table
- *   nccljob_dev.c    everything CUDA and NCCL (the only file with their headers)
- * Only nccljob_dev.c needs CUDA; the rest is plain C, so --dry-run exercises
+ *   main.c           the job's flow
+ *   job.c            the clock, failure records, the verbose log (used by all)
+ *   wait.c           the polling loop between NCCL calls, and the watchdog
+ *   opts.c           the command line, the environment, the steps
+ *   oob.c            the TCP star to rank 0: bootstrap, barriers, results, aborts
+ *   data.c           data types, the input pattern, expected values, checks
+ *   report.c         the JSON file and the human table
+ *   dev.c            everything CUDA and NCCL (the only file with their headers)
+ * Only dev.c needs CUDA; the rest is plain C, so --dry-run exercises
  * all of it (bootstrap, verification, failure handling) on a CPU-only machine.
  */
 #ifndef SIMFABRIC_NCCLJOB_H
@@ -22,7 +24,7 @@
 #include <stdint.h>
 
 #define NJ_PROG "simfabric-nccljob"
-#define NJ_ID_BYTES 128         /* NCCL_UNIQUE_ID_BYTES; asserted in nccljob_dev.c */
+#define NJ_ID_BYTES 128         /* NCCL_UNIQUE_ID_BYTES; asserted in dev.c         */
 #define NJ_FINAL_GRACE_S 15.0   /* how long the final reports may take after a failure */
 #define NJ_ABORT_BOUND_S 20.0   /* how long ncclCommAbort may take before the watchdog */
 #define NJ_STEP_GRACE_S 10.0    /* how much longer than --op-timeout-s a peer may report late */
@@ -80,7 +82,7 @@ struct nj_fail {
 	char msg[640];
 };
 
-/* ---- the out-of-band channel (nccljob_oob.c) ---------------------------- */
+/* ---- the out-of-band channel (oob.c) ---------------------------- */
 
 enum nj_msg_type {
 	NJM_HELLO = 1, /* peer -> 0: struct nj_hello */
@@ -176,7 +178,7 @@ int oob_alive(const struct nj_oob *o, int rank);
 const struct nj_fail *oob_rank_fail(const struct nj_oob *o, int rank);
 void oob_close(struct nj_oob *o);
 
-/* ---- data types, the input pattern and the checks (nccljob_data.c) ------ */
+/* ---- data types, the input pattern and the checks (data.c) ------ */
 
 struct nj_data {
 	int dtype, op, nranks;
@@ -213,7 +215,7 @@ void nj_format(int dt, uint64_t bits, char *out, size_t n);
 uint64_t nj_load(int dt, const void *buf, size_t i);
 void nj_store(int dt, void *buf, size_t i, uint64_t bits);
 
-/* ---- the job (nccljob.c), shared with the reporting and device code ----- */
+/* ---- the job (main.c), shared with the reporting and device code ----- */
 
 struct nj_opts {
 	int colls[NJ_NCOLL], ncolls;
@@ -295,6 +297,8 @@ int job_wait(struct nj_job *j, const char *what, double timeout_s,
 void job_failf(struct nj_job *j, struct nj_fail *f, int kind, const char *code, const char *fmt,
 	       ...) __attribute__((format(printf, 5, 6)));
 void wd_arm(double seconds, const char *what);
+/* Start the watchdog thread for job j (wait.c). 0, or -1. */
+int wd_start(struct nj_job *j);
 void wd_disarm(void);
 struct nj_final job_own_final(const struct nj_job *j);
 void nj_say(const struct nj_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -306,7 +310,7 @@ void report_summary(const struct nj_job *j);
 void report_combine(const struct nj_job *j, int step, double *time_us, double *wall_us,
 		    uint64_t *wrong, int *wrong_rank);
 
-/* ---- CUDA and NCCL (nccljob_dev.c) -------------------------------------- */
+/* ---- CUDA and NCCL (dev.c) -------------------------------------- */
 
 void dev_versions(struct nj_job *j);
 int dev_setup(struct nj_job *j, struct nj_fail *f);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * harness_faults.c - the faults test: traffic for a fault scenario to act on.
+ * faults.c - the faults test: traffic for a fault scenario to act on.
  *
  * Every rank sends --fault-msgs messages of --fault-bytes to the next rank
  * of the ring and receives as many from the previous one, up to FT_DEPTH in
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/harness.h"
+#include "tools/harness/harness.h"
 
 #define FT_DEPTH 4
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * harness_util.c - clocks, failure records, data patterns and /proc counters
+ * util.c - clocks, failure records, data patterns and /proc counters
  * shared by the harness modules.
  */
 #include <dirent.h>
@@ -11,15 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tools/harness.h"
-
-double hx_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "tools/harness/harness.h"
 
 void hx_sleep(double s)
 {

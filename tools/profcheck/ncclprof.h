@@ -6,7 +6,7 @@
  * Written from NCCL's sources at v2.28.9-1 (src/include/plugin/nccl_profiler.h,
  * src/include/plugin/profiler/profiler_v5.h, src/plugin/profiler.cc), not
  * copied from them; every size and offset is checked by a static assertion at
- * the end, for x86-64 LP64. Used by tools/profcheck.c only. Never include
+ * the end, for x86-64 LP64. Used by tools/profcheck/profcheck.c only. Never include
  * NCCL's headers next to this.
  *
  * How NCCL uses it (2.28.9):

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * harness_oob.c - the out-of-band channel: one AF_UNIX stream socketpair per
+ * oob.c - the out-of-band channel: one AF_UNIX stream socketpair per
  * rank, framed messages (struct oob_hdr + payload), the parent in the middle.
  *
  * A rank only ever blocks reading when it is waiting for an answer (a gather
@@ -17,7 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tools/harness.h"
+#include "tools/harness/harness.h"
 
 static int oob_fd = -1;
 static pthread_mutex_t oob_lock = PTHREAD_MUTEX_INITIALIZER;

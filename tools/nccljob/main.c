@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * nccljob.c - simfabric-nccljob: options, the job's flow, the wait loop and
- * the watchdog. See nccljob.h for the map of the files and --help for use.
+ * main.c - simfabric-nccljob: options and the job's flow (the wait loop and
+ * the watchdog are wait.c's). See nccljob.h for the map of the files and --help for use.
  *
  * The flow, on every rank:
  *   bootstrap   rank 0 listens on MASTER_ADDR:MASTER_PORT, the others connect
@@ -17,7 +17,7 @@
  *               the job's status
  * A failure anywhere (an NCCL error, a timeout, a lost connection, a signal)
  * goes to rank 0 at once (ERROR), rank 0 tells everyone (ABORT), each rank
- * aborts its communicator and goes to "finish". Options are in nccljob_opts.c.
+ * aborts its communicator and goes to "finish". Options are in opts.c.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -29,99 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tools/nccljob.h"
-
-volatile sig_atomic_t nj_signal;
-
-/* ---- small things ------------------------------------------------------- */
-
-double nj_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-int nj_kind_exit(int kind)
-{
-	static const int codes[NJ_NKIND] = {
-		[NJ_OK] = 0,        [NJ_DATA] = 2,    [NJ_SETUP] = 1,   [NJ_NCCL] = 3,
-		[NJ_CUDA] = 3,      [NJ_PEER_LOST] = 3, [NJ_TIMEOUT] = 4, [NJ_ABORTED] = 3,
-		[NJ_SIGNAL] = 130,
-	};
-
-	return kind >= 0 && kind < NJ_NKIND ? codes[kind] : 1;
-}
-
-const char *nj_kind_status(int kind)
-{
-	static const char *const names[NJ_NKIND] = {
-		[NJ_OK] = "ok",
-		[NJ_DATA] = "data_error",
-		[NJ_SETUP] = "setup_error",
-		[NJ_NCCL] = "nccl_error",
-		[NJ_CUDA] = "cuda_error",
-		[NJ_PEER_LOST] = "peer_lost",
-		[NJ_TIMEOUT] = "timeout",
-		[NJ_ABORTED] = "aborted",
-		[NJ_SIGNAL] = "interrupted",
-	};
-
-	return kind >= 0 && kind < NJ_NKIND ? names[kind] : "unknown";
-}
-
-void nj_fail_set(struct nj_fail *f, int kind, int rank, double t0, const char *code,
-		 const char *fmt, ...)
-{
-	va_list ap;
-
-	memset(f, 0, sizeof(*f));
-	f->kind = kind;
-	f->rank = rank;
-	f->exit_code = nj_kind_exit(kind);
-	f->after_ms = (nj_now() - t0) * 1e3;
-	snprintf(f->code, sizeof(f->code), "%s", code);
-	va_start(ap, fmt);
-	vsnprintf(f->msg, sizeof(f->msg), fmt, ap);
-	va_end(ap);
-}
-
-/* "timeout: ..." or "nccl_error (ncclRemoteError): ..." */
-void nj_fail_line(const struct nj_fail *f, char *buf, size_t n)
-{
-	const char *st = nj_kind_status(f->kind);
-
-	if (!strcmp(st, f->code))
-		snprintf(buf, n, "%s: %s", st, f->msg);
-	else
-		snprintf(buf, n, "%s (%s): %s", st, f->code, f->msg);
-}
-
-void job_failf(struct nj_job *j, struct nj_fail *f, int kind, const char *code, const char *fmt,
-	       ...)
-{
-	va_list ap;
-
-	nj_fail_set(f, kind, j->rank, j->t0, code, "%s", "");
-	va_start(ap, fmt);
-	vsnprintf(f->msg, sizeof(f->msg), fmt, ap);
-	va_end(ap);
-	snprintf(f->phase, sizeof(f->phase), "%s", j->phase);
-}
-
-void nj_say(const struct nj_job *j, const char *fmt, ...)
-{
-	char line[768];
-	va_list ap;
-
-	if (!j->o.verbose)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "nccljob[rank %d]: +%.3f s: %s\n", j->rank, nj_now() - j->t0, line);
-}
+#include "tools/nccljob/nccljob.h"
 
 static void on_signal(int sig)
 {
@@ -130,126 +38,6 @@ static void on_signal(int sig)
 		raise(sig);
 	}
 	nj_signal = sig;
-}
-
-/* ---- the watchdog: a bound for the calls that cannot be polled ---------- */
-
-static struct {
-	pthread_mutex_t lock;
-	double armed;     /* 0: not armed */
-	double backstop;  /* the whole job's last moment */
-	char what[128];
-	struct nj_job *job;
-} wd = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-void wd_arm(double seconds, const char *what)
-{
-	pthread_mutex_lock(&wd.lock);
-	wd.armed = nj_now() + (seconds > 1 ? seconds : 1);
-	snprintf(wd.what, sizeof(wd.what), "%s", what);
-	pthread_mutex_unlock(&wd.lock);
-}
-
-void wd_disarm(void)
-{
-	pthread_mutex_lock(&wd.lock);
-	wd.armed = 0;
-	pthread_mutex_unlock(&wd.lock);
-}
-
-static void *wd_main(void *arg)
-{
-	struct nj_job *j = arg;
-
-	for (;;) {
-		char what[128];
-		double armed, now;
-
-		nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL);
-		pthread_mutex_lock(&wd.lock);
-		armed = wd.armed;
-		snprintf(what, sizeof(what), "%s", wd.what);
-		pthread_mutex_unlock(&wd.lock);
-		now = nj_now();
-		if (armed && now > armed) {
-			/* the main thread is inside that call: the job's state is still */
-			fprintf(stderr, "nccljob[rank %d]: watchdog: %s did not return in time; "
-				"exiting with status 4 without cleaning up\n", j->rank, what);
-			if (!j->failed) {
-				job_failf(j, &j->fail, NJ_TIMEOUT, "watchdog",
-					  "%s did not return in time (watchdog)", what);
-				j->failed = 1;
-			}
-			j->job = job_own_final(j);
-			j->job.kind = j->fail.kind;
-			j->job.exit_code = 4;
-			if (j->rank == 0) /* the channel is idle: the main thread is stuck */
-				oob_bcast(&j->oob, NJM_ABORT, &j->fail, sizeof(j->fail));
-			else if (j->fail.rank == j->rank)
-				oob_send(&j->oob, 0, NJM_ERROR, &j->fail, sizeof(j->fail));
-			if (j->o.json)
-				report_json(j, j->o.json);
-			fflush(stdout);
-			_exit(4);
-		}
-		if (now > wd.backstop) {
-			fprintf(stderr, "nccljob[rank %d]: watchdog: still running %.0f s after "
-				"--timeout-s; exiting with status 4 (last phase: %s)\n", j->rank,
-				now - j->deadline, j->phase);
-			_exit(4);
-		}
-	}
-	return NULL;
-}
-
-/* ---- waiting ------------------------------------------------------------ */
-
-/*
- * Polls until poll() says done (1) or failed (-1), within timeout_s and the
- * job's deadline; between polls, the out-of-band channel and signals.
- */
-int job_wait(struct nj_job *j, const char *what, double timeout_s,
-	     int (*poll)(struct nj_job *, struct nj_fail *), struct nj_fail *f)
-{
-	double start = nj_now(), op_end = start + timeout_s;
-	double end = op_end < j->deadline ? op_end : j->deadline;
-
-	for (;;) {
-		int rc = poll(j, f);
-		double now, took;
-
-		if (rc > 0)
-			return 0;
-		if (rc < 0)
-			return -1;
-		if (oob_check(&j->oob, f))
-			return -1;
-		if (nj_signal) {
-			job_failf(j, f, NJ_SIGNAL, nj_signal == SIGINT ? "SIGINT" : "SIGTERM",
-				  "stopped by signal %d during %s", (int)nj_signal, what);
-			f->exit_code = 128 + nj_signal;
-			return -1;
-		}
-		now = nj_now();
-		took = now - start;
-		if (now >= end) {
-			if (end == op_end)
-				job_failf(j, f, NJ_TIMEOUT, "timeout",
-					  "%s did not complete within --op-timeout-s %g s", what,
-					  timeout_s);
-			else
-				job_failf(j, f, NJ_TIMEOUT, "timeout",
-					  "the job ran past --timeout-s %g s during %s (raise it for "
-					  "long sweeps)", j->o.timeout_s, what);
-			return -1;
-		}
-		/* spin for a millisecond, then 50 us naps, then 1 ms: timing is the events' job */
-		if (took < 1e-3)
-			sched_yield();
-		else
-			nanosleep(&(struct timespec){.tv_nsec = took < 0.1 ? 50000 : 1000000},
-				  NULL);
-	}
 }
 
 static int poll_never(struct nj_job *j, struct nj_fail *f)
@@ -599,21 +387,6 @@ static int step(struct nj_job *j, int si, struct nj_fail *f)
 
 /* ---- the end ------------------------------------------------------------ */
 
-struct nj_final job_own_final(const struct nj_job *j)
-{
-	struct nj_final m = {.kind = NJ_OK};
-
-	if (j->failed) {
-		m.fail = j->fail;
-		m.kind = j->fail.rank == j->rank ? j->fail.kind : NJ_ABORTED;
-		m.exit_code = j->fail.exit_code;
-	} else if (j->data_errors) {
-		m.kind = NJ_DATA;
-		m.exit_code = 2;
-	}
-	return m;
-}
-
 /* Rank 0: the job's status from every rank's report. */
 static void judge(struct nj_job *j)
 {
@@ -731,7 +504,6 @@ int main(int argc, char **argv)
 	static struct nj_job job;
 	struct nj_job *j = &job;
 	struct sigaction sa;
-	pthread_t wt;
 	char warn[256];
 	int rc;
 
@@ -764,13 +536,10 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	wd.job = j;
-	wd.backstop = j->deadline + NJ_FINAL_GRACE_S + NJ_ABORT_BOUND_S + 30;
-	if (pthread_create(&wt, NULL, wd_main, j) != 0) {
+	if (wd_start(j) != 0) {
 		fprintf(stderr, "nccljob: cannot start the watchdog thread\n");
 		return 1;
 	}
-	pthread_detach(wt);
 
 	rc = job_run(j);
 	fflush(stdout);

@@ -3,10 +3,10 @@
 # nccl-libdir.sh - print the directories that hold NCCL's and the CUDA runtime's shared
 # libraries, colon-separated, for LD_LIBRARY_PATH:
 #
-#     LD_LIBRARY_PATH=$(tools/nccl-libdir.sh)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+#     LD_LIBRARY_PATH=$(tools/scripts/nccl-libdir.sh)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
 #         build/simfabric-nccljob ...
 #
-# usage: tools/nccl-libdir.sh [-v] [BINARY]
+# usage: tools/scripts/nccl-libdir.sh [-v] [BINARY]
 #   BINARY  take the sonames to look for from its DT_NEEDED entries (readelf or objdump);
 #           default: libnccl.so.2 and libcudart.so.13 (override with NCCLJOB_SONAMES)
 #   -v      say on stderr where each library was found

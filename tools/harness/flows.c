@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * harness_flows.c - the flows test (--flows SPEC): given rank pairs stream at
+ * flows.c - the flows test (--flows SPEC): given rank pairs stream at
  * once, each a fixed number of bytes, and every receiver reports its flow's
  * throughput and the completion time of every message.
  *
@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/harness.h"
+#include "tools/harness/harness.h"
 
 #define F_WINDOW 8
 #define F_CORRUPT_KEEP 64 /* corrupted messages listed per flow */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * harness_fault.c - the destructive tests. Each one provokes a failure and
+ * destructive.c - the destructive tests. Each one provokes a failure and
  * passes iff the plugin reports it the way the brief expects:
  *
  *   truncate      4096 B sent into a 1024 B receive: ncclInvalidUsage on both
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tools/harness.h"
+#include "tools/harness/harness.h"
 
 /* ---- truncate ------------------------------------------------------------------- */
 
