@@ -40,7 +40,7 @@ static inline void dl_del(struct dl *n)
 	n->prev = n->next = n;
 }
 
-#define dl_entry(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
+#define dl_entry(p, type, member) ((type *)(void *)((char *)(p)-offsetof(type, member)))
 #define dl_each_safe(pos, tmp, head)                                                               \
 	for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head);                           \
 	     (pos) = (tmp), (tmp) = (pos)->next)

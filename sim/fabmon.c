@@ -17,7 +17,7 @@
 #include "sim/log.h"
 
 #define FABMON_FIDELITY_PERIOD_NS 1000000000LL
-#define FABMON_FIDELITY_MIN_MSGS 16	  /* deliveries in a period before it judges */
+#define FABMON_FIDELITY_MIN_MSGS 16	 /* deliveries in a period before it judges */
 #define FABMON_FIDELITY_LATE_NS 20000ull /* mean lateness that counts as "cannot keep up" */
 
 struct fabmon {
@@ -69,7 +69,8 @@ static void sampler_poll(struct fabmon *m, int64_t now, bool flush, int nchans_o
 	}
 	/* On a fixed grid, so that timer lateness does not add up; a stalled loop skips ahead. */
 	if (!flush && m->ser_next_ns <= now)
-		m->ser_next_ns += ((now - m->ser_next_ns) / m->ser_period_ns + 1) * m->ser_period_ns;
+		m->ser_next_ns +=
+			((now - m->ser_next_ns) / m->ser_period_ns + 1) * m->ser_period_ns;
 	if (!backlogged && nchans_open == 0)
 		m->ser_on = false;
 }
@@ -176,7 +177,8 @@ static int fabric_state_create(struct fabmon *m, const struct fault_plan *plan,
 	m->fd = fd;
 	m->base = base;
 	m->len = len;
-	log_info("fabric state: %u directed link(s), %d NIC(s), %zu bytes of shared memory, seed %llu",
+	log_info("fabric state: %u directed link(s), %d NIC(s), %zu bytes of shared memory, seed "
+		 "%llu",
 		 nlinks, fabric_nnics(m->fabric), len, (unsigned long long)fabric_seed(m->fabric));
 	return 0;
 fail_errno:
@@ -229,12 +231,16 @@ static void fidelity_check(struct fabmon *m, int64_t now)
 			continue;
 		m->fid_warned_ns[i] = now;
 		const struct fabric_link *fl = fabric_link(m->fabric, i);
-		log_warn("fidelity: link %u (%s -> %s): %llu deliveries in the last second completed "
-			 "%.1f us after the model's time on average (max so far %.1f us): this machine "
-			 "cannot emulate the fabric at this speed, so the run is slower than the scenario "
+		log_warn("fidelity: link %u (%s -> %s): %llu deliveries in the last second "
+			 "completed "
+			 "%.1f us after the model's time on average (max so far %.1f us): this "
+			 "machine "
+			 "cannot emulate the fabric at this speed, so the run is slower than the "
+			 "scenario "
 			 "says (per-link figures: op=stats)",
-			 i, fl ? ep_name(m->fabric, &fl->from) : "?", fl ? ep_name(m->fabric, &fl->to) : "?",
-			 (unsigned long long)dn, (double)ds / (double)dn / 1000.0,
+			 i, fl ? ep_name(m->fabric, &fl->from) : "?",
+			 fl ? ep_name(m->fabric, &fl->to) : "?", (unsigned long long)dn,
+			 (double)ds / (double)dn / 1000.0,
 			 (double)atomic_load(&l[i].late_max_ns) / 1000.0);
 	}
 }

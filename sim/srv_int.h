@@ -22,7 +22,7 @@
 #include "sim/fabmon.h"
 #include "sim/srv.h"
 
-#define SRV_TOMBS 4096	     /* dropped listener ids remembered */
+#define SRV_TOMBS 4096 /* dropped listener ids remembered */
 #define SRV_CLIENT_MAX 32
 
 /* Handler results besides 0 (reply with errno=0) and -errno (error reply). */
@@ -72,8 +72,8 @@ struct srv_conn {
 	int pend_nic;
 	struct session *pend_sess;
 	int64_t pend_deadline, pend_since;
-	bool pend_held;	   /* held by a connect_delay fault until pend_deadline, listener known */
-	bool faults_done;  /* the connect faults were applied already */
+	bool pend_held;	  /* held by a connect_delay fault until pend_deadline, listener known */
+	bool faults_done; /* the connect faults were applied already */
 	char why[CTL_ERR_LEN + 64]; /* why it closed, for the log */
 };
 
@@ -198,14 +198,14 @@ typedef int (*op_fn)(struct srv *s, struct srv_conn *c, const struct ctl_msg *re
 		     struct ctl_msg *rep, char *err);
 int srv_op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
 		char *err);
-int srv_op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
-		 struct ctl_msg *rep, char *err);
-int srv_op_series(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
-		  struct ctl_msg *rep, char *err);
+int srv_op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		 char *err);
+int srv_op_series(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		  char *err);
 /* One line of a paged reply: added, or (it does not fit, with room for the longest trailer)
  * next=<i> instead and false. */
 bool srv_add_paged(struct ctl_msg *rep, const char *key, const char *v, uint64_t i);
-int srv_op_fabric(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
-		  struct ctl_msg *rep, char *err);
+int srv_op_fabric(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		  char *err);
 
 #endif /* SF_SRV_INT_H */

@@ -127,8 +127,8 @@ bool srv_add_paged(struct ctl_msg *rep, const char *key, const char *v, uint64_t
 	return page_keep(rep, ctl_add(rep, key, v), n0, l0, i);
 }
 
-int srv_op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
-		   struct ctl_msg *rep, char *err)
+int srv_op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		char *err)
 {
 	uint64_t skip = 0;
 	(void)c;
@@ -185,8 +185,8 @@ static void hist_text(const uint64_t *h, int nb, char *out, size_t cap)
 	out[0] = 0;
 	for (int b = 0; b < nb; b++)
 		if (h[b] && len < cap)
-			len += (size_t)snprintf(out + len, cap - len, "%s%d:%llu", len ? "/" : "", b,
-						(unsigned long long)h[b]);
+			len += (size_t)snprintf(out + len, cap - len, "%s%d:%llu", len ? "/" : "",
+						b, (unsigned long long)h[b]);
 }
 
 _Static_assert(FST_QUEUE_BUCKETS * 24 <= CTL_VALUE_MAX && FST_LATE_BUCKETS * 24 <= CTL_VALUE_MAX,
@@ -208,19 +208,21 @@ static int add_link_stats(struct ctl_msg *rep, struct fst_link *l, uint64_t i)
 		 "reordered=%llu,corrupted=%llu,failed=%llu,queue_ns=%llu,queue_max_ns=%llu,"
 		 "queue_p50_le_ns=%llu,queue_p99_le_ns=%llu,late_n=%llu,late_sum_ns=%llu,"
 		 "late_max_ns=%llu,late_p50_le_ns=%llu,late_p99_le_ns=%llu,early=%llu",
-		 (unsigned long long)atomic_load(&l->msgs), (unsigned long long)atomic_load(&l->bytes),
-		 (unsigned long long)atomic_load(&l->packets), (unsigned long long)atomic_load(&l->lost),
+		 (unsigned long long)atomic_load(&l->msgs),
+		 (unsigned long long)atomic_load(&l->bytes),
+		 (unsigned long long)atomic_load(&l->packets),
+		 (unsigned long long)atomic_load(&l->lost),
 		 (unsigned long long)atomic_load(&l->timeouts),
 		 (unsigned long long)atomic_load(&l->duplicates),
 		 (unsigned long long)atomic_load(&l->reordered),
 		 (unsigned long long)atomic_load(&l->corrupted),
 		 (unsigned long long)atomic_load(&l->failed),
-		 (unsigned long long)atomic_load(&l->queue_ns),
-		 (unsigned long long)qmax, (unsigned long long)fst_hist_le(qh, FST_QUEUE_BUCKETS, qn, 50, qmax),
+		 (unsigned long long)atomic_load(&l->queue_ns), (unsigned long long)qmax,
+		 (unsigned long long)fst_hist_le(qh, FST_QUEUE_BUCKETS, qn, 50, qmax),
 		 (unsigned long long)fst_hist_le(qh, FST_QUEUE_BUCKETS, qn, 99, qmax),
 		 (unsigned long long)atomic_load(&l->late_n),
-		 (unsigned long long)atomic_load(&l->late_sum_ns),
-		 (unsigned long long)lmax, (unsigned long long)fst_hist_le(lh, FST_LATE_BUCKETS, ln, 50, lmax),
+		 (unsigned long long)atomic_load(&l->late_sum_ns), (unsigned long long)lmax,
+		 (unsigned long long)fst_hist_le(lh, FST_LATE_BUCKETS, ln, 50, lmax),
 		 (unsigned long long)fst_hist_le(lh, FST_LATE_BUCKETS, ln, 99, lmax),
 		 (unsigned long long)atomic_load(&l->early));
 	rc |= ctl_add(rep, key, v);
@@ -239,8 +241,8 @@ static int add_link_stats(struct ctl_msg *rep, struct fst_link *l, uint64_t i)
  * deliveries were against the model). One record of three lines per link (docs/
  * control-protocol.md); paged with skip/next like show. The ideal fabric has no links.
  */
-int srv_op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
-		    struct ctl_msg *rep, char *err)
+int srv_op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		 char *err)
 {
 	uint64_t skip = 0;
 	(void)c;
@@ -252,7 +254,8 @@ int srv_op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 	ctl_addf(rep, "queue_buckets", "%d", FST_QUEUE_BUCKETS);
 	ctl_addf(rep, "late_buckets", "%d", FST_LATE_BUCKETS);
 	if (fs)
-		ctl_addf(rep, "lock_steals", "%llu", (unsigned long long)atomic_load(&fs->lock_steals));
+		ctl_addf(rep, "lock_steals", "%llu",
+			 (unsigned long long)atomic_load(&fs->lock_steals));
 	for (uint64_t i = skip; i < n; i++) {
 		struct fst_link *l = (struct fst_link *)((uint8_t *)fs + fs->state_off) + i;
 		int n0 = rep->n;
@@ -272,8 +275,8 @@ int srv_op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
  */
 #define SRV_SERIES_LINKS 40
 _Static_assert((SRV_SERIES_LINKS + 2) * 21 <= CTL_VALUE_MAX, "a line of op=series fits a value");
-int srv_op_series(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
-		     struct ctl_msg *rep, char *err)
+int srv_op_series(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		  char *err)
 {
 	uint64_t skip = 0;
 	(void)c;
@@ -283,8 +286,8 @@ int srv_op_series(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 	if (!ser) {
 		snprintf(err, SRV_ERR_LEN, "%s",
 			 s->mon ? "this daemon does not sample its links (simfabricd "
-				       "--sample-ms 0)"
-				     : "the ideal fabric has no links to sample (a scenario's has)");
+				  "--sample-ms 0)"
+				: "the ideal fabric has no links to sample (a scenario's has)");
 		return -EOPNOTSUPP;
 	}
 	int64_t now = now_ns();
@@ -295,8 +298,9 @@ int srv_op_series(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 	uint64_t chunks = nl ? (nl + SRV_SERIES_LINKS - 1) / SRV_SERIES_LINKS : 1;
 	uint64_t from = series_first(ser) * chunks, end = series_taken(ser) * chunks;
 	if (skip > end) {
-		snprintf(err, SRV_ERR_LEN, "skip=%llu is beyond the %llu line(s) of the %llu "
-					   "sample(s) taken",
+		snprintf(err, SRV_ERR_LEN,
+			 "skip=%llu is beyond the %llu line(s) of the %llu "
+			 "sample(s) taken",
 			 (unsigned long long)skip, (unsigned long long)end,
 			 (unsigned long long)series_taken(ser));
 		return -EINVAL;
@@ -337,8 +341,8 @@ int srv_op_series(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
  */
 #define SRV_JSON_CHUNK CTL_VALUE_MAX
 #define SRV_JSON_PAGE 60
-int srv_op_fabric(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
-		     struct ctl_msg *rep, char *err)
+int srv_op_fabric(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		  char *err)
 {
 	uint64_t skip = 0;
 	const char *json;
@@ -366,8 +370,9 @@ int srv_op_fabric(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 		v[n] = 0;
 		snprintf(k, sizeof(k), "json.%llu", (unsigned long long)i);
 		if (ctl_add(rep, k, v)) {
-			snprintf(err, SRV_ERR_LEN, "the fabric's JSON has a byte the protocol "
-						   "cannot carry");
+			snprintf(err, SRV_ERR_LEN,
+				 "the fabric's JSON has a byte the protocol "
+				 "cannot carry");
 			return -EINVAL;
 		}
 	}

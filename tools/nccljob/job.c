@@ -25,9 +25,9 @@ double nj_now(void)
 int nj_kind_exit(int kind)
 {
 	static const int codes[NJ_NKIND] = {
-		[NJ_OK] = 0,        [NJ_DATA] = 2,    [NJ_SETUP] = 1,   [NJ_NCCL] = 3,
-		[NJ_CUDA] = 3,      [NJ_PEER_LOST] = 3, [NJ_TIMEOUT] = 4, [NJ_ABORTED] = 3,
-		[NJ_SIGNAL] = 130,
+		[NJ_OK] = 0,	  [NJ_DATA] = 2,    [NJ_SETUP] = 1,
+		[NJ_NCCL] = 3,	  [NJ_CUDA] = 3,    [NJ_PEER_LOST] = 3,
+		[NJ_TIMEOUT] = 4, [NJ_ABORTED] = 3, [NJ_SIGNAL] = 130,
 	};
 
 	return kind >= 0 && kind < NJ_NKIND ? codes[kind] : 1;
@@ -36,15 +36,9 @@ int nj_kind_exit(int kind)
 const char *nj_kind_status(int kind)
 {
 	static const char *const names[NJ_NKIND] = {
-		[NJ_OK] = "ok",
-		[NJ_DATA] = "data_error",
-		[NJ_SETUP] = "setup_error",
-		[NJ_NCCL] = "nccl_error",
-		[NJ_CUDA] = "cuda_error",
-		[NJ_PEER_LOST] = "peer_lost",
-		[NJ_TIMEOUT] = "timeout",
-		[NJ_ABORTED] = "aborted",
-		[NJ_SIGNAL] = "interrupted",
+		[NJ_OK] = "ok",		  [NJ_DATA] = "data_error", [NJ_SETUP] = "setup_error",
+		[NJ_NCCL] = "nccl_error", [NJ_CUDA] = "cuda_error", [NJ_PEER_LOST] = "peer_lost",
+		[NJ_TIMEOUT] = "timeout", [NJ_ABORTED] = "aborted", [NJ_SIGNAL] = "interrupted",
 	};
 
 	return kind >= 0 && kind < NJ_NKIND ? names[kind] : "unknown";

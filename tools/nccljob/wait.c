@@ -18,8 +18,8 @@
 
 static struct {
 	pthread_mutex_t lock;
-	double armed;     /* 0: not armed */
-	double backstop;  /* the whole job's last moment */
+	double armed;	 /* 0: not armed */
+	double backstop; /* the whole job's last moment */
 	char what[128];
 	struct nj_job *job;
 } wd = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -55,8 +55,10 @@ static void *wd_main(void *arg)
 		now = nj_now();
 		if (armed && now > armed) {
 			/* the main thread is inside that call: the job's state is still */
-			fprintf(stderr, "nccljob[rank %d]: watchdog: %s did not return in time; "
-				"exiting with status 4 without cleaning up\n", j->rank, what);
+			fprintf(stderr,
+				"nccljob[rank %d]: watchdog: %s did not return in time; "
+				"exiting with status 4 without cleaning up\n",
+				j->rank, what);
 			if (!j->failed) {
 				job_failf(j, &j->fail, NJ_TIMEOUT, "watchdog",
 					  "%s did not return in time (watchdog)", what);
@@ -75,9 +77,10 @@ static void *wd_main(void *arg)
 			_exit(4);
 		}
 		if (now > wd.backstop) {
-			fprintf(stderr, "nccljob[rank %d]: watchdog: still running %.0f s after "
-				"--timeout-s; exiting with status 4 (last phase: %s)\n", j->rank,
-				now - j->deadline, j->phase);
+			fprintf(stderr,
+				"nccljob[rank %d]: watchdog: still running %.0f s after "
+				"--timeout-s; exiting with status 4 (last phase: %s)\n",
+				j->rank, now - j->deadline, j->phase);
 			_exit(4);
 		}
 	}
@@ -121,8 +124,10 @@ int job_wait(struct nj_job *j, const char *what, double timeout_s,
 					  timeout_s);
 			else
 				job_failf(j, f, NJ_TIMEOUT, "timeout",
-					  "the job ran past --timeout-s %g s during %s (raise it for "
-					  "long sweeps)", j->o.timeout_s, what);
+					  "the job ran past --timeout-s %g s during %s (raise it "
+					  "for "
+					  "long sweeps)",
+					  j->o.timeout_s, what);
 			return -1;
 		}
 		/* spin for a millisecond, then 50 us naps, then 1 ms: timing is the events' job */
