@@ -158,23 +158,7 @@ static void conn_flush(struct srv_conn *c)
 	}
 	while (c->out_head) {
 		struct out_item *it = c->out_head;
-		struct iovec iov = {.iov_base = it->data + it->off, .iov_len = it->len - it->off};
-		union {
-			struct cmsghdr h;
-			char b[CMSG_SPACE(sizeof(int))];
-		} cm;
-		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-		if (it->fd >= 0) {
-			memset(&cm, 0, sizeof(cm));
-			mh.msg_control = cm.b;
-			mh.msg_controllen = sizeof(cm.b);
-			struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
-			h->cmsg_level = SOL_SOCKET;
-			h->cmsg_type = SCM_RIGHTS;
-			h->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(h), &it->fd, sizeof(int));
-		}
-		ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = ctl_sendmsg_fd(c->fd, it->data + it->off, it->len - it->off, it->fd);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))

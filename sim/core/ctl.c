@@ -442,6 +442,27 @@ static int wait_fd(int sock, short events, int64_t deadline)
 	}
 }
 
+ssize_t ctl_sendmsg_fd(int sock, const void *buf, size_t len, int fd)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (fd >= 0) {
+		memset(&cm, 0, sizeof(cm));
+		mh.msg_control = cm.b;
+		mh.msg_controllen = sizeof(cm.b);
+		struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+		h->cmsg_level = SOL_SOCKET;
+		h->cmsg_type = SCM_RIGHTS;
+		h->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(h), &fd, sizeof(int));
+	}
+	return sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 int ctl_send(int sock, const struct ctl_msg *msg, int fd, int timeout_ms)
 {
 	size_t len = wire_size(msg);
@@ -457,24 +478,8 @@ int ctl_send(int sock, const struct ctl_msg *msg, int fd, int timeout_ms)
 	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
 	size_t off = 0;
 	while (off < len) {
-		struct iovec iov = {.iov_base = buf + off, .iov_len = len - off};
-		union {
-			struct cmsghdr h;
-			char b[CMSG_SPACE(sizeof(int))];
-		} cm;
-		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-		if (fd >= 0 && off == 0) {
-			memset(&cm, 0, sizeof(cm));
-			mh.msg_control = cm.b;
-			mh.msg_controllen = sizeof(cm.b);
-			struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
-			h->cmsg_level = SOL_SOCKET;
-			h->cmsg_type = SCM_RIGHTS;
-			h->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(h), &fd, sizeof(int));
-		}
 		/* MSG_DONTWAIT on blocking sockets too, so timeout_ms always bounds the wait. */
-		ssize_t w = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = ctl_sendmsg_fd(sock, buf + off, len - off, off == 0 ? fd : -1);
 		if (w > 0) {
 			off += (size_t)w;
 			continue;

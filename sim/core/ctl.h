@@ -79,6 +79,10 @@ const char *ctl_parser_error(const struct ctl_parser *p);
  * -ETIMEDOUT).
  */
 int ctl_send(int sock, const struct ctl_msg *msg, int fd, int timeout_ms);
+/* One non-blocking sendmsg (MSG_DONTWAIT, MSG_NOSIGNAL) of buf[0..len) on sock, fd (if >= 0)
+ * attached to its first byte (SCM_RIGHTS): what sendmsg returns, errno set on -1. The daemon's
+ * output queue and ctl_send both write through it. */
+ssize_t ctl_sendmsg_fd(int sock, const void *buf, size_t len, int fd);
 /*
  * Receive one message: reads from sock (with recvmsg, collecting one
  * SCM_RIGHTS fd into msg->fd) and feeds parser p until a message completes.
