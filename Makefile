@@ -30,11 +30,14 @@ else
 Q := @
 endif
 
-# Everything in sim/ except the daemon's main is library code, shared with the
-# plugin where it needs it (the data path and the protocol parser).
-SIM_LIB_SRC := $(filter-out sim/simfabricd.c,$(wildcard sim/*.c))
-PLUGIN_SRC := $(wildcard plugin/*.c) sim/chan.c sim/copyq.c sim/ctl.c sim/fault.c sim/fstate.c sim/model.c
-HARNESS_SRC := $(wildcard tools/harness*.c)
+# sim/ in three layers, each using only those below it: sim/core/ (what the plugin links: the
+# models, the fabric state, the data path, the control protocol), sim/scn/ (the scenario
+# compiler, libyaml) and sim/ itself (the daemon, libevent).
+CORE_SRC := $(wildcard sim/core/*.c)
+SCN_SRC := $(wildcard sim/scn/*.c)
+SIM_LIB_SRC := $(CORE_SRC) $(SCN_SRC) $(filter-out sim/simfabricd.c,$(wildcard sim/*.c))
+PLUGIN_SRC := $(wildcard plugin/*.c) $(CORE_SRC)
+HARNESS_SRC := $(wildcard tools/harness/*.c)
 UNIT_SRC := $(wildcard sim/test/test_*.c)
 # The plugin's own unit tests include the file they test (its statics are the point).
 PLUGIN_UNIT_SRC := $(wildcard plugin/test/test_*.c)
@@ -43,7 +46,7 @@ FUZZ_SRC := $(wildcard sim/fuzz/fuzz_*.c)
 PLUGIN := $(B)/libnccl-net-simfabric.so
 DAEMON := $(B)/simfabricd
 HARNESS := $(B)/simfabric-harness
-# A minimal NCCL profiler plugin for tests: checks the plugin's net events (tools/profcheck.c)
+# A minimal NCCL profiler plugin for tests: checks the plugin's net events (tools/profcheck/profcheck.c)
 PROFCHECK := $(B)/libnccl-profiler-simfabric-check.so
 UNITS := $(UNIT_SRC:sim/test/%.c=$(B)/test/%) $(PLUGIN_UNIT_SRC:plugin/test/%.c=$(B)/test/%)
 
@@ -72,7 +75,7 @@ $(PLUGIN): $(call pic,$(PLUGIN_SRC))
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs -Wl,-z,now -o $@ $^ $(LIBS) -lm
 
-$(PROFCHECK): $(call pic,tools/profcheck.c)
+$(PROFCHECK): $(call pic,tools/profcheck/profcheck.c)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs -Wl,-z,now -o $@ $^ -lpthread
 
@@ -80,9 +83,10 @@ $(DAEMON): $(call obj,sim/simfabricd.c $(SIM_LIB_SRC))
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(YAML_LIBS) $(LIBS) -lm
 
-$(HARNESS): $(call obj,$(HARNESS_SRC) $(SIM_LIB_SRC))
+# The harness knows the plugin only through the ABI (plugin/ncclnet.h): it links nothing of sim/.
+$(HARNESS): $(call obj,$(HARNESS_SRC))
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(YAML_LIBS) $(LIBS) -lm
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) -lm
 
 $(B)/test/%: $(B)/obj/sim/test/%.o $(call obj,$(SIM_LIB_SRC))
 	@mkdir -p $(dir $@)
@@ -94,39 +98,39 @@ $(B)/test/%: $(B)/obj/plugin/test/%.o $(call obj,$(SIM_LIB_SRC))
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(YAML_LIBS) $(LIBS) -lm
 
-# A fault-injected build for the "never early" monitor's tests: sim/chan.c with
+# A fault-injected build for the "never early" monitor's tests: sim/core/chan.c with
 # CHAN_INJECT_EARLY=1, whose receives skip the model's gate on purpose. The monitor must count
 # what that lets through (sim/test/test_early.c; test_09_11 over the plugin built with it).
 INJECT := $(B)/inject
 INJECT_PLUGIN := $(INJECT)/libnccl-net-simfabric.so
 tools: $(INJECT_PLUGIN)
 
-$(INJECT)/pic/sim/chan.o: sim/chan.c
+$(INJECT)/pic/sim/core/chan.o: sim/core/chan.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC [so] $< (injected: early)")
 	$(Q)$(CC) $(ALL_CFLAGS) -DCHAN_INJECT_EARLY=1 -fPIC -fvisibility=hidden -c $< -o $@
 
-$(INJECT)/obj/sim/chan.o: sim/chan.c
+$(INJECT)/obj/sim/core/chan.o: sim/core/chan.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $< (injected: early)")
 	$(Q)$(CC) $(ALL_CFLAGS) -DCHAN_INJECT_EARLY=1 -c $< -o $@
 
-$(INJECT_PLUGIN): $(INJECT)/pic/sim/chan.o $(call pic,$(filter-out sim/chan.c,$(PLUGIN_SRC)))
+$(INJECT_PLUGIN): $(INJECT)/pic/sim/core/chan.o $(call pic,$(filter-out sim/core/chan.c,$(PLUGIN_SRC)))
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs -Wl,-z,now -o $@ $^ $(LIBS) -lm
 
-$(B)/test/test_early: $(B)/obj/sim/test/test_early.o $(INJECT)/obj/sim/chan.o \
-		$(call obj,$(filter-out sim/chan.c,$(SIM_LIB_SRC)))
+$(B)/test/test_early: $(B)/obj/sim/test/test_early.o $(INJECT)/obj/sim/core/chan.o \
+		$(call obj,$(filter-out sim/core/chan.c,$(SIM_LIB_SRC)))
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(YAML_LIBS) $(LIBS) -lm
 
 # Only the ncclNetPlugin_v8..v12 data symbols may be exported.
 symbols: $(PLUGIN)
-	$(Q)tools/check-symbols.sh $(PLUGIN)
+	$(Q)tools/scripts/check-symbols.sh $(PLUGIN)
 
 deps:
-	$(Q)tools/deps.sh
+	$(Q)tools/scripts/deps.sh
 
 unit: units
 	$(Q)set -e; for t in $(UNITS); do echo "  UNIT    $$t"; $$t; done
@@ -135,25 +139,25 @@ asan:
 	$(Q)$(MAKE) --no-print-directory B=build-asan \
 		CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" all
 
+# The C unit tests run once, under ASan: `make asan` builds them into build-asan/test/ and
+# pytests/test_05_unit.py runs them (`make unit` runs build/'s by hand).
 test check: deps
-	$(Q)$(MAKE) --no-print-directory all asan symbols
-	$(Q)$(MAKE) --no-print-directory B=build-asan \
-		CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" unit
+	$(Q)$(MAKE) --no-print-directory all asan symbols format-check
 	$(Q)cd pytests && $(PYTHON) -m pytest $(PYTEST_ARGS)
 
 pytest: all
 	$(Q)cd pytests && $(PYTHON) -m pytest $(PYTEST_ARGS)
 
 bench: deps all
-	$(Q)rc=0; $(PYTHON) tools/bench.py --build $(B) || rc=1; echo; \
-		$(PYTHON) tools/bench_models.py --build $(B) || rc=1; echo; \
-		$(PYTHON) tools/bench_nccl.py --build-dir $(B) || rc=1; exit $$rc
+	$(Q)rc=0; $(PYTHON) tools/bench/bench.py --build $(B) || rc=1; echo; \
+		$(PYTHON) tools/bench/bench_models.py --build $(B) || rc=1; echo; \
+		$(PYTHON) tools/bench/bench_nccl.py --build-dir $(B) || rc=1; exit $$rc
 
 demo: deps all
-	$(Q)tools/demo.sh $(B)
+	$(Q)tools/scripts/demo.sh $(B)
 
 fuzz:
-	$(Q)tools/fuzz.sh $(FUZZ_SECONDS)
+	$(Q)tools/scripts/fuzz.sh $(FUZZ_SECONDS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
@@ -161,24 +165,42 @@ install: all
 	install -m 0755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/
 	install -m 0755 tools/simfabric $(DESTDIR)$(PREFIX)/bin/simfabric
 
+# .clang-format describes the house style (kernel braces, tabs, 100 columns). FORMAT_CLEAN lists
+# the files that already match it to the byte; format-check keeps them so, and a file joins the
+# list once it is formatted (`clang-format -i FILE`, in a commit of its own). `make format`
+# formats them all.
+FORMAT_SRC := $(shell git ls-files '*.[ch]' 2>/dev/null)
+FORMAT_CLEAN := docs/examples/buggy-plugin.c plugin/client.h plugin/net.h plugin/plog.h \
+	plugin/plugin.c plugin/prof.c plugin/trace.h sim/core/jsonw.h \
+	sim/dlist.h sim/fabmon.c sim/fabmon.h sim/log.c \
+	sim/log.h sim/sock.c sim/sock.h sim/srv_int.h \
+	sim/srv_look.c tools/harness/json.c tools/harness/state.c tools/nccljob/job.c \
+	tools/nccljob/wait.c tools/profcheck/ncclprof.h \
+	plugin/agent.c plugin/agent.h plugin/cudadrv.c plugin/cudadrv.h plugin/gpu.c plugin/gpu.h \
+	plugin/test/check_cudadrv.c plugin/test/test_gpu_export.c sim/test/test_chan_direct.c
 format:
-	clang-format -i $(wildcard sim/*.[ch] sim/*/*.c plugin/*.[ch] tools/*.[ch])
+	clang-format -i $(FORMAT_SRC)
+
+format-check:
+	$(Q)if command -v clang-format >/dev/null 2>&1; then \
+		clang-format --dry-run -Werror $(FORMAT_CLEAN); \
+	else echo "  SKIP    format-check: no clang-format"; fi
 
 clean:
 	rm -rf build build-asan build-fuzz
 
 -include $(shell find $(B) build-asan -name '*.d' 2>/dev/null)
 
-# ---- simfabric-nccljob: the NCCL job program (tools/nccljob*.c) -------------
+# ---- simfabric-nccljob: the NCCL job program (tools/nccljob/*.c) -------------
 # Built when CUDA's runtime and NCCL are found; otherwise `make` says why and goes on.
 # NCCL_HOME defaults to CUDA_HOME (NCCL installed into the CUDA tree). The program links
 # against the sonames (libnccl.so.2, libcudart.so.N), with a runpath to CUDA_HOME's and
-# NCCL_HOME's library directories; LD_LIBRARY_PATH wins over it (tools/nccl-libdir.sh
+# NCCL_HOME's library directories; LD_LIBRARY_PATH wins over it (tools/scripts/nccl-libdir.sh
 # prints the directories to put there, e.g. NCCL from the nvidia-nccl-cu13 wheel).
 CUDA_HOME ?= /usr/local/cuda
 NCCL_HOME ?= $(CUDA_HOME)
 NCCLJOB := $(B)/simfabric-nccljob
-NCCLJOB_SRC := $(wildcard tools/nccljob*.c)
+NCCLJOB_SRC := $(wildcard tools/nccljob/*.c)
 NCCLJOB_CUDA_LIBDIR := $(CUDA_HOME)/lib64
 NCCLJOB_NCCL_LIBDIR := $(firstword $(foreach d,$(NCCL_HOME)/lib64 $(NCCL_HOME)/lib,\
 	$(if $(wildcard $(d)/libnccl.so $(d)/libnccl.so.2),$(d))))

@@ -16,7 +16,7 @@
 
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
-#include "sim/copyq.h"
+#include "sim/core/copyq.h"
 
 #define AGENT_DEFAULT_US 20
 #define AGENT_IDLE_NS 1000000 /* nothing in flight anywhere: look again in 1 ms */
@@ -30,7 +30,8 @@ static struct {
 	struct sfnet_comm *head;
 	int running, stop;
 	pthread_t th;
-} A = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
+} A = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .wake = PTHREAD_COND_INITIALIZER,
        .once = PTHREAD_ONCE_INIT};
 
 /* The wakeup's clock is CLOCK_MONOTONIC, as its deadlines are. */
@@ -62,8 +63,8 @@ static void configure(void)
 	if (!v || !*v || !strcmp(v, "auto")) {
 		/* where copy threads run, a core can be spared; on a 2-core machine it cannot */
 		A.period_us = copyq_enabled() ? AGENT_DEFAULT_US : 0;
-		snprintf(A.describe, sizeof(A.describe), "%s", A.period_us ? "on (auto, 20 us)"
-									    : "off (auto: no copy threads)");
+		snprintf(A.describe, sizeof(A.describe), "%s",
+			 A.period_us ? "on (auto, 20 us)" : "off (auto: no copy threads)");
 		return;
 	}
 	if (!strcmp(v, "on"))
@@ -73,7 +74,8 @@ static void configure(void)
 	else if (end && !*end && us >= 1 && us <= 1000000)
 		A.period_us = (int)us;
 	else {
-		PWARN("SIMFABRIC_RECV_AGENT='%.32s' is not auto, on, off or a period of 1 to 1000000 "
+		PWARN("SIMFABRIC_RECV_AGENT='%.32s' is not auto, on, off or a period of 1 to "
+		      "1000000 "
 		      "microseconds; the receive agent stays off",
 		      v);
 		A.period_us = 0;

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "plugin/plog.h"
-#include "sim/fstate.h"
+#include "sim/core/fstate.h"
 
 /* ---- one connection ------------------------------------------------------ */
 

@@ -27,7 +27,7 @@ struct fst_view;
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sim/ctl.h"
+#include "sim/core/ctl.h"
 
 #define SFC_IO_TIMEOUT_MS 2000 /* bound on any request/reply wait */
 #define SFC_MAX_NICS 64

@@ -18,7 +18,7 @@
 #include "plugin/gpu.h"
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
-#include "sim/ctl.h"
+#include "sim/core/ctl.h"
 
 /* A hex u64 as the protocol writes ids (with or without 0x). */
 static int get_hex(const struct ctl_msg *m, const char *key, uint64_t *out)

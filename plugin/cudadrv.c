@@ -10,7 +10,10 @@
 #include <string.h>
 
 /* The table's slots in order, with the symbol each one takes. */
-#define CUDRV_SLOT(field, sym) {offsetof(struct cudrv, field), sym}
+#define CUDRV_SLOT(field, sym)                                                                     \
+	{                                                                                          \
+		offsetof(struct cudrv, field), sym                                                 \
+	}
 static const struct {
 	size_t off;
 	const char *sym;
@@ -57,15 +60,18 @@ int cudadrv_load(struct cudrv *cu, int only_if_loaded, char *why, size_t cap)
 	void *lib = dlopen("libcuda.so.1", RTLD_NOW | (only_if_loaded ? RTLD_NOLOAD : 0));
 	if (!lib) {
 		const char *e = dlerror();
-		snprintf(why, cap, "%s", only_if_loaded ? "the process has not loaded CUDA"
-							: e ? e : "libcuda.so.1 not found");
+		snprintf(why, cap, "%s",
+			 only_if_loaded ? "the process has not loaded CUDA"
+				 : e	? e
+					: "libcuda.so.1 not found");
 		return -ENOENT;
 	}
 	/* The handle stays open: the table points into the library for the process's life. */
 	for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++) {
 		void *f = dlsym(lib, slots[i].sym);
 		if (!f) {
-			snprintf(why, cap, "libcuda.so.1 has no %s (a driver older than CUDA 11.3?)",
+			snprintf(why, cap,
+				 "libcuda.so.1 has no %s (a driver older than CUDA 11.3?)",
 				 slots[i].sym);
 			memset(cu, 0, sizeof(*cu));
 			return -ENOSYS;

@@ -17,7 +17,7 @@
 
 #include <stddef.h>
 
-typedef int cu_result; /* CUresult: 0 success */
+typedef int cu_result;		      /* CUresult: 0 success */
 typedef unsigned long long cu_ptr;    /* CUdeviceptr */
 typedef unsigned long long cu_handle; /* CUmemGenericAllocationHandle */
 typedef int cu_device;		      /* CUdevice */
@@ -89,7 +89,8 @@ struct cudrv {
 	cu_result (*MemAddressReserve)(cu_ptr *p, size_t size, size_t align, cu_ptr addr,
 				       unsigned long long flags);
 	cu_result (*MemAddressFree)(cu_ptr p, size_t size);
-	cu_result (*MemMap)(cu_ptr p, size_t size, size_t off, cu_handle h, unsigned long long flags);
+	cu_result (*MemMap)(cu_ptr p, size_t size, size_t off, cu_handle h,
+			    unsigned long long flags);
 	cu_result (*MemUnmap)(cu_ptr p, size_t size);
 	cu_result (*MemSetAccess)(cu_ptr p, size_t size, const struct cu_access_desc *d, size_t n);
 	cu_result (*StreamCreateWithPriority)(cu_stream *s, unsigned flags, int priority);

@@ -22,8 +22,8 @@
 #include "plugin/plog.h"
 #include "plugin/prof.h"
 #include "plugin/trace.h"
-#include "sim/copyq.h"
-#include "sim/fstate.h"
+#include "sim/core/copyq.h"
+#include "sim/core/fstate.h"
 
 /* ---- memory registration --------------------------------------------------------------- */
 

@@ -21,13 +21,13 @@
 
 #include "plugin/cudadrv.h"
 #include "plugin/plog.h"
-#include "sim/ctl.h"
+#include "sim/core/ctl.h"
 
 #define SFGPU_PROTO 1
-#define SFGPU_IO_TIMEOUT_MS 5000 /* an export request: the peer's server answers at once */
-#define SFGPU_TX_IMPORTS 64	  /* regions one sendComm keeps mapped (least recently used go) */
-#define SFGPU_MAX_CTX 16	  /* CUDA contexts (devices) one process copies from */
-#define SFGPU_SECRET_HEX 32	  /* the export server's secret, in hex digits */
+#define SFGPU_IO_TIMEOUT_MS 5000   /* an export request: the peer's server answers at once */
+#define SFGPU_TX_IMPORTS 64	   /* regions one sendComm keeps mapped (least recently used go) */
+#define SFGPU_MAX_CTX 16	   /* CUDA contexts (devices) one process copies from */
+#define SFGPU_SECRET_HEX 32	   /* the export server's secret, in hex digits */
 #define SFGPU_SLOW_NS 2000000000LL /* a copy still running after this is worth a WARN */
 
 static int64_t mono_ns(void)
@@ -46,7 +46,7 @@ struct gexport {
 	uint64_t size;
 	uint64_t buffer_id; /* CUDA's per-allocation id: a new allocation at a reused base differs */
 	int kind;
-	int fd; /* EXPORT_FD */
+	int fd;			  /* EXPORT_FD */
 	struct cu_ipc_handle ipc; /* EXPORT_LEGACY */
 	int refs;
 };
@@ -63,9 +63,9 @@ struct gimport {
 
 struct sfgpu_tx {
 	struct sfgpu_tx *next; /* in G.txs */
-	cu_ctx ctx;	  /* the context of its first copy: its events and stream are there */
-	cu_stream stream; /* that context's copy stream (copy_stream), once it exists */
-	uint64_t done_ticket; /* every copy before this ticket has completed */
+	cu_ctx ctx;	       /* the context of its first copy: its events and stream are there */
+	cu_stream stream;      /* that context's copy stream (copy_stream), once it exists */
+	uint64_t done_ticket;  /* every copy before this ticket has completed */
 	uint64_t next_ticket;
 	cu_event ev[CHAN_MAX_SENDS];
 	int64_t t_start[CHAN_MAX_SENDS]; /* per event slot: when its copy was issued (ns) */
@@ -85,8 +85,8 @@ static struct {
 				     never needed by our own server (two processes importing
 				     from each other at once must not wait on each other) */
 	pthread_once_t once;
-	int mode;	 /* 1 on, 0 off */
-	int setup_err;	 /* negative errno of a failed setup */
+	int mode;      /* 1 on, 0 off */
+	int setup_err; /* negative errno of a failed setup */
 	char setup_why[192];
 	char describe[256];
 	struct cudrv cu;
@@ -101,10 +101,13 @@ static struct {
 	} streams[SFGPU_MAX_CTX];
 	int srv_fd;
 	int srv_started;
-	char name[24];		    /* "@sfgpu-" + 16 hex digits: the abstract socket's name */
+	char name[24]; /* "@sfgpu-" + 16 hex digits: the abstract socket's name */
 	char secret[SFGPU_SECRET_HEX + 1];
 	char where[CHAN_WHERE_LEN]; /* name + "#" + secret: only peers that read it may ask */
-} G = {.lock = PTHREAD_MUTEX_INITIALIZER, .imp_lock = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT, .srv_fd = -1};
+} G = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .imp_lock = PTHREAD_MUTEX_INITIALIZER,
+       .once = PTHREAD_ONCE_INIT,
+       .srv_fd = -1};
 
 static const char *cuerr(cu_result r)
 {
@@ -167,8 +170,9 @@ static void setup_once(void)
 	 */
 	unsigned char rnd[8 + SFGPU_SECRET_HEX / 2];
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
-		snprintf(G.describe, sizeof(G.describe), "off (no random bytes for the export "
-							 "server's secret: %s)",
+		snprintf(G.describe, sizeof(G.describe),
+			 "off (no random bytes for the export "
+			 "server's secret: %s)",
 			 strerror(errno));
 		return;
 	}
@@ -346,7 +350,8 @@ static void serve_one(int cfd)
 			if (e.kind == EXPORT_LEGACY)
 				rc |= ctl_add(rep, "ipc", ipc);
 			else
-				rc |= ctl_add(rep, "fd", "1"); /* ctl's rule: the message claims it */
+				rc |= ctl_add(rep, "fd",
+					      "1"); /* ctl's rule: the message claims it */
 		}
 		if (rc == 0)
 			(void)ctl_send(cfd, rep, err ? -1 : fd, SFGPU_IO_TIMEOUT_MS);
@@ -508,7 +513,8 @@ int sfgpu_register(const void *p, size_t size, int export, struct sfgpu_reg *out
 	if (r != CU_SUCCESS) {
 		pthread_mutex_unlock(&G.lock);
 		snprintf(why, cap, "cannot export the allocation (%s): %s",
-			 kind == EXPORT_LEGACY ? "cuIpcGetMemHandle" : "cuMemExportToShareableHandle",
+			 kind == EXPORT_LEGACY ? "cuIpcGetMemHandle"
+					       : "cuMemExportToShareableHandle",
 			 cuerr(r));
 		free(e);
 		return -EIO;
@@ -583,8 +589,8 @@ static int ask(const char *where_secret, uint64_t region, struct answer *ans, in
 		rc = -EACCES;
 		snprintf(why, cap, "the GPU export server %s runs as uid %d, not ours (%d)", where,
 			 (int)uid, (int)geteuid());
-	} else if ((rc = ctl_add(req, "op", "region")) || (rc = ctl_addf(req, "proto", "%d",
-									  SFGPU_PROTO)) ||
+	} else if ((rc = ctl_add(req, "op", "region")) ||
+		   (rc = ctl_addf(req, "proto", "%d", SFGPU_PROTO)) ||
 		   (rc = ctl_addf(req, "region", "%llu", (unsigned long long)region)) ||
 		   (rc = ctl_add(req, "secret", hash ? hash + 1 : "")) ||
 		   (rc = ctl_send(s, req, -1, SFGPU_IO_TIMEOUT_MS)) ||
@@ -597,8 +603,8 @@ static int ask(const char *where_secret, uint64_t region, struct answer *ans, in
 			 err ? strerror(err) : "a malformed answer");
 	} else if (!(kind = ctl_get(rep, "kind")) || ctl_get_u64(rep, "size", &ans->size) ||
 		   (strcmp(kind, "fd") && strcmp(kind, "legacy")) ||
-		   (!strcmp(kind, "legacy") && hex_get(ctl_get(rep, "ipc"), ans->ipc.data,
-							sizeof(ans->ipc.data))) ||
+		   (!strcmp(kind, "legacy") &&
+		    hex_get(ctl_get(rep, "ipc"), ans->ipc.data, sizeof(ans->ipc.data))) ||
 		   (!strcmp(kind, "fd") && rep->fd < 0)) {
 		rc = -EPROTO;
 		snprintf(why, cap, "%s answered region %llu with a malformed export", where,
@@ -653,10 +659,11 @@ static struct gimport *import_new(const char *where, uint64_t region, char *why,
 			r = G.cu.MemGetAddressRange(&base, &real, im->va);
 			if (r == CU_SUCCESS && (base != im->va || real < im->size)) {
 				snprintf(why, cap,
-					 "region %llu: the exporter says %llu bytes, the handle maps %zu "
+					 "region %llu: the exporter says %llu bytes, the handle "
+					 "maps %zu "
 					 "at offset %llu: refused",
-					 (unsigned long long)region, (unsigned long long)im->size, real,
-					 (unsigned long long)(im->va - base));
+					 (unsigned long long)region, (unsigned long long)im->size,
+					 real, (unsigned long long)(im->va - base));
 				r = -1;
 			} else if (r != CU_SUCCESS) {
 				snprintf(why, cap, "cuMemGetAddressRange of region %llu: %s",
@@ -668,7 +675,8 @@ static struct gimport *import_new(const char *where, uint64_t region, char *why,
 	} else {
 		cu_handle h = 0;
 		cu_device dev = 0;
-		r = G.cu.MemImportFromShareableHandle(&h, (void *)(uintptr_t)fd, CU_HANDLE_POSIX_FD);
+		r = G.cu.MemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
+						      CU_HANDLE_POSIX_FD);
 		close(fd);
 		const char *step = "cuMemImportFromShareableHandle";
 		if (r == CU_SUCCESS) {
@@ -697,7 +705,8 @@ static struct gimport *import_new(const char *where, uint64_t region, char *why,
 		}
 		if (r != CU_SUCCESS)
 			snprintf(why, cap, "%s of region %llu (%llu bytes): %s", step,
-				 (unsigned long long)region, (unsigned long long)im->size, cuerr(r));
+				 (unsigned long long)region, (unsigned long long)im->size,
+				 cuerr(r));
 	}
 	if (r != CU_SUCCESS) {
 		free(im);
@@ -804,8 +813,9 @@ static struct gimport *tx_region(struct sfgpu_tx *t, const char *where, uint64_t
 	pthread_mutex_unlock(&G.imp_lock);
 	if (!im) {
 		/* no lock held while the peer's server answers: it may take seconds */
-		struct gimport *fresh = !strcmp(where, G.where) ? import_self(region, why, sizeof(why))
-								: import_new(where, region, why, sizeof(why));
+		struct gimport *fresh = !strcmp(where, G.where)
+			? import_self(region, why, sizeof(why))
+			: import_new(where, region, why, sizeof(why));
 		if (!fresh) {
 			PWARN("%s: cannot map the receiver's GPU buffer: %s", t->desc, why);
 			return NULL;
@@ -866,7 +876,8 @@ static int copy_stream(cu_ctx ctx, cu_stream *out, char *why, size_t cap)
 		}
 	int rc = 0;
 	if (G.nstreams == SFGPU_MAX_CTX) {
-		snprintf(why, cap, "more than %d CUDA contexts copy in this process", SFGPU_MAX_CTX);
+		snprintf(why, cap, "more than %d CUDA contexts copy in this process",
+			 SFGPU_MAX_CTX);
 		rc = -ENOSPC;
 	} else {
 		int least = 0, greatest = 0;
@@ -963,9 +974,8 @@ static cu_result flip_bits(struct sfgpu_tx *t, cu_ptr dst, const void *src,
 	return r;
 }
 
-static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off,
-		     const void *src, uint64_t len, const struct chan_flip *flips, uint32_t nflips,
-		     uint64_t *ticket)
+static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off, const void *src,
+		     uint64_t len, const struct chan_flip *flips, uint32_t nflips, uint64_t *ticket)
 {
 	struct sfgpu_tx *t = ctx;
 	if (where[0] != '@' || !strchr(where, '#')) {
@@ -1027,8 +1037,10 @@ static int dma_poll(void *ctx, uint64_t ticket)
 		if (!t->t_start[slot])
 			t->t_start[slot] = now;
 		else if (now - t->t_start[slot] > SFGPU_SLOW_NS && !t->slow_warned++)
-			PWARN("%s: a copy of %llu bytes into the receiver's GPU memory (ticket %llu) "
-			      "has not completed after %lld ms; the GPU is not running this process's "
+			PWARN("%s: a copy of %llu bytes into the receiver's GPU memory (ticket "
+			      "%llu) "
+			      "has not completed after %lld ms; the GPU is not running this "
+			      "process's "
 			      "copies (raise CUDA_DEVICE_MAX_CONNECTIONS: docs/gpu-path.md)",
 			      t->desc, (unsigned long long)t->len[slot], (unsigned long long)ticket,
 			      (long long)((now - t->t_start[slot]) / 1000000));

@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sim/chan.h"
+#include "sim/core/chan.h"
 
 /* Decide the mode (once per process). 1 on, 0 off, or a negative errno when
  * SIMFABRIC_GPU is malformed or "on" cannot be honoured (why says which). */

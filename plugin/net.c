@@ -19,8 +19,8 @@
 #include "plugin/plog.h"
 #include "plugin/prof.h"
 #include "plugin/trace.h"
-#include "sim/copyq.h"
-#include "sim/ctl.h"
+#include "sim/core/copyq.h"
+#include "sim/core/ctl.h"
 
 _Atomic(ncclDebugLogger_t) plog_fn;
 

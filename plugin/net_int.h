@@ -16,7 +16,7 @@
 #include "plugin/client.h"
 #include "plugin/ncclnet.h"
 #include "plugin/net.h"
-#include "sim/chan.h"
+#include "sim/core/chan.h"
 
 #define SFNET_DEFAULT_CONNECT_TIMEOUT_MS 120000
 #define SFNET_DEFAULT_LIVENESS_MS 100

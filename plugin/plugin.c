@@ -22,7 +22,7 @@
 #include "plugin/ncclnet.h"
 #include "plugin/net.h"
 #include "plugin/plog.h"
-#include "sim/chan.h"
+#include "sim/core/chan.h"
 
 #define SF_EXPORT __attribute__((visibility("default")))
 

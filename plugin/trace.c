@@ -28,9 +28,9 @@
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
 #include "plugin/trace.h"
-#include "sim/chan.h"
-#include "sim/fstate.h"
-#include "sim/jsonw.h"
+#include "sim/core/chan.h"
+#include "sim/core/fstate.h"
+#include "sim/core/jsonw.h"
 
 #define TR_DEFAULT_MAX 1000000ULL
 #define TR_CHUNK 256		     /* records per chunk */

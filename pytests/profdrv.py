@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """profdrv.py - drive the test profiler (build/libnccl-profiler-simfabric-check.so,
-tools/profcheck.c) the way NCCL 2.28.9 does, from Python (ctypes), with no GPU.
+tools/profcheck/profcheck.c) the way NCCL 2.28.9 does, from Python (ctypes), with no GPU.
 
 Run as a script in a child process (the library keeps process-wide totals, and a crash must not
 take pytest down):
@@ -31,7 +31,7 @@ SF, IB, SOCK = 0x5346 << 16, 1 << 16, 2 << 16
 SEND, RECV = 1, 2
 
 
-class Descr(C.Structure):  # ncclProfilerEventDescr_v5_t (tools/ncclprof.h); the union as words
+class Descr(C.Structure):  # ncclProfilerEventDescr_v5_t (tools/profcheck/ncclprof.h); the union as words
     _fields_ = [("type", C.c_uint64), ("parentObj", V), ("rank", C.c_int),
                 ("u", C.c_uint64 * 11)]
 

@@ -115,7 +115,7 @@ def test_03_06_repeated_runs_on_one_daemon(harness, fabric):
 
 @pytest.mark.parametrize("threads", ["1", "3"])
 def test_03_07_copy_threads(harness, fabric_factory, tmp_path, threads):
-    """The copy threads (sim/copyq.h; off by default on machines this small): every test,
+    """The copy threads (sim/core/copyq.h; off by default on machines this small): every test,
     byte-exact, including a corrupting fabric (its bits are flipped after the thread's copy),
     reload (the threads are joined at finalize) and fork."""
     env = {"SIMFABRIC_COPY_THREADS": threads}

@@ -94,7 +94,7 @@ def test_04_06_bad_node_name_fails_init(sf_env, fabric):
 def test_04_07_a_fabric_state_of_another_build_is_refused_naming_both_versions(
         harness, fabric_factory):
     """A plugin and a daemon of different builds: the shared fabric state's layout version
-    (sim/fstate.h FST_VERSION) differs, and init fails naming both versions and what to do,
+    (sim/core/fstate.h FST_VERSION) differs, and init fails naming both versions and what to do,
     not with strerror(EPROTONOSUPPORT). Played by rewriting the version in the daemon's region
     (the memfd every hello gets) to one this plugin does not know."""
     import mmap

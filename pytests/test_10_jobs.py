@@ -361,7 +361,7 @@ FAKE_SMI = """#!/bin/sh
 exit 0
 """
 
-# Stands in for build/simfabric-nccljob (its interface: tools/nccljob.h): checks what the
+# Stands in for build/simfabric-nccljob (its interface: tools/nccljob/nccljob.h): checks what the
 # launcher gave it, and rank 0 writes results a little slower than the model (or a failure).
 FAKE_NCCLJOB = r'''#!/usr/bin/python3
 import argparse, json, os, sys, time

@@ -144,11 +144,12 @@ def test_11_02_what_the_guide_cites_exists(sf_env):
         text = f.read()
     src = []
     for d in ("plugin", "sim", "tools"):
-        for name in sorted(os.listdir(os.path.join(ROOT, d))):
-            path = os.path.join(ROOT, d, name)
-            if os.path.isfile(path) and (name.endswith((".c", ".h", ".py")) or name == "simfabric"):
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    src.append(f.read())
+        for top, dirs, names in os.walk(os.path.join(ROOT, d)):
+            dirs[:] = sorted(x for x in dirs if x not in ("test", "fuzz", "__pycache__"))
+            for name in sorted(names):
+                if name.endswith((".c", ".h", ".py")) or name == "simfabric":
+                    with open(os.path.join(top, name), encoding="utf-8", errors="replace") as f:
+                        src.append(f.read())
     src = "\n".join(src)
     names = set(re.findall(r"`([a-z][a-z0-9]*_[a-z0-9_]*)(?:\(\))?`", text))
     missing = sorted(n for n in names if not re.search(r"\b%s\b" % re.escape(n), src))

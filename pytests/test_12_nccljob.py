@@ -18,7 +18,7 @@ import pytest
 import simfabric_pytest
 
 ROOT = simfabric_pytest.ROOT
-LIBDIR_SH = os.path.join(ROOT, "tools", "nccl-libdir.sh")
+LIBDIR_SH = os.path.join(ROOT, "tools", "scripts", "nccl-libdir.sh")
 DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
           "bfloat16"]
 COLLS = ["allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall",
@@ -35,7 +35,7 @@ def nccljob(request):
     p = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
     if p.returncode != 0:
         pytest.skip("%s does not start here (libnccl.so.2 or libcudart not found? see "
-                    "tools/nccl-libdir.sh): %s" % (path, p.stderr.strip()[-500:]))
+                    "tools/scripts/nccl-libdir.sh): %s" % (path, p.stderr.strip()[-500:]))
     return path
 
 

@@ -218,7 +218,7 @@ def over_time(st, se, link):
 
 
 def nccljob_doc(fb, rows):
-    """An NCCL-job-like results JSON (tools/nccljob_report.c's shape) whose times are the
+    """An NCCL-job-like results JSON (tools/nccljob/report.c's shape) whose times are the
     model's divided by the given ratios."""
     model = sfmodel.FabricModel(fb, ["node0", "node1"])
     res = []

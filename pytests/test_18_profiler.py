@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """NCCL's profiler sees simfabric's network events: build/libnccl-profiler-simfabric-check.so
-(tools/profcheck.c), a minimal NCCL profiler plugin that counts and checks them and writes a JSON
+(tools/profcheck/profcheck.c), a minimal NCCL profiler plugin that counts and checks them and writes a JSON
 summary per process to SIMFABRIC_PROFCHECK_OUT.
 
 Without a GPU: the profiler driven as NCCL drives it (profdrv.py, a child process per case): its

@@ -16,7 +16,7 @@ ROOT = simfabric_pytest.ROOT
 CLI = os.path.join(ROOT, "tools", "simfabric")
 SCEN = os.path.join(ROOT, "scenarios")
 EOPNOTSUPP, EINVAL = 95, 22
-PER_LINE = 40  # links per line of op=series (sim/srv.c SRV_SERIES_LINKS)
+PER_LINE = 40  # links per line of op=series (sim/srv_look.c SRV_SERIES_LINKS)
 
 # 105 nodes on one switch: 210 directed links, 6 lines per sample (the last of 10 links), so
 # one reply (256 lines) holds 42 samples. 0.25 Gb/s, so that four flows of 16 MiB stream for about 540 ms: with a

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sim/jsonw.h"
+#include "sim/core/jsonw.h"
 #include "sim/log.h"
 
 struct fstate_d {

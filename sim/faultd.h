@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * faultd.h - the daemon's side of faults: it publishes the scenario's faults
- * into the fabric's shared state (sim/fstate.h) where the data path applies
+ * into the fabric's shared state (sim/core/fstate.h) where the data path applies
  * them, adds and clears live ones (`simfabric fault`), logs every window as
  * it begins and ends with its virtual and wall time, carries out the actions
  * only the daemon can (node_kill, connect_refuse, connect_delay) and
@@ -17,9 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sim/fabric.h"
-#include "sim/fault.h"
-#include "sim/fstate.h"
+#include "sim/scn/fabric.h"
+#include "sim/core/fault.h"
+#include "sim/core/fstate.h"
 
 #define FAULTD_POLL_NS 2000000LL /* how often armed triggers are looked at for the log */
 #define FAULTD_LOG_WINDOWS 16	 /* windows of one fault logged one by one; then powers of 2 */

@@ -24,14 +24,15 @@
 
 #include <event2/event.h>
 
-#include "sim/chan.h"
-#include "sim/ctl.h"
-#include "sim/fabric.h"
+#include "sim/core/chan.h"
+#include "sim/core/ctl.h"
+#include "sim/scn/fabric.h"
 #include "sim/faultd.h"
 #include "sim/log.h"
-#include "sim/param.h"
-#include "sim/scenario.h"
+#include "sim/scn/param.h"
+#include "sim/scn/scenario.h"
 #include "sim/series.h"
+#include "sim/sock.h"
 #include "sim/srv.h"
 
 #define SIMFABRICD_VERSION "0.1.0"
@@ -306,7 +307,18 @@ static void raise_nofile(void)
 	}
 }
 
-int main(int argc, char **argv)
+/* What the command line asked for. */
+struct opts {
+	const char *socket_arg, *scenario, *seed_arg, *dump;
+	struct srv_config cfg;
+	struct fabric_config seedcfg;
+	struct fabric *fabric; /* the scenario's, once loaded (then also cfg.use_fabric) */
+	enum log_level level;
+	int check, dump_fabric, nics_given;
+};
+
+/* The options into o: an exit status (--help, --version, a usage error), or -1 to go on. */
+static int parse_args(int argc, char **argv, struct opts *o)
 {
 	enum {
 		O_SOCKET = 256,
@@ -343,53 +355,48 @@ int main(int argc, char **argv)
 		{"version", no_argument, NULL, O_VERSION},
 		{NULL, 0, NULL, 0},
 	};
-	char path[sizeof(((struct srv_sock *)0)->path)];
-	const char *socket_arg = NULL, *scenario = NULL, *seed_arg = NULL, *dump = NULL;
 	char err[SCN_ERR_LEN];
-	struct srv_config cfg;
-	struct fabric_config seedcfg;
-	struct fabric *fabric = NULL;
-	enum log_level level = LOG_LEVEL_INFO;
-	int opt, rc, status = 1, check = 0, dump_fabric = 0, nics_given = 0;
-
-	srv_config_init(&cfg);
-	log_init("simfabricd", level);
+	int opt;
+	memset(o, 0, sizeof(*o));
+	o->level = LOG_LEVEL_INFO;
+	srv_config_init(&o->cfg);
+	log_init("simfabricd", o->level);
 	while ((opt = getopt_long(argc, argv, "v", longopts, NULL)) != -1) {
 		switch (opt) {
 		case O_SOCKET:
-			socket_arg = optarg;
+			o->socket_arg = optarg;
 			break;
 		case O_SCENARIO:
-			scenario = optarg;
+			o->scenario = optarg;
 			break;
 		case O_SEED:
-			fabric_config_init(&seedcfg);
-			if (fabric_config_set(&seedcfg, "seed", optarg, err, sizeof(err))) {
+			fabric_config_init(&o->seedcfg);
+			if (fabric_config_set(&o->seedcfg, "seed", optarg, err, sizeof(err))) {
 				fprintf(stderr, "simfabricd: --%s\n", err);
 				return 2;
 			}
-			seed_arg = optarg;
+			o->seed_arg = optarg;
 			break;
 		case O_CHECK:
-			check = 1;
+			o->check = 1;
 			break;
 		case O_DUMP_FABRIC:
-			dump_fabric = 1;
+			o->dump_fabric = 1;
 			break;
 		case O_DUMP_PARAMS:
-			dump = optarg;
+			o->dump = optarg;
 			break;
 		case O_NICS:
-			if (fabric_config_set(&cfg.fabric, "nics_per_node", optarg, err,
+			if (fabric_config_set(&o->cfg.fabric, "nics_per_node", optarg, err,
 					      sizeof(err))) {
 				fprintf(stderr, "simfabricd: --nics: %s\n", err);
 				return 2;
 			}
-			nics_given = 1;
+			o->nics_given = 1;
 			break;
 		case O_CONN_MEM: {
 			uint64_t b;
-			if (parse_size(optarg, &b) || geom_for_budget(b, &cfg.geom)) {
+			if (parse_size(optarg, &b) || geom_for_budget(b, &o->cfg.geom)) {
 				fprintf(stderr,
 					"simfabricd: --conn-mem: '%s' is not a usable size: %u bytes "
 					"to %llu MiB (K, M, G suffixes allowed)\n",
@@ -400,7 +407,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case O_WAIT:
-			if (parse_int(optarg, 0, 3600000, &cfg.connect_wait_ms)) {
+			if (parse_int(optarg, 0, 3600000, &o->cfg.connect_wait_ms)) {
 				fprintf(stderr,
 					"simfabricd: --connect-wait-ms: '%s' is not a number of "
 					"milliseconds in 0..3600000\n",
@@ -409,7 +416,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case O_SAMPLE_MS:
-			if (parse_int(optarg, 0, SERIES_MAX_PERIOD_MS, &cfg.sample_ms)) {
+			if (parse_int(optarg, 0, SERIES_MAX_PERIOD_MS, &o->cfg.sample_ms)) {
 				fprintf(stderr,
 					"simfabricd: --sample-ms: '%s' is not a number of "
 					"milliseconds in 0..%d\n",
@@ -426,11 +433,11 @@ int main(int argc, char **argv)
 					optarg, SERIES_MAX_SAMPLES);
 				return 2;
 			}
-			cfg.series_samples = (uint32_t)n;
+			o->cfg.series_samples = (uint32_t)n;
 			break;
 		}
 		case O_LOG_LEVEL:
-			if (log_level_parse(optarg, &level)) {
+			if (log_level_parse(optarg, &o->level)) {
 				fprintf(stderr,
 					"simfabricd: --log-level: '%s' is not one of error, warn, "
 					"info, debug\n",
@@ -439,7 +446,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'v':
-			level = LOG_LEVEL_DEBUG;
+			o->level = LOG_LEVEL_DEBUG;
 			break;
 		case O_TRACE:
 			faultd_trace_to(optarg);
@@ -460,69 +467,91 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	log_set_level(level);
-	if (dump) {
-		if (param_dump(stdout, dump)) {
+	log_set_level(o->level);
+	return -1;
+}
+
+/*
+ * The modes that answer without serving (--dump-params, --check, --dump-fabric) and the
+ * scenario's loading, which serving needs too: an exit status, or -1 to go on serving
+ * (o->fabric loaded, when a scenario was given).
+ */
+static int run_offline(struct opts *o)
+{
+	char err[SCN_ERR_LEN];
+	if (o->dump) {
+		if (param_dump(stdout, o->dump)) {
 			fprintf(stderr, "simfabricd: --dump-params: '%s' is not markdown or json\n",
-				dump);
+				o->dump);
 			return 2;
 		}
 		return 0;
 	}
-	if (scenario && nics_given) {
+	if (o->scenario && o->nics_given) {
 		fprintf(stderr, "simfabricd: --nics: not with --scenario (the scenario says how many "
 				"NICs each node has)\n");
 		return 2;
 	}
-	if ((check || dump_fabric) && !scenario) {
+	if ((o->check || o->dump_fabric) && !o->scenario) {
 		fprintf(stderr, "simfabricd: --%s: needs --scenario FILE\n",
-			check ? "check" : "dump-fabric");
+			o->check ? "check" : "dump-fabric");
 		return 2;
 	}
-	if (scenario) {
-		rc = scn_load(scenario, &fabric, err, sizeof(err));
+	if (o->scenario) {
+		int rc = scn_load(o->scenario, &o->fabric, err, sizeof(err));
 		if (rc) {
 			fprintf(stderr, "simfabricd: %s\n", err);
 			return 2;
 		}
-		if (seed_arg)
-			fabric_set_seed(fabric, seedcfg.seed);
-		if (fabric_lint(fabric, warn_hazard, (void *)scenario) < 0)
-			log_warn("%s: out of memory checking the fabric for hazards", scenario);
-		if (dump_fabric) { /* stdout: the JSON alone */
+		if (o->seed_arg)
+			fabric_set_seed(o->fabric, o->seedcfg.seed);
+		if (fabric_lint(o->fabric, warn_hazard, (void *)o->scenario) < 0)
+			log_warn("%s: out of memory checking the fabric for hazards", o->scenario);
+		if (o->dump_fabric) { /* stdout: the JSON alone */
 			const char *js;
 			size_t jl;
-			rc = fabric_json(fabric, false, &js, &jl);
+			rc = fabric_json(o->fabric, false, &js, &jl);
 			if (!rc)
 				printf("%s\n", js);
-			fabric_free(fabric);
+			fabric_free(o->fabric);
 			return rc ? 1 : 0;
 		}
-		if (check) {
+		if (o->check) {
 			printf("%s: ok: fabric %s '%s', %d node(s), %d NIC(s), %d switch(es), %d "
 			       "link(s), seed %llu\n",
-			       scenario, fabric_kind(fabric), fabric_name(fabric), fabric_nnodes(fabric),
-			       fabric_nnics(fabric), fabric_nswitches(fabric),
-			       fabric_nlinks(fabric) / 2, (unsigned long long)fabric_seed(fabric));
-			fabric_free(fabric);
+			       o->scenario, fabric_kind(o->fabric), fabric_name(o->fabric),
+			       fabric_nnodes(o->fabric), fabric_nnics(o->fabric), fabric_nswitches(o->fabric),
+			       fabric_nlinks(o->fabric) / 2, (unsigned long long)fabric_seed(o->fabric));
+			fabric_free(o->fabric);
 			return 0;
 		}
-		cfg.use_fabric = fabric; /* srv_new takes it over */
-	} else if (seed_arg) {
-		cfg.fabric.seed = seedcfg.seed;
+		o->cfg.use_fabric = o->fabric; /* srv_new takes it over */
+	} else if (o->seed_arg) {
+		o->cfg.fabric.seed = o->seedcfg.seed;
 	}
-	if (socket_arg) {
-		if (snprintf(path, sizeof(path), "%s", socket_arg) >= (int)sizeof(path)) {
+	return -1;
+}
+
+/* Serve until op=stop or a signal: the socket, the server, the event loop. The exit status. */
+static int run_daemon(struct opts *o)
+{
+	char path[sizeof(((struct srv_sock *)0)->path)];
+	char err[SCN_ERR_LEN];
+	int rc, status = 1;
+	struct fabric *fabric = o->fabric;
+
+	if (o->socket_arg) {
+		if (snprintf(path, sizeof(path), "%s", o->socket_arg) >= (int)sizeof(path)) {
 			fprintf(stderr, "simfabricd: --socket: '%s' is longer than %zu bytes\n",
-				socket_arg, sizeof(path) - 1);
-			fabric_free(cfg.use_fabric);
+				o->socket_arg, sizeof(path) - 1);
+			fabric_free(o->cfg.use_fabric);
 			return 2;
 		}
 	} else if (ctl_default_socket(path, sizeof(path)) != 0) {
 		fprintf(stderr, "simfabricd: the default socket path is longer than %zu bytes "
 				"(check SIMFABRIC_SOCKET and XDG_RUNTIME_DIR)\n",
 			sizeof(path) - 1);
-		fabric_free(cfg.use_fabric);
+		fabric_free(o->cfg.use_fabric);
 		return 1;
 	}
 
@@ -543,7 +572,7 @@ int main(int argc, char **argv)
 	}
 	if (!d.base) {
 		fprintf(stderr, "simfabricd: cannot create the event loop\n");
-		fabric_free(cfg.use_fabric);
+		fabric_free(o->cfg.use_fabric);
 		goto out;
 	}
 	struct srv_ops ops = {
@@ -551,9 +580,9 @@ int main(int argc, char **argv)
 		.detach = io_detach};
 	rc = srv_sock_open(&d.sock, path, err, sizeof(err));
 	if (rc == 0)
-		rc = srv_new(&cfg, &ops, &d.srv, err, sizeof(err));
+		rc = srv_new(&o->cfg, &ops, &d.srv, err, sizeof(err));
 	else
-		fabric_free(cfg.use_fabric);
+		fabric_free(o->cfg.use_fabric);
 	if (rc) {
 		fprintf(stderr, "simfabricd: %s\n", err);
 		goto out;
@@ -571,7 +600,7 @@ int main(int argc, char **argv)
 	}
 
 	uint64_t cm = srv_conn_mem(d.srv);
-	int nics = (int)cfg.fabric.nics_per_node;
+	int nics = (int)o->cfg.fabric.nics_per_node;
 	/* Exactly these lines: scripts wait for them. */
 	if (!fabric)
 		fprintf(stderr,
@@ -582,22 +611,22 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 			"simfabricd: listening on %s (fabric %s, scenario %s, seed %llu, conn-mem "
 			"%llu)\n",
-			path, fabric_kind(fabric), scenario, (unsigned long long)fabric_seed(fabric),
+			path, fabric_kind(fabric), o->scenario, (unsigned long long)fabric_seed(fabric),
 			(unsigned long long)cm);
 	log_info("instance %s, pid %d, %u slots of %u bytes per connection (%zu bytes of shared "
 		 "memory), connect wait %d ms, log level %s",
-		 srv_instance(d.srv), (int)getpid(), cfg.geom.nslots, cfg.geom.slot_bytes,
-		 srv_shm_bytes(d.srv), cfg.connect_wait_ms, log_level_name(level));
+		 srv_instance(d.srv), (int)getpid(), o->cfg.geom.nslots, o->cfg.geom.slot_bytes,
+		 srv_shm_bytes(d.srv), o->cfg.connect_wait_ms, log_level_name(o->level));
 	if (fabric)
 		log_info("scenario %s: '%s', %d node(s), %d NIC(s), %d switch(es), %d link(s); seed "
 			 "%llu (%s)",
-			 scenario, fabric_name(fabric), fabric_nnodes(fabric), fabric_nnics(fabric),
+			 o->scenario, fabric_name(fabric), fabric_nnodes(fabric), fabric_nnics(fabric),
 			 fabric_nswitches(fabric), fabric_nlinks(fabric) / 2,
 			 (unsigned long long)fabric_seed(fabric),
-			 seed_arg ? "from --seed" : "from the scenario or the default");
+			 o->seed_arg ? "from --seed" : "from the scenario or the default");
 	else
-		log_info("seed %llu (%s)", (unsigned long long)cfg.fabric.seed,
-			 seed_arg ? "from --seed" : "the default");
+		log_info("seed %llu (%s)", (unsigned long long)o->cfg.fabric.seed,
+			 o->seed_arg ? "from --seed" : "the default");
 
 	if (event_base_loop(d.base, EVLOOP_NO_EXIT_ON_EMPTY) < 0) {
 		log_error("the event loop failed");
@@ -622,4 +651,15 @@ out:
 		event_base_free(d.base);
 	libevent_global_shutdown();
 	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	int rc = parse_args(argc, argv, &o);
+	if (rc < 0)
+		rc = run_offline(&o);
+	if (rc < 0)
+		rc = run_daemon(&o);
+	return rc;
 }

@@ -4,6 +4,12 @@
  * See srv.h for how it meets its event loop, docs/control-protocol.md for
  * what the requests mean.
  *
+ * The hub of the daemon: connections, sessions, listeners, channels, connect
+ * and its faults, op=fault, the op table. Its leaves call nothing here:
+ * srv_look.c (the ops that only look), fabmon.c (a modelled fabric's shared
+ * state, fault daemon, sampler and fidelity monitor), sock.c (the socket
+ * file); srv_int.h holds the objects srv.c and srv_look.c share.
+ *
  * Object lifetimes, in one place:
  *  - A connection (srv_conn) lives until EOF, a write error, a protocol error
  *    (after its error reply is flushed) or shutdown. Killing one only marks
@@ -23,235 +29,32 @@
 #include "sim/srv.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "sim/ctl.h"
+#include "sim/core/ctl.h"
+#include "sim/core/fstate.h"
+#include "sim/fabmon.h"
 #include "sim/faultd.h"
-#include "sim/fstate.h"
 #include "sim/log.h"
-#include "sim/scenario.h"
-#include "sim/series.h"
+#include "sim/scn/scenario.h"
+#include "sim/srv_int.h"
 
 #define SRV_READ_BATCH 64    /* messages per readable callback before yielding */
 #define SRV_ACCEPT_BATCH 64  /* connections per accept callback */
-#define SRV_TOMBS 4096	     /* dropped listener ids remembered */
 #define SRV_CLOSED_KEEP 256  /* freed channels still listed by show */
-#define SRV_CLIENT_MAX 32
-
-/* Handler results besides 0 (reply with errno=0) and -errno (error reply). */
-#define SRV_DONE 1 /* the handler queued its reply itself, or will later */
-
-/* ---- intrusive lists ----------------------------------------------------- */
-
-struct dl {
-	struct dl *prev, *next;
-};
-
-static void dl_init(struct dl *h)
-{
-	h->prev = h->next = h;
-}
-
-static bool dl_empty(const struct dl *h)
-{
-	return h->next == h;
-}
-
-static void dl_push(struct dl *h, struct dl *n)
-{
-	n->prev = h->prev;
-	n->next = h;
-	h->prev->next = n;
-	h->prev = n;
-}
-
-static void dl_del(struct dl *n)
-{
-	n->prev->next = n->next;
-	n->next->prev = n->prev;
-	n->prev = n->next = n;
-}
-
-#define dl_entry(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
-#define dl_each_safe(pos, tmp, head)                                                               \
-	for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head);                           \
-	     (pos) = (tmp), (tmp) = (pos)->next)
-
-/* ---- objects ------------------------------------------------------------- */
-
-enum role { R_NONE, R_SESSION, R_LISTENER, R_CONNECT };
-static const char *const role_names[] = {"nothing", "session", "listener", "connect"};
-
-enum { END_TX = 0, END_RX = 1 };
-enum end_state { END_OPEN, END_CLOSED, END_DEAD };
-
-struct out_item {
-	struct out_item *next;
-	int fd;	       /* descriptor to attach to the first byte, or -1; owned */
-	uint64_t chan; /* channel whose end this hands out, or 0 */
-	int side;
-	size_t len, off;
-	char data[];
-};
-
-struct session;
-struct listener;
-
-struct srv_conn {
-	struct srv *srv;
-	struct dl link;	 /* s->conns, or s->dead once killed */
-	struct dl dirty; /* s->dirty while output waits to be written */
-	uint64_t id;
-	int fd;
-	pid_t pid;
-	uid_t uid;
-	void *io;
-	struct ctl_parser *parser;
-	struct out_item *out_head, **out_tail;
-	size_t out_bytes;
-	bool rd_on, wr_on;
-	bool draining; /* no more input; close once the output is written */
-	bool dead;
-	const char *kill_why; /* set where killing at once is unsafe; settle() does it */
-	enum role role;
-	struct session *sess;
-	struct listener *lis;
-	/* A connect waiting for its listener (role R_CONNECT, pending). */
-	bool pending;
-	struct dl pend_link;
-	uint64_t pend_listener;
-	int pend_nic;
-	struct session *pend_sess;
-	int64_t pend_deadline, pend_since;
-	bool pend_held;	   /* held by a connect_delay fault until pend_deadline, listener known */
-	bool faults_done;  /* the connect faults were applied already */
-	char why[CTL_ERR_LEN + 64]; /* why it closed, for the log */
-};
-
-struct session {
-	struct dl link;
-	uint64_t serial;
-	pid_t pid;
-	const struct fabric_node *node;
-	char client[SRV_CLIENT_MAX + 1];
-	struct srv_conn *conn;
-};
-
-struct listener {
-	struct dl link;
-	uint64_t id;
-	struct session *sess;
-	int nic;
-	struct srv_conn *conn;
-	uint64_t accepted;
-};
-
-struct tomb {
-	uint64_t id;
-	uint64_t sess_serial;
-	pid_t pid;
-	bool used;
-};
-
-struct chan_end {
-	struct session *sess; /* NULL once its session ended */
-	pid_t pid;
-	const struct fabric_node *node;
-	int nic;
-	enum end_state st;
-};
-
-struct channel {
-	struct dl link; /* s->chans, in creation order */
-	uint64_t id, listener;
-	struct chan_shm *shm; /* NULL once freed */
-	size_t len;
-	struct chan_end end[2];
-	struct chan_stats last; /* final counters, once freed */
-};
-
-struct srv {
-	struct srv_config cfg;
-	struct srv_ops ops;
-	struct fabric *fabric;
-	size_t shm_bytes;
-	uint64_t conn_mem;
-	char instance[17];
-	struct dl conns, dead, dirty, sessions, listeners, pending, chans;
-	int nconns, nsessions, nlisteners, npending, nchans_open, nchans_closed;
-	uint64_t next_conn, next_serial, next_chan;
-	struct tomb tombs[SRV_TOMBS];
-	int tomb_pos;
-	bool stopping;
-	struct ctl_msg *out; /* scratch for building replies */
-	/* A modelled fabric's shared state (sim/fstate.h), handed to every session at hello. */
-	int fab_fd;
-	void *fab_base;
-	size_t fab_len;
-	/* The fidelity monitor's last look, per link: deliveries and lateness summed so far. */
-	int64_t fid_next_ns;
-	uint64_t *fid_n, *fid_sum;
-	int64_t *fid_warned_ns;
-	struct faultd *faults; /* NULL on the ideal fabric */
-	/* The sampler (op=series): on from the first open channel until none is open and the
-	 * links' backlogs have drained. NULL: no sampling (ideal fabric, or sample_ms 0). */
-	struct series *series;
-	uint64_t *ser_cum; /* scratch: fst_crossed's counts */
-	int64_t ser_period_ns, ser_next_ns, ser_prev_ns;
-	bool ser_on;
-	char wire[CTL_MSG_MAX];
-};
-
-#define SRV_FIDELITY_PERIOD_NS 1000000000LL
-#define SRV_FIDELITY_MIN_MSGS 16	  /* deliveries in a period before it judges */
-#define SRV_FIDELITY_LATE_NS 20000ull /* mean lateness that counts as "cannot keep up" */
 
 /* ---- small helpers ------------------------------------------------------- */
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static const char *errname(int e)
-{
-	const char *n = strerrorname_np(e);
-	return n ? n : "E?";
-}
-
-/* A value quoted into an error text: at most 64 characters ("..." if cut). */
-static const char *clip(const char *v, char out[static 72])
-{
-	size_t n = strlen(v);
-	if (n <= 64)
-		return v;
-	memcpy(out, v, 61);
-	memcpy(out + 61, "...", 4);
-	return out;
-}
-
-static void msg_reset(struct ctl_msg *m)
-{
-	m->n = 0;
-	m->len = 0;
-	m->fd = -1;
-}
 
 static const char *end_name(int side)
 {
@@ -355,23 +158,7 @@ static void conn_flush(struct srv_conn *c)
 	}
 	while (c->out_head) {
 		struct out_item *it = c->out_head;
-		struct iovec iov = {.iov_base = it->data + it->off, .iov_len = it->len - it->off};
-		union {
-			struct cmsghdr h;
-			char b[CMSG_SPACE(sizeof(int))];
-		} cm;
-		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-		if (it->fd >= 0) {
-			memset(&cm, 0, sizeof(cm));
-			mh.msg_control = cm.b;
-			mh.msg_controllen = sizeof(cm.b);
-			struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
-			h->cmsg_level = SOL_SOCKET;
-			h->cmsg_type = SCM_RIGHTS;
-			h->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(h), &it->fd, sizeof(int));
-		}
-		ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = ctl_sendmsg_fd(c->fd, it->data + it->off, it->len - it->off, it->fd);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -416,42 +203,6 @@ static void conn_flush(struct srv_conn *c)
 
 /* ---- channels ------------------------------------------------------------ */
 
-/* ---- the sampler ---------------------------------------------------------- */
-
-/* A channel opened: sample from now on (it may still be on, draining backlogs). */
-static void sampler_wake(struct srv *s)
-{
-	if (!s->series || s->ser_on)
-		return;
-	int64_t now = now_ns();
-	s->ser_on = true;
-	s->ser_prev_ns = now;
-	s->ser_next_ns = now + s->ser_period_ns;
-}
-
-/*
- * One sample of what crossed every link since the last, when it is due, or with flush at
- * once if anything moved (op=series: the newest bytes without waiting for the period). It
- * goes off once no channel is open and no link has a backlog left, so the samples add up
- * to op=stats' bytes and an idle daemon takes none. Memory reads only: never blocks.
- */
-static void sampler_poll(struct srv *s, int64_t now, bool flush)
-{
-	if (!s->series || !s->ser_on || (!flush && now < s->ser_next_ns))
-		return;
-	const struct fst_shm *fs = s->fab_base;
-	uint32_t backlogged = fst_crossed(fs, now, s->ser_cum);
-	if (!flush || series_changed(s->series, s->ser_cum)) {
-		series_add(s->series, now - fs->epoch_ns, now - s->ser_prev_ns, s->ser_cum);
-		s->ser_prev_ns = now;
-	}
-	/* On a fixed grid, so that timer lateness does not add up; a stalled loop skips ahead. */
-	if (!flush && s->ser_next_ns <= now)
-		s->ser_next_ns += ((now - s->ser_next_ns) / s->ser_period_ns + 1) * s->ser_period_ns;
-	if (!backlogged && s->nchans_open == 0)
-		s->ser_on = false;
-}
-
 static struct channel *chan_find(struct srv *s, uint64_t id)
 {
 	/* Linear: one lookup per op=close; channels number in the hundreds. */
@@ -463,17 +214,6 @@ static struct channel *chan_find(struct srv *s, uint64_t id)
 			return ch;
 	}
 	return NULL;
-}
-
-static const char *chan_state(const struct channel *ch)
-{
-	if (!ch->shm)
-		return "closed";
-	if (ch->end[END_TX].st == END_DEAD || ch->end[END_RX].st == END_DEAD)
-		return "dead";
-	if (ch->end[END_TX].st == END_CLOSED || ch->end[END_RX].st == END_CLOSED)
-		return "closing";
-	return "open";
 }
 
 static void chan_unmap(struct channel *ch, char mark)
@@ -570,7 +310,7 @@ static int chan_create(struct srv *s, struct channel **out, char *err, size_t er
 	ch->len = len;
 	dl_push(&s->chans, &ch->link);
 	s->nchans_open++;
-	sampler_wake(s);
+	fabmon_chan_opened(s->mon, now_ns());
 	*out = ch;
 	return fd;
 fail:;
@@ -808,10 +548,10 @@ static void do_connect(struct srv *s, struct srv_conn *c, struct session *se, st
 	struct channel *ch = NULL;
 	struct ctl_msg *m = s->out;
 	c->role = R_CONNECT;
-	if (s->faults && !c->faults_done) {
+	if (fabmon_faults(s->mon) && !c->faults_done) {
 		int64_t until = 0, now = now_ns();
 		uint32_t fid = 0;
-		int v = faultd_connect(s->faults, se->node->id, l->sess->node->id, now, &until, &fid,
+		int v = faultd_connect(fabmon_faults(s->mon), se->node->id, l->sess->node->id, now, &until, &fid,
 				       err, sizeof(err));
 		if (v < 0) {
 			log_warn("connect %s/%d (pid %d) -> %s/%d (listener 0x%llx): %s",
@@ -871,7 +611,7 @@ static void do_connect(struct srv *s, struct srv_conn *c, struct session *se, st
 		 l->nic, (int)l->sess->pid, (unsigned long long)l->id, s->shm_bytes);
 
 	/* The route: every message on the channel is reserved along it (a modelled fabric). */
-	if (s->fab_fd >= 0) {
+	if (s->mon) {
 		struct model_path path;
 		const struct fabric_nic *snic = fabric_nic(se->node, nic);
 		int prc = snic ? fabric_path(s->fabric, se->node->id, nic, l->sess->node->id, l->nic,
@@ -914,9 +654,6 @@ static void do_connect(struct srv *s, struct srv_conn *c, struct session *se, st
 
 /* ---- requests ------------------------------------------------------------ */
 
-typedef int (*op_fn)(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
-		     struct ctl_msg *rep, char *err);
-
 static struct session *need_session(struct srv *s, struct srv_conn *c, char *err)
 {
 	struct session *se = session_by_pid(s, c->pid);
@@ -936,16 +673,6 @@ static int need_fresh(struct srv_conn *c, const char *op, char *err)
 		 "op=%s needs a connection of its own; this one already carries a %s", op,
 		 role_names[c->role]);
 	return -EISCONN;
-}
-
-static int get_u64(const struct ctl_msg *req, const char *key, uint64_t *out, char *err)
-{
-	char q[72];
-	if (ctl_get_u64(req, key, out) == 0)
-		return 0;
-	snprintf(err, SRV_ERR_LEN, "%s='%s' is not a u64 (decimal, or hex with 0x)", key,
-		 clip(ctl_get(req, key), q));
-	return -EINVAL;
 }
 
 /* The nic key, checked against node's NICs. */
@@ -1058,16 +785,16 @@ static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 	ctl_addf(rep, "shm_bytes", "%zu", s->shm_bytes);
 	ctl_addf(rep, "slot_bytes", "%u", s->cfg.geom.slot_bytes);
 	ctl_addf(rep, "nslots", "%u", s->cfg.geom.nslots);
-	if (s->fab_fd < 0)
+	if (!s->mon)
 		return 0;
 	/* A modelled fabric: the session gets the shared fabric state with the reply. */
-	int fd = fcntl(s->fab_fd, F_DUPFD_CLOEXEC, 0);
+	int fd = fcntl(fabmon_fd(s->mon), F_DUPFD_CLOEXEC, 0);
 	if (fd < 0) {
 		snprintf(err, SRV_ERR_LEN, "cannot duplicate the fabric state's memfd: %s",
 			 strerror(errno));
 		return -EMFILE;
 	}
-	ctl_addf(rep, "fabric_bytes", "%zu", s->fab_len);
+	ctl_addf(rep, "fabric_bytes", "%zu", fabmon_bytes(s->mon));
 	ctl_add(rep, "fd", "1");
 	ctl_add(rep, "errno", "0");
 	conn_queue(c, rep, fd, 0, 0);
@@ -1223,365 +950,6 @@ static int op_close(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 	return 0;
 }
 
-/* A comma list of the pids of node's live sessions, cut with "..." to fit a value. */
-static void node_pids(struct srv *s, const struct fabric_node *n, char *buf, size_t cap)
-{
-	size_t len = 0;
-	buf[0] = 0;
-	struct dl *p, *t;
-	dl_each_safe(p, t, &s->sessions)
-	{
-		struct session *se = dl_entry(p, struct session, link);
-		if (se->node != n)
-			continue;
-		char one[16];
-		int k = snprintf(one, sizeof(one), "%s%d", len ? "," : "", (int)se->pid);
-		if (len + (size_t)k + 4 >= cap) {
-			memcpy(buf + len, ",...", 5);
-			return;
-		}
-		memcpy(buf + len, one, (size_t)k + 1);
-		len += (size_t)k;
-	}
-}
-
-static int add_node(struct srv *s, struct ctl_msg *m, const struct fabric_node *n)
-{
-	char pids[CTL_VALUE_MAX + 1], k[CTL_KEY_MAX + 1];
-	int rc = 0;
-	node_pids(s, n, pids, sizeof(pids));
-	snprintf(k, sizeof(k), "node.%d.name", n->id);
-	rc |= ctl_add(m, k, n->name);
-	snprintf(k, sizeof(k), "node.%d.pids", n->id);
-	rc |= ctl_add(m, k, pids);
-	snprintf(k, sizeof(k), "node.%d.nics", n->id);
-	rc |= ctl_addf(m, k, "%d", n->nnics);
-	for (int i = 0; i < n->nnics; i++) {
-		snprintf(k, sizeof(k), "nic.%d.%d.name", n->id, i);
-		rc |= ctl_add(m, k, n->nic[i].name);
-	}
-	return rc;
-}
-
-static int add_chan(struct ctl_msg *m, const struct channel *ch)
-{
-	char k[CTL_KEY_MAX + 1];
-	struct chan_stats st = ch->last;
-	int rc = 0;
-	if (ch->shm)
-		chan_stats(ch->shm, &st);
-	unsigned long long id = (unsigned long long)ch->id;
-	const struct chan_end *tx = &ch->end[END_TX], *rx = &ch->end[END_RX];
-	snprintf(k, sizeof(k), "chan.0x%llx.src", id);
-	rc |= ctl_addf(m, k, "%s/%d", tx->node->name, tx->nic);
-	snprintf(k, sizeof(k), "chan.0x%llx.dst", id);
-	rc |= ctl_addf(m, k, "%s/%d", rx->node->name, rx->nic);
-	snprintf(k, sizeof(k), "chan.0x%llx.state", id);
-	rc |= ctl_add(m, k, chan_state(ch));
-	snprintf(k, sizeof(k), "chan.0x%llx.msgs", id);
-	rc |= ctl_addf(m, k, "%llu", (unsigned long long)st.rx_msgs);
-	snprintf(k, sizeof(k), "chan.0x%llx.bytes", id);
-	rc |= ctl_addf(m, k, "%llu", (unsigned long long)st.rx_bytes);
-	snprintf(k, sizeof(k), "chan.0x%llx.shm_bytes", id);
-	rc |= ctl_addf(m, k, "%zu", ch->len);
-	snprintf(k, sizeof(k), "chan.0x%llx.src_pid", id);
-	rc |= ctl_addf(m, k, "%d", (int)tx->pid);
-	snprintf(k, sizeof(k), "chan.0x%llx.dst_pid", id);
-	rc |= ctl_addf(m, k, "%d", (int)rx->pid);
-	return rc;
-}
-
-/*
- * The fabric's live state. Records (one per node, then one per channel) that
- * do not fit one message are left for the next page: the reply then carries
- * next=<records listed so far> and the client asks again with skip=<next>.
- */
-/* Paged replies: is there still room for the longest trailer (next=, errno=)? Tries it,
- * then takes it back. */
-static bool trailer_fits(struct ctl_msg *rep)
-{
-	int n = rep->n;
-	size_t len = rep->len;
-	int rc = ctl_add(rep, "next", "18446744073709551615");
-	if (!rc)
-		rc = ctl_add(rep, "errno", "0");
-	rep->n = n;
-	rep->len = len;
-	return rc == 0;
-}
-
-/*
- * A record i of a paged reply (its lines added from n0/l0 on; rc: their ctl_add results,
- * or-ed) goes whole or not at all: kept if it and the longest trailer fit, else taken back
- * for next=<i>, and false.
- */
-static bool page_keep(struct ctl_msg *rep, int rc, int n0, size_t l0, uint64_t i)
-{
-	if (!rc && !trailer_fits(rep))
-		rc = -E2BIG;
-	if (!rc)
-		return true;
-	rep->n = n0;
-	rep->len = l0;
-	ctl_addf(rep, "next", "%llu", (unsigned long long)i);
-	return false;
-}
-
-/* One line of a paged reply: added, or (it does not fit) next=<i> instead and false. */
-static bool add_paged(struct ctl_msg *rep, const char *key, const char *v, uint64_t i)
-{
-	int n0 = rep->n;
-	size_t l0 = rep->len;
-	return page_keep(rep, ctl_add(rep, key, v), n0, l0, i);
-}
-
-static int op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
-		   struct ctl_msg *rep, char *err)
-{
-	uint64_t skip = 0;
-	(void)c;
-	if (ctl_get(req, "skip") && get_u64(req, "skip", &skip, err))
-		return -EINVAL;
-	ctl_add(rep, "fabric", fabric_kind(s->fabric));
-	ctl_add(rep, "instance", s->instance);
-	ctl_addf(rep, "seed", "%llu", (unsigned long long)fabric_seed(s->fabric));
-	ctl_addf(rep, "conn_mem", "%llu", (unsigned long long)s->conn_mem);
-	ctl_addf(rep, "sessions", "%d", s->nsessions);
-	ctl_addf(rep, "nodes", "%d", fabric_nnodes(s->fabric));
-	ctl_addf(rep, "chans", "%d", s->nchans_open + s->nchans_closed);
-	ctl_addf(rep, "chans_open", "%d", s->nchans_open);
-	ctl_addf(rep, "listeners", "%d", s->nlisteners);
-	ctl_addf(rep, "pending", "%d", s->npending);
-
-	uint64_t idx = 0;
-	int nn = fabric_nnodes(s->fabric);
-	struct dl *p = s->chans.next;
-	for (;; idx++) {
-		const struct fabric_node *node = NULL;
-		const struct channel *ch = NULL;
-		if (idx < (uint64_t)nn) {
-			node = fabric_node(s->fabric, (int)idx);
-		} else {
-			if (p == &s->chans)
-				break;
-			ch = dl_entry(p, struct channel, link);
-			p = p->next;
-		}
-		if (idx < skip)
-			continue;
-		int n0 = rep->n;
-		size_t l0 = rep->len;
-		if (!page_keep(rep, node ? add_node(s, rep, node) : add_chan(rep, ch), n0, l0, idx))
-			break;
-	}
-	return 0;
-}
-
-/* A histogram's snapshot: its buckets, and what they hold in all. */
-static uint64_t hist_load(const _Atomic uint64_t *h, int nb, uint64_t *out)
-{
-	uint64_t n = 0;
-	for (int b = 0; b < nb; b++)
-		n += out[b] = atomic_load(&h[b]);
-	return n;
-}
-
-/* Its non-empty buckets, "B:COUNT/B:COUNT/...". Each takes at most 2 + 1 + 20 + 1 bytes. */
-static void hist_text(const uint64_t *h, int nb, char *out, size_t cap)
-{
-	size_t len = 0;
-	out[0] = 0;
-	for (int b = 0; b < nb; b++)
-		if (h[b] && len < cap)
-			len += (size_t)snprintf(out + len, cap - len, "%s%d:%llu", len ? "/" : "", b,
-						(unsigned long long)h[b]);
-}
-_Static_assert(FST_QUEUE_BUCKETS * 24 <= CTL_VALUE_MAX && FST_LATE_BUCKETS * 24 <= CTL_VALUE_MAX,
-	       "a full histogram fits one value");
-
-/* One link's record: link.<i> (about 600 bytes at most), link.<i>.queue_hist, .late_hist. */
-static int add_link_stats(struct ctl_msg *rep, struct fst_link *l, uint64_t i)
-{
-	char key[CTL_KEY_MAX + 1], v[CTL_VALUE_MAX + 1];
-	uint64_t qh[FST_QUEUE_BUCKETS], lh[FST_LATE_BUCKETS];
-	uint64_t qn = hist_load(l->queue_hist, FST_QUEUE_BUCKETS, qh);
-	uint64_t ln = hist_load(l->late_hist, FST_LATE_BUCKETS, lh);
-	/* after the buckets: a writer raises the maximum before it counts the value */
-	uint64_t qmax = atomic_load(&l->queue_max_ns), lmax = atomic_load(&l->late_max_ns);
-	int rc = 0;
-	snprintf(key, sizeof(key), "link.%llu", (unsigned long long)i);
-	snprintf(v, sizeof(v),
-		 "msgs=%llu,bytes=%llu,packets=%llu,lost=%llu,timeouts=%llu,duplicates=%llu,"
-		 "reordered=%llu,corrupted=%llu,failed=%llu,queue_ns=%llu,queue_max_ns=%llu,"
-		 "queue_p50_le_ns=%llu,queue_p99_le_ns=%llu,late_n=%llu,late_sum_ns=%llu,"
-		 "late_max_ns=%llu,late_p50_le_ns=%llu,late_p99_le_ns=%llu,early=%llu",
-		 (unsigned long long)atomic_load(&l->msgs), (unsigned long long)atomic_load(&l->bytes),
-		 (unsigned long long)atomic_load(&l->packets), (unsigned long long)atomic_load(&l->lost),
-		 (unsigned long long)atomic_load(&l->timeouts),
-		 (unsigned long long)atomic_load(&l->duplicates),
-		 (unsigned long long)atomic_load(&l->reordered),
-		 (unsigned long long)atomic_load(&l->corrupted),
-		 (unsigned long long)atomic_load(&l->failed),
-		 (unsigned long long)atomic_load(&l->queue_ns),
-		 (unsigned long long)qmax, (unsigned long long)fst_hist_le(qh, FST_QUEUE_BUCKETS, qn, 50, qmax),
-		 (unsigned long long)fst_hist_le(qh, FST_QUEUE_BUCKETS, qn, 99, qmax),
-		 (unsigned long long)atomic_load(&l->late_n),
-		 (unsigned long long)atomic_load(&l->late_sum_ns),
-		 (unsigned long long)lmax, (unsigned long long)fst_hist_le(lh, FST_LATE_BUCKETS, ln, 50, lmax),
-		 (unsigned long long)fst_hist_le(lh, FST_LATE_BUCKETS, ln, 99, lmax),
-		 (unsigned long long)atomic_load(&l->early));
-	rc |= ctl_add(rep, key, v);
-	snprintf(key, sizeof(key), "link.%llu.queue_hist", (unsigned long long)i);
-	hist_text(qh, FST_QUEUE_BUCKETS, v, sizeof(v));
-	rc |= ctl_add(rep, key, v);
-	snprintf(key, sizeof(key), "link.%llu.late_hist", (unsigned long long)i);
-	hist_text(lh, FST_LATE_BUCKETS, v, sizeof(v));
-	rc |= ctl_add(rep, key, v);
-	return rc;
-}
-
-/*
- * Per directed link, from the shared fabric state: what crossed it, how long messages
- * queued for it, what the impairments did, and the fidelity monitor (how late the real
- * deliveries were against the model). One record of three lines per link (docs/
- * control-protocol.md); paged with skip/next like show. The ideal fabric has no links.
- */
-static int op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
-		    struct ctl_msg *rep, char *err)
-{
-	uint64_t skip = 0;
-	(void)c;
-	if (ctl_get(req, "skip") && get_u64(req, "skip", &skip, err))
-		return -EINVAL;
-	struct fst_shm *fs = s->fab_base;
-	uint32_t n = fs ? fs->nlinks : 0;
-	ctl_addf(rep, "links", "%u", n);
-	ctl_addf(rep, "queue_buckets", "%d", FST_QUEUE_BUCKETS);
-	ctl_addf(rep, "late_buckets", "%d", FST_LATE_BUCKETS);
-	if (fs)
-		ctl_addf(rep, "lock_steals", "%llu", (unsigned long long)atomic_load(&fs->lock_steals));
-	for (uint64_t i = skip; i < n; i++) {
-		struct fst_link *l = (struct fst_link *)((uint8_t *)fs + fs->state_off) + i;
-		int n0 = rep->n;
-		size_t l0 = rep->len;
-		if (!page_keep(rep, add_link_stats(rep, l, i), n0, l0, i))
-			break;
-	}
-	return 0;
-}
-
-/*
- * The sampler's ring (sim/series.h), one line per sample and SRV_SERIES_LINKS links:
- * s.<seq>.<chunk>=<t_ns>,<dt_ns>,<bytes of each link chunk x SRV_SERIES_LINKS ...>, t_ns in
- * fabric time. Paged by lines: line p is sample p / chunks, chunk p % chunks; ask again
- * with skip=<next>. A request without skip first samples what moved since the last
- * sample, so the reply is up to date.
- */
-#define SRV_SERIES_LINKS 40
-_Static_assert((SRV_SERIES_LINKS + 2) * 21 <= CTL_VALUE_MAX, "a line of op=series fits a value");
-static int op_series(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
-		     struct ctl_msg *rep, char *err)
-{
-	uint64_t skip = 0;
-	(void)c;
-	if (ctl_get(req, "skip") && get_u64(req, "skip", &skip, err))
-		return -EINVAL;
-	if (!s->series) {
-		snprintf(err, SRV_ERR_LEN, "%s",
-			 s->fab_base ? "this daemon does not sample its links (simfabricd "
-				       "--sample-ms 0)"
-				     : "the ideal fabric has no links to sample (a scenario's has)");
-		return -EOPNOTSUPP;
-	}
-	int64_t now = now_ns();
-	if (!ctl_get(req, "skip"))
-		sampler_poll(s, now, true);
-	const struct fst_shm *fs = s->fab_base;
-	uint32_t nl = fs->nlinks;
-	uint64_t chunks = nl ? (nl + SRV_SERIES_LINKS - 1) / SRV_SERIES_LINKS : 1;
-	uint64_t from = series_first(s->series) * chunks, end = series_taken(s->series) * chunks;
-	if (skip > end) {
-		snprintf(err, SRV_ERR_LEN, "skip=%llu is beyond the %llu line(s) of the %llu "
-					   "sample(s) taken",
-			 (unsigned long long)skip, (unsigned long long)end,
-			 (unsigned long long)series_taken(s->series));
-		return -EINVAL;
-	}
-	ctl_addf(rep, "period_ns", "%lld", (long long)s->ser_period_ns);
-	ctl_addf(rep, "links", "%u", nl);
-	ctl_addf(rep, "links_per_line", "%d", SRV_SERIES_LINKS);
-	ctl_addf(rep, "capacity", "%u", series_capacity(s->series));
-	ctl_addf(rep, "taken", "%llu", (unsigned long long)series_taken(s->series));
-	ctl_addf(rep, "first", "%llu", (unsigned long long)series_first(s->series));
-	ctl_addf(rep, "epoch_ns", "%lld", (long long)fs->epoch_ns);
-	ctl_addf(rep, "now_ns", "%lld", (long long)(now - fs->epoch_ns));
-	for (uint64_t p = skip < from ? from : skip; p < end; p++) {
-		struct series_sample sm;
-		char k[CTL_KEY_MAX + 1], v[CTL_VALUE_MAX + 1];
-		uint64_t seq = p / chunks, c0 = p % chunks * SRV_SERIES_LINKS;
-		if (series_get(s->series, seq, &sm))
-			break; /* cannot happen: [from, end) is what the ring holds */
-		size_t len = (size_t)snprintf(v, sizeof(v), "%lld,%lld", (long long)sm.t_ns,
-					      (long long)sm.dt_ns);
-		for (uint64_t i = c0; i < nl && i < c0 + SRV_SERIES_LINKS; i++)
-			len += (size_t)snprintf(v + len, sizeof(v) - len, ",%llu",
-						(unsigned long long)sm.bytes[i]);
-		snprintf(k, sizeof(k), "s.%llu.%llu", (unsigned long long)seq,
-			 (unsigned long long)(p % chunks));
-		if (!add_paged(rep, k, v, p))
-			break;
-	}
-	return 0;
-}
-
-/*
- * The resolved fabric as JSON (fabric_json), cut into json.<i> values of
- * SRV_JSON_CHUNK bytes, SRV_JSON_PAGE of them per reply; next=<i> says where
- * the next page starts (ask again with skip=<i>). A request without skip
- * takes a fresh snapshot of the ideal fabric (its nodes come and go); later
- * pages read the same snapshot. An explicit fabric's JSON never changes.
- */
-#define SRV_JSON_CHUNK CTL_VALUE_MAX
-#define SRV_JSON_PAGE 60
-static int op_fabric(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
-		     struct ctl_msg *rep, char *err)
-{
-	uint64_t skip = 0;
-	const char *json;
-	size_t len;
-	char k[CTL_KEY_MAX + 1], v[SRV_JSON_CHUNK + 1];
-	(void)c;
-	if (ctl_get(req, "skip") && get_u64(req, "skip", &skip, err))
-		return -EINVAL;
-	if (fabric_json(s->fabric, skip == 0 && fabric_is_ideal(s->fabric), &json, &len)) {
-		snprintf(err, SRV_ERR_LEN, "out of memory writing the fabric's JSON");
-		return -ENOMEM;
-	}
-	uint64_t chunks = (len + SRV_JSON_CHUNK - 1) / SRV_JSON_CHUNK;
-	if (skip > chunks) {
-		snprintf(err, SRV_ERR_LEN, "skip=%llu is beyond the %llu chunk(s)",
-			 (unsigned long long)skip, (unsigned long long)chunks);
-		return -EINVAL;
-	}
-	ctl_addf(rep, "bytes", "%zu", len);
-	ctl_addf(rep, "chunks", "%llu", (unsigned long long)chunks);
-	for (uint64_t i = skip; i < chunks && i < skip + SRV_JSON_PAGE; i++) {
-		size_t off = (size_t)i * SRV_JSON_CHUNK;
-		size_t n = len - off < SRV_JSON_CHUNK ? len - off : SRV_JSON_CHUNK;
-		memcpy(v, json + off, n);
-		v[n] = 0;
-		snprintf(k, sizeof(k), "json.%llu", (unsigned long long)i);
-		if (ctl_add(rep, k, v)) {
-			snprintf(err, SRV_ERR_LEN, "the fabric's JSON has a byte the protocol "
-						   "cannot carry");
-			return -EINVAL;
-		}
-	}
-	if (skip + SRV_JSON_PAGE < chunks)
-		ctl_addf(rep, "next", "%llu", (unsigned long long)(skip + SRV_JSON_PAGE));
-	return 0;
-}
-
 static int op_ping(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 		   struct ctl_msg *rep, char *err)
 {
@@ -1612,7 +980,7 @@ static int op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 {
 	(void)c;
 	const char *verb = ctl_get(req, "verb");
-	if (!s->faults) {
+	if (!fabmon_faults(s->mon)) {
 		snprintf(err, SRV_ERR_LEN, "faults need an explicit fabric (a scenario with links); "
 					   "this daemon runs the ideal fabric");
 		return -EOPNOTSUPP;
@@ -1625,7 +993,7 @@ static int op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 		return -EINVAL;
 	}
 	int64_t now = now_ns(), eff = now + (int64_t)at;
-	const struct fst_shm *fs = s->fab_base;
+	const struct fst_shm *fs = fabmon_shm(s->mon);
 	if (!strcmp(verb, "apply")) {
 		const char *spec = ctl_get(req, "spec");
 		if (!spec || !*spec) {
@@ -1647,17 +1015,17 @@ static int op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 			snprintf(err, SRV_ERR_LEN, "%.*s", SRV_ERR_LEN - 1, why);
 			return rc;
 		}
-		if ((int)faultd_count(s->faults) + plan->n > FAULT_MAX) {
+		if ((int)faultd_count(fabmon_faults(s->mon)) + plan->n > FAULT_MAX) {
 			snprintf(err, SRV_ERR_LEN, "the fabric has room for %d more fault(s); this "
 						   "spec has %d",
-				 FAULT_MAX - (int)faultd_count(s->faults), plan->n);
+				 FAULT_MAX - (int)faultd_count(fabmon_faults(s->mon)), plan->n);
 			fault_plan_free(plan);
 			return -ENOSPC;
 		}
 		for (int i = 0; i < plan->n; i++) {
 			uint32_t id;
 			plan->f[i].line = 0;
-			rc = faultd_apply(s->faults, &plan->f[i], eff, &id, err, SRV_ERR_LEN);
+			rc = faultd_apply(fabmon_faults(s->mon), &plan->f[i], eff, &id, err, SRV_ERR_LEN);
 			if (rc) {
 				fault_plan_free(plan);
 				return rc;
@@ -1669,7 +1037,7 @@ static int op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 		ctl_addf(rep, "faults", "%d", plan->n);
 		ctl_addf(rep, "effective_ns", "%lld", (long long)(eff - fs->epoch_ns));
 		fault_plan_free(plan);
-		faultd_tick(s->faults, now);
+		faultd_tick(fabmon_faults(s->mon), now);
 		return 0;
 	}
 	if (ctl_get(req, "spec")) {
@@ -1686,7 +1054,7 @@ static int op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 		if (strcmp(ids, "all") && get_u64(req, "id", &id, err))
 			return -EINVAL;
 		int n;
-		int rc = faultd_clear(s->faults, strcmp(ids, "all") ? (int64_t)id : -1, eff, &n, err,
+		int rc = faultd_clear(fabmon_faults(s->mon), strcmp(ids, "all") ? (int64_t)id : -1, eff, &n, err,
 				      SRV_ERR_LEN);
 		if (rc)
 			return rc;
@@ -1697,16 +1065,16 @@ static int op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 	if (!strcmp(verb, "list")) {
 		if (ctl_get(req, "skip") && get_u64(req, "skip", &skip, err))
 			return -EINVAL;
-		uint32_t n = faultd_count(s->faults);
+		uint32_t n = faultd_count(fabmon_faults(s->mon));
 		ctl_addf(rep, "faults", "%u", n);
 		ctl_addf(rep, "now_ns", "%lld", (long long)(now - fs->epoch_ns));
 		ctl_addf(rep, "epoch_ns", "%lld", (long long)fs->epoch_ns);
 		for (uint64_t i = skip; i < n; i++) {
 			char k[24], v[CTL_VALUE_MAX + 1];
-			if (faultd_describe(s->faults, (uint32_t)i, now, v, sizeof(v)))
+			if (faultd_describe(fabmon_faults(s->mon), (uint32_t)i, now, v, sizeof(v)))
 				continue;
 			snprintf(k, sizeof(k), "fault.%llu", (unsigned long long)i);
-			if (!add_paged(rep, k, v, i))
+			if (!srv_add_paged(rep, k, v, i))
 				break;
 		}
 		return 0;
@@ -1727,10 +1095,10 @@ static const struct op_def {
 	{"listen", op_listen, KEYS("listener", "nic"), KEYS(NULL), false},
 	{"connect", op_connect, KEYS("listener", "nic"), KEYS(NULL), false},
 	{"close", op_close, KEYS("chan", "side"), KEYS(NULL), false},
-	{"show", op_show, KEYS(NULL), KEYS("skip"), true},
-	{"fabric", op_fabric, KEYS(NULL), KEYS("skip"), true},
-	{"stats", op_stats, KEYS(NULL), KEYS("skip"), true},
-	{"series", op_series, KEYS(NULL), KEYS("skip"), true},
+	{"show", srv_op_show, KEYS(NULL), KEYS("skip"), true},
+	{"fabric", srv_op_fabric, KEYS(NULL), KEYS("skip"), true},
+	{"stats", srv_op_stats, KEYS(NULL), KEYS("skip"), true},
+	{"series", srv_op_series, KEYS(NULL), KEYS("skip"), true},
 	{"fault", op_fault, KEYS("verb"), KEYS("spec", "id", "at_ns", "skip"), false},
 	{"ping", op_ping, KEYS(NULL), KEYS(NULL), true},
 	{"stop", op_stop, KEYS(NULL), KEYS(NULL), false},
@@ -1845,7 +1213,6 @@ void srv_config_init(struct srv_config *cfg)
 	cfg->series_samples = SERIES_DEFAULT_SAMPLES;
 }
 
-/* The shared fabric state of a modelled fabric: every link's parameters and reservation state. */
 /* node_kill: SIGKILL every live session of node (their processes are the ranks). */
 static int kill_node(void *ctx, int node, const char *why)
 {
@@ -1888,116 +1255,6 @@ static int reset_conns(void *ctx, int src, int dst, uint32_t fid, const char *wh
 	return n;
 }
 
-static int fabric_state_create(struct srv *s, char *err, size_t errlen)
-{
-	uint32_t nlinks = (uint32_t)fabric_nlinks(s->fabric);
-	uint64_t entries = 0;
-	struct model_link *links = calloc(nlinks ? nlinks : 1, sizeof(*links));
-	if (!links) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	for (uint32_t i = 0; i < nlinks; i++) {
-		links[i] = fabric_link(s->fabric, i)->model;
-		if (links[i].jitter.dist == MODEL_DIST_TABLE)
-			entries += (uint64_t)links[i].jitter.ntable;
-	}
-	const char *step = "sizing";
-	size_t len = fst_bytes(nlinks, (uint32_t)fabric_nnics(s->fabric), entries);
-	int fd = -1, rc = -EINVAL;
-	void *base = MAP_FAILED;
-	if (!len)
-		goto fail;
-	step = "memfd_create";
-	fd = memfd_create("simfabric-fabric", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0 || fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)len) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
-		goto fail_errno;
-	step = "mmap";
-	base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (base == MAP_FAILED)
-		goto fail_errno;
-	step = "fst_format";
-	rc = fst_format(base, len, nlinks, links, (uint32_t)fabric_nnics(s->fabric),
-			fabric_seed(s->fabric), now_ns());
-	if (rc)
-		goto fail;
-	free(links);
-	s->fid_n = calloc(nlinks ? nlinks : 1, sizeof(*s->fid_n));
-	s->fid_sum = calloc(nlinks ? nlinks : 1, sizeof(*s->fid_sum));
-	s->fid_warned_ns = calloc(nlinks ? nlinks : 1, sizeof(*s->fid_warned_ns));
-	const struct faultd_ops fops = {.kill = kill_node, .reset = reset_conns, .ctx = s};
-	if (!s->fid_n || !s->fid_sum || !s->fid_warned_ns) {
-		snprintf(err, errlen, "out of memory");
-		rc = -ENOMEM;
-	} else {
-		rc = faultd_new(base, s->fabric, fabric_faults(s->fabric), &fops, &s->faults, err,
-				errlen);
-	}
-	if (rc) {
-		free(s->fid_n);
-		free(s->fid_sum);
-		free(s->fid_warned_ns);
-		s->fid_n = s->fid_sum = NULL;
-		s->fid_warned_ns = NULL;
-		munmap(base, len);
-		close(fd);
-		return rc;
-	}
-	s->fid_next_ns = now_ns() + SRV_FIDELITY_PERIOD_NS;
-	s->fab_fd = fd;
-	s->fab_base = base;
-	s->fab_len = len;
-	log_info("fabric state: %u directed link(s), %d NIC(s), %zu bytes of shared memory, seed %llu",
-		 nlinks, fabric_nnics(s->fabric), len, (unsigned long long)fabric_seed(s->fabric));
-	return 0;
-fail_errno:
-	rc = -errno;
-fail:
-	snprintf(err, errlen, "cannot create the fabric's shared state (%zu bytes): %s: %s", len,
-		 step, strerror(-rc));
-	free(links);
-	if (base != MAP_FAILED)
-		munmap(base, len);
-	if (fd >= 0)
-		close(fd);
-	return rc;
-}
-
-/* The sampler's ring, for a modelled fabric with sampling on (see sampler_poll). */
-static int sampler_create(struct srv *s, char *err, size_t errlen)
-{
-	const struct srv_config *cfg = &s->cfg;
-	if (cfg->sample_ms <= 0)
-		return 0;
-	uint32_t nlinks = (uint32_t)fabric_nlinks(s->fabric);
-	if (cfg->sample_ms > SERIES_MAX_PERIOD_MS) {
-		snprintf(err, errlen, "sample_ms: %d is not in 0..%d", cfg->sample_ms,
-			 SERIES_MAX_PERIOD_MS);
-		return -EINVAL;
-	}
-	int rc = series_new(nlinks, cfg->series_samples, &s->series);
-	if (rc == -EINVAL) {
-		snprintf(err, errlen, "series_samples: %u is not in 1..%u", cfg->series_samples,
-			 SERIES_MAX_SAMPLES);
-		return rc;
-	}
-	s->ser_cum = rc ? NULL : calloc(nlinks ? nlinks : 1, sizeof(*s->ser_cum));
-	if (!s->ser_cum) {
-		snprintf(err, errlen, "out of memory for the link sampler");
-		series_free(s->series);
-		s->series = NULL;
-		return -ENOMEM;
-	}
-	s->ser_period_ns = (int64_t)cfg->sample_ms * 1000000;
-	uint32_t cap = series_capacity(s->series);
-	log_info("link sampler: every %d ms while a channel is open, the newest %u sample(s) of %u "
-		 "link(s) kept (%zu bytes)%s",
-		 cfg->sample_ms, cap, nlinks, series_bytes(s->series),
-		 cap < cfg->series_samples ? ", fewer than asked: the ring's memory bound" : "");
-	return 0;
-}
-
 int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv **out, char *err,
 	    size_t errlen)
 {
@@ -2032,18 +1289,15 @@ int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv 
 		tok = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32);
 	snprintf(s->instance, sizeof(s->instance), "%016llx", (unsigned long long)tok);
 	s->out = ctl_msg_new();
-	s->fab_fd = -1;
 	int rc = !s->out		? -ENOMEM
 		 : cfg->use_fabric ? (s->fabric = cfg->use_fabric, 0)
 				   : fabric_new_ideal(&cfg->fabric, &s->fabric, err, errlen);
 	s->cfg.use_fabric = NULL;
 	if (!rc && !fabric_is_ideal(s->fabric)) {
-		rc = sampler_create(s, err, errlen);
-		if (!rc)
-			rc = fabric_state_create(s, err, errlen);
+		const struct faultd_ops fops = {.kill = kill_node, .reset = reset_conns, .ctx = s};
+		rc = fabmon_new(s->fabric, fabric_faults(s->fabric), cfg->sample_ms,
+				cfg->series_samples, &fops, now_ns(), &s->mon, err, errlen);
 		if (rc) {
-			series_free(s->series);
-			free(s->ser_cum);
 			fabric_free(s->fabric);
 			s->fabric = NULL;
 		}
@@ -2094,17 +1348,8 @@ void srv_free(struct srv *s)
 	{
 		conn_free(s, dl_entry(p, struct srv_conn, link), false);
 	}
-	faultd_free(s->faults);
+	fabmon_free(s->mon); /* before the fabric: its fault daemon names the fabric's links */
 	fabric_free(s->fabric);
-	if (s->fab_base)
-		munmap(s->fab_base, s->fab_len);
-	if (s->fab_fd >= 0)
-		close(s->fab_fd);
-	free(s->fid_n);
-	free(s->fid_sum);
-	free(s->fid_warned_ns);
-	series_free(s->series);
-	free(s->ser_cum);
 	ctl_msg_free(s->out);
 	free(s);
 }
@@ -2236,12 +1481,8 @@ int64_t srv_timeout_us(const struct srv *s)
 		if (c->pend_deadline < first)
 			first = c->pend_deadline;
 	}
-	if (s->fab_base && s->fid_next_ns < first)
-		first = s->fid_next_ns;
-	if (s->ser_on && s->ser_next_ns < first)
-		first = s->ser_next_ns;
-	int64_t fn = faultd_next_ns(s->faults, now_ns());
-	if (fn && fn < first)
+	int64_t fn = fabmon_next_ns(s->mon, now_ns());
+	if (fn < first)
 		first = fn;
 	if (first == INT64_MAX)
 		return -1;
@@ -2249,57 +1490,10 @@ int64_t srv_timeout_us(const struct srv *s)
 	return us < 1 ? 1 : us;
 }
 
-/* An end of a link, for messages: "node3-nic0" or "sw0". */
-static const char *ep_name(const struct fabric *f, const struct fabric_ep *e)
-{
-	if (e->kind == FABRIC_EP_SWITCH) {
-		const struct fabric_switch *sw = fabric_switch(f, e->id);
-		return sw ? sw->name : "?";
-	}
-	const struct fabric_node *n = fabric_node(f, e->id);
-	const struct fabric_nic *nic = n ? fabric_nic(n, e->nic) : NULL;
-	return nic ? nic->name : "?";
-}
-
-/*
- * The fidelity monitor, once a second: a link whose recent deliveries came
- * well after the model's time is faster than this machine can emulate (one
- * core copies 10-25 GB/s; ranks may share cores). Say so loudly, at most once
- * a minute per link: the run is slower than the scenario claims.
- */
-static void fidelity_check(struct srv *s, int64_t now)
-{
-	if (!s->fab_base || now < s->fid_next_ns)
-		return;
-	s->fid_next_ns = now + SRV_FIDELITY_PERIOD_NS;
-	const struct fst_shm *fs = s->fab_base;
-	struct fst_link *l = (struct fst_link *)((uint8_t *)s->fab_base + fs->state_off);
-	for (uint32_t i = 0; i < fs->nlinks; i++) {
-		uint64_t n = atomic_load(&l[i].late_n), sum = atomic_load(&l[i].late_sum_ns);
-		uint64_t dn = n - s->fid_n[i], ds = sum - s->fid_sum[i];
-		s->fid_n[i] = n;
-		s->fid_sum[i] = sum;
-		if (dn < SRV_FIDELITY_MIN_MSGS || ds / dn < SRV_FIDELITY_LATE_NS ||
-		    (s->fid_warned_ns[i] && now - s->fid_warned_ns[i] < 60 * 1000000000LL))
-			continue;
-		s->fid_warned_ns[i] = now;
-		const struct fabric_link *fl = fabric_link(s->fabric, i);
-		log_warn("fidelity: link %u (%s -> %s): %llu deliveries in the last second completed "
-			 "%.1f us after the model's time on average (max so far %.1f us): this machine "
-			 "cannot emulate the fabric at this speed, so the run is slower than the scenario "
-			 "says (per-link figures: op=stats)",
-			 i, fl ? ep_name(s->fabric, &fl->from) : "?", fl ? ep_name(s->fabric, &fl->to) : "?",
-			 (unsigned long long)dn, (double)ds / (double)dn / 1000.0,
-			 (double)atomic_load(&l[i].late_max_ns) / 1000.0);
-	}
-}
-
 void srv_tick(struct srv *s)
 {
 	int64_t now = now_ns();
-	sampler_poll(s, now, false);
-	fidelity_check(s, now);
-	faultd_tick(s->faults, now);
+	fabmon_tick(s->mon, now, s->nchans_open);
 	struct dl *p, *t;
 	dl_each_safe(p, t, &s->pending)
 	{
@@ -2357,176 +1551,4 @@ size_t srv_shm_bytes(const struct srv *s)
 const char *srv_instance(const struct srv *s)
 {
 	return s->instance;
-}
-
-/* ---- the listening socket ------------------------------------------------ */
-
-static int check_dir(const char *dir, char *err, size_t errlen)
-{
-	struct stat st;
-	if (stat(dir, &st) < 0) {
-		if (errno != ENOENT) {
-			snprintf(err, errlen, "socket directory %s: %s", dir, strerror(errno));
-			return -errno;
-		}
-		if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-			snprintf(err, errlen, "cannot create socket directory %s: %s", dir,
-				 strerror(errno));
-			return -errno;
-		}
-		if (stat(dir, &st) < 0) {
-			snprintf(err, errlen, "socket directory %s: %s", dir, strerror(errno));
-			return -errno;
-		}
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "socket directory %s is not a directory", dir);
-		return -ENOTDIR;
-	}
-	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
-		snprintf(err, errlen,
-			 "socket directory %s is owned by uid %u with mode %04o; it must be owned "
-			 "by uid %u with no group/other access (chmod 700 %s)",
-			 dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
-			 (unsigned)geteuid(), dir);
-		return -EPERM;
-	}
-	return 0;
-}
-
-/* Hold PATH.lock, so two daemons never both decide a socket is stale. */
-static int take_lock(struct srv_sock *sk, char *err, size_t errlen)
-{
-	for (int tries = 0; tries < 5; tries++) {
-		int fd = open(sk->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd < 0) {
-			snprintf(err, errlen, "cannot open lock file %s: %s", sk->lock_path,
-				 strerror(errno));
-			return -errno;
-		}
-		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-			int e = errno;
-			close(fd);
-			if (e == EWOULDBLOCK) {
-				snprintf(err, errlen,
-					 "simfabricd is already running at %s (%s is locked)",
-					 sk->path, sk->lock_path);
-				return -EADDRINUSE;
-			}
-			snprintf(err, errlen, "cannot lock %s: %s", sk->lock_path, strerror(e));
-			return -e;
-		}
-		/* The previous owner may have unlinked it between our open and flock. */
-		struct stat a, b;
-		if (fstat(fd, &a) == 0 && stat(sk->lock_path, &b) == 0 && a.st_dev == b.st_dev &&
-		    a.st_ino == b.st_ino) {
-			sk->lock_fd = fd;
-			return 0;
-		}
-		close(fd);
-	}
-	snprintf(err, errlen, "cannot lock %s: it keeps being replaced", sk->lock_path);
-	return -EAGAIN;
-}
-
-int srv_sock_open(struct srv_sock *sk, const char *path, char *err, size_t errlen)
-{
-	int rc;
-	sk->fd = sk->lock_fd = -1;
-	sk->path[0] = sk->lock_path[0] = 0;
-	size_t len = strlen(path);
-	if (len == 0 || len >= sizeof(sk->path)) {
-		snprintf(err, errlen, "socket path '%s' is %zu bytes; it must be 1..%zu", path, len,
-			 sizeof(sk->path) - 1);
-		return -ENAMETOOLONG;
-	}
-	memcpy(sk->path, path, len + 1);
-	snprintf(sk->lock_path, sizeof(sk->lock_path), "%s.lock", path);
-
-	char dir[sizeof(sk->path)];
-	memcpy(dir, path, len + 1);
-	char *slash = strrchr(dir, '/');
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else if (slash == dir)
-		dir[1] = 0;
-	else
-		*slash = 0;
-	if ((rc = check_dir(dir, err, errlen)) || (rc = take_lock(sk, err, errlen)))
-		goto fail;
-
-	struct stat st;
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			snprintf(err, errlen, "%s exists and is not a socket", path);
-			rc = -EEXIST;
-			goto fail;
-		}
-		int fd = ctl_connect(path);
-		if (fd >= 0) {
-			close(fd);
-			snprintf(err, errlen, "simfabricd is already running at %s", path);
-			rc = -EADDRINUSE;
-			goto fail;
-		}
-		if (fd != -ECONNREFUSED && fd != -ENOENT) {
-			snprintf(err, errlen, "cannot check the existing socket %s: %s", path,
-				 strerror(-fd));
-			rc = fd;
-			goto fail;
-		}
-		if (unlink(path) < 0 && errno != ENOENT) {
-			snprintf(err, errlen, "cannot remove the stale socket %s: %s", path,
-				 strerror(errno));
-			rc = -errno;
-			goto fail;
-		}
-		log_info("removed a stale socket at %s", path);
-	}
-
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		snprintf(err, errlen, "socket: %s", strerror(errno));
-		rc = -errno;
-		goto fail;
-	}
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	memcpy(sa.sun_path, path, len + 1);
-	mode_t old = umask(077);
-	int b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	int e = errno;
-	umask(old);
-	if (b < 0) {
-		snprintf(err, errlen, "cannot bind %s: %s", path, strerror(e));
-		close(fd);
-		rc = -e;
-		goto fail;
-	}
-	if (listen(fd, SOMAXCONN) < 0) {
-		e = errno;
-		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(e));
-		close(fd);
-		unlink(path);
-		rc = -e;
-		goto fail;
-	}
-	sk->fd = fd;
-	return 0;
-fail:
-	srv_sock_close(sk);
-	return rc;
-}
-
-void srv_sock_close(struct srv_sock *sk)
-{
-	if (sk->fd >= 0) {
-		unlink(sk->path);
-		close(sk->fd);
-		sk->fd = -1;
-	}
-	if (sk->lock_fd >= 0) {
-		unlink(sk->lock_path);
-		close(sk->lock_fd);
-		sk->lock_fd = -1;
-	}
 }

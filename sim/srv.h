@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sim/chan.h"
-#include "sim/fabric.h"
+#include "sim/core/chan.h"
+#include "sim/scn/fabric.h"
 
 #define SRV_ERR_LEN 512
 #define SRV_OUTQ_MAX (1u << 20) /* a client that lets more replies pile up is dropped */
@@ -83,24 +83,5 @@ const char *srv_fabric_kind(const struct srv *s);
 uint64_t srv_conn_mem(const struct srv *s);   /* staging bytes per connection */
 size_t srv_shm_bytes(const struct srv *s);    /* shared memory per connection */
 const char *srv_instance(const struct srv *s); /* hex token of this run */
-
-/* ---- the listening socket ------------------------------------------------ */
-
-struct srv_sock {
-	int fd;	     /* listening, non-blocking, close-on-exec; -1 if none */
-	int lock_fd; /* flock'd PATH.lock, held while we own PATH */
-	char path[108];
-	char lock_path[116];
-};
-
-/*
- * Create the parent directory (0700) if missing and check it is ours with no
- * group/other access; take PATH.lock; refuse if a daemon answers at PATH,
- * unlink it if stale; bind and listen. Returns 0, or a negative errno with a
- * message naming the path (and owner/mode found) in err.
- */
-int srv_sock_open(struct srv_sock *sk, const char *path, char *err, size_t errlen);
-/* Close and unlink the socket and its lock file. Safe on a failed or closed srv_sock. */
-void srv_sock_close(struct srv_sock *sk);
 
 #endif /* SF_SRV_H */

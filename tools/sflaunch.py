@@ -64,7 +64,7 @@ class Paths:
         self.harness = os.path.join(self.build, "simfabric-harness")
         self.nccljob = os.path.join(self.build, "simfabric-nccljob")
         self.torchjob = os.path.join(HERE, "torch_collectives.py")
-        self.libdir_sh = os.path.join(HERE, "nccl-libdir.sh")
+        self.libdir_sh = os.path.join(HERE, "scripts", "nccl-libdir.sh")
 
     def require(self, *paths):
         for p in paths:
@@ -74,7 +74,7 @@ class Paths:
 
 def nccl_libdirs(paths, binary=None):
     """Directories holding the NCCL and CUDA runtime libraries binary needs, from
-    tools/nccl-libdir.sh if present (what it found, even when something is missing)."""
+    tools/scripts/nccl-libdir.sh if present (what it found, even when something is missing)."""
     if not os.access(paths.libdir_sh, os.X_OK):
         return []
     try:
@@ -1076,7 +1076,7 @@ def can_run(job, paths):
         return "program %s needs an NVIDIA GPU (nvidia-smi %s)" % (
             prog, "lists no GPU" if shutil.which("nvidia-smi") else "not found")
     if prog == "nccl" and not os.path.exists(paths.nccljob):
-        return ("the NCCL job program %s is not built (tools/nccljob.c; `make` builds it where "
+        return ("the NCCL job program %s is not built (tools/nccljob/main.c; `make` builds it where "
                 "NCCL is installed)" % paths.nccljob)
     if prog == "torch" and not python_with("torch"):
         return "program torch needs PyTorch (no Python here imports torch; set SIMFABRIC_PYTHON)"
@@ -1396,7 +1396,7 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
         fail_grace = grace
     if job["program"] == "nccl":
         # the job program ends every rank itself within its final-report grace and abort bound
-        # (tools/nccljob.h: NJ_FINAL_GRACE_S + NJ_ABORT_BOUND_S = 35 s)
+        # (tools/nccljob/nccljob.h: NJ_FINAL_GRACE_S + NJ_ABORT_BOUND_S = 35 s)
         fail_grace = max(fail_grace, 40)
     jb = Job(paths, run_dir, name, path, None, ["-v"] + (["--seed", str(seed)] if seed is not
                                                        None else []) + list(daemon_args))

@@ -6,7 +6,7 @@
 RESULTS is a run directory of `simfabric run` or `simfabric launch` (its stats.json, faults.json,
 series.json and fabric.json, which they write on a modelled fabric, and the program's results:
 nccljob.json, harness.json, ...) or one results file (the NCCL job program's --json, the
-harness's --json, tools/bench.py's --json), read with the fabric.json beside it or --fabric's
+harness's --json, tools/bench/bench.py's --json), read with the fabric.json beside it or --fabric's
 (a dump, or a scenario file). Three views:
 
   measured vs model  per collective and size, the measured time and busbw against the
@@ -157,7 +157,7 @@ class Run:
                 self.source = self.doc = None  # a counter file: report on its directory
             elif self.kind is None:
                 raise ReportError("%s is not a results file simfabric knows (the NCCL job "
-                                  "program's, the harness's or tools/bench.py's --json)" %
+                                  "program's, the harness's or tools/bench/bench.py's --json)" %
                                   results)
         else:
             raise ReportError("%s: no such run directory or results file" % results)
@@ -225,7 +225,7 @@ def measured(doc, kind):
                 "the harness; its bench test did not run, so nothing to hold to the model"
             m = m or {}
         else:
-            nranks, m, what = 2, doc, "tools/bench.py"
+            nranks, m, what = 2, doc, "tools/bench/bench.py"
         if m.get("latency_us"):
             rows.append({"coll": "sendrecv", "bytes": 8, "time_us": m["latency_us"]})
         for b in m.get("bandwidth") or []:

@@ -7,8 +7,8 @@
  * they were asked to do.
  */
 
-#include "plugin/gpu.c"
 #include "plugin/cudadrv.c"
+#include "plugin/gpu.c"
 
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -26,30 +26,80 @@ static __thread cu_ctx cur, stack[4];
 static __thread int depth;
 static int opens, closes;
 static cu_ptr last_dst;
-static cu_result s_get(cu_ctx *c) { *c = cur; return 0; }
-static cu_result s_push(cu_ctx c) { stack[depth++] = cur; cur = c; return 0; }
-static cu_result s_pop(cu_ctx *c) { *c = cur; cur = stack[--depth]; return 0; }
-static cu_result s_dev(cu_device *d) { *d = 0; return 0; }
+static cu_result s_get(cu_ctx *c)
+{
+	*c = cur;
+	return 0;
+}
+static cu_result s_push(cu_ctx c)
+{
+	stack[depth++] = cur;
+	cur = c;
+	return 0;
+}
+static cu_result s_pop(cu_ctx *c)
+{
+	*c = cur;
+	cur = stack[--depth];
+	return 0;
+}
+static cu_result s_dev(cu_device *d)
+{
+	*d = 0;
+	return 0;
+}
 static cu_result s_open(cu_ptr *p, struct cu_ipc_handle h, unsigned f)
 {
 	(void)h, (void)f;
 	*p = 0x7f0000000000ull + ((cu_ptr)++opens << 32);
 	return 0;
 }
-static cu_result s_range(cu_ptr *b, size_t *n, cu_ptr p) { *b = p, *n = MAPPED; return 0; }
-static cu_result s_close(cu_ptr p) { (void)p, closes++; return 0; }
+static cu_result s_range(cu_ptr *b, size_t *n, cu_ptr p)
+{
+	*b = p, *n = MAPPED;
+	return 0;
+}
+static cu_result s_close(cu_ptr p)
+{
+	(void)p, closes++;
+	return 0;
+}
 static cu_result s_cpy(cu_ptr d, cu_ptr s, size_t n, cu_stream st)
 {
 	(void)s, (void)n, (void)st;
 	last_dst = d;
 	return 0;
 }
-static cu_result s_evc(cu_event *e, unsigned f) { (void)f, *e = (cu_event)(uintptr_t)8; return 0; }
-static cu_result s_evd(cu_event e) { (void)e; return 0; }
-static cu_result s_evr(cu_event e, cu_stream s) { (void)e, (void)s; return 0; }
-static cu_result s_evq(cu_event e) { (void)e; return 0; }
-static cu_result s_sync(cu_stream s) { (void)s; return 0; }
-static cu_result s_prio(int *l, int *g) { *l = 0, *g = -1; return 0; }
+static cu_result s_evc(cu_event *e, unsigned f)
+{
+	(void)f, *e = (cu_event)(uintptr_t)8;
+	return 0;
+}
+static cu_result s_evd(cu_event e)
+{
+	(void)e;
+	return 0;
+}
+static cu_result s_evr(cu_event e, cu_stream s)
+{
+	(void)e, (void)s;
+	return 0;
+}
+static cu_result s_evq(cu_event e)
+{
+	(void)e;
+	return 0;
+}
+static cu_result s_sync(cu_stream s)
+{
+	(void)s;
+	return 0;
+}
+static cu_result s_prio(int *l, int *g)
+{
+	*l = 0, *g = -1;
+	return 0;
+}
 static int nstreams_made;
 static cu_result s_stream(cu_stream *s, unsigned f, int pr)
 {
@@ -162,8 +212,7 @@ int main(void)
 	      "the 64-byte IPC handle travels intact");
 
 	rc = ask(G.where, 999, &a, &fd, why, sizeof(why));
-	CHECK(rc == -ENOENT && strstr(why, "refused region 999"), "unknown region: %d %s", rc,
-	      why);
+	CHECK(rc == -ENOENT && strstr(why, "refused region 999"), "unknown region: %d %s", rc, why);
 
 	/* the name alone, or a wrong secret: a receiver cannot point a sender at another process */
 	char where2[CHAN_WHERE_LEN];
@@ -210,7 +259,8 @@ int main(void)
 	CHECK(sfgpu_tx_new("A", &t) == 0, "tx");
 	cur = CTX_B;
 	rc = dma_start(t, srv, region, 0, src, 16, NULL, 0, &ticket);
-	CHECK(rc == 0 && cur == CTX_B && depth == 0, "first copy in B: %d, now %p", rc, (void *)cur);
+	CHECK(rc == 0 && cur == CTX_B && depth == 0, "first copy in B: %d, now %p", rc,
+	      (void *)cur);
 	cur = CTX_A;
 	rc = dma_start(t, srv, region, 0, src, 16, NULL, 0, &ticket);
 	CHECK(rc == 0 && cur == CTX_A && depth == 0,

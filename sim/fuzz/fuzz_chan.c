@@ -9,9 +9,9 @@
  * outside its own buffers and the region; ASan checks that. Both the inline
  * copies and the copy threads' path run (SIMFABRIC_COPY_THREADS=1 when unset).
  *
- * fuzz-libs: sim/model.c sim/fstate.c sim/fault.c sim/copyq.c -lpthread
+ * fuzz-libs: sim/core/model.c sim/core/fstate.c sim/core/fault.c sim/core/copyq.c -lpthread
  */
-#include "sim/chan.c"
+#include "sim/core/chan.c"
 
 #include <stdio.h>
 

@@ -10,7 +10,7 @@
  * one-shot parse of the same bytes; and report errors as "line:column: text".
  * Every message must also format back to the exact bytes it was parsed from.
  */
-#include "sim/ctl.c"
+#include "sim/core/ctl.c"
 
 #include <assert.h>
 #include <stdio.h>

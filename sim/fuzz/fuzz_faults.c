@@ -21,7 +21,7 @@
  * reach and the fault's schedule.
  * Seeds: the dictionary fuzz_faults.dict (whole specs among its words).
  *
- * fuzz-libs: sim/model.c sim/param.c sim/fabric.c sim/log.c sim/scenario.c sim/fault.c sim/fault_parse.c sim/job.c sim/jbuf.c sim/fstate.c -lyaml
+ * fuzz-libs: sim/core/model.c sim/scn/param.c sim/scn/fabric.c sim/log.c sim/scn/scenario.c sim/scn/yaml.c sim/core/fault.c sim/scn/faults.c sim/scn/job.c sim/scn/jbuf.c sim/core/fstate.c -lyaml
  */
 #include <assert.h>
 #include <errno.h>
@@ -32,12 +32,12 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "sim/fabric.h"
-#include "sim/fault.h"
-#include "sim/fstate.h"
+#include "sim/scn/fabric.h"
+#include "sim/core/fault.h"
+#include "sim/core/fstate.h"
 #include "sim/log.h"
-#include "sim/model.h"
-#include "sim/scenario.h"
+#include "sim/core/model.h"
+#include "sim/scn/scenario.h"
 
 /* node0, node1 (one NIC each) and node2 (two NICs) on sw0; a lossy, jittery default link. */
 static const char fabric_yaml[] =

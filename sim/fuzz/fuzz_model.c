@@ -11,7 +11,7 @@
  *    enumeration of its runs does, and leaves the same Markov state.
  * Sizes are kept small (64 KiB) so that pathological loss rates stay fast.
  */
-#include "sim/model.c"
+#include "sim/core/model.c"
 
 #include <stdlib.h>
 

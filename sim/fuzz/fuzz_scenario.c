@@ -12,20 +12,20 @@
  *    that pass model_path_check and chain from the source NIC, hop by hop,
  *    to the destination NIC; whose faults (the faults: section) each pass
  *    fault_spec_check and name only links and nodes of the fabric.
- * Seeds: the shipped scenarios (tools/fuzz.sh copies them into the corpus;
+ * Seeds: the shipped scenarios (tools/scripts/fuzz.sh copies them into the corpus;
  * fault-*.yaml have faults: sections) and the dictionary fuzz_scenario.dict.
  * The other section parsers (faults:, job:, expect:) are compiled alongside
  * (fuzz-libs), not included: their static helpers share names with scenario.c's.
  *
- * fuzz-libs: sim/fault.c sim/fault_parse.c sim/job.c sim/jbuf.c -lyaml
+ * fuzz-libs: sim/scn/yaml.c sim/core/fault.c sim/scn/faults.c sim/scn/job.c sim/scn/jbuf.c -lyaml
  */
-#include "sim/model.c"
-#include "sim/param.c"
-#include "sim/fabric.c"
+#include "sim/core/model.c"
+#include "sim/scn/param.c"
+#include "sim/scn/fabric.c"
 #include "sim/log.c"
-#include "sim/scenario.c" /* last: it defines a fail() macro */
+#include "sim/scn/scenario.c" /* last: it defines a fail() macro */
 
-#include "sim/fault.h"
+#include "sim/core/fault.h"
 
 #include <assert.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fenv.h - a fabric state in anonymous shared memory, for the unit tests that
- * reserve messages through sim/fstate.c: resolve the links and the NIC, map,
+ * reserve messages through sim/core/fstate.c: resolve the links and the NIC, map,
  * format and view the region. Any failure ends the test program: nothing
  * after it could mean anything.
  */
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "sim/fstate.h"
-#include "sim/model.h"
+#include "sim/core/fstate.h"
+#include "sim/core/model.h"
 
 /* Resolve links[nl] and *nic in place (model_*_resolve). */
 static inline void fenv_resolve(struct model_link *links, uint32_t nl, struct model_nic *nic)

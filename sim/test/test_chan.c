@@ -3,7 +3,7 @@
  * test_chan.c - the shared-memory data path, in one process: step by step
  * with exact expectations, then a two-thread stress with every byte checked.
  */
-#include "sim/chan.h"
+#include "sim/core/chan.h"
 
 #include <errno.h>
 #include <pthread.h>

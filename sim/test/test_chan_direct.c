@@ -5,7 +5,7 @@
  * a copy is done at start but reported done only after a few polls, so the
  * tests see the sender wait for its copy and never for the receiver.
  */
-#include "sim/chan.h"
+#include "sim/core/chan.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -34,9 +34,9 @@ struct fake_dma {
 	char where[CHAN_WHERE_LEN];
 };
 
-static int fake_start(void *ctx, const char *where, uint64_t region, uint64_t off,
-		      const void *src, uint64_t len, const struct chan_flip *flips,
-		      uint32_t nflips, uint64_t *ticket)
+static int fake_start(void *ctx, const char *where, uint64_t region, uint64_t off, const void *src,
+		      uint64_t len, const struct chan_flip *flips, uint32_t nflips,
+		      uint64_t *ticket)
 {
 	struct fake_dma *d = ctx;
 	snprintf(d->where, sizeof(d->where), "%s", where);
@@ -92,7 +92,8 @@ static void fix_up(struct fix *f, uint32_t nslots)
 		exit(1);
 	}
 	CHECK(chan_format(f->base, f->len, &g, 5) == 0, "format");
-	CHECK(chan_tx_new(f->base, f->len, &f->tx) == 0 && chan_rx_new(f->base, f->len, &f->rx) == 0,
+	CHECK(chan_tx_new(f->base, f->len, &f->tx) == 0 &&
+		      chan_rx_new(f->base, f->len, &f->rx) == 0,
 	      "attach");
 	f->dma.polls_needed = 3;
 	CHECK(chan_tx_set_dma(f->tx, &fake_ops, &f->dma) == 0, "set dma");
@@ -204,7 +205,8 @@ static void test_mixed_order(void)
 				CHECK(chan_rx_test(f.rx, r[k], &rd[k], &n, NULL) == 0, "rx %d", k);
 				if (rd[k]) {
 					left--;
-					CHECK(n == (uint64_t)(N - k), "recv %d size %" PRIu64, k, n);
+					CHECK(n == (uint64_t)(N - k), "recv %d size %" PRIu64, k,
+					      n);
 				}
 			}
 			if (!sd[k]) {
@@ -247,14 +249,16 @@ static void test_mismatch(void)
 		      chan_rx_new(b2, len2, &rx2) == 0,
 	      "second channel");
 	CHECK(chan_rx_post_in(rx2, 1, bufs, &cap, NULL, &w, &r, NULL) == 0, "post 2");
-	CHECK(chan_tx_post(bare, src, 8, 0, &s, &e) == -EPROTO && strstr(e.what, "no GPU data path"),
+	CHECK(chan_tx_post(bare, src, 8, 0, &s, &e) == -EPROTO &&
+		      strstr(e.what, "no GPU data path"),
 	      "no engine: %s", e.what);
 	/* a device source facing a host receive */
 	void *b3 = mmap(NULL, len2, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	struct chan_tx *tx3 = NULL;
 	struct chan_rx *rx3 = NULL;
 	CHECK(chan_format(b3, len2, &g, 7) == 0 && chan_tx_new(b3, len2, &tx3) == 0 &&
-		      chan_rx_new(b3, len2, &rx3) == 0 && chan_tx_set_dma(tx3, &fake_ops, &f.dma) == 0,
+		      chan_rx_new(b3, len2, &rx3) == 0 &&
+		      chan_tx_set_dma(tx3, &fake_ops, &f.dma) == 0,
 	      "third channel");
 	bufs[0] = host;
 	CHECK(chan_rx_post(rx3, 1, bufs, &cap, NULL, &r, NULL) == 0, "host post");
@@ -288,13 +292,17 @@ static void test_hostile(void)
 		CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, &r, NULL) == 0, "post");
 		struct chan_shm *shm = f.base;
 		struct chan_desc *d = (struct chan_desc *)((uint8_t *)f.base + shm->desc_off);
-		*d = (struct chan_desc){.msg = 0, .recv = 0, .total = 8, .len = which ? 8 : 0,
+		*d = (struct chan_desc){.msg = 0,
+					.recv = 0,
+					.total = 8,
+					.len = which ? 8 : 0,
 					.flags = CHAN_F_LAST | (which ? 0 : CHAN_F_DIRECT)};
 		atomic_store(&shm->tx.head, 1);
 		int done = 0;
 		CHECK(chan_rx_test(f.rx, r, &done, NULL, &e) == -EPROTO && !done &&
-			      strstr(e.what, which ? "staged chunk for a receive buffer in GPU"
-						   : "one-sided descriptor does not match"),
+			      strstr(e.what,
+				     which ? "staged chunk for a receive buffer in GPU"
+					   : "one-sided descriptor does not match"),
 		      "case %d: %s", which, e.what ? e.what : "(none)");
 		fix_down(&f);
 	}
@@ -346,8 +354,12 @@ static void test_modelled(void)
 		links[i].hdr_bytes = 64;
 	}
 	links[1].corrupt_p = MODEL_PROB_ONE / 2;
-	struct model_nic nic = {.o_send_ns = 300, .o_recv_ns = 300, .ack_proc_ns = 200,
-				.timeout_exp = 10, .retry_count = 7, .timeout_scale_ppm = 1000000};
+	struct model_nic nic = {.o_send_ns = 300,
+				.o_recv_ns = 300,
+				.ack_proc_ns = 200,
+				.timeout_exp = 10,
+				.retry_count = 7,
+				.timeout_scale_ppm = 1000000};
 	fenv_resolve(links, 2, &nic);
 	enum { N = 65536 };
 	static uint8_t src[N], out[2][N];

@@ -4,7 +4,7 @@
  * chan_rx_times; plugin/trace.c uses them): what they say before, during and
  * after a message, on the ideal fabric, in one process.
  */
-#include "sim/chan.h"
+#include "sim/core/chan.h"
 
 #include <errno.h>
 #include <stdio.h>

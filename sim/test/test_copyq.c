@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_copyq.c - the copy threads (sim/copyq.c): jobs run and are marked done;
+ * test_copyq.c - the copy threads (sim/core/copyq.c): jobs run and are marked done;
  * copyq_drain returns only when every job queued before it is done, queued
  * and running ones alike, while later jobs may still be going; copyq_stop
  * finishes what is queued; a submit after a stop starts the threads again.
  * Slow copies (a sleep in the copy function) make the drain's wait visible.
  */
-#include "sim/copyq.h"
+#include "sim/core/copyq.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

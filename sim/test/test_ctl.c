@@ -4,7 +4,7 @@
  * helpers: exact framing errors (fed whole, byte by byte and in random
  * splits), limits, round trips, and descriptor passing over socketpairs.
  */
-#include "sim/ctl.h"
+#include "sim/core/ctl.h"
 
 #include <dirent.h>
 #include <errno.h>

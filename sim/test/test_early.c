@@ -13,10 +13,10 @@
  *   4. a degrade fault that makes the link faster, in force: the sender's model is right
  *      again, faster than the configured link, and nothing is counted early.
  */
-#include "sim/chan.h"
-#include "sim/fault.h"
-#include "sim/fstate.h"
-#include "sim/model.h"
+#include "sim/core/chan.h"
+#include "sim/core/fault.h"
+#include "sim/core/fstate.h"
+#include "sim/core/model.h"
 
 #include <string.h>
 #include <time.h>

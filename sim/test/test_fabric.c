@@ -4,8 +4,8 @@
  * messages, the parameter table, the ideal fabric's on-demand nodes, routes,
  * and the load-time hazards fabric_lint reports.
  */
-#include "sim/fabric.h"
-#include "sim/param.h"
+#include "sim/scn/fabric.h"
+#include "sim/scn/param.h"
 
 #include <errno.h>
 #include <stdio.h>

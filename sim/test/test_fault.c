@@ -14,10 +14,10 @@
  *   chan              a corrupt fault flips bits in the delivered copy.
  * T_o below is the ACK timeout of timeout_exp 10: 4096 ns << 10 = 4194304 ns.
  */
-#include "sim/chan.h"
-#include "sim/fault.h"
-#include "sim/fstate.h"
-#include "sim/model.h"
+#include "sim/core/chan.h"
+#include "sim/core/fault.h"
+#include "sim/core/fstate.h"
+#include "sim/core/model.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_fault_parse.c - the scenario's faults: section (sim/fault_parse.c):
+ * test_fault_parse.c - the scenario's faults: section (sim/scn/faults.c):
  * every kind of error gives its exact "file:line:column: key: reason"; good
  * sections resolve to the specs fault.h describes, and the fabric's JSON dump
  * carries them ("faults": [...]); scn_load_faults checks live specs (YAML flow
  * syntax, as `simfabric fault apply` sends them) against a loaded fabric.
  */
-#include "sim/fault.h"
-#include "sim/scenario.h"
+#include "sim/core/fault.h"
+#include "sim/scn/scenario.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -497,7 +497,7 @@ static void test_both_ways_with_trigger(void)
  * BUG: set: {corrupt_p: ...} is documented (the known-keys list of set) but refused:
  * parse_set hands "corrupt_p" to the link parameter table, whose name is "corrupt"; and
  * every degrade then asks scn_layer_has(param_find(PARAM_LINK, "corrupt_p")), a NULL
- * param: a shift by a garbage exponent (UBSan: sim/scenario.c layer_has).
+ * param: a shift by a garbage exponent (UBSan: sim/scn/scenario.c layer_has).
  */
 static void test_degrade_corrupt_p(void)
 {

@@ -5,9 +5,9 @@
  * completes before the time the model gives it, checked message by message
  * against a shadow copy of the model run in the same order.
  */
-#include "sim/chan.h"
-#include "sim/fstate.h"
-#include "sim/model.h"
+#include "sim/core/chan.h"
+#include "sim/core/fstate.h"
+#include "sim/core/model.h"
 
 #include <errno.h>
 #include <stdio.h>

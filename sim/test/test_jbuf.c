@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_jbuf.c - the growing JSON text (sim/jbuf.c):
+ * test_jbuf.c - the growing JSON text (sim/scn/jbuf.c):
  *   append     raw, puts and printf texts of every length across the growth
  *              steps, against the same text made with snprintf
  *   str        jbuf_str's escaping: quotes, control bytes, UTF-8 of 2, 3 and
@@ -10,7 +10,7 @@
  *   oom        a failed append is sticky (later ones do nothing) and
  *              reported once, by jbuf_take (-ENOMEM, the text freed)
  */
-#include "sim/jbuf.h"
+#include "sim/scn/jbuf.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_job.c - the scenario's job: and expect: sections (sim/job.c): what
+ * test_job.c - the scenario's job: and expect: sections (sim/scn/job.c): what
  * they resolve to (the exact JSON the fabric dump carries), and every kind of
  * error with its exact "file:line:column: key: reason".
  */
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/scenario.h"
+#include "sim/scn/scenario.h"
 
 #include "sim/test/check.h"
 

@@ -6,7 +6,7 @@
  * fixed seeds (so they cannot flake), validation messages, and the cost of
  * one model_message call (printed, not asserted).
  */
-#include "sim/model.h"
+#include "sim/core/model.h"
 
 #include <errno.h>
 #include <math.h>

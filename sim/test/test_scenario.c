@@ -5,7 +5,7 @@
  * "file:line:column: key: reason", and defaults, overrides and per-direction
  * models resolve as scenarios/README.md says.
  */
-#include "sim/scenario.h"
+#include "sim/scn/scenario.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sim/param.h"
+#include "sim/scn/param.h"
 
 #include "sim/test/check.h"
 

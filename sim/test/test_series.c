@@ -8,7 +8,7 @@
  *   series        the sampler's ring: deltas, wrap, high marks, the memory bound
  *   layout        fst_check on a region of another layout version
  */
-#include "sim/fstate.h"
+#include "sim/core/fstate.h"
 #include "sim/series.h"
 
 #include <errno.h>

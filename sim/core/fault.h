@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fault.h - faults: what a scenario's faults: section (or `simfabric fault
+ * apply`) asks for, resolved against the fabric, and the small pure
+ * functions that say when a fault is on and what it does to a message.
+ *
+ * A fault is an action on a scope during windows of time:
+ *   DOWN     links lose every packet (link_down, nic_down, flap): the sender's
+ *            RC transport retries at each ACK timeout T_o; the first retry at or
+ *            after the window's end gets through. More than retry_count
+ *            retries without progress fail the message (and its connection).
+ *   STALL    links or connections hold packets (a PFC pause, a wedged switch
+ *            queue): nothing is lost, traffic resumes at the window's end,
+ *            unless the sender's ACK timer runs out of retries first.
+ *   DEGRADE  links run with other parameters (rate, extra latency, loss,
+ *            corruption) for messages posted inside the window.
+ *   RESET    connections fail: both ends get an error on their next message.
+ *   REFUSE   connects to or from a node are refused.
+ *   DELAY    connects are held for a while before they complete.
+ *   KILL     a node's processes are SIGKILLed (by the daemon, which knows
+ *            each session's pid).
+ * The budget: a DOWN or STALL window of length D only delays traffic when
+ * D <= retry_count x T_o; longer, the message fails at u + (retry_count + 1)
+ * x T_o, u the moment its first packet was lost or held.
+ *
+ * The schedule: a trigger gives the fault its origin (fabric start, the
+ * first traffic on a link, the Nth message or byte on a link or connection);
+ * windows start at origin + start_ns + i x period_ns for i < count, each
+ * lasting duration_ns, each taken with probability prob (a draw keyed by
+ * (seed, fault, i): the same windows for the same seed). A fault can be
+ * cleared at a time (until_ns), which ends every window there.
+ *
+ * Units are the model's (int64 ns of CLOCK_MONOTONIC, bytes, bit/s,
+ * probabilities as fractions of 2^32). Errors are negative errno values.
+ */
+#ifndef SF_FAULT_H
+#define SF_FAULT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/core/model.h"
+
+#define FAULT_MAX 256	     /* faults in one fabric, scenario and live ones together */
+#define FAULT_MAX_LINKS 32   /* directed links one fault acts on */
+#define FAULT_NAME_MAX 47
+#define FAULT_FOREVER INT64_MAX
+#define FAULT_SCAN_MAX 4096  /* windows looked at per query: a bound on the work per message */
+#define FAULT_P_WINDOW 9     /* enum model_purpose slot of the per-window draw */
+#define FAULT_ANY (-1)	     /* a connection end that matches every node */
+
+enum fault_action {
+	FAULT_A_NONE = 0,
+	FAULT_A_DOWN,
+	FAULT_A_STALL,
+	FAULT_A_DEGRADE,
+	FAULT_A_RESET,
+	FAULT_A_REFUSE,
+	FAULT_A_DELAY,
+	FAULT_A_KILL,
+};
+
+/* The action as written: what messages and the docs call it. */
+enum fault_kind {
+	FAULT_K_LINK_DOWN = 0,
+	FAULT_K_NIC_DOWN,
+	FAULT_K_FLAP,
+	FAULT_K_STALL,
+	FAULT_K_DEGRADE,
+	FAULT_K_CORRUPT,
+	FAULT_K_RESET,
+	FAULT_K_CONNECT_REFUSE,
+	FAULT_K_CONNECT_DELAY,
+	FAULT_K_NODE_KILL,
+	FAULT_K_COUNT,
+};
+extern const char *const fault_kind_names[FAULT_K_COUNT]; /* "link_down", ... */
+enum fault_action fault_kind_action(enum fault_kind k);
+
+enum fault_trigger {
+	FAULT_T_TIME = 0,      /* origin: the fabric's start (virtual time 0) */
+	FAULT_T_FIRST_TRAFFIC, /* the first message posted on trig_link */
+	FAULT_T_MESSAGES,      /* the threshold-th message on the trigger's link or connection */
+	FAULT_T_BYTES,	       /* the message that brings its bytes to threshold */
+};
+
+/* degrade: which fields are set */
+#define FAULT_SET_RATE 0x1
+#define FAULT_SET_LATENCY 0x2
+#define FAULT_SET_LOSS 0x4
+#define FAULT_SET_CORRUPT 0x8
+
+/* One fault, resolved (names to ids); plain data, also stored in shared memory. */
+struct fault_spec {
+	char name[FAULT_NAME_MAX + 1];
+	uint32_t kind;	 /* enum fault_kind */
+	uint32_t action; /* enum fault_action */
+	uint32_t trigger; /* enum fault_trigger */
+	uint32_t nlinks;  /* DOWN, STALL, DEGRADE on links */
+	uint32_t link[FAULT_MAX_LINKS];
+	int32_t src_node, dst_node; /* connection scope: node ids or FAULT_ANY; both FAULT_ANY
+				       with nlinks 0 means every connection */
+	int32_t conn_scope;	    /* 1: the action applies to connections, not links */
+	int32_t node;		    /* KILL, REFUSE, DELAY: the node (FAULT_ANY: any) */
+	/* the trigger's scope (MESSAGES, BYTES, FIRST_TRAFFIC) */
+	int32_t trig_link; /* a directed link, or -1 */
+	int32_t trig_src, trig_dst; /* else a connection's nodes (FAULT_ANY matches any) */
+	uint64_t threshold;
+	/* the schedule, relative to the origin */
+	int64_t start_ns, duration_ns, period_ns;
+	uint64_t count; /* windows; 0: unbounded (a period is then required) */
+	uint32_t prob;	/* per window; MODEL_PROB_ONE: every one */
+	uint32_t set;	/* FAULT_SET_* for DEGRADE */
+	uint64_t rate_bps;
+	int64_t extra_latency_ns;
+	struct model_loss loss;
+	uint32_t corrupt_p;
+	int64_t delay_ns; /* DELAY: how long a connect is held */
+	int32_t line;	  /* where it was defined (scenario line; 0: live) */
+	uint32_t reserved;
+};
+
+/* A resolved plan: what a scenario's faults: section gave. */
+struct fault_plan {
+	int n;
+	struct fault_spec f[FAULT_MAX];
+};
+void fault_plan_free(struct fault_plan *p); /* NULL-safe */
+void fault_plan_free_v(void *p);	    /* the same, for fabric_set_faults */
+
+/* ---- pure functions of the schedule ---------------------------------------- */
+
+/*
+ * The first window of f that overlaps [lo, hi] (lo <= hi), given its origin
+ * (absolute ns; 0: not triggered yet, so none) and the time it was cleared
+ * (FAULT_FOREVER: never). 1 with [*a, *b) (b clipped to until), or 0.
+ * Looks at no more than FAULT_SCAN_MAX windows, taking the last one looked at
+ * when the scan is cut short (never misses a window; may call one early).
+ */
+int fault_window(const struct fault_spec *f, uint64_t seed, uint32_t fid, int64_t origin,
+		 int64_t until, int64_t lo, int64_t hi, int64_t *a, int64_t *b);
+/* Is window i taken (prob)? */
+int fault_window_taken(const struct fault_spec *f, uint64_t seed, uint32_t fid, uint64_t i);
+
+/*
+ * The effect of one outage on a message: its first packet lost (DOWN) or held
+ * (STALL) at u, the window ending at b, T_o the ACK timeout (MODEL_NEVER: no
+ * timer), retries_left of the budget. Returns 0 with *resume (the time it goes
+ * on) and *used (retries spent), or 1 (it fails) with *resume the failure
+ * time: u + (retries_left + 1) x T_o.
+ */
+int fault_recover(enum fault_action action, int64_t u, int64_t b, int64_t timeout_ns,
+		  uint32_t retries_left, int64_t *resume, uint32_t *used);
+
+/* Does a connection from node src to node dst match a (src, dst) scope? */
+int fault_conn_match(int32_t want_src, int32_t want_dst, int32_t src, int32_t dst);
+
+/* Check a spec's internal consistency (the parser's result, or a live one). 0 or -EINVAL with
+ * "key: reason" in err. */
+int fault_spec_check(const struct fault_spec *f, char *err, size_t errlen);
+
+/* "12.5ms", "3s", "250ns": a time for messages. Returns buf. */
+const char *fault_fmt_ns(int64_t ns, char *buf, size_t cap);
+
+#endif /* SF_FAULT_H */

@@ -1,0 +1,678 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fstate.c - the fabric's shared state (see fstate.h).
+ */
+#include "sim/core/fstate.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ALIGN 64u
+#define NS_BITS 8000000000ull /* bits x 1e9: bytes x NS_BITS / rate_bps = ns */
+
+__extension__ typedef unsigned __int128 u128;
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* *a = max(*a, v), for counters that several processes raise at once. */
+static void atomic_max(_Atomic uint64_t *a, uint64_t v)
+{
+	uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+	while (v > cur && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
+								  memory_order_relaxed))
+		;
+}
+
+struct layout {
+	uint64_t params_off, state_off, nics_off, faults_off, tables_off, total;
+};
+
+static int layout_for(uint32_t nlinks, uint32_t nnics, uint64_t table_entries, struct layout *l)
+{
+	if (nlinks > FST_MAX_LINKS || nnics > FST_MAX_LINKS ||
+	    table_entries > (uint64_t)nlinks * MODEL_TABLE_MAX)
+		return -EINVAL;
+	l->params_off = align_up(sizeof(struct fst_shm), ALIGN);
+	l->state_off = align_up(l->params_off + (uint64_t)nlinks * sizeof(struct model_link), ALIGN);
+	l->nics_off = align_up(l->state_off + (uint64_t)nlinks * sizeof(struct fst_link), ALIGN);
+	l->faults_off = align_up(l->nics_off + (uint64_t)nnics * sizeof(struct fst_nic), ALIGN);
+	l->tables_off = align_up(l->faults_off + (uint64_t)FAULT_MAX * sizeof(struct fst_fault), ALIGN);
+	l->total = align_up(l->tables_off + table_entries * sizeof(int64_t), 4096);
+	return 0;
+}
+
+size_t fst_bytes(uint32_t nlinks, uint32_t nnics, uint64_t table_entries)
+{
+	struct layout l;
+	return layout_for(nlinks, nnics, table_entries, &l) ? 0 : (size_t)l.total;
+}
+
+int fst_format(void *base, size_t len, uint32_t nlinks, const struct model_link *links,
+	       uint32_t nnics, uint64_t seed, int64_t epoch_ns)
+{
+	uint64_t entries = 0;
+	for (uint32_t i = 0; i < nlinks; i++)
+		if (links[i].jitter.dist == MODEL_DIST_TABLE) {
+			if (!links[i].jitter.table || links[i].jitter.ntable <= 0 ||
+			    links[i].jitter.ntable > MODEL_TABLE_MAX)
+				return -EINVAL;
+			entries += (uint64_t)links[i].jitter.ntable;
+		}
+	struct layout l;
+	if (!base || layout_for(nlinks, nnics, entries, &l) || len < l.total)
+		return -EINVAL;
+	struct fst_shm *shm = base;
+	memset(shm, 0, sizeof(*shm));
+	shm->version = FST_VERSION;
+	shm->nlinks = nlinks;
+	shm->seed = seed;
+	shm->epoch_ns = epoch_ns;
+	shm->total_bytes = l.total;
+	shm->params_off = l.params_off;
+	shm->state_off = l.state_off;
+	shm->tables_off = l.tables_off;
+	shm->nnics = nnics;
+	shm->nics_off = l.nics_off;
+	shm->faults_off = l.faults_off;
+	memset((uint8_t *)base + l.nics_off, 0, (size_t)nnics * sizeof(struct fst_nic));
+	memset((uint8_t *)base + l.faults_off, 0, (size_t)FAULT_MAX * sizeof(struct fst_fault));
+	struct model_link *params = (struct model_link *)((uint8_t *)base + l.params_off);
+	struct fst_link *state = (struct fst_link *)((uint8_t *)base + l.state_off);
+	int64_t *tables = (int64_t *)((uint8_t *)base + l.tables_off);
+	uint64_t at = 0;
+	for (uint32_t i = 0; i < nlinks; i++) {
+		params[i] = links[i];
+		params[i].jitter.table = NULL; /* pointers mean nothing in another process */
+		memset(&state[i], 0, sizeof(state[i]));
+		state[i].loss.state = 1;
+		if (links[i].jitter.dist == MODEL_DIST_TABLE) {
+			state[i].table_off = at;
+			state[i].table_n = (uint64_t)links[i].jitter.ntable;
+			memcpy(tables + at, links[i].jitter.table,
+			       (size_t)links[i].jitter.ntable * sizeof(int64_t));
+			at += (uint64_t)links[i].jitter.ntable;
+		}
+	}
+	atomic_thread_fence(memory_order_release);
+	shm->magic = FST_MAGIC;
+	return 0;
+}
+
+int fst_check(const void *base, size_t len)
+{
+	const struct fst_shm *shm = base;
+	if (!base || len < sizeof(*shm) || shm->magic != FST_MAGIC)
+		return -EPROTO;
+	if (shm->version != FST_VERSION)
+		return -EPROTONOSUPPORT;
+	struct layout l;
+	uint64_t entries = 0;
+	if (layout_for(shm->nlinks, shm->nnics, 0, &l))
+		return -EPROTO;
+	if (shm->params_off != l.params_off || shm->state_off != l.state_off ||
+	    shm->nics_off != l.nics_off || shm->faults_off != l.faults_off ||
+	    atomic_load(&((struct fst_shm *)base)->nfaults) > FAULT_MAX ||
+	    shm->tables_off != l.tables_off || shm->total_bytes > len ||
+	    shm->total_bytes < l.tables_off)
+		return -EPROTO;
+	entries = (shm->total_bytes - l.tables_off) / sizeof(int64_t);
+	const struct fst_link *state = (const struct fst_link *)((const uint8_t *)base + l.state_off);
+	for (uint32_t i = 0; i < shm->nlinks; i++)
+		if (state[i].table_n > MODEL_TABLE_MAX || state[i].table_off > entries ||
+		    state[i].table_n > entries - state[i].table_off)
+			return -EPROTO;
+	return 0;
+}
+
+int fst_view_new(void *base, size_t len, struct fst_view **out)
+{
+	int rc = fst_check(base, len);
+	if (rc)
+		return rc;
+	struct fst_shm *shm = base;
+	struct fst_view *v = calloc(1, sizeof(*v));
+	struct model_link *links = calloc(shm->nlinks ? shm->nlinks : 1, sizeof(*links));
+	if (!v || !links) {
+		free(v);
+		free(links);
+		return -ENOMEM;
+	}
+	const struct model_link *params =
+		(const struct model_link *)((const uint8_t *)base + shm->params_off);
+	const struct fst_link *state = (const struct fst_link *)((const uint8_t *)base + shm->state_off);
+	const int64_t *tables = (const int64_t *)((const uint8_t *)base + shm->tables_off);
+	for (uint32_t i = 0; i < shm->nlinks; i++) {
+		links[i] = params[i];
+		links[i].jitter.table = NULL;
+		if (links[i].jitter.dist == MODEL_DIST_TABLE) {
+			if (state[i].table_n == 0) {
+				free(v);
+				free(links);
+				return -EPROTO;
+			}
+			links[i].jitter.table = tables + state[i].table_off;
+			links[i].jitter.ntable = (int)state[i].table_n;
+		}
+	}
+	v->shm = shm;
+	v->len = len;
+	v->nlinks = shm->nlinks;
+	v->nnics = shm->nnics;
+	v->links = links;
+	*out = v;
+	return 0;
+}
+
+void fst_view_free(struct fst_view *v)
+{
+	if (!v)
+		return;
+	free(v->links);
+	free(v);
+}
+
+static struct fst_link *link_state(struct fst_shm *shm, uint32_t id)
+{
+	return (struct fst_link *)((uint8_t *)shm + shm->state_off) + id;
+}
+
+static struct fst_fault *fault_slot(struct fst_shm *shm, uint32_t id)
+{
+	return (struct fst_fault *)((uint8_t *)shm + shm->faults_off) + id;
+}
+
+int fst_fault_add(struct fst_shm *shm, const struct fault_spec *spec, int64_t origin,
+		  uint32_t *id)
+{
+	/* Only the daemon adds, from its one thread: no race between slots. */
+	uint32_t n = atomic_load(&shm->nfaults);
+	if (n >= FAULT_MAX)
+		return -ENOSPC;
+	struct fst_fault *f = fault_slot(shm, n);
+	memset(f, 0, sizeof(*f));
+	f->spec = *spec;
+	f->spec.name[FAULT_NAME_MAX] = 0;
+	atomic_store(&f->origin, origin);
+	atomic_store(&f->until, FAULT_FOREVER);
+	atomic_store_explicit(&f->used, 1, memory_order_release);
+	atomic_store_explicit(&shm->nfaults, n + 1, memory_order_release);
+	*id = n;
+	return 0;
+}
+
+struct fst_fault *fst_fault(struct fst_shm *shm, uint32_t id)
+{
+	if (!shm || id >= atomic_load_explicit(&shm->nfaults, memory_order_acquire))
+		return NULL;
+	struct fst_fault *f = fault_slot(shm, id);
+	return atomic_load_explicit(&f->used, memory_order_acquire) ? f : NULL;
+}
+
+/* The holder's process is gone (kill(pid, 0) is safe here: every process shares our pid namespace). */
+static int holder_gone(int32_t pid)
+{
+	return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+static int fst_lock(struct fst_shm *shm)
+{
+	int32_t me = (int32_t)getpid();
+	int64_t t0 = 0;
+	for (unsigned spins = 0;; spins++) {
+		uint32_t free_ = 0;
+		if (atomic_compare_exchange_weak_explicit(&shm->lock, &free_, 1, memory_order_acquire,
+							  memory_order_relaxed)) {
+			atomic_store_explicit(&shm->lock_pid, me, memory_order_relaxed);
+			return 0;
+		}
+		if ((spins & 1023) != 1023)
+			continue;
+		/* The holder may be off its CPU (ranks can outnumber cores): let it run. */
+		sched_yield();
+		int64_t now = mono_ns();
+		if (!t0) {
+			t0 = now;
+			continue;
+		}
+		if (now - t0 < FST_LOCK_STEAL_NS)
+			continue;
+		int32_t pid = atomic_load(&shm->lock_pid);
+		if (holder_gone(pid)) {
+			/* Steal: the dead holder's reservation may be half-committed, which costs
+			 * accuracy on those links, never safety. */
+			atomic_store(&shm->lock_pid, me);
+			atomic_fetch_add(&shm->lock_steals, 1);
+			return 0;
+		}
+		/* A live holder takes nanoseconds; seconds mean a bug, not a busy machine. */
+		if (now - t0 > FST_LOCK_DEADLOCK_NS)
+			return -EDEADLK;
+	}
+}
+
+static void fst_unlock(struct fst_shm *shm)
+{
+	atomic_store_explicit(&shm->lock_pid, 0, memory_order_relaxed);
+	atomic_store_explicit(&shm->lock, 0, memory_order_release);
+}
+
+static int on_path(const struct fst_conn *c, uint32_t link, int *hop)
+{
+	for (int j = 0; j < c->npath; j++)
+		if (c->path[j] == link) {
+			*hop = j;
+			return 1;
+		}
+	return 0;
+}
+
+/* Does fault f act on this connection's messages, and at which hop (-1: the connection)? */
+static int fault_scope(const struct fault_spec *f, const struct fst_conn *c, int *hop)
+{
+	*hop = -1;
+	if (f->conn_scope)
+		return fault_conn_match(f->src_node, f->dst_node, c->src_node, c->dst_node);
+	for (uint32_t i = 0; i < f->nlinks; i++)
+		if (on_path(c, f->link[i], hop))
+			return 1;
+	return 0;
+}
+
+static int trigger_scope(const struct fault_spec *f, const struct fst_conn *c)
+{
+	int hop;
+	if (f->trig_link >= 0)
+		return on_path(c, (uint32_t)f->trig_link, &hop);
+	return fault_conn_match(f->trig_src, f->trig_dst, c->src_node, c->dst_node);
+}
+
+static void note_hit(struct fst_hit *hit, uint32_t id, const struct fault_spec *f, uint32_t link,
+		     int64_t a, int64_t b)
+{
+	hit->fault = (int)id;
+	hit->action = f->action;
+	hit->link = link;
+	hit->window_a = a;
+	hit->window_b = b;
+}
+
+/* A degrade in force at t on link: its parameters replace the hop's, on a copy. */
+static void apply_degrades(struct fst_view *v, const struct fst_conn *c, int64_t t,
+			   struct model_link *tmp, struct model_path *p, struct fst_hit *hit)
+{
+	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
+	for (uint32_t id = 0; id < n; id++) {
+		struct fst_fault *ff = fst_fault(v->shm, id);
+		if (!ff || ff->spec.action != FAULT_A_DEGRADE)
+			continue;
+		const struct fault_spec *f = &ff->spec;
+		int64_t wa, wb;
+		if (fault_window(f, v->shm->seed, id, atomic_load(&ff->origin), atomic_load(&ff->until),
+				 t, t, &wa, &wb) != 1 ||
+		    wa > t)
+			continue;
+		int touched = 0;
+		for (uint32_t i = 0; i < f->nlinks; i++) {
+			int j;
+			if (!on_path(c, f->link[i], &j))
+				continue;
+			if (p->hop[j] != &tmp[j]) {
+				tmp[j] = *p->hop[j];
+				p->hop[j] = &tmp[j];
+			}
+			if (f->set & FAULT_SET_RATE)
+				tmp[j].rate_bps = f->rate_bps;
+			if (f->set & FAULT_SET_LATENCY)
+				tmp[j].latency_ns += f->extra_latency_ns;
+			if (f->set & FAULT_SET_LOSS)
+				tmp[j].loss = f->loss;
+			if (f->set & FAULT_SET_CORRUPT)
+				tmp[j].corrupt_p = f->corrupt_p;
+			if (f->set & FAULT_SET_CORRUPT)
+				hit->corrupt_set = 1;
+			touched = 1;
+			if (hit->fault < 0)
+				note_hit(hit, id, f, f->link[i], wa, wb);
+		}
+		if (touched) {
+			hit->nfaults++;
+			atomic_fetch_add_explicit(&ff->hit, 1, memory_order_relaxed);
+		}
+	}
+}
+
+/*
+ * Outages (DOWN, STALL) and resets the message meets between its post and its
+ * arrival, in time order: each delays what is left of it, or fails it. The
+ * retry budget is shared by outages that follow each other without progress.
+ */
+/*
+ * A message caught at u resumes at r and then still needs what was to come at u: the rest
+ * of its transit, at most what it takes on an idle path (own_ns). It arrives at
+ * max(the model's arrival, r + that). Delays are maxima, not sums, so a message queued
+ * behind an earlier delayed one (on a link, or by its connection's FIFO order) does not pay
+ * that delay twice.
+ */
+static void apply_outages(struct fst_view *v, struct fst_conn *c, int64_t t_post, int64_t own_ns,
+			  struct model_msg *out, struct fst_hit *hit, int *fail_hop)
+{
+	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
+	const int64_t to = model_timeout_ns(&c->nic);
+	int64_t t = t_post, end = out->arrive_ns, delay = 0, last_resume = -1;
+	uint32_t used = 0;
+	uint64_t seen[FAULT_MAX / 64] = {0}; /* faults counted for this message already */
+	for (int round = 0; round < 4 * FAULT_MAX; round++) {
+		/* the earliest window (of any matching fault) that overlaps [t, end] */
+		int best = -1, best_hop = -1, undecided = 0;
+		int64_t ba = 0, bb = 0;
+		for (uint32_t id = 0; id < n; id++) {
+			struct fst_fault *ff = fst_fault(v->shm, id);
+			if (!ff)
+				continue;
+			const struct fault_spec *f = &ff->spec;
+			if (f->action != FAULT_A_DOWN && f->action != FAULT_A_STALL &&
+			    f->action != FAULT_A_RESET)
+				continue;
+			int hop;
+			int64_t wa, wb;
+			if (!fault_scope(f, c, &hop))
+				continue;
+			int r = fault_window(f, v->shm->seed, id, atomic_load(&ff->origin),
+					     atomic_load(&ff->until), t, end, &wa, &wb);
+			if (!r)
+				continue;
+			int64_t u = wa > t ? wa : t;
+			if (best < 0 || u < ba) {
+				best = (int)id;
+				best_hop = hop;
+				ba = u;
+				bb = wb;
+				undecided = r == 2;
+			}
+		}
+		if (best < 0)
+			break;
+		if (undecided) { /* a scan cut short: nothing before ba, look again from there */
+			t = ba;
+			continue;
+		}
+		struct fst_fault *ff = fst_fault(v->shm, (uint32_t)best);
+		const struct fault_spec *f = &ff->spec;
+		uint32_t link = best_hop >= 0 ? c->path[best_hop] : (c->npath ? c->path[0] : 0);
+		if (hit->fault < 0 || hit->action == FAULT_A_DEGRADE)
+			note_hit(hit, (uint32_t)best, f, link, ba, bb);
+		/* counters count messages, not the windows one message meets */
+		int first = !(seen[best / 64] >> (best % 64) & 1);
+		seen[best / 64] |= 1ull << (best % 64);
+		if (first) {
+			hit->nfaults++;
+			atomic_fetch_add_explicit(&ff->hit, 1, memory_order_relaxed);
+		}
+		int64_t resume;
+		uint32_t spent = 0;
+		int failed;
+		if (f->action == FAULT_A_RESET) {
+			failed = 1;
+			resume = ba;
+		} else {
+			if (ba > last_resume)
+				used = 0; /* progress since the last outage: RC resets its counter */
+			uint32_t left = c->nic.retry_count > used ? c->nic.retry_count - used : 0;
+			failed = fault_recover((enum fault_action)f->action, ba, bb, to, left, &resume,
+					       &spent);
+		}
+		if (failed) {
+			note_hit(hit, (uint32_t)best, f, link, ba, bb);
+			atomic_fetch_add_explicit(&ff->failed, 1, memory_order_relaxed);
+			if (resume < t_post)
+				resume = t_post;
+			out->failed = 1;
+			out->timeouts += spent + (f->action == FAULT_A_RESET ? 0 : 1);
+			out->arrive_ns = out->recv_done_ns = out->send_done_ns = resume;
+			*fail_hop = best_hop;
+			c->mc.failed = 1;
+			c->mc.last_arrive = resume;
+			hit->delay_ns = delay;
+			return;
+		}
+		used += spent;
+		out->timeouts += f->action == FAULT_A_DOWN ? spent : 0;
+		out->lost += f->action == FAULT_A_DOWN ? 1 : 0;
+		/* what was still to come at ba: its own transit, or less if it was under way */
+		int64_t rem = end - ba < own_ns ? end - ba : own_ns;
+		int64_t want = resume > INT64_MAX - rem ? INT64_MAX : resume + rem;
+		int64_t d = want > end ? want - end : 0;
+		if (first)
+			atomic_fetch_add_explicit(&ff->delayed, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ff->delay_ns, (uint64_t)d, memory_order_relaxed);
+		delay += d;
+		end += d;
+		t = resume;
+		last_resume = resume;
+	}
+	if (delay) {
+		out->arrive_ns += delay;
+		out->recv_done_ns += delay;
+		out->send_done_ns += delay;
+		c->mc.last_arrive = out->arrive_ns;
+	}
+	hit->delay_ns = delay;
+}
+
+/* Triggers the message fires: counted after the check, so the Nth message is not hit itself. */
+static void count_triggers(struct fst_view *v, const struct fst_conn *c, int64_t t_post,
+			   uint64_t bytes)
+{
+	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
+	for (uint32_t id = 0; id < n; id++) {
+		struct fst_fault *ff = fst_fault(v->shm, id);
+		if (!ff || ff->spec.trigger == FAULT_T_TIME || atomic_load(&ff->origin))
+			continue;
+		if (!trigger_scope(&ff->spec, c))
+			continue;
+		uint64_t add = ff->spec.trigger == FAULT_T_BYTES ? bytes : 1;
+		uint64_t need = ff->spec.trigger == FAULT_T_FIRST_TRAFFIC ? 1 : ff->spec.threshold;
+		uint64_t was = atomic_fetch_add(&ff->seen, add);
+		if (was < need && was + add >= need) {
+			int64_t zero = 0;
+			atomic_compare_exchange_strong(&ff->origin, &zero, t_post > 0 ? t_post : 1);
+		}
+	}
+}
+
+int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t bytes,
+		struct model_msg *out, struct fst_hit *hit)
+{
+	struct fst_hit nohit;
+	if (!hit)
+		hit = &nohit;
+	memset(hit, 0, sizeof(*hit));
+	hit->fault = -1;
+	struct model_path p = {.nhops = c->npath, .switching = c->switching};
+	if (c->npath < 0 || c->npath > MODEL_MAX_HOPS || c->src_nic >= v->nnics)
+		return -EINVAL;
+	for (int j = 0; j < c->npath; j++) {
+		if (c->path[j] >= v->nlinks)
+			return -EINVAL;
+		p.link_id[j] = c->path[j];
+		p.hop[j] = &v->links[c->path[j]];
+	}
+	struct model_key key = {.seed = v->shm->seed, .conn = c->id, .msg = c->msgs};
+	int64_t busy[MODEL_MAX_HOPS], before[MODEL_MAX_HOPS];
+	struct model_loss_state loss[MODEL_MAX_HOPS];
+	struct model_link tmp[MODEL_MAX_HOPS];
+	struct fst_nic *nic = (struct fst_nic *)((uint8_t *)v->shm + v->shm->nics_off) + c->src_nic;
+	int faults = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire) != 0;
+	int rc = fst_lock(v->shm);
+	if (rc)
+		return rc;
+	if (faults) {
+		apply_degrades(v, c, now_ns, tmp, &p, hit);
+		for (int j = 0; hit->corrupt_set && j < c->npath; j++)
+			hit->corrupt_p[j] = p.hop[j]->corrupt_p; /* the data path flips the same bits */
+	}
+	int64_t host_busy = nic->host_busy;
+	for (int j = 0; j < c->npath; j++) {
+		struct fst_link *s = link_state(v->shm, c->path[j]);
+		before[j] = busy[j] = s->busy_until;
+		loss[j] = s->loss;
+	}
+	int was_failed = c->mc.failed;
+	rc = model_message(&p, &c->nic, now_ns, bytes, &key, &host_busy, busy, loss, &c->mc, out);
+	int fault_hop = -1;
+	if (rc == 0 && faults && !was_failed && !out->failed && out->arrive_ns != MODEL_NEVER) {
+		/* what the message takes on an idle path, up to its arrival */
+		int64_t own = model_ideal_ns(&p, &c->nic, bytes) - c->nic.o_recv_ns;
+		apply_outages(v, c, now_ns, own > 0 ? own : 0, out, hit, &fault_hop);
+	}
+	if (rc == 0) {
+		nic->host_busy = host_busy;
+		for (int j = 0; j < c->npath; j++) {
+			struct fst_link *s = link_state(v->shm, c->path[j]);
+			s->busy_until = busy[j];
+			s->loss = loss[j];
+		}
+		if (faults)
+			count_triggers(v, c, now_ns, bytes);
+	}
+	fst_unlock(v->shm);
+	if (rc)
+		return rc;
+	if (out->failed && hit->fault >= 0 && fault_hop >= 0)
+		out->fail_hop = fault_hop;
+	else if (out->failed && hit->fault >= 0)
+		out->fail_hop = -1;
+	c->msgs++;
+	for (int j = 0; j < c->npath; j++) {
+		struct fst_link *s = link_state(v->shm, c->path[j]);
+		uint64_t q = before[j] > now_ns ? (uint64_t)(before[j] - now_ns) : 0;
+		atomic_fetch_add_explicit(&s->msgs, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->bytes, bytes, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->packets, out->packets, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->queue_ns, q, memory_order_relaxed);
+		atomic_max(&s->queue_max_ns, q);
+		atomic_fetch_add_explicit(&s->queue_hist[fst_bucket(q, FST_QUEUE_BUCKETS)], 1,
+					  memory_order_relaxed);
+	}
+	/* Impairments are charged to the first hop: the model reports them per message. */
+	if (c->npath > 0) {
+		int hop = out->failed && out->fail_hop >= 0 && out->fail_hop < c->npath ? out->fail_hop : 0;
+		struct fst_link *s = link_state(v->shm, c->path[hop]);
+		atomic_fetch_add_explicit(&s->lost, out->lost, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->timeouts, out->timeouts, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->duplicates, out->duplicates, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->reordered, out->reordered, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->corrupted, out->corrupted, memory_order_relaxed);
+		if (out->failed)
+			atomic_fetch_add_explicit(&s->failed, 1, memory_order_relaxed);
+	}
+	return 0;
+}
+
+void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns, int early)
+{
+	if (!shm || link >= shm->nlinks)
+		return;
+	struct fst_link *s = link_state(shm, link);
+	if (early || late_ns < 0) {
+		atomic_fetch_add_explicit(&s->early, 1, memory_order_relaxed);
+		return;
+	}
+	uint64_t l = (uint64_t)late_ns;
+	atomic_fetch_add_explicit(&s->late_n, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->late_sum_ns, l, memory_order_relaxed);
+	atomic_max(&s->late_max_ns, l);
+	atomic_fetch_add_explicit(&s->late_hist[fst_bucket(l, FST_LATE_BUCKETS)], 1,
+				  memory_order_relaxed);
+}
+
+int fst_bucket(uint64_t v, int nbuckets)
+{
+	int b = 0;
+	while (v && b < nbuckets - 1) {
+		v >>= 1;
+		b++;
+	}
+	return b;
+}
+
+uint64_t fst_hist_le(const uint64_t *h, int nbuckets, uint64_t n, unsigned pct, uint64_t max)
+{
+	uint64_t seen = 0;
+	for (int b = 0; b < nbuckets && n; b++) {
+		seen += h[b];
+		if (seen * 100 >= n * pct) {
+			uint64_t top = b ? 1ull << b : 0;
+			return b == nbuckets - 1 && max > top ? max : top;
+		}
+	}
+	return 0;
+}
+
+uint32_t fst_crossed(const struct fst_shm *shm, int64_t now_ns, uint64_t *bytes)
+{
+	const struct model_link *params =
+		(const struct model_link *)((const uint8_t *)shm + shm->params_off);
+	const struct fst_link *state = (const struct fst_link *)((const uint8_t *)shm + shm->state_off);
+	uint32_t backlogged = 0;
+	for (uint32_t i = 0; i < shm->nlinks; i++) {
+		const struct model_link *p = &params[i];
+		/* The counter first: a reservation in between then only makes the backlog larger. */
+		uint64_t b = atomic_load_explicit(&state[i].bytes, memory_order_relaxed);
+		int64_t busy = __atomic_load_n(&state[i].busy_until, __ATOMIC_RELAXED);
+		bytes[i] = b;
+		if (!p->rate_bps || busy <= now_ns || !b)
+			continue; /* unlimited, idle, or never used */
+		backlogged++;
+		/* wire bytes first, then their payload share: no step overflows 128 bits */
+		u128 wire = (u128)(uint64_t)(busy - now_ns) * p->rate_bps / NS_BITS;
+		u128 payload = wire * p->mtu / ((u128)p->mtu + p->hdr_bytes);
+		bytes[i] = payload >= b ? 0 : b - (uint64_t)payload;
+	}
+	return backlogged;
+}
+
+int64_t fst_floor_ns(const struct fst_view *v, const uint32_t *path, int npath,
+		     const struct model_nic *nic, enum model_switching sw, uint64_t bytes)
+{
+	struct model_link tmp[MODEL_MAX_HOPS];
+	struct model_path p = {.nhops = npath, .switching = sw};
+	if (npath < 1 || npath > MODEL_MAX_HOPS || bytes > MODEL_MAX_BYTES)
+		return 0;
+	for (int j = 0; j < npath; j++) {
+		if (path[j] >= v->nlinks)
+			return 0;
+		tmp[j] = v->links[path[j]];
+		p.link_id[j] = path[j];
+		p.hop[j] = &tmp[j];
+	}
+	/* A degrade replaces a hop's rate, maybe with a faster one; latency it only adds. */
+	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
+	for (uint32_t id = 0; id < n; id++) {
+		const struct fst_fault *ff = fst_fault(v->shm, id);
+		if (!ff || ff->spec.action != FAULT_A_DEGRADE || !(ff->spec.set & FAULT_SET_RATE))
+			continue;
+		uint64_t r = ff->spec.rate_bps;
+		for (uint32_t i = 0; i < ff->spec.nlinks; i++)
+			for (int j = 0; j < npath; j++)
+				if (ff->spec.link[i] == path[j] && tmp[j].rate_bps &&
+				    (!r || r > tmp[j].rate_bps))
+					tmp[j].rate_bps = r;
+	}
+	return model_ideal_ns(&p, nic, bytes);
+}

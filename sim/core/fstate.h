@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fstate.h - the fabric's shared state: one region for the whole fabric.
+ *
+ * The daemon creates it (a sealed memfd) when it loads a scenario and hands
+ * it to every process at hello. It holds what every sender must agree on:
+ * each directed link's model parameters (read-only after format), its
+ * "busy until" time and Markov loss state (the FIFO reservation: written
+ * under the fabric lock), and its counters and fidelity monitor (atomics).
+ * Senders reserve a message's path in one short critical section (pure
+ * arithmetic, no syscall); the lock records its holder's pid so a process
+ * killed inside it cannot wedge the fabric: a waiter that has spun for
+ * FST_LOCK_STEAL_NS and finds the holder gone takes the lock over.
+ *
+ * Errors are negative errno values.
+ */
+#ifndef SF_FSTATE_H
+#define SF_FSTATE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/core/fault.h"
+#include "sim/core/model.h"
+
+#define FST_MAGIC 0x3154534653465353ULL /* "SSFSFST1" */
+/* The layout's version: a plugin and a daemon of other builds refuse each other's region. */
+#define FST_VERSION 3
+#define FST_MAX_LINKS 131072
+/* Histograms of ns: bucket 0 counts 0 ns, bucket b [2^(b-1), 2^b) ns, the last one also all above. */
+#define FST_LATE_BUCKETS 24  /* lateness: the last from 2^22 ns (4 ms) */
+#define FST_QUEUE_BUCKETS 40 /* queueing: the last from 2^38 ns (275 s), beyond any sane backlog */
+#define FST_LOCK_STEAL_NS 50000000LL	 /* after this, a dead holder's lock is taken over */
+#define FST_LOCK_DEADLOCK_NS 10000000000LL /* and a live one held this long is a bug */
+
+/* One directed link's shared state. */
+struct fst_link {
+	_Alignas(64) int64_t busy_until;  /* under the lock */
+	struct model_loss_state loss;	  /* under the lock */
+	uint64_t table_off, table_n;	  /* its jitter table in the region (read-only) */
+	_Atomic uint64_t msgs, bytes, packets, lost, timeouts, duplicates, reordered, corrupted;
+	_Atomic uint64_t failed;	/* messages that exhausted the retries on it */
+	/* Queueing: how long the link was still busy with earlier messages when a message
+	 * entering it was posted (0 if idle); every message that enters it is counted. */
+	_Atomic uint64_t queue_ns, queue_max_ns;
+	_Atomic uint64_t queue_hist[FST_QUEUE_BUCKETS];
+	/* Fidelity monitor, at the receiver of messages whose last hop this is. */
+	_Atomic uint64_t late_n, late_sum_ns, late_max_ns;
+	_Atomic uint64_t early; /* completions before the model allows: a bug if ever non-zero
+				   (fst_record_lateness: checked on the sender's clock) */
+	_Atomic uint64_t late_hist[FST_LATE_BUCKETS];
+};
+
+/* One NIC's shared state: its host-to-NIC stage, shared by all its connections. */
+struct fst_nic {
+	_Alignas(64) int64_t host_busy; /* under the lock */
+};
+
+/*
+ * One fault slot. The daemon fills spec, then publishes used = 1 (release);
+ * after that spec never changes (a slot is never reused while the fabric
+ * lives), so readers need no lock. origin is set once, by the daemon (time
+ * triggers, live faults) or by the sender whose message fires the trigger;
+ * until by a clear.
+ */
+struct fst_fault {
+	_Alignas(64) _Atomic uint32_t used;
+	uint32_t reserved;
+	_Atomic int64_t origin; /* absolute ns of the trigger; 0: not yet */
+	_Atomic int64_t until;	/* cleared at; FAULT_FOREVER: not cleared */
+	_Atomic uint64_t seen;	/* trigger progress: messages or bytes counted */
+	_Atomic uint64_t hit;	/* messages it touched */
+	_Atomic uint64_t delayed, failed, delay_ns;
+	struct fault_spec spec;
+};
+
+struct fst_shm {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t nlinks;
+	uint64_t seed;
+	int64_t epoch_ns; /* CLOCK_MONOTONIC at fabric start: virtual time 0 */
+	uint64_t total_bytes;
+	uint64_t params_off; /* struct model_link[nlinks], table pointers NULL */
+	uint64_t state_off;  /* struct fst_link[nlinks] */
+	uint64_t tables_off; /* int64_t[], the jitter tables */
+	uint32_t nnics;
+	uint32_t reserved;
+	uint64_t nics_off; /* struct fst_nic[nnics] */
+	uint64_t faults_off; /* struct fst_fault[FAULT_MAX] */
+	_Atomic uint32_t nfaults; /* slots handed out so far (readers scan [0, nfaults)) */
+	uint32_t reserved2;
+	_Alignas(64) _Atomic uint32_t lock;
+	_Atomic int32_t lock_pid;
+	_Atomic uint64_t lock_steals;
+};
+
+/*
+ * The region's layout, pinned (as plugin/ncclnet.h pins the ABI): a plugin and
+ * a daemon of the same FST_VERSION must agree byte for byte, and fst_check
+ * only sees sizes. Change one of these structs and bump FST_VERSION, then
+ * write the new figures here; a change without a bump fails the build.
+ */
+#define FST_LAYOUT(cond) _Static_assert(cond, "the fabric state's layout changed: bump FST_VERSION")
+FST_LAYOUT(sizeof(struct model_link) == 128 && offsetof(struct model_link, latency_ns) == 16 &&
+	   offsetof(struct model_link, jitter) == 40 && offsetof(struct model_link, loss) == 80 &&
+	   offsetof(struct model_link, corrupt_p) == 124);
+FST_LAYOUT(sizeof(struct model_loss_state) == 16 && sizeof(struct fault_spec) == 336);
+FST_LAYOUT(sizeof(struct fst_link) == 704 && offsetof(struct fst_link, loss) == 8 &&
+	   offsetof(struct fst_link, msgs) == 40 && offsetof(struct fst_link, queue_hist) == 128 &&
+	   offsetof(struct fst_link, late_hist) == 480);
+FST_LAYOUT(sizeof(struct fst_nic) == 64 && sizeof(struct fst_fault) == 448 &&
+	   offsetof(struct fst_fault, spec) == 64);
+FST_LAYOUT(sizeof(struct fst_shm) == 192 && offsetof(struct fst_shm, params_off) == 40 &&
+	   offsetof(struct fst_shm, faults_off) == 80 && offsetof(struct fst_shm, nfaults) == 88 &&
+	   offsetof(struct fst_shm, lock) == 128 && offsetof(struct fst_shm, lock_steals) == 136);
+#undef FST_LAYOUT
+
+/* ---- daemon side ---------------------------------------------------------- */
+
+/* Bytes for nlinks links whose jitter tables have table_entries entries in all; 0 if too many. */
+size_t fst_bytes(uint32_t nlinks, uint32_t nnics, uint64_t table_entries);
+/* Format a zeroed region: copies links[] (their tables too). 0 or -EINVAL. */
+int fst_format(void *base, size_t len, uint32_t nlinks, const struct model_link *links,
+	       uint32_t nnics, uint64_t seed, int64_t epoch_ns);
+/* Validate a region's header. 0, -EPROTONOSUPPORT (a region of another FST_VERSION: the
+ * plugin and the daemon come from different builds) or -EPROTO (not a fabric state). */
+int fst_check(const void *base, size_t len);
+/*
+ * Publish a fault (checked with fault_spec_check first) with its origin (0:
+ * a trigger will set it). Its slot number is its id. -ENOSPC when FAULT_MAX
+ * slots have been handed out.
+ */
+int fst_fault_add(struct fst_shm *shm, const struct fault_spec *spec, int64_t origin,
+		  uint32_t *id);
+/* Slot id, or NULL when unused or out of range. */
+struct fst_fault *fst_fault(struct fst_shm *shm, uint32_t id);
+
+/* ---- every process -------------------------------------------------------- */
+
+/* A process's view: the mapping plus local copies of the parameters with table pointers set. */
+struct fst_view {
+	struct fst_shm *shm;
+	size_t len;
+	uint32_t nlinks, nnics;
+	struct model_link *links; /* owned, nlinks entries */
+};
+
+/* Attach to a mapped, checked region (not owned: unmap after fst_view_free). 0, -ENOMEM, or
+ * fst_check's error. */
+int fst_view_new(void *base, size_t len, struct fst_view **out);
+void fst_view_free(struct fst_view *v); /* NULL-safe; does not unmap */
+
+/* A sender's per-connection model state. */
+struct fst_conn {
+	uint64_t id;  /* the channel id: part of every random key */
+	uint64_t msgs; /* messages reserved so far */
+	int npath;
+	uint32_t path[MODEL_MAX_HOPS];
+	uint32_t src_nic;     /* the sending NIC's index in the fabric (gid) */
+	int32_t src_node, dst_node; /* the connection's nodes, for connection-scoped faults */
+	struct model_nic nic; /* its parameters */
+	enum model_switching switching;
+	struct model_conn mc; /* FIFO clamp, jitter scores */
+};
+
+/* What a fault did to a message (fst_reserve). */
+struct fst_hit {
+	int fault;	     /* the fault that decided its fate (id), or -1 */
+	uint32_t action;     /* enum fault_action of that fault */
+	uint32_t link;	     /* the link it acted on (DOWN, STALL on links, DEGRADE) */
+	int64_t delay_ns;    /* added by outages */
+	int64_t window_a, window_b; /* the window that hit it */
+	int nfaults;	     /* faults that touched it */
+	int corrupt_set;     /* a degrade set hop j's corruption to corrupt_p[j] */
+	uint32_t corrupt_p[MODEL_MAX_HOPS];
+};
+
+/*
+ * Reserve one message of bytes posted at now_ns on the connection's path, in
+ * FIFO order with every other sender, and say when it arrives, completes at
+ * the receiver, completes at the sender, or fails. Faults apply here: a
+ * degrade in force at now_ns changes a hop's parameters; DOWN and STALL
+ * windows that the message meets delay it or fail it; a RESET fails it; a
+ * message can fire a fault's trigger (after the check, so the Nth message
+ * itself is not hit). hit (may be NULL) says what a fault did. Updates the
+ * links' and the faults' counters. 0, -EINVAL (a bad path), -EDEADLK (the lock could not be had).
+ */
+int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t bytes,
+		struct model_msg *out, struct fst_hit *hit);
+/*
+ * The fidelity monitor: a receive on a path whose last hop is link completed late_ns after the
+ * model's time; early: before the soonest the model could ever give it (fst_floor_ns, from the
+ * sender's post time), or before the model's time (late_ns < 0). An early one is only counted.
+ */
+void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns, int early);
+/*
+ * The least time (ns from its post) the model can give a message of bytes on this route, on
+ * this fabric, whatever the load: an idle path without jitter, impairments or fault delays
+ * (model_ideal_ns), each hop at the fastest rate a degrade fault may set on it. 0 for a route
+ * that does not fit the fabric.
+ */
+int64_t fst_floor_ns(const struct fst_view *v, const uint32_t *path, int npath,
+		     const struct model_nic *nic, enum model_switching sw, uint64_t bytes);
+/* A histogram's bucket for v ns (FST_LATE_BUCKETS or FST_QUEUE_BUCKETS of them: nbuckets). */
+int fst_bucket(uint64_t v, int nbuckets);
+/*
+ * The pct-th percentile of the n values counted in histogram h[nbuckets] (fst_bucket's
+ * buckets), as an upper bound: the top of the bucket that holds it (2^b; 0 for bucket 0).
+ * The last bucket also counts everything above its top: there the bound is max, the
+ * largest value counted, where that is higher. 0 when n is 0.
+ */
+uint64_t fst_hist_le(const uint64_t *h, int nbuckets, uint64_t n, unsigned pct, uint64_t max);
+
+/*
+ * Payload bytes that have crossed each link by now_ns, into bytes[nlinks]: its byte
+ * counter (counted when a message is reserved, maybe long before it is on the wire)
+ * less the backlog it still has reserved past now_ns, (busy_until - now_ns) at its
+ * payload rate (mtu / (mtu + hdr_bytes) of its rate), at least 0. An estimate while a
+ * link has a backlog (a message's extra header bytes, retransmissions and the gaps
+ * between reservations make it low), exact once it has none. Unlimited links count
+ * every byte at once. Reads without the lock (the daemon must not wait for it).
+ * Returns how many links still have a backlog.
+ */
+uint32_t fst_crossed(const struct fst_shm *shm, int64_t now_ns, uint64_t *bytes);
+
+#endif /* SF_FSTATE_H */

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * scenario.h - scenario files (YAML) to a resolved fabric.
+ *
+ * A scenario is one YAML document: a mapping with the sections
+ *   name, description   free text (name defaults to the file's base name)
+ *   seed                the models' random seed (default 1)
+ *   fabric              required: what the fabric is (schema: scenarios/README.md)
+ *   faults              the fault timeline (sim/scn/faults.c, sim/core/fault.h)
+ *   job, expect         what `simfabric run` launches and checks (sim/scn/job.c)
+ * Any other top-level key is an error. Everything is validated at load,
+ * before anything is built into the fabric the caller gets: a scenario
+ * either loads completely or not at all.
+ *
+ * Errors are "file:line:column: key: reason", line and column 1-based,
+ * pointing at the offending key or value, key the parameter or section
+ * name, the reason naming the bad value. Only the first error is reported.
+ *
+ * libyaml's document loader does the YAML; the walk over its tree has a
+ * fixed depth (the schema's), so aliases cannot make it recurse or loop.
+ */
+#ifndef SF_SCENARIO_H
+#define SF_SCENARIO_H
+
+#include <stddef.h>
+
+#include "sim/scn/fabric.h"
+
+#define SCN_ERR_LEN 768
+#define SCN_FILE_MAX (16u << 20) /* bytes */
+
+/*
+ * Read, parse, validate and resolve the scenario at path into a new fabric
+ * (free it with fabric_free). 0; -EINVAL with "file:line:column: key:
+ * reason" in err; a negative errno from reading the file with "file:
+ * reason"; -EFBIG over SCN_FILE_MAX; -ENOMEM.
+ */
+int scn_load(const char *path, struct fabric **out, char *err, size_t errlen);
+/* The same from memory; file is the name used in messages and kept as the fabric's scenario. */
+int scn_load_buffer(const char *file, const char *data, size_t len, struct fabric **out,
+		    char *err, size_t errlen);
+
+struct fault_plan;
+/*
+ * A faults: list alone (YAML text: a sequence of faults, or a mapping with a
+ * faults: key), checked against a loaded fabric: what `simfabric fault apply`
+ * sends. *out is a new plan (fault_plan_free). Errors as scn_load's.
+ */
+int scn_load_faults(struct fabric *f, const char *file, const char *data, size_t len,
+		    struct fault_plan **out, char *err, size_t errlen);
+
+/* A plan as a JSON array (malloc'd; NULL: out of memory), names from the fabric (faults.c). */
+char *fault_plan_json(const struct fault_plan *p, const struct fabric *f);
+
+#endif /* SF_SCENARIO_H */

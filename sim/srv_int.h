@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * srv_int.h - the server's objects (connections, sessions, listeners,
+ * channels, struct srv) and the small helpers on them, shared by the hub
+ * sim/srv.c (everything that changes them) and sim/srv_look.c (the ops that
+ * only look). Internal to those two; object lifetimes are described at the
+ * top of srv.c.
+ */
+#ifndef SF_SRV_INT_H
+#define SF_SRV_INT_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "sim/core/chan.h"
+#include "sim/core/ctl.h"
+#include "sim/dlist.h"
+#include "sim/fabmon.h"
+#include "sim/srv.h"
+
+#define SRV_TOMBS 4096 /* dropped listener ids remembered */
+#define SRV_CLIENT_MAX 32
+
+/* Handler results besides 0 (reply with errno=0) and -errno (error reply). */
+#define SRV_DONE 1 /* the handler queued its reply itself, or will later */
+
+enum role { R_NONE, R_SESSION, R_LISTENER, R_CONNECT };
+static const char *const role_names[] = {"nothing", "session", "listener", "connect"};
+
+enum { END_TX = 0, END_RX = 1 };
+enum end_state { END_OPEN, END_CLOSED, END_DEAD };
+
+struct out_item {
+	struct out_item *next;
+	int fd;	       /* descriptor to attach to the first byte, or -1; owned */
+	uint64_t chan; /* channel whose end this hands out, or 0 */
+	int side;
+	size_t len, off;
+	char data[];
+};
+
+struct session;
+struct listener;
+
+struct srv_conn {
+	struct srv *srv;
+	struct dl link;	 /* s->conns, or s->dead once killed */
+	struct dl dirty; /* s->dirty while output waits to be written */
+	uint64_t id;
+	int fd;
+	pid_t pid;
+	uid_t uid;
+	void *io;
+	struct ctl_parser *parser;
+	struct out_item *out_head, **out_tail;
+	size_t out_bytes;
+	bool rd_on, wr_on;
+	bool draining; /* no more input; close once the output is written */
+	bool dead;
+	const char *kill_why; /* set where killing at once is unsafe; settle() does it */
+	enum role role;
+	struct session *sess;
+	struct listener *lis;
+	/* A connect waiting for its listener (role R_CONNECT, pending). */
+	bool pending;
+	struct dl pend_link;
+	uint64_t pend_listener;
+	int pend_nic;
+	struct session *pend_sess;
+	int64_t pend_deadline, pend_since;
+	bool pend_held;	  /* held by a connect_delay fault until pend_deadline, listener known */
+	bool faults_done; /* the connect faults were applied already */
+	char why[CTL_ERR_LEN + 64]; /* why it closed, for the log */
+};
+
+struct session {
+	struct dl link;
+	uint64_t serial;
+	pid_t pid;
+	const struct fabric_node *node;
+	char client[SRV_CLIENT_MAX + 1];
+	struct srv_conn *conn;
+};
+
+struct listener {
+	struct dl link;
+	uint64_t id;
+	struct session *sess;
+	int nic;
+	struct srv_conn *conn;
+	uint64_t accepted;
+};
+
+struct tomb {
+	uint64_t id;
+	uint64_t sess_serial;
+	pid_t pid;
+	bool used;
+};
+
+struct chan_end {
+	struct session *sess; /* NULL once its session ended */
+	pid_t pid;
+	const struct fabric_node *node;
+	int nic;
+	enum end_state st;
+};
+
+struct channel {
+	struct dl link; /* s->chans, in creation order */
+	uint64_t id, listener;
+	struct chan_shm *shm; /* NULL once freed */
+	size_t len;
+	struct chan_end end[2];
+	struct chan_stats last; /* final counters, once freed */
+};
+
+struct srv {
+	struct srv_config cfg;
+	struct srv_ops ops;
+	struct fabric *fabric;
+	size_t shm_bytes;
+	uint64_t conn_mem;
+	char instance[17];
+	struct dl conns, dead, dirty, sessions, listeners, pending, chans;
+	int nconns, nsessions, nlisteners, npending, nchans_open, nchans_closed;
+	uint64_t next_conn, next_serial, next_chan;
+	struct tomb tombs[SRV_TOMBS];
+	int tomb_pos;
+	bool stopping;
+	struct ctl_msg *out; /* scratch for building replies */
+	/* A modelled fabric's daemon side (sim/fabmon.h); NULL on the ideal fabric. */
+	struct fabmon *mon;
+	char wire[CTL_MSG_MAX];
+};
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static inline int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline const char *errname(int e)
+{
+	const char *n = strerrorname_np(e);
+	return n ? n : "E?";
+}
+
+/* A value quoted into an error text: at most 64 characters ("..." if cut). */
+static inline const char *clip(const char *v, char out[static 72])
+{
+	size_t n = strlen(v);
+	if (n <= 64)
+		return v;
+	memcpy(out, v, 61);
+	memcpy(out + 61, "...", 4);
+	return out;
+}
+
+static inline void msg_reset(struct ctl_msg *m)
+{
+	m->n = 0;
+	m->len = 0;
+	m->fd = -1;
+}
+
+static inline const char *chan_state(const struct channel *ch)
+{
+	if (!ch->shm)
+		return "closed";
+	if (ch->end[END_TX].st == END_DEAD || ch->end[END_RX].st == END_DEAD)
+		return "dead";
+	if (ch->end[END_TX].st == END_CLOSED || ch->end[END_RX].st == END_CLOSED)
+		return "closing";
+	return "open";
+}
+
+static inline int get_u64(const struct ctl_msg *req, const char *key, uint64_t *out, char *err)
+{
+	char q[72];
+	if (ctl_get_u64(req, key, out) == 0)
+		return 0;
+	snprintf(err, SRV_ERR_LEN, "%s='%s' is not a u64 (decimal, or hex with 0x)", key,
+		 clip(ctl_get(req, key), q));
+	return -EINVAL;
+}
+
+/* ---- the ops that only look (srv_look.c); the op table is srv.c's ---------- */
+
+typedef int (*op_fn)(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
+		     struct ctl_msg *rep, char *err);
+int srv_op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		char *err);
+int srv_op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		 char *err);
+int srv_op_series(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		  char *err);
+/* One line of a paged reply: added, or (it does not fit, with room for the longest trailer)
+ * next=<i> instead and false. */
+bool srv_add_paged(struct ctl_msg *rep, const char *key, const char *v, uint64_t i);
+int srv_op_fabric(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		  char *err);
+
+#endif /* SF_SRV_INT_H */
