@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "plugin/gpu.h"
 #include "plugin/plog.h"
 #include "sim/core/fstate.h"
 
@@ -263,6 +264,8 @@ int sfc_session_open(const char *path, const char *node, struct sfc_session **ou
 		rc = ctl_add(m, "version", "1");
 	if (!rc)
 		rc = ctl_add(m, "client", "plugin");
+	if (!rc) /* for `simfabric status` */
+		rc = ctl_add(m, "gpu", sfgpu_on() ? "on" : "off");
 	if (rc) {
 		snprintf(why, whylen, "cannot build hello (node name '%s'): %s", node,
 			 strerror(-rc));

@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: MIT
 """simfabricd's lifecycle and its control protocol, including bad input of every kind."""
 import os
+import re
 import signal
 import socket
 import stat
 import subprocess
+import sys
 import time
 
 import pytest
@@ -100,6 +102,7 @@ def test_02_06_bad_arguments(sf_env, tmp_path):
     (b"op=show\nk=\x01\n\n", "2:"),
     (b"op=hello\nnode=ok\npid=1\nversion=99\nclient=t\n\n", "version"),
     (b"op=hello\nnode=bad/name\npid=1\nversion=1\nclient=t\n\n", "bad/name"),
+    (b"op=hello\nnode=ok\npid=1\nversion=1\nclient=t\ngpu=maybe\n\n", "gpu='maybe' is not on or off"),
     (b"op=connect\nlistener=0x1\nnic=0\n\n", "hello"),
     (b"op=close\nchan=zz\nside=send\n\n", "hello first"),
     (b"op=show\nskip=zz\n\n", "zz"),
@@ -148,6 +151,39 @@ def test_02_10_hello_creates_a_node_and_eof_removes_its_pid(fabric):
             break
         time.sleep(0.02)
     assert not n or not str(n[0].get("pids", "")), n
+
+
+HOLD_HELLO = r'''
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+gpu = ("gpu=%s\n" % sys.argv[3]) if sys.argv[3] != "-" else ""
+s.sendall(("op=hello\nnode=%s\npid=%d\nversion=1\nclient=test\n%s\n" % (
+    sys.argv[2], os.getpid(), gpu)).encode())
+print(s.recv(4096).decode().count("errno=0"), flush=True)
+sys.stdin.read()  # hold the session until the test closes our stdin
+'''
+
+
+def test_02_10a_status_says_which_nodes_use_the_gpu_path(fabric):
+    # the plugin says gpu=on|off in its hello (SIMFABRIC_GPU); status shows it per node
+    procs = []
+    for node, gpu in (("g0", "on"), ("g1", "off"), ("g1", "on"), ("h", "-")):
+        p = subprocess.Popen([sys.executable, "-c", HOLD_HELLO, fabric.socket, node, gpu],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert p.stdout.readline().strip() == "1", (node, gpu)
+        procs.append(p)
+    try:
+        st = fabric.show()
+        gpu = {n["name"]: n.get("gpu") for n in st["nodes"]}
+        assert gpu == {"g0": "on", "g1": "on,off", "h": None}, st["nodes"]
+        text = sfctl.format_status(st)
+        assert re.search(r"^g0 +1 +on ", text, re.M) and re.search(r"^h +1 +- ", text, re.M), \
+            text
+    finally:
+        for p in procs:
+            p.stdin.close()
+            p.wait(timeout=10)
 
 
 def test_02_11_nics_per_node(fabric_factory):

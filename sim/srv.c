@@ -736,6 +736,11 @@ static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 			 SRV_CLIENT_MAX);
 		return -EINVAL;
 	}
+	const char *gpu = ctl_get(req, "gpu"); /* the plugin's GPU data path, for status */
+	if (gpu && strcmp(gpu, "on") && strcmp(gpu, "off")) {
+		snprintf(err, SRV_ERR_LEN, "gpu='%s' is not on or off", clip(gpu, q));
+		return -EINVAL;
+	}
 	const struct fabric_node *node;
 	char ferr[FABRIC_ERR_LEN];
 	rc = fabric_node_get(s->fabric, ctl_get(req, "node"), &node, ferr, sizeof(ferr));
@@ -752,6 +757,7 @@ static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 	se->pid = c->pid;
 	se->node = node;
 	snprintf(se->client, sizeof(se->client), "%s", client);
+	snprintf(se->gpu, sizeof(se->gpu), "%s", gpu ? gpu : "");
 	se->conn = c;
 	dl_push(&s->sessions, &se->link);
 	s->nsessions++;
@@ -1091,7 +1097,7 @@ static const struct op_def {
 	const char *const *optional;
 	bool looks; /* only reads: logged here, at debug (the others log what they do) */
 } op_table[] = {
-	{"hello", op_hello, KEYS("node", "pid", "version", "client"), KEYS(NULL), false},
+	{"hello", op_hello, KEYS("node", "pid", "version", "client"), KEYS("gpu"), false},
 	{"listen", op_listen, KEYS("listener", "nic"), KEYS(NULL), false},
 	{"connect", op_connect, KEYS("listener", "nic"), KEYS(NULL), false},
 	{"close", op_close, KEYS("chan", "side"), KEYS(NULL), false},

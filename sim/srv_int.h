@@ -83,6 +83,7 @@ struct session {
 	pid_t pid;
 	const struct fabric_node *node;
 	char client[SRV_CLIENT_MAX + 1];
+	char gpu[4]; /* the plugin's GPU data path: "on", "off", or "" (not said) */
 	struct srv_conn *conn;
 };
 

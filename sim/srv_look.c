@@ -15,6 +15,20 @@
 #include "sim/series.h"
 #include "sim/srv_int.h"
 
+/* What node's sessions said of the GPU data path: "on", "off", "on,off" or "" (none said). */
+static void node_gpu(struct srv *s, const struct fabric_node *n, char *buf, size_t cap)
+{
+	int on = 0, off = 0;
+	struct dl *p, *t;
+	dl_each_safe(p, t, &s->sessions)
+	{
+		struct session *se = dl_entry(p, struct session, link);
+		on |= se->node == n && !strcmp(se->gpu, "on");
+		off |= se->node == n && !strcmp(se->gpu, "off");
+	}
+	snprintf(buf, cap, "%s%s%s", on ? "on" : "", on && off ? "," : "", off ? "off" : "");
+}
+
 /* A comma list of the pids of node's live sessions, cut with "..." to fit a value. */
 static void node_pids(struct srv *s, const struct fabric_node *n, char *buf, size_t cap)
 {
@@ -48,6 +62,12 @@ static int add_node(struct srv *s, struct ctl_msg *m, const struct fabric_node *
 	rc |= ctl_add(m, k, pids);
 	snprintf(k, sizeof(k), "node.%d.nics", n->id);
 	rc |= ctl_addf(m, k, "%d", n->nnics);
+	char gpu[8];
+	node_gpu(s, n, gpu, sizeof(gpu));
+	if (gpu[0]) {
+		snprintf(k, sizeof(k), "node.%d.gpu", n->id);
+		rc |= ctl_add(m, k, gpu);
+	}
 	for (int i = 0; i < n->nnics; i++) {
 		snprintf(k, sizeof(k), "nic.%d.%d.name", n->id, i);
 		rc |= ctl_add(m, k, n->nic[i].name);

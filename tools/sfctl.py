@@ -270,9 +270,11 @@ def format_status(st):
         st.get("chans_open", "?"), st.get("listeners", 0))]
     if st["nodes"]:
         lines.append("")
-        lines.append("%-20s %-6s %s" % ("NODE", "NICS", "PIDS"))
+        lines.append("%-20s %-6s %-7s %s" % ("NODE", "NICS", "GPU", "PIDS"))
         for n in st["nodes"]:
-            lines.append("%-20s %-6s %s" % (n.get("name"), n.get("nics"), n.get("pids", "")))
+            # GPU: the plugin's GPU data path in that node's processes (SIMFABRIC_GPU)
+            lines.append("%-20s %-6s %-7s %s" % (n.get("name"), n.get("nics"),
+                                                 n.get("gpu") or "-", n.get("pids", "")))
     if st["chans"]:
         lines.append("")
         lines.append("%-18s %-22s %-22s %-8s %10s %14s %10s" % (
