@@ -574,36 +574,42 @@ ncclResult_t sfnet_test(void *request, int *done, int *sizes)
 		req_put(c, r);
 		return res;
 	}
-	if (__builtin_expect(c->failed != ncclSuccess, 0))
-		return c->failed;
-	if (live_check(c, "test"))
+	/*
+	 * A failed comm still completes what was delivered before the failure (RC completes in
+	 * order: a work request acknowledged before the queue pair failed is a success); chan
+	 * says which. Anything else gets the failure, reported once.
+	 */
+	ncclResult_t sticky = c->failed;
+	if (__builtin_expect(sticky == ncclSuccess, 1) && live_check(c, "test"))
 		return c->failed;
 	struct chan_err err;
 	int d = 0, rc;
 	if (r->is_send) {
 		uint64_t sent = 0;
 		rc = chan_tx_test(c->tx, r->creq, &d, &sent, &err);
-		SFTRACE(sftrace_test(c, r, rc, d, &err));
+		if (sticky == ncclSuccess || d) /* a failure is traced once, when it happens */
+			SFTRACE(sftrace_test(c, r, rc, d, &err));
 		if (__builtin_expect(rc != 0, 0)) {
 			sfprof_stop(c, r);
-			return comm_fail(c, "test (send)", rc, &err);
+			return sticky != ncclSuccess ? sticky : comm_fail(c, "test (send)", rc, &err);
 		}
 		if (!d)
-			return ncclSuccess;
+			return sticky;
 		if (sizes)
 			sizes[0] = (int)sent;
 	} else {
 		uint64_t got[CHAN_MAX_RECVS];
 		pthread_mutex_lock(&c->rx_lock);
 		rc = chan_rx_test(c->rx, r->creq, &d, got, &err);
-		SFTRACE(sftrace_test(c, r, rc, d, &err)); /* reads the channel: under the lock */
+		if (sticky == ncclSuccess || d) /* reads the channel: under the lock */
+			SFTRACE(sftrace_test(c, r, rc, d, &err));
 		pthread_mutex_unlock(&c->rx_lock);
 		if (__builtin_expect(rc != 0, 0)) {
 			sfprof_stop(c, r);
-			return comm_fail(c, "test (recv)", rc, &err);
+			return sticky != ncclSuccess ? sticky : comm_fail(c, "test (recv)", rc, &err);
 		}
 		if (!d)
-			return ncclSuccess;
+			return sticky;
 		if (sizes)
 			for (int i = 0; i < r->n; i++)
 				sizes[i] = (int)got[i]; /* <= the send size <= INT_MAX */

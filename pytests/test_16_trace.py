@@ -162,6 +162,7 @@ def test_16_03_a_fault_shows_as_named_failures(harness, fabric_factory, tmp_path
                                    "--fault-expect", "error", "--bound", "5"])
     r.check_ok()
     assert len(docs) == 2, r.report()
+    ok_sends = {}
     for path, doc in docs.items():
         check_order(doc, path)
         xs = messages(doc)
@@ -175,14 +176,17 @@ def test_16_03_a_fault_shows_as_named_failures(harness, fabric_factory, tmp_path
             assert a["fault"] == "node0-cable" and a["fault_id"] == 0, x
             assert a["nccl"] == "ncclRemoteError" and a["error"].startswith("ETIMEDOUT"), x
             assert "delivered_us" not in a, x
-        # the messages before the trigger went through
-        assert sum(x["args"]["status"] == "ok" and x["name"] == "send" for x in xs) >= 16
+        ok_sends[path] = sum(x["args"]["status"] == "ok" and x["name"] == "send" for x in xs)
         faults = [e for e in doc["traceEvents"] if e["ph"] == "i" and e.get("cat") == "fault"]
         named = [e for e in faults if e["name"] == "fault 'node0-cable' (link_down)"]
         assert {e["tid"] for e in named} >= {1}, faults  # on the NIC's track too
         for e in named:
             assert e["args"]["kind"] == "link_down" and e["args"]["nccl"] == "ncclRemoteError"
         assert sum(e["name"] == "failed: fault 'node0-cable' (link_down)" for e in faults) == 2
+    # The 20 messages on node0's link before the trigger went through, whichever rank sent them:
+    # both ranks' sends cross it, and how they interleave is the scheduler's (a loaded machine
+    # let one rank send 13 of them). Each of those was reserved before the link went down.
+    assert sum(ok_sends.values()) >= 20, ok_sends
     out = tmp_path / "merged.json"
     sftrace.merge(str(out), [str(tmp_path)])
     s = sftrace.summary(sftrace.load(str(out)))

@@ -965,6 +965,18 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 	return 0;
 }
 
+/*
+ * After the channel failed: was this send acknowledged before (the receiver counted it, or its
+ * one-sided copy was published), and not itself doomed? Then it completes as it would have.
+ */
+static int tx_delivered(struct chan_tx *tx, const struct tx_send *s)
+{
+	if (s->doomed)
+		return 0;
+	uint64_t a = ACQ(&tx->shm->rx.msgs);
+	return (a > s->msg && a <= tx->next_msg) || (s->direct && s->started && tx->head > s->slot);
+}
+
 int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
 		 struct chan_err *err)
 {
@@ -974,8 +986,10 @@ int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
 		return fail(err, -EINVAL, "unknown send request", (uint64_t)req, 0);
 	struct tx_send *s = &tx->sends[req];
 	int rc = chan_tx_progress(tx, err);
-	if (rc)
+	if (rc && !tx_delivered(tx, s))
 		goto failed;
+	if (rc) /* RC completes in order: what was acknowledged before the failure stays done */
+		goto delivered;
 	if (tx->acked <= s->msg) {
 		uint64_t a = ACQ(&shm->rx.msgs);
 		if (a > tx->next_msg || a < tx->acked) {
@@ -1002,6 +1016,7 @@ int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
 	}
 	/* One-sided: the data are in the receiver's buffer once the descriptor is out. */
 	if (tx->acked > s->msg || (s->direct && tx->head > s->slot && s->started)) {
+	delivered:
 		if (s->done_ns && now_ns() < s->done_ns)
 			return 0; /* delivered, but the model's ACK is still on its way */
 		*done = 1;
@@ -1233,7 +1248,8 @@ int chan_rx_test(struct chan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 		return fail(err, -EINVAL, "unknown receive request", (uint64_t)req, 0);
 	struct rx_recv *r = &rx->recvs[req];
 	int rc = chan_rx_progress(rx, err);
-	if (rc)
+	/* RC completes in order: a receive whose every byte arrived before the failure completes */
+	if (rc && !(r->nfilled == r->n && !r->doomed))
 		goto failed;
 	if (r->nfilled == r->n && r->ready_ns) {
 		int64_t now = now_ns();

@@ -486,6 +486,37 @@ static void *stress_tx(void *arg)
 	return NULL;
 }
 
+/*
+ * RC completes in order: a message the receiver had taken before the connection failed is a
+ * success at both ends, tested before or after the failure; only what came after fails.
+ */
+static void test_delivered_before_failure(void)
+{
+	struct fix f;
+	fix_up(&f, 4096, 4);
+	uint8_t a[16] = {1, 2, 3}, big[32] = {0}, d1[64], d2[8];
+	void *b1[1] = {d1}, *b2[1] = {d2};
+	uint64_t c1 = sizeof(d1), c2 = sizeof(d2), got = 0, sent = 0;
+	chan_req r1, r2, s1, s2;
+	struct chan_err e;
+	CHECK(chan_rx_post(f.rx, 1, b1, &c1, NULL, &r1, NULL) == 0, "post r1");
+	CHECK(chan_rx_post(f.rx, 1, b2, &c2, NULL, &r2, NULL) == 0, "post r2");
+	CHECK(chan_tx_post(f.tx, a, sizeof(a), 0, &s1, NULL) == 0, "send s1");
+	CHECK(chan_rx_progress(f.rx, NULL) == 0, "the receiver takes s1 (no test yet)");
+	/* s2 is larger than r2: the channel fails at both ends */
+	CHECK(chan_tx_post(f.tx, big, sizeof(big), 0, &s2, &e) == -EMSGSIZE, "s2 fails");
+	int done = 0;
+	CHECK(chan_tx_test(f.tx, s1, &done, &sent, &e) == 0 && done && sent == sizeof(a),
+	      "s1 was acknowledged before: done (%d, %s)", done, e.what ? e.what : "");
+	done = 0;
+	int rc = chan_rx_test(f.rx, r1, &done, &got, &e);
+	CHECK(rc == 0 && done && got == sizeof(a) && memcmp(d1, a, sizeof(a)) == 0,
+	      "r1 arrived before: done with its bytes (%d %d)", rc, done);
+	done = 0;
+	CHECK(chan_rx_test(f.rx, r2, &done, &got, &e) == -EMSGSIZE && !done, "r2 fails");
+	fix_down(&f);
+}
+
 static void test_stress(void)
 {
 	static struct stress st;
@@ -551,6 +582,7 @@ int main(void)
 	test_close_and_death();
 	test_corrupt_descriptor();
 	test_abandon();
+	test_delivered_before_failure();
 	test_stress();
 	if (failures) {
 		fprintf(stderr, "test_chan: %d check(s) failed\n", failures);
