@@ -7,7 +7,9 @@
  * region that the *peer* owns (descriptors, slots, the CTS ring, the peer's
  * counters). Whatever is written there, an endpoint must never read or write
  * outside its own buffers and the region; ASan checks that. Both the inline
- * copies and the copy threads' path run (SIMFABRIC_COPY_THREADS=1 when unset).
+ * copies and the copy threads' path run (SIMFABRIC_COPY_THREADS=1 when unset),
+ * and one-sided delivery too: receives into two "regions" (host buffers that a
+ * stand-in copy engine writes, checking every range as the GPU one must).
  *
  * fuzz-libs: sim/core/model.c sim/core/fstate.c sim/core/fault.c sim/core/copyq.c -lpthread
  */
@@ -28,6 +30,34 @@ static uint32_t take(struct rd *r, int bytes)
 	return v;
 }
 
+/* The stand-in copy engine: regions 1 and 2; copies land at start, are "done" every other poll. */
+#define FZ_REGION 4096
+static uint8_t fz_region[3][FZ_REGION];
+static int fz_start(void *ctx, const char *where, uint64_t region, uint64_t off, const void *src,
+		    uint64_t len, const struct chan_flip *flips, uint32_t nflips, uint64_t *ticket)
+{
+	(void)ctx, (void)where;
+	if (region < 1 || region > 2 || off > FZ_REGION || len > FZ_REGION - off)
+		return -ERANGE; /* what the GPU engine checks before it issues anything */
+	memcpy(fz_region[region] + off, src, len);
+	for (uint32_t k = 0; k < nflips; k++)
+		if (flips[k].off < len)
+			fz_region[region][off + flips[k].off] ^= flips[k].mask;
+	*ticket = 0;
+	return 0;
+}
+static int fz_poll(void *ctx, uint64_t ticket)
+{
+	static int n;
+	(void)ctx, (void)ticket;
+	return ++n & 1;
+}
+static void fz_drain(void *ctx)
+{
+	(void)ctx;
+}
+static const struct chan_dma fz_dma = {fz_start, fz_poll, fz_drain};
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -44,6 +74,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct chan_rx *rx;
 	if (chan_tx_new(shm, len, &tx) || chan_rx_new(shm, len, &rx))
 		abort();
+	int direct = take(&r, 1) & 1; /* the sender has a copy engine */
+	if (direct && chan_tx_set_dma(tx, &fz_dma, NULL))
+		abort();
 	chan_req sreq[64], rreq[64];
 	int ns = 0, nr = 0;
 	while (r.n) {
@@ -56,18 +89,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			void *bufs[CHAN_MAX_RECVS];
 			uint64_t caps[CHAN_MAX_RECVS];
 			int32_t tags[CHAN_MAX_RECVS];
+			struct chan_region where[CHAN_MAX_RECVS];
 			for (int i = 0; i < n; i++) {
 				bufs[i] = dst[nr % CHAN_MAX_REQS][i];
 				caps[i] = take(&r, 1);
 				tags[i] = (int32_t)(take(&r, 1) % 4);
+				uint32_t w = take(&r, 1); /* a region, or host memory */
+				where[i] = (struct chan_region){.id = w % 3, .off = (w >> 2) * 64};
 			}
-			if (nr < 64 && chan_rx_post(rx, n, bufs, caps, tags, &rreq[nr], NULL) == 0)
+			if (nr < 64 && chan_rx_post_in(rx, n, bufs, caps, tags, (v >> 8) & 1 ? where : NULL,
+						       &rreq[nr], NULL) == 0)
 				nr++;
 			break;
 		}
 		case 1: /* send */
-			if (ns < 64 && chan_tx_post(tx, src, v % sizeof(src), (int32_t)(v % 4),
-						    &sreq[ns], NULL) == 0)
+			if (ns < 64 && chan_tx_post_src(tx, src, v % sizeof(src), (int32_t)(v % 4),
+							(v >> 15) & direct ? CHAN_MEM_DEVICE : CHAN_MEM_HOST,
+							&sreq[ns], NULL) == 0)
 				ns++;
 			break;
 		case 2:
@@ -87,8 +125,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			((uint8_t *)base)[off] = (uint8_t)take(&r, 1);
 			break;
 		}
-		case 6: { /* the receiver's side is hostile: the CTS ring */
-			size_t off = offsetof(struct chan_shm, cts) + v % sizeof(shm->cts);
+		case 6: { /* the receiver's side is hostile: the CTS ring and its export address */
+			size_t from = offsetof(struct chan_shm, rx_where);
+			size_t off = from + v % (sizeof(shm->rx_where) + sizeof(shm->cts));
 			((uint8_t *)base)[off] = (uint8_t)take(&r, 1);
 			break;
 		}
