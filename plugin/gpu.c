@@ -421,6 +421,27 @@ static int attr(void *out, int a, const void *p)
 	return G.cu.PointerGetAttribute(out, a, (cu_ptr)(uintptr_t)p);
 }
 
+/*
+ * Is [base, base + len) one cuMem allocation? The pointer attributes give the mapped range, which
+ * for memory mapped piece by piece (PyTorch's expandable segments) may cover several; an
+ * importer maps one handle, so both ends must be the same allocation (the driver returns the
+ * handle value used to map each address).
+ */
+static int one_allocation(cu_ptr base, size_t len)
+{
+	cu_handle a = 0, b = 0;
+	int same = len && G.cu.MemRetainAllocationHandle(&a, (void *)(uintptr_t)base) == CU_SUCCESS;
+	if (same) {
+		same = G.cu.MemRetainAllocationHandle(&b, (void *)(uintptr_t)(base + len - 1)) ==
+				CU_SUCCESS &&
+			a == b;
+		if (b)
+			G.cu.MemRelease(b);
+		G.cu.MemRelease(a);
+	}
+	return same;
+}
+
 int sfgpu_register(const void *p, size_t size, int export, struct sfgpu_reg *out, char *why,
 		   size_t cap)
 {
@@ -470,9 +491,11 @@ int sfgpu_register(const void *p, size_t size, int export, struct sfgpu_reg *out
 		return -EIO;
 	}
 	uintptr_t up = (uintptr_t)p;
-	if (up < base || up - base > asize || size > asize - (up - base)) {
+	if (up < base || up - base > asize || size > asize - (up - base) ||
+	    (kind == EXPORT_FD && !one_allocation(base, asize))) {
 		snprintf(why, cap,
-			 "the range spans more than one allocation (allocation [0x%llx, +%zu))",
+			 "the range spans more than one allocation (allocation [0x%llx, +%zu); a "
+			 "PyTorch expandable segment, say); NCCL falls back to its own buffers",
 			 (unsigned long long)base, asize);
 		return -EXDEV;
 	}

@@ -108,8 +108,57 @@ static cu_result s_stream(cu_stream *s, unsigned f, int pr)
 	return 0;
 }
 
+/* Device memory for regMr: [VA, VA + 2 MiB) mapped as two 1 MiB cuMem allocations (the way
+ * PyTorch's expandable segments map), reported by the attributes as one range. */
+#define VA 0x7e0000000000ull
+static int retained, released;
+static cu_result s_attr(void *data, int a, cu_ptr p)
+{
+	if (p < VA || p >= VA + 2 * MAPPED)
+		return 1; /* CUDA_ERROR_INVALID_VALUE: not ours */
+	switch (a) {
+	case CU_PA_MEMORY_TYPE:
+		*(unsigned *)data = CU_MEMTYPE_DEVICE;
+		return 0;
+	case CU_PA_IS_MANAGED:
+	case CU_PA_IS_LEGACY_IPC_CAPABLE:
+		*(unsigned *)data = 0;
+		return 0;
+	case CU_PA_ALLOWED_HANDLE_TYPES:
+		*(unsigned long long *)data = CU_HANDLE_POSIX_FD;
+		return 0;
+	case CU_PA_BUFFER_ID:
+		*(unsigned long long *)data = 1 + (p - VA) / MAPPED;
+		return 0;
+	case CU_PA_RANGE_START_ADDR:
+		*(cu_ptr *)data = VA;
+		return 0;
+	case CU_PA_RANGE_SIZE:
+		*(size_t *)data = 2 * MAPPED;
+		return 0;
+	}
+	return 1;
+}
+static cu_result s_retain(cu_handle *h, void *addr)
+{
+	cu_ptr p = (cu_ptr)(uintptr_t)addr;
+	if (p < VA || p >= VA + 2 * MAPPED)
+		return 1;
+	*h = 100 + (p - VA) / MAPPED;
+	retained++;
+	return 0;
+}
+static cu_result s_release(cu_handle h)
+{
+	(void)h, released++;
+	return 0;
+}
+
 static void stub_cuda(void)
 {
+	G.cu.PointerGetAttribute = s_attr;
+	G.cu.MemRetainAllocationHandle = s_retain;
+	G.cu.MemRelease = s_release;
 	G.cu.CtxGetCurrent = s_get;
 	G.cu.CtxPushCurrent = s_push;
 	G.cu.CtxPopCurrent = s_pop;
@@ -246,6 +295,19 @@ int main(void)
 	sfgpu_unregister(ipc_exp->region);
 	rc = ask(G.where, 2, &a, &fd, why, sizeof(why));
 	CHECK(rc == -ENOENT, "an unregistered region is gone: %d", rc);
+
+	/* regMr of VMM memory whose mapped range is two allocations: refused, NCCL falls back */
+	struct sfgpu_reg reg;
+	rc = sfgpu_register((void *)(uintptr_t)(VA + 4096), 8192, 1, &reg, why, sizeof(why));
+	CHECK(rc == -EXDEV && strstr(why, "more than one allocation"), "two allocations: %d %s", rc,
+	      why);
+	CHECK(retained == released, "every handle retained is released (%d, %d)", retained,
+	      released);
+	rc = sfgpu_register((void *)(uintptr_t)(VA + 4096), 8192, 0, &reg, why, sizeof(why));
+	CHECK(rc == 0 && reg.region == 0, "a send buffer is only checked, not exported: %d", rc);
+	rc = sfgpu_register((void *)(uintptr_t)0x1000, 64, 1, &reg, why, sizeof(why));
+	CHECK(rc == -ENOTSUP && strstr(why, "not CUDA device memory"), "host memory: %d %s", rc,
+	      why);
 
 	/* the copy engine, from here on: the exporter is "another process" with our server */
 	char srv[CHAN_WHERE_LEN];
