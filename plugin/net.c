@@ -210,8 +210,9 @@ static ncclResult_t fabric_open(void)
 		env_ms("SIMFABRIC_LIVENESS_MS", SFNET_DEFAULT_LIVENESS_MS, 1, 3600000);
 
 	struct sfc_session *s;
-	rc = sfc_session_open(sfnet_g.sock, sfnet_g.node, &s, why, sizeof(why));
-	if (rc == -ENOENT || rc == -ECONNREFUSED) {
+	bool connected;
+	rc = sfc_session_open(sfnet_g.sock, sfnet_g.node, &s, why, sizeof(why), &connected);
+	if (!connected && (rc == -ENOENT || rc == -ECONNREFUSED)) {
 		PWARN("no fabric daemon answers at %s (%s); start one with: simfabricd --socket %s",
 		      sfnet_g.sock, strerror(-rc), sfnet_g.sock);
 		return ncclSystemError;

@@ -1,0 +1,135 @@
+# SPDX-License-Identifier: MIT
+"""The red-team findings of December 2026 (issue 15), each held by a test that failed before
+its fix: who serves the socket, `simfabric up` over a running daemon, half-closed clients, the
+ideal fabric's node table, pid namespaces, refused hellos, and the low ones."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+import sfctl
+
+NOBODY = 65534
+
+
+def _need_second_uid():
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to run a daemon as a second uid (%d) with setpriv" % NOBODY)
+    if not shutil.which("setpriv"):
+        pytest.skip("needs setpriv (util-linux) to run a daemon as a second uid")
+
+
+# The attacker's "daemon": it serves anyone and logs every byte a victim sends it (the real
+# simfabricd would refuse a client of another uid; the red team's was patched not to).
+FAKE = r"""
+import os, socket, sys
+l = socket.socket(socket.AF_UNIX); l.bind(sys.argv[1]); l.listen(16)
+log = open(sys.argv[2], "a", buffering=1)
+log.write("listening\n")
+while True:
+    c, _ = l.accept(); c.settimeout(2)
+    try:
+        d = c.recv(65536)
+    except OSError:
+        d = b""
+    log.write("got %d bytes %r\n" % (len(d), d[:40]))
+    try:
+        c.sendall(b"errno=0\ninstance=0xbad\nnics=1\nnic.0.name=evil0\n\n")
+    except OSError:
+        pass
+    c.close()
+"""
+
+
+@pytest.fixture
+def foreign_daemon(sf_env):
+    """A server run by uid 65534 (the attacker) at a socket in its own 0700 directory, in a
+    scratch directory that uid can reach; removed afterwards. Yields (proc, dir, socket, log)."""
+    _need_second_uid()
+    top = tempfile.mkdtemp(prefix="sf-redteam-")
+    os.chmod(top, 0o711)
+    d = os.path.join(top, "d")
+    os.mkdir(d, 0o700)
+    os.chown(d, NOBODY, NOBODY)
+    sock, log = os.path.join(d, "ctl.sock"), os.path.join(top, "fake.log")
+    open(log, "w").close()
+    os.chown(log, NOBODY, NOBODY)
+    p = subprocess.Popen(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
+                          "--clear-groups", sys.executable, "-c", FAKE, sock, log],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(500):
+            if "listening" in open(log).read() or p.poll() is not None:
+                break
+            time.sleep(0.02)
+        if not os.path.exists(sock):
+            pytest.fail("the uid-%d server did not start (status %s)" % (NOBODY, p.poll()),
+                        pytrace=False)
+        yield p, d, sock, log
+    finally:
+        p.kill()
+        p.wait()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_21_01_clients_refuse_another_users_daemon(sf_env, foreign_daemon, harness, tmp_path):
+    """Finding 1: the CLI and the plugin check who serves the socket before they send it a
+    byte. Its directory first (owned by uid 65534: refused, as ssh-agent would), then, with
+    the directory made ours, the server's uid by SO_PEERCRED. Before, both sent the other
+    user's server their requests (and the plugin its hello, then its payload)."""
+    p, d, sock, log = foreign_daemon
+    env = dict(os.environ, SIMFABRIC_SOCKET=sock)
+    cp = subprocess.run([sf_env.cli, "status"], env=env, capture_output=True, text=True,
+                        timeout=30)
+    assert cp.returncode != 0 and "owned by uid %d" % NOBODY in cp.stderr, cp
+    os.chown(d, 0, 0)  # now only the server's uid tells
+    cp = subprocess.run([sf_env.cli, "status"], env=env, capture_output=True, text=True,
+                        timeout=30)
+    assert cp.returncode != 0 and "served by uid %d" % NOBODY in cp.stderr, cp
+    assert "Traceback" not in cp.stderr, cp.stderr
+
+    class Foreign:
+        socket = sock
+
+        def env_vars(self):
+            return {"SIMFABRIC_SOCKET": sock}
+    r = harness(nranks=2, tests="connect", fabric=Foreign(), timeout=60)
+    assert r.rc != 0, r.report()
+    assert "served by uid %d" % NOBODY in r.stderr, r.report()
+    assert p.poll() is None, "the foreign server should still run"
+    with open(log) as f:
+        seen = f.read()
+    # Connecting is how a client learns the server's uid; sending anything is the leak.
+    sent = [l for l in seen.splitlines() if l.startswith("got ") and not l.startswith("got 0 ")]
+    assert not sent, "the other user's server was sent:\n" + seen
+
+
+def test_21_02_daemon_refuses_a_symlinked_socket_directory(sf_env, tmp_path):
+    """Finding 1: check_dir used stat(), so a symlink to a good directory passed, and whoever
+    owned the link could later swap the directory under the daemon."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    cp = subprocess.run([sf_env.daemon, "--socket", str(link / "ctl.sock")],
+                        capture_output=True, text=True, timeout=10)
+    assert cp.returncode != 0 and "symbolic link" in cp.stderr, cp
+    assert not os.path.exists(str(real / "ctl.sock"))
+
+
+def test_21_06_a_refused_hello_is_reported_in_the_daemons_words(fabric_factory, harness, sf_env):
+    """Finding 6: rank 2 of 3 on a 2-node scenario was told "no fabric daemon answers at ...
+    start one with simfabricd" while the daemon ran and refused its hello with ENOENT, the same
+    errno as a missing socket. The plugin must say what the daemon said."""
+    f = fabric_factory(args=["--scenario", os.path.join(sf_env.root, "scenarios",
+                                                        "hdr-2node.yaml")])
+    r = harness(nranks=3, tests="connect", fabric=f, timeout=60)
+    assert r.rc != 0, r.report()
+    assert "node 'node2' is not in scenario" in r.stderr, r.report()
+    assert "no fabric daemon answers" not in r.stderr, r.report()
