@@ -123,6 +123,37 @@ def test_21_02_daemon_refuses_a_symlinked_socket_directory(sf_env, tmp_path):
     assert not os.path.exists(str(real / "ctl.sock"))
 
 
+def test_21_03_up_over_a_running_daemon_fails_naming_it(sf_env, fabric):
+    """Finding 2: `simfabric up` where a daemon already serves the socket printed the new
+    (already exited) daemon's pid and exited 0; with --scenario, jobs then ran on the old
+    fabric. It must exit non-zero naming the running daemon's pid and what it serves, and the
+    running daemon must stay as it was."""
+    before = fabric.show()["instance"]
+    env = dict(os.environ, SIMFABRIC_SOCKET=fabric.socket)
+    cp = subprocess.run([sf_env.cli, "up", "--scenario",
+                         os.path.join(sf_env.root, "scenarios", "hdr-2node.yaml")],
+                        env=env, capture_output=True, text=True, timeout=60)
+    assert cp.returncode != 0, cp
+    assert "pid %d" % fabric.proc.pid in cp.stderr and "ideal fabric" in cp.stderr, cp
+    assert "fabric up" not in cp.stdout, cp
+    assert fabric.alive() and fabric.show()["instance"] == before
+
+
+def test_21_04_wait_ready_wants_the_daemon_it_started(sf_env, fabric):
+    """Finding 2, the race behind it: a second daemon started on a served socket exits
+    ("already running"), but the old daemon answered the ping first, so the start looked fine.
+    wait_ready(proc=...) must only accept an answer from proc itself."""
+    p = subprocess.Popen([sf_env.daemon, "--socket", fabric.socket], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        with pytest.raises(sfctl.CtlError) as ei:
+            sfctl.wait_ready(fabric.socket, timeout=10, proc=p)
+        assert "exited" in str(ei.value) or "not the daemon just started" in str(ei.value)
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_21_06_a_refused_hello_is_reported_in_the_daemons_words(fabric_factory, harness, sf_env):
     """Finding 6: rank 2 of 3 on a 2-node scenario was told "no fabric daemon answers at ...
     start one with simfabricd" while the daemon ran and refused its hello with ENOENT, the same

@@ -1582,10 +1582,14 @@ static int op_fabric(struct srv *s, struct srv_conn *c, const struct ctl_msg *re
 	return 0;
 }
 
+/* Who answers: a client that started a daemon can tell whether this is the one (simfabric up). */
 static int op_ping(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 		   struct ctl_msg *rep, char *err)
 {
-	(void)s, (void)c, (void)req, (void)rep, (void)err;
+	(void)c, (void)req, (void)err;
+	ctl_addf(rep, "pid", "%d", (int)getpid());
+	ctl_add(rep, "instance", s->instance);
+	ctl_add(rep, "scenario", fabric_scenario(s->fabric) ? fabric_scenario(s->fabric) : "");
 	return 0;
 }
 

@@ -130,19 +130,38 @@ def request(path, op, timeout=5.0, **keys):
 
 
 def wait_ready(path, timeout=10.0, proc=None):
-    """Poll with op=ping until the daemon answers; fail early if proc exits."""
+    """Poll with op=ping until the daemon answers; fail early if proc exits. With proc, the
+    answer must come from proc itself (ping says its pid): another daemon already serving
+    the path is not the one just started."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise CtlError("simfabricd exited with status %d before it was ready" % proc.returncode)
         try:
-            request(path, "ping", timeout=1.0)
-            return
+            d = dict(request(path, "ping", timeout=1.0))
+            if proc is None or int(d.get("pid", "0")) == proc.pid:
+                return
+            last = CtlError("%s answers at %s, not the daemon just started (pid %d)"
+                            % (describe_ping(d), path, proc.pid))
         except CtlError as e:
             last = e
         time.sleep(0.02)
     raise CtlError("simfabricd at %s not ready after %.1f s: %s" % (path, timeout, last))
+
+
+def describe_ping(d):
+    """A daemon as its ping reply names it: 'simfabricd pid N (scenario S)'."""
+    return "simfabricd pid %s (%s)" % (d.get("pid", "?"), "scenario " + d["scenario"]
+                                        if d.get("scenario") else "the ideal fabric")
+
+
+def running(path, timeout=1.0):
+    """The ping reply of a daemon serving path as a dict, or None when none answers."""
+    try:
+        return dict(request(path, "ping", timeout=timeout))
+    except CtlError:
+        return None
 
 
 def _num(v):
