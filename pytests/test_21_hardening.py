@@ -154,6 +154,30 @@ def test_21_04_wait_ready_wants_the_daemon_it_started(sf_env, fabric):
         p.wait()
 
 
+@pytest.mark.parametrize("op", ["ping", "show", "fabric"])
+def test_21_05_a_half_closed_client_gets_its_reply(fabric, op):
+    """Finding 3: `printf 'op=ping\\n\\n' | socat - UNIX-CONNECT:...` (the documented usage)
+    printed nothing: the daemon read the request, then EOF, and freed the queued reply unsent.
+    Twenty tries each, since the reply could win the race now and then."""
+    got = 0
+    for _ in range(20):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5)
+        s.connect(fabric.socket)
+        s.sendall(b"op=%s\n\n" % op.encode())
+        s.shutdown(socket.SHUT_WR)
+        buf = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+        s.close()
+        got += b"errno=0\n" in buf and buf.endswith(b"\n\n")
+    assert got == 20, "%d replies in 20" % got
+    assert fabric.alive()
+
+
 def test_21_06_a_refused_hello_is_reported_in_the_daemons_words(fabric_factory, harness, sf_env):
     """Finding 6: rank 2 of 3 on a 2-node scenario was told "no fabric daemon answers at ...
     start one with simfabricd" while the daemon ran and refused its hello with ENOENT, the same

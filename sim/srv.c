@@ -2203,7 +2203,10 @@ void srv_conn_readable(struct srv_conn *c)
 		if (rc == -EAGAIN)
 			break;
 		if (rc == -ECONNRESET) {
-			conn_kill(c, "the peer closed the connection");
+			if (c->out_head) /* a half-close (socat, nc -N): it still reads our replies */
+				conn_drain(c, "the peer closed its side; sending what it is owed");
+			else
+				conn_kill(c, "the peer closed the connection");
 		} else if (rc == -EINVAL) {
 			char why[CTL_ERR_LEN + 32];
 			snprintf(why, sizeof(why), "framing error: %s", ctl_parser_error(c->parser));
