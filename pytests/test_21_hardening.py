@@ -2,6 +2,7 @@
 """The red-team findings of December 2026 (issue 15), each held by a test that failed before
 its fix: who serves the socket, `simfabric up` over a running daemon, half-closed clients, the
 ideal fabric's node table, pid namespaces, refused hellos, and the low ones."""
+import json
 import os
 import shutil
 import signal
@@ -188,3 +189,18 @@ def test_21_06_a_refused_hello_is_reported_in_the_daemons_words(fabric_factory, 
     assert r.rc != 0, r.report()
     assert "node 'node2' is not in scenario" in r.stderr, r.report()
     assert "no fabric daemon answers" not in r.stderr, r.report()
+
+
+def test_21_07_a_relative_socket_path_survives_chdir(sf_env, fabric):
+    """Finding 10: a relative SIMFABRIC_SOCKET was resolved again at every connect, so after
+    the process's chdir() every listen failed with ncclSystemError. It is made absolute once,
+    at init."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    e = dict(os.environ, SIMFABRIC_SOCKET="ctl.sock", SIMFABRIC_NODE="rel")
+    p = subprocess.run([sys.executable, os.path.join(here, "apidrv.py"), sf_env.plugin,
+                        "chdir_after_init"], env=e, cwd=os.path.dirname(fabric.socket),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["init"] == 0 and r["listen"] == 0 and r["close"] == [0, 0], r
