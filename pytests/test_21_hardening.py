@@ -204,3 +204,34 @@ def test_21_07_a_relative_socket_path_survives_chdir(sf_env, fabric):
 
     r = json.loads(p.stdout.strip().splitlines()[-1])
     assert r["init"] == 0 and r["listen"] == 0 and r["close"] == [0, 0], r
+
+
+def test_21_08_a_daemon_that_cannot_see_pids_says_so(sf_env, harness, tmp_path):
+    """Finding 5: a daemon in its own pid namespace gets pid 0 from SO_PEERCRED for every
+    client; sessions are per pid, so rank 0 got a session and rank 1 EEXIST ("pid 0 already
+    has a session"), and any other invisible process counted as rank 0. The hello is refused
+    for every rank, naming the cause and the fix."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1) to start a daemon in a pid namespace of its own")
+    d = tmp_path / "ns"
+    d.mkdir(mode=0o700)
+    sock = str(d / "ctl.sock")
+    log = open(str(d / "d.log"), "wb")
+    p = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", sf_env.daemon,
+                          "--socket", sock], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        sfctl.wait_ready(sock, timeout=10)
+
+        class NS:
+            socket = sock
+
+            def env_vars(self):
+                return {"SIMFABRIC_SOCKET": sock}
+        r = harness(nranks=2, tests="connect", fabric=NS(), timeout=60)
+        assert r.rc != 0, r.report()
+        assert "pid namespace" in r.stderr and "already has a session" not in r.stderr, \
+            r.report()
+    finally:
+        p.kill()  # --kill-child: the daemon, pid 1 of its namespace, goes with it
+        p.wait()
+        log.close()

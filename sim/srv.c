@@ -965,12 +965,30 @@ static int get_nic(const struct ctl_msg *req, const struct fabric_node *node, in
 	return 0;
 }
 
+/*
+ * Sessions are keyed by the socket's pid: the plugin's listen and connect come on connections
+ * of their own. A daemon in a pid namespace that does not contain its client sees pid 0 for
+ * every such process, so every rank would be one "process": refuse, saying how to fix it.
+ */
+static int need_visible_pid(const struct srv_conn *c, char *err)
+{
+	if (c->pid > 0)
+		return 0;
+	snprintf(err, SRV_ERR_LEN,
+		 "this daemon cannot see the client's pid (SO_PEERCRED says %d: the daemon runs in "
+		 "a pid namespace that does not hold its clients, e.g. another container); sessions "
+		 "are per process, so run simfabricd in the ranks' pid namespace or an ancestor of "
+		 "it (docker --pid=host, Kubernetes shareProcessNamespace)",
+		 (int)c->pid);
+	return -ESRCH;
+}
+
 static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 		    struct ctl_msg *rep, char *err)
 {
 	char q[72];
 	int rc = need_fresh(c, "hello", err), version, pid;
-	if (rc)
+	if (rc || (rc = need_visible_pid(c, err)))
 		return rc;
 	struct session *old = session_by_pid(s, c->pid);
 	if (old && old->conn->fd >= 0) {
