@@ -48,6 +48,16 @@ while True:
 """
 
 
+class At:
+    """A fabric for the harness fixture that is only a socket path (a daemon started here)."""
+
+    def __init__(self, sock):
+        self.socket = sock
+
+    def env_vars(self):
+        return {"SIMFABRIC_SOCKET": self.socket}
+
+
 @pytest.fixture
 def foreign_daemon(sf_env):
     """A server run by uid 65534 (the attacker) at a socket in its own 0700 directory, in a
@@ -94,13 +104,7 @@ def test_21_01_clients_refuse_another_users_daemon(sf_env, foreign_daemon, harne
                         timeout=30)
     assert cp.returncode != 0 and "served by uid %d" % NOBODY in cp.stderr, cp
     assert "Traceback" not in cp.stderr, cp.stderr
-
-    class Foreign:
-        socket = sock
-
-        def env_vars(self):
-            return {"SIMFABRIC_SOCKET": sock}
-    r = harness(nranks=2, tests="connect", fabric=Foreign(), timeout=60)
+    r = harness(nranks=2, tests="connect", fabric=At(sock), timeout=60)
     assert r.rc != 0, r.report()
     assert "served by uid %d" % NOBODY in r.stderr, r.report()
     assert p.poll() is None, "the foreign server should still run"
@@ -221,13 +225,7 @@ def test_21_08_a_daemon_that_cannot_see_pids_says_so(sf_env, harness, tmp_path):
                           "--socket", sock], stdout=log, stderr=subprocess.STDOUT)
     try:
         sfctl.wait_ready(sock, timeout=10)
-
-        class NS:
-            socket = sock
-
-            def env_vars(self):
-                return {"SIMFABRIC_SOCKET": sock}
-        r = harness(nranks=2, tests="connect", fabric=NS(), timeout=60)
+        r = harness(nranks=2, tests="connect", fabric=At(sock), timeout=60)
         assert r.rc != 0, r.report()
         assert "pid namespace" in r.stderr and "already has a session" not in r.stderr, \
             r.report()
@@ -235,3 +233,16 @@ def test_21_08_a_daemon_that_cannot_see_pids_says_so(sf_env, harness, tmp_path):
         p.kill()  # --kill-child: the daemon, pid 1 of its namespace, goes with it
         p.wait()
         log.close()
+
+
+def test_21_09_the_suite_leaves_nothing_in_tmp(tmp_path_factory):
+    """Issue 15: test_10 left simfabric-sleep-* run directories in /tmp. Launches without
+    --run-dir put them under SIMFABRIC_RUNS, which the suite points into pytest's own tree."""
+    runs = os.environ.get("SIMFABRIC_RUNS", "")
+    assert runs.startswith(str(tmp_path_factory.getbasetemp())), runs
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(
+        __file__))), "tools"))
+    import sflaunch
+    d = sflaunch.make_run_dir(None, "sleep")
+    assert d.startswith(runs), d
+    os.rmdir(d)
