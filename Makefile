@@ -1,6 +1,7 @@
 # simfabric: one plain Makefile. Respects CC, CFLAGS, LDFLAGS, PREFIX, DESTDIR; V=1 shows commands.
 #   make            build the plugin, the daemon and the tools into build/
 #   make test       install what is missing, build, run the C unit tests (ASan) and the pytest suite
+#   make test-stress  the pytest suite with a CPU hog on every core (STRESS_RUNS=5 for five runs)
 #   make demo       install what is missing, start a daemon, run the harness over it, show the fabric
 #   make bench      the side-by-side benchmark (ideal fabric, 2 processes)
 #   make asan       the same binaries under AddressSanitizer+UBSan, in build-asan/
@@ -54,7 +55,7 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
 
 .PHONY: all plugin sim tools units test check unit pytest asan fuzz bench demo deps install \
-	clean symbols format format-check
+	clean symbols format format-check test-stress
 all: plugin sim tools units
 plugin: $(PLUGIN)
 sim: $(DAEMON)
@@ -147,6 +148,15 @@ test check: deps
 
 pytest: all
 	$(Q)cd pytests && $(PYTHON) -m pytest $(PYTEST_ARGS)
+
+# The suite as a loaded CI machine sees it: a CPU hog on every core, STRESS_RUNS runs in a row
+# (stops at the first failure). The hogs are this recipe's children, killed by pid at the end.
+STRESS_RUNS ?= 1
+test-stress: all
+	$(Q)pids=; for i in $$(seq $$(nproc)); do sh -c 'while :; do :; done' & pids="$$pids $$!"; \
+	done; trap 'kill $$pids' EXIT INT TERM; echo "  STRESS  $$(nproc) CPU hog(s):$$pids"; \
+	for r in $$(seq $(STRESS_RUNS)); do echo "  STRESS  run $$r of $(STRESS_RUNS)"; \
+		(cd pytests && $(PYTHON) -m pytest $(PYTEST_ARGS)) || exit 1; done
 
 bench: deps all
 	$(Q)rc=0; $(PYTHON) tools/bench/bench.py --build $(B) || rc=1; echo; \

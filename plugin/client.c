@@ -24,9 +24,15 @@
 
 int sfc_conn_open(struct sfc_conn *c, const char *path)
 {
+	return sfc_conn_open_why(c, path, NULL, 0);
+}
+
+int sfc_conn_open_why(struct sfc_conn *c, const char *path, char *why, size_t whylen)
+{
 	c->fd = -1;
 	c->parser = NULL;
-	int fd = ctl_connect(path);
+	/* Only a daemon of our own uid, in a directory only we control, may see our traffic. */
+	int fd = ctl_connect_daemon(path, why, whylen);
 	if (fd < 0)
 		return fd;
 	/* Non-blocking, so that every wait is ctl's bounded poll(), never a stuck read. */
@@ -227,13 +233,14 @@ static int map_fabric(struct sfc_session *s, struct ctl_msg *r, char *why, size_
 }
 
 int sfc_session_open(const char *path, const char *node, struct sfc_session **out, char *why,
-		     size_t whylen)
+		     size_t whylen, bool *connected)
 {
 	struct ctl_msg *m = NULL, *r = NULL;
 	int rc;
 
 	*out = NULL;
 	why[0] = 0;
+	*connected = false;
 	struct sfc_session *s = calloc(1, sizeof(*s));
 	if (!s) {
 		snprintf(why, whylen, "out of memory");
@@ -244,11 +251,10 @@ int sfc_session_open(const char *path, const char *node, struct sfc_session **ou
 	copy_name(s->path, sizeof(s->path), path);
 	copy_name(s->node, sizeof(s->node), node);
 
-	rc = sfc_conn_open(&s->conn, path);
-	if (rc) {
-		snprintf(why, whylen, "connect: %s", strerror(-rc));
+	rc = sfc_conn_open_why(&s->conn, path, why, whylen);
+	if (rc)
 		goto fail;
-	}
+	*connected = true;
 	m = ctl_msg_new();
 	if (!m) {
 		rc = -ENOMEM;

@@ -24,6 +24,7 @@ struct fst_view;
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,8 +40,11 @@ struct sfc_conn {
 	struct ctl_parser *parser;
 };
 
-/* Connect to the daemon at path (non-blocking afterwards). 0 or a negative errno. */
+/* Connect to the daemon at path (non-blocking afterwards). 0 or a negative errno: -EPERM when
+ * its directory or its server fails the checks of ctl_connect_daemon. */
 int sfc_conn_open(struct sfc_conn *c, const char *path);
+/* The same, with the reason for a failure in why (may be NULL). */
+int sfc_conn_open_why(struct sfc_conn *c, const char *path, char *why, size_t whylen);
 /* Close the socket and free the parser; safe on a closed or zeroed-then-fd=-1 conn. */
 void sfc_conn_close(struct sfc_conn *c);
 /* Send a message (and fd, or -1) within SFC_IO_TIMEOUT_MS. */
@@ -87,10 +91,11 @@ struct sfc_session {
 /*
  * Open the session: connect to path and say hello as node. On failure
  * returns a negative errno with a reason in why (the daemon's error text, a
- * missing key, ...); -ECONNREFUSED/-ENOENT mean no daemon listens there.
+ * missing key, ...). *connected says whether the connect itself succeeded: when it did not,
+ * -ECONNREFUSED/-ENOENT mean no daemon listens there; when it did, the errno is the daemon's.
  */
 int sfc_session_open(const char *path, const char *node, struct sfc_session **out, char *why,
-		     size_t whylen);
+		     size_t whylen, bool *connected);
 /* Close the session connection and free it. NULL-safe. */
 void sfc_session_close(struct sfc_session *s);
 /*

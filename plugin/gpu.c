@@ -233,7 +233,7 @@ int sfgpu_is_device(const void *p)
 /* ---- the export server: hands a region's handle to a sender of the same user ---------- */
 
 /*
- * The protocol is the daemon's (sim/ctl.h: key=value lines, an empty line, an SCM_RIGHTS fd):
+ * The protocol is the daemon's (sim/core/ctl.h: key=value lines, an empty line, an SCM_RIGHTS fd):
  *   request  op=region  proto=1  region=<id>  secret=<the server's secret>
  *   reply    errno=0  kind=legacy|fd  size=<bytes>  ipc=<128 hex digits> | fd=1 (+ the fd)
  *            or errno=<positive errno>

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "plugin/agent.h"
@@ -179,14 +180,33 @@ void sfnet_obj_destroy(struct sfnet_obj *o)
 
 /* ---- init, finalize ------------------------------------------------------------- */
 
+/* A relative socket path made absolute once, here: every later connect uses it, whatever
+ * directory the process has moved to since (training scripts chdir). */
+static int absolute_path(char *path, size_t cap)
+{
+	char cwd[PATH_MAX], tmp[sizeof(sfnet_g.sock)];
+	if (path[0] == '/')
+		return 0;
+	if (!getcwd(cwd, sizeof(cwd)))
+		return -errno;
+	int n = snprintf(tmp, sizeof(tmp), "%s/%s", cwd, path);
+	if (n < 0 || (size_t)n >= sizeof(tmp) || (size_t)n >= cap ||
+	    (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return -ENAMETOOLONG;
+	memcpy(path, tmp, (size_t)n + 1);
+	return 0;
+}
+
 /* Open the session and build the device table; first init only. Under sfnet_g.lock. */
 static ncclResult_t fabric_open(void)
 {
 	char why[SFC_WHY_LEN];
 	int rc = ctl_default_socket(sfnet_g.sock, sizeof(sfnet_g.sock));
+	if (rc == 0)
+		rc = absolute_path(sfnet_g.sock, sizeof(sfnet_g.sock));
 	if (rc) {
-		PWARN("the daemon socket path is too long (SIMFABRIC_SOCKET or "
-		      "XDG_RUNTIME_DIR): %s",
+		PWARN("cannot work out the daemon's socket path (SIMFABRIC_SOCKET, XDG_RUNTIME_DIR "
+		      "or the home directory): %s",
 		      strerror(-rc));
 		return ncclSystemError;
 	}
@@ -213,8 +233,9 @@ static ncclResult_t fabric_open(void)
 		env_ms("SIMFABRIC_LIVENESS_MS", SFNET_DEFAULT_LIVENESS_MS, 1, 3600000);
 
 	struct sfc_session *s;
-	rc = sfc_session_open(sfnet_g.sock, sfnet_g.node, &s, why, sizeof(why));
-	if (rc == -ENOENT || rc == -ECONNREFUSED) {
+	bool connected;
+	rc = sfc_session_open(sfnet_g.sock, sfnet_g.node, &s, why, sizeof(why), &connected);
+	if (!connected && (rc == -ENOENT || rc == -ECONNREFUSED)) {
 		PWARN("no fabric daemon answers at %s (%s); start one with: simfabricd --socket %s",
 		      sfnet_g.sock, strerror(-rc), sfnet_g.sock);
 		return ncclSystemError;

@@ -7,6 +7,7 @@ prints one JSON object with what happened. The logger is NULL (the plugin stays 
 """
 import ctypes as C
 import json
+import os
 import sys
 import time
 
@@ -208,6 +209,15 @@ def case(net, name):
         out["send"] = "done" if done.value else wait_done(net, sreq)
         out["exact"] = dst.raw == src.raw
         out["close"] = [net.closeSend(sc), net.closeRecv(rcm)]
+    elif name == "chdir_after_init":
+        os.chdir("/")  # as a training script moves to its output directory
+        h = (C.c_char * 128)()
+        lc = V()
+        out["listen"] = net.listen(net.ctx, 0, h, C.byref(lc))
+        if out["listen"] == 0:
+            net.closeListen(lc)
+            sc, rcm = setup_pair(net)
+            out["close"] = [net.closeSend(sc), net.closeRecv(rcm)]
     out["finalize"] = net.finalize(net.ctx)
     return out
 

@@ -330,7 +330,8 @@ def test_10_14_the_sf_launch_fixture_over_a_running_fabric(fabric, sf_launch):
 
 
 def test_10_15_progress_lines_on_request(tmp_path):
-    p = cli("launch", "--nodes", "2", "--progress", "0.3", "-q", "--", "sleep", "1")
+    p = cli("launch", "--nodes", "2", "--run-dir", str(tmp_path / "run"), "--progress", "0.3",
+            "-q", "--", "sleep", "1")
     assert p.returncode == 0, p.stderr
     lines = [ln for ln in p.stderr.splitlines() if "rank(s) running" in ln]
     assert lines and "2 of 2 rank(s) running, 0 done; fabric: 0 connection(s)" in lines[0], \

@@ -60,7 +60,7 @@ static void usage(FILE *f)
 		"usage: simfabricd [options]\n"
 		"  --socket PATH          control socket (default: $SIMFABRIC_SOCKET, else\n"
 		"                         $XDG_RUNTIME_DIR/simfabric/ctl.sock, else\n"
-		"                         /tmp/simfabric-<uid>/ctl.sock)\n"
+		"                         ~/.simfabric/ctl.sock)\n"
 		"  --scenario FILE        the fabric from a scenario file (scenarios/README.md);\n"
 		"                         without it, the built-in ideal fabric\n"
 		"  --seed N               the models' random seed, over the scenario's (default 1)\n"
@@ -540,6 +540,7 @@ static int run_daemon(struct opts *o)
 	int rc, status = 1;
 	struct fabric *fabric = o->fabric;
 
+	int drc;
 	if (o->socket_arg) {
 		if (snprintf(path, sizeof(path), "%s", o->socket_arg) >= (int)sizeof(path)) {
 			fprintf(stderr, "simfabricd: --socket: '%s' is longer than %zu bytes\n",
@@ -547,10 +548,10 @@ static int run_daemon(struct opts *o)
 			fabric_free(o->cfg.use_fabric);
 			return 2;
 		}
-	} else if (ctl_default_socket(path, sizeof(path)) != 0) {
-		fprintf(stderr, "simfabricd: the default socket path is longer than %zu bytes "
-				"(check SIMFABRIC_SOCKET and XDG_RUNTIME_DIR)\n",
-			sizeof(path) - 1);
+	} else if ((drc = ctl_default_socket(path, sizeof(path))) != 0) {
+		fprintf(stderr, "simfabricd: cannot work out the default socket path: %s (check "
+				"SIMFABRIC_SOCKET, XDG_RUNTIME_DIR and the home directory)\n",
+			strerror(-drc));
 		fabric_free(o->cfg.use_fabric);
 		return 1;
 	}

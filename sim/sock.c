@@ -20,7 +20,7 @@
 static int check_dir(const char *dir, char *err, size_t errlen)
 {
 	struct stat st;
-	if (stat(dir, &st) < 0) {
+	if (lstat(dir, &st) < 0) {
 		if (errno != ENOENT) {
 			snprintf(err, errlen, "socket directory %s: %s", dir, strerror(errno));
 			return -errno;
@@ -30,24 +30,9 @@ static int check_dir(const char *dir, char *err, size_t errlen)
 				 strerror(errno));
 			return -errno;
 		}
-		if (stat(dir, &st) < 0) {
-			snprintf(err, errlen, "socket directory %s: %s", dir, strerror(errno));
-			return -errno;
-		}
 	}
-	if (!S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "socket directory %s is not a directory", dir);
-		return -ENOTDIR;
-	}
-	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
-		snprintf(err, errlen,
-			 "socket directory %s is owned by uid %u with mode %04o; it must be owned "
-			 "by uid %u with no group/other access (chmod 700 %s)",
-			 dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
-			 (unsigned)geteuid(), dir);
-		return -EPERM;
-	}
-	return 0;
+	/* The clients' rule too (lstat: a symlinked directory can be swapped under us). */
+	return ctl_check_dir(dir, err, errlen);
 }
 
 /* Hold PATH.lock, so two daemons never both decide a socket is stale. */
@@ -100,14 +85,7 @@ int srv_sock_open(struct srv_sock *sk, const char *path, char *err, size_t errle
 	snprintf(sk->lock_path, sizeof(sk->lock_path), "%s.lock", path);
 
 	char dir[sizeof(sk->path)];
-	memcpy(dir, path, len + 1);
-	char *slash = strrchr(dir, '/');
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else if (slash == dir)
-		dir[1] = 0;
-	else
-		*slash = 0;
+	ctl_socket_dir(path, dir, sizeof(dir));
 	if ((rc = check_dir(dir, err, errlen)) || (rc = take_lock(sk, err, errlen)))
 		goto fail;
 

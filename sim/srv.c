@@ -692,12 +692,30 @@ static int get_nic(const struct ctl_msg *req, const struct fabric_node *node, in
 	return 0;
 }
 
+/*
+ * Sessions are keyed by the socket's pid: the plugin's listen and connect come on connections
+ * of their own. A daemon in a pid namespace that does not contain its client sees pid 0 for
+ * every such process, so every rank would be one "process": refuse, saying how to fix it.
+ */
+static int need_visible_pid(const struct srv_conn *c, char *err)
+{
+	if (c->pid > 0)
+		return 0;
+	snprintf(err, SRV_ERR_LEN,
+		 "this daemon cannot see the client's pid (SO_PEERCRED says %d: the daemon runs in "
+		 "a pid namespace that does not hold its clients, e.g. another container); sessions "
+		 "are per process, so run simfabricd in the ranks' pid namespace or an ancestor of "
+		 "it (docker --pid=host, Kubernetes shareProcessNamespace)",
+		 (int)c->pid);
+	return -ESRCH;
+}
+
 static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 		    struct ctl_msg *rep, char *err)
 {
 	char q[72];
 	int rc = need_fresh(c, "hello", err), version, pid;
-	if (rc)
+	if (rc || (rc = need_visible_pid(c, err)))
 		return rc;
 	struct session *old = session_by_pid(s, c->pid);
 	if (old && old->conn->fd >= 0) {
@@ -959,7 +977,10 @@ static int op_close(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 static int op_ping(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 		   struct ctl_msg *rep, char *err)
 {
-	(void)s, (void)c, (void)req, (void)rep, (void)err;
+	(void)c, (void)req, (void)err;
+	ctl_addf(rep, "pid", "%d", (int)getpid());
+	ctl_add(rep, "instance", s->instance);
+	ctl_add(rep, "scenario", fabric_scenario(s->fabric) ? fabric_scenario(s->fabric) : "");
 	return 0;
 }
 
@@ -1450,7 +1471,10 @@ void srv_conn_readable(struct srv_conn *c)
 		if (rc == -EAGAIN)
 			break;
 		if (rc == -ECONNRESET) {
-			conn_kill(c, "the peer closed the connection");
+			if (c->out_head) /* a half-close (socat, nc -N): it still reads our replies */
+				conn_drain(c, "the peer closed its side; sending what it is owed");
+			else
+				conn_kill(c, "the peer closed the connection");
 		} else if (rc == -EINVAL) {
 			char why[CTL_ERR_LEN + 32];
 			snprintf(why, sizeof(why), "framing error: %s", ctl_parser_error(c->parser));

@@ -5,7 +5,10 @@ Used by the `simfabric` CLI and by the pytest driver. Standard library only.
 """
 import json
 import os
+import pwd
 import socket
+import stat
+import struct
 import time
 
 __all__ = ["CtlError", "default_socket", "request", "show", "fabric", "stats", "link_records", "series",
@@ -21,13 +24,53 @@ class CtlError(Exception):
 
 
 def default_socket():
-    """The socket path the plugin and the daemon use by default."""
+    """The socket path the plugin and the daemon use by default (sim/core/ctl.c ctl_default_socket):
+    $SIMFABRIC_SOCKET, else $XDG_RUNTIME_DIR/simfabric/ctl.sock, else ~/.simfabric/ctl.sock of
+    the effective uid, where no other user can create the directory first (unlike /tmp)."""
     if os.environ.get("SIMFABRIC_SOCKET"):
         return os.environ["SIMFABRIC_SOCKET"]
     run = os.environ.get("XDG_RUNTIME_DIR")
     if run:
         return os.path.join(run, "simfabric", "ctl.sock")
-    return "/tmp/simfabric-%d/ctl.sock" % os.getuid()
+    try:
+        home = pwd.getpwuid(os.geteuid()).pw_dir
+    except KeyError:
+        home = os.environ.get("HOME", "")
+    if not home.startswith("/"):
+        raise CtlError("cannot work out the default socket path: uid %d has no home directory "
+                       "(set SIMFABRIC_SOCKET)" % os.geteuid())
+    return os.path.join(home.rstrip("/") or "/", ".simfabric", "ctl.sock")
+
+
+def check_dir(path):
+    """The socket's directory must be one only we control (sim/core/ctl.c ctl_check_dir): a real
+    directory (lstat: not a symlink), owned by our euid, no group/other access."""
+    d = os.path.dirname(path) or "."
+    try:
+        st = os.lstat(d)
+    except OSError as e:
+        return "socket directory %s: %s" % (d, e.strerror)
+    if stat.S_ISLNK(st.st_mode):
+        return ("socket directory %s is a symbolic link; it must be a real directory (whoever "
+                "can change the link can move the socket)" % d)
+    if not stat.S_ISDIR(st.st_mode):
+        return "socket directory %s is not a directory" % d
+    if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        return ("socket directory %s is owned by uid %d with mode %04o; it must be owned by uid "
+                "%d with no group/other access (chmod 700 %s)"
+                % (d, st.st_uid, stat.S_IMODE(st.st_mode), os.geteuid(), d))
+    return None
+
+
+def check_peer(sock):
+    """The server of a connected Unix socket runs as our euid (SO_PEERCRED), or an error text."""
+    pid, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                      struct.calcsize("3i")))
+    if uid != os.geteuid():
+        return ("the socket is served by uid %d (pid %d), not by this process's uid %d; refusing "
+                "it: another user's daemon could read and change every message"
+                % (uid, pid, os.geteuid()))
+    return None
 
 
 def _read_message(sock, deadline):
@@ -55,6 +98,15 @@ def _read_message(sock, deadline):
 
 def request(path, op, timeout=5.0, **keys):
     """Send op with keys, return the reply as a list of (key, value); raise CtlError on errno!=0."""
+    lines = ["op=%s" % op] + ["%s=%s" % (k, v) for k, v in keys.items()]
+    for k, v in [("op", op)] + list(keys.items()):
+        bad = [c for c in str(v) if not " " <= c <= "~"]
+        if bad:
+            raise CtlError("%s: %s has %r, which the control protocol cannot carry (printable "
+                           "ASCII only)" % (op, k, bad[0]))
+    why = check_dir(path)
+    if why and os.path.lexists(os.path.dirname(path) or "."):
+        raise CtlError("refusing the socket %s: %s" % (path, why))
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.settimeout(timeout)
@@ -63,7 +115,9 @@ def request(path, op, timeout=5.0, **keys):
         except OSError as e:
             raise CtlError("no simfabric daemon at %s (%s); start one with: simfabricd --socket %s"
                            % (path, e.strerror, path))
-        lines = ["op=%s" % op] + ["%s=%s" % (k, v) for k, v in keys.items()]
+        why = check_peer(s)
+        if why:
+            raise CtlError("refusing the socket %s: %s" % (path, why), 1)
         s.sendall(("\n".join(lines) + "\n\n").encode("ascii"))
         pairs = _read_message(s, time.monotonic() + timeout)
     finally:
@@ -76,19 +130,38 @@ def request(path, op, timeout=5.0, **keys):
 
 
 def wait_ready(path, timeout=10.0, proc=None):
-    """Poll with op=ping until the daemon answers; fail early if proc exits."""
+    """Poll with op=ping until the daemon answers; fail early if proc exits. With proc, the
+    answer must come from proc itself (ping says its pid): another daemon already serving
+    the path is not the one just started."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise CtlError("simfabricd exited with status %d before it was ready" % proc.returncode)
         try:
-            request(path, "ping", timeout=1.0)
-            return
+            d = dict(request(path, "ping", timeout=1.0))
+            if proc is None or int(d.get("pid", "0")) == proc.pid:
+                return
+            last = CtlError("%s answers at %s, not the daemon just started (pid %d)"
+                            % (describe_ping(d), path, proc.pid))
         except CtlError as e:
             last = e
         time.sleep(0.02)
     raise CtlError("simfabricd at %s not ready after %.1f s: %s" % (path, timeout, last))
+
+
+def describe_ping(d):
+    """A daemon as its ping reply names it: 'simfabricd pid N (scenario S)'."""
+    return "simfabricd pid %s (%s)" % (d.get("pid", "?"), "scenario " + d["scenario"]
+                                        if d.get("scenario") else "the ideal fabric")
+
+
+def running(path, timeout=1.0):
+    """The ping reply of a daemon serving path as a dict, or None when none answers."""
+    try:
+        return dict(request(path, "ping", timeout=timeout))
+    except CtlError:
+        return None
 
 
 def _num(v):

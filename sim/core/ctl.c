@@ -10,12 +10,14 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -572,24 +574,107 @@ int ctl_recv(int sock, struct ctl_parser *p, struct ctl_msg **out, int timeout_m
 	}
 }
 
+/*
+ * The home directory of the effective uid (its passwd entry, else $HOME): a place no other
+ * user can create first, unlike /tmp. The daemon and its clients of one uid agree on it
+ * whatever their environments say.
+ */
+static int home_dir(char *buf, size_t cap)
+{
+	struct passwd pw, *res = NULL;
+	char tmp[4096];
+	const char *home = NULL;
+	if (getpwuid_r(geteuid(), &pw, tmp, sizeof(tmp), &res) == 0 && res && res->pw_dir &&
+	    res->pw_dir[0] == '/')
+		home = res->pw_dir;
+	else if (getenv("HOME") && getenv("HOME")[0] == '/')
+		home = getenv("HOME");
+	if (!home)
+		return -ENOENT;
+	int n = snprintf(buf, cap, "%s", strcmp(home, "/") == 0 ? "" : home);
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
 int ctl_default_socket(char *buf, size_t cap)
 {
 	const char *env = getenv("SIMFABRIC_SOCKET");
 	const char *run = getenv("XDG_RUNTIME_DIR");
+	char home[512];
 	int n;
 	if (env && *env)
 		n = snprintf(buf, cap, "%s", env);
 	else if (run && *run)
 		n = snprintf(buf, cap, "%s/simfabric/ctl.sock", run);
-	else
-		n = snprintf(buf, cap, "/tmp/simfabric-%u/ctl.sock", (unsigned)geteuid());
+	else {
+		int rc = home_dir(home, sizeof(home));
+		if (rc)
+			return rc;
+		n = snprintf(buf, cap, "%s/.simfabric/ctl.sock", home);
+	}
 	/* A path that does not fit sun_path could never be bound or connected. */
 	if (n < 0 || (size_t)n >= cap || (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return -ENAMETOOLONG;
 	return 0;
 }
 
-int ctl_connect(const char *path)
+int ctl_check_dir(const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+	if (lstat(dir, &st) < 0) {
+		int e = errno;
+		if (err)
+			snprintf(err, errlen, "socket directory %s: %s", dir, strerror(e));
+		return -e;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		if (err)
+			snprintf(err, errlen,
+				 "socket directory %s is a symbolic link; it must be a real directory "
+				 "(whoever can change the link can move the socket)",
+				 dir);
+		return -ELOOP;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		if (err)
+			snprintf(err, errlen, "socket directory %s is not a directory", dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+		if (err)
+			snprintf(err, errlen,
+				 "socket directory %s is owned by uid %u with mode %04o; it must be "
+				 "owned by uid %u with no group/other access (chmod 700 %s)",
+				 dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+				 (unsigned)geteuid(), dir);
+		return -EPERM;
+	}
+	return 0;
+}
+
+int ctl_check_peer(int fd, char *err, size_t errlen)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
+		int e = errno;
+		if (err)
+			snprintf(err, errlen, "SO_PEERCRED: %s", strerror(e));
+		return -e;
+	}
+	if (cr.uid != geteuid()) {
+		if (err)
+			snprintf(err, errlen,
+				 "the socket is served by uid %u (pid %d), not by this process's uid "
+				 "%u; refusing it: another user's daemon could read and change every "
+				 "message",
+				 (unsigned)cr.uid, (int)cr.pid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* connect() alone, retried after EINTR. */
+static int connect_path(const char *path)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	size_t len = strlen(path);
@@ -610,4 +695,52 @@ int ctl_connect(const char *path)
 			return -e;
 		/* An interrupted connect may still complete on its own: start over cleanly. */
 	}
+}
+
+int ctl_connect(const char *path)
+{
+	int fd = connect_path(path);
+	if (fd >= 0 && ctl_check_peer(fd, NULL, 0) != 0) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+void ctl_socket_dir(const char *path, char *dir, size_t cap)
+{
+	snprintf(dir, cap, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, cap, ".");
+	else if (slash == dir)
+		dir[1] = 0;
+	else
+		*slash = 0;
+}
+
+int ctl_connect_daemon(const char *path, char *err, size_t errlen)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	size_t len = strlen(path);
+	if (len == 0 || len >= sizeof(dir)) {
+		snprintf(err, errlen, "socket path '%s' is %zu bytes; it must be 1..%zu", path, len,
+			 sizeof(dir) - 1);
+		return len ? -ENAMETOOLONG : -EINVAL;
+	}
+	ctl_socket_dir(path, dir, sizeof(dir));
+	int rc = ctl_check_dir(dir, err, errlen);
+	if (rc)
+		return rc;
+	int fd = connect_path(path);
+	if (fd < 0) {
+		snprintf(err, errlen, "connect to %s: %s", path, strerror(-fd));
+		return fd;
+	}
+	rc = ctl_check_peer(fd, err, errlen);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
 }

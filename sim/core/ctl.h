@@ -92,10 +92,28 @@ ssize_t ctl_sendmsg_fd(int sock, const void *buf, size_t len, int fd);
  */
 int ctl_recv(int sock, struct ctl_parser *p, struct ctl_msg **out, int timeout_ms);
 
-/* Default socket path: $SIMFABRIC_SOCKET, else $XDG_RUNTIME_DIR/simfabric/ctl.sock,
- * else /tmp/simfabric-<uid>/ctl.sock. Returns 0 or -ENAMETOOLONG. */
+/* Default socket path: $SIMFABRIC_SOCKET, else $XDG_RUNTIME_DIR/simfabric/ctl.sock, else
+ * <home>/.simfabric/ctl.sock (the euid's passwd entry, else $HOME: unlike /tmp, no other user
+ * can create it first). Returns 0, -ENAMETOOLONG, or -ENOENT (no home directory). */
 int ctl_default_socket(char *buf, size_t cap);
-/* Connect a SOCK_STREAM|SOCK_CLOEXEC Unix socket to path; returns fd or a negative errno. */
+/*
+ * Connect a SOCK_STREAM|SOCK_CLOEXEC Unix socket to path; returns fd or a negative errno:
+ * -EPERM when another uid serves it (SO_PEERCRED).
+ */
 int ctl_connect(const char *path);
+/*
+ * A client's connect to the daemon, authenticated as ssh-agent's users would want: the socket's
+ * directory must pass ctl_check_dir and the server's uid must be ours (ctl_check_peer).
+ * Returns the fd, or a negative errno with the reason in err.
+ */
+int ctl_connect_daemon(const char *path, char *err, size_t errlen);
+/* The directory of a socket path ("." for a bare name); truncated to cap. */
+void ctl_socket_dir(const char *path, char *dir, size_t cap);
+/* A socket directory fit to trust: lstat() says a real directory (not a symlink), owned by
+ * the euid, no group/other access. 0, or a negative errno with the reason in err (may be NULL). */
+int ctl_check_dir(const char *dir, char *err, size_t errlen);
+/* The peer of a connected Unix socket runs as our euid (SO_PEERCRED): 0, or -EPERM naming its
+ * uid and pid in err (may be NULL). */
+int ctl_check_peer(int fd, char *err, size_t errlen);
 
 #endif /* SF_CTL_H */

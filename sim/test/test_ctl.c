@@ -9,11 +9,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -738,9 +741,26 @@ static void test_default_socket(void)
 	char buf[256], want[256];
 	unsetenv("SIMFABRIC_SOCKET");
 	unsetenv("XDG_RUNTIME_DIR");
-	snprintf(want, sizeof(want), "/tmp/simfabric-%u/ctl.sock", (unsigned)geteuid());
+	struct passwd *pw = getpwuid(geteuid());
+	CHECK(pw && pw->pw_dir[0] == '/', "uid %u has a home directory", (unsigned)geteuid());
+	snprintf(want, sizeof(want), "%s/.simfabric/ctl.sock",
+		 pw && strcmp(pw->pw_dir, "/") ? pw->pw_dir : "");
 	CHECK(ctl_default_socket(buf, sizeof(buf)) == 0 && strcmp(buf, want) == 0, "fallback '%s'",
 	      buf);
+	/* No other user can create the fallback's directory first: its parent is writable by
+	 * us (or root) alone (it was /tmp, where anyone could, then serve a fake daemon). */
+	char parent[256];
+	snprintf(parent, sizeof(parent), "%s", buf);
+	*strrchr(parent, '/') = 0;
+	*strrchr(parent, '/') = 0;
+	struct stat pst;
+	CHECK(stat(parent[0] ? parent : "/", &pst) == 0 &&
+		      (pst.st_uid == geteuid() || pst.st_uid == 0) && !(pst.st_mode & 022),
+	      "the fallback's parent %s is writable by another user (uid %u, mode %04o)", parent,
+	      (unsigned)pst.st_uid, (unsigned)(pst.st_mode & 07777));
+	setenv("HOME", "/elsewhere", 1); /* the passwd entry wins: daemon and clients agree */
+	CHECK(ctl_default_socket(buf, sizeof(buf)) == 0 && strcmp(buf, want) == 0,
+	      "HOME does not move the fallback: '%s'", buf);
 	setenv("XDG_RUNTIME_DIR", "", 1);
 	CHECK(ctl_default_socket(buf, sizeof(buf)) == 0 && strcmp(buf, want) == 0,
 	      "empty XDG_RUNTIME_DIR ignored: '%s'", buf);
@@ -803,6 +823,78 @@ static void test_connect(void)
 	rmdir(dir);
 }
 
+/* Serve path as uid 65534 (nobody) in a child; returns its pid, or -1. Root only. */
+static pid_t serve_as_nobody(const char *dir, const char *path, int ready[2])
+{
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	if (chown(dir, 65534, 65534) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+		_exit(1);
+	int l = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(l, 4) != 0)
+		_exit(2);
+	(void)!write(ready[1], "r", 1);
+	for (;;) {
+		int a = accept(l, NULL, NULL);
+		if (a >= 0)
+			close(a);
+	}
+}
+
+/*
+ * Clients authenticate the daemon: the socket's directory must be a real one of ours with
+ * mode 0700 (lstat), and the server must run as our uid (SO_PEERCRED). Before, ctl_connect
+ * talked to whatever served the path.
+ */
+static void test_connect_auth(void)
+{
+	char dir[] = "/tmp/test_ctl_auth.XXXXXX", path[96], link[96], err[512];
+	CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+	snprintf(path, sizeof(path), "%s/s.sock", dir);
+	snprintf(link, sizeof(link), "%s.link", dir);
+	CHECK(ctl_check_dir(dir, err, sizeof(err)) == 0, "our 0700 directory: %s", err);
+	CHECK(symlink(dir, link) == 0, "symlink");
+	CHECK(ctl_check_dir(link, err, sizeof(err)) == -ELOOP && strstr(err, "symbolic link"),
+	      "a symlinked directory is refused: %s", err);
+	char lpath[128];
+	snprintf(lpath, sizeof(lpath), "%s/s.sock", link);
+	CHECK(ctl_connect_daemon(lpath, err, sizeof(err)) == -ELOOP, "connect through the symlink");
+	unlink(link);
+	chmod(dir, 0755);
+	CHECK(ctl_check_dir(dir, err, sizeof(err)) == -EPERM && strstr(err, "mode 0755"),
+	      "group/other access is refused: %s", err);
+	chmod(dir, 0700);
+	CHECK(ctl_connect_daemon(path, err, sizeof(err)) == -ENOENT && strstr(err, "connect to"),
+	      "no socket: -ENOENT, %s", err);
+	if (geteuid() != 0) {
+		printf("test_ctl: SKIP another uid's daemon: needs root to serve as uid 65534\n");
+		rmdir(dir);
+		return;
+	}
+	int ready[2];
+	CHECK(pipe(ready) == 0, "pipe");
+	pid_t pid = serve_as_nobody(dir, path, ready);
+	char c = 0;
+	CHECK(pid > 0 && read(ready[0], &c, 1) == 1, "a server as uid 65534");
+	CHECK(ctl_check_dir(dir, err, sizeof(err)) == -EPERM && strstr(err, "owned by uid 65534"),
+	      "another user's directory is refused: %s", err);
+	CHECK(ctl_connect_daemon(path, err, sizeof(err)) == -EPERM, "ctl_connect_daemon: %s", err);
+	chown(dir, 0, 0); /* even in our own directory, the server's uid decides */
+	CHECK(ctl_connect_daemon(path, err, sizeof(err)) == -EPERM &&
+		      strstr(err, "served by uid 65534"),
+	      "another user's server is refused: %s", err);
+	CHECK(ctl_connect(path) == -EPERM, "ctl_connect refuses it too");
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(ready[0]);
+	close(ready[1]);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	test_framing_errors();
@@ -816,6 +908,7 @@ int main(void)
 	test_socket_errors();
 	test_default_socket();
 	test_connect();
+	test_connect_auth();
 	if (failures) {
 		fprintf(stderr, "test_ctl: %d of %d checks failed\n", failures, checks);
 		return 1;
