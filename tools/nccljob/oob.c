@@ -184,8 +184,9 @@ static void conn_drain(struct nj_oob *o, struct nj_conn *c)
 {
 	struct nj_hdr h;
 	size_t off = 0;
+	const char *lost = NULL;
 
-	while (c->fd >= 0 && !c->eof) {
+	while (c->fd >= 0 && !c->eof && !lost) {
 		ssize_t n;
 
 		if (c->in_cap - c->in_len < 4096) {
@@ -208,7 +209,9 @@ static void conn_drain(struct nj_oob *o, struct nj_conn *c)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
-		conn_lost(o, c, n == 0 ? "end of file" : strerror(errno));
+		/* what came before the end is taken in first: a rank that reports and exits at
+		 * once (the watchdog) sends its ERROR and its EOF in one go */
+		lost = n == 0 ? "end of file" : strerror(errno);
 	}
 	while (c->in_len - off >= sizeof(h)) {
 		memcpy(&h, c->in + off, sizeof(h));
@@ -225,6 +228,8 @@ static void conn_drain(struct nj_oob *o, struct nj_conn *c)
 	}
 	memmove(c->in, c->in + off, c->in_len - off);
 	c->in_len -= off;
+	if (lost)
+		conn_lost(o, c, lost);
 }
 
 static int send_all(int fd, const char *p, size_t len)
