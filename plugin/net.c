@@ -45,6 +45,28 @@ static int env_ms(const char *name, int def, int min, int max)
 	return (int)x;
 }
 
+/*
+ * SIMFABRIC_COPY_THREADS is read by the copy threads (sim/core/copyq.c), which cannot log: a bad
+ * value there means 0 threads and a large one is capped. Say so here, naming the value.
+ */
+static void check_copy_threads(void)
+{
+	const char *v = getenv("SIMFABRIC_COPY_THREADS");
+	if (!v || !*v)
+		return;
+	char *end;
+	long n = strtol(v, &end, 10); /* as copyq.c reads it: out of range is LONG_MIN/MAX */
+	if (*end || n < 0)
+		PWARN("ignoring SIMFABRIC_COPY_THREADS=%s: not a number of threads in [0, %d]; "
+		      "using 0 (every copy runs on NCCL's proxy thread)",
+		      v, COPYQ_MAX_THREADS);
+	else if (n > COPYQ_MAX_THREADS)
+		PWARN("SIMFABRIC_COPY_THREADS=%s is above the limit of %d threads; using %d", v,
+		      COPYQ_MAX_THREADS, COPYQ_MAX_THREADS);
+	else
+		PINFO(NCCL_INIT | NCCL_NET, "SIMFABRIC_COPY_THREADS=%ld: %ld copy thread(s)", n, n);
+}
+
 /* Our node: SIMFABRIC_NODE, else NCCL_HOSTID (each rank its own "host"), else the hostname. */
 static void pick_node(char *buf, size_t cap)
 {
@@ -231,6 +253,7 @@ static ncclResult_t fabric_open(void)
 					    SFNET_DEFAULT_CONNECT_TIMEOUT_MS, 1, INT_MAX);
 	sfnet_g.liveness_ms =
 		env_ms("SIMFABRIC_LIVENESS_MS", SFNET_DEFAULT_LIVENESS_MS, 1, 3600000);
+	check_copy_threads();
 
 	struct sfc_session *s;
 	bool connected;

@@ -271,7 +271,7 @@ void sftrace_init(void)
 	/* Find out now, not at exit, whether the file can be written at all. */
 	char tmp[PATH_MAX + 32];
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", tr.path, (int)getpid());
-	FILE *f = fopen(tmp, "w");
+	FILE *f = jsonw_create(tmp);
 	if (!f) {
 		PWARN("SIMFABRIC_TRACE: cannot write %s (%s); not tracing", tmp, strerror(errno));
 		return;
@@ -1061,7 +1061,7 @@ static void tr_write(int verbose)
 
 	char tmp[PATH_MAX + 32];
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", tr.path, (int)getpid());
-	FILE *f = fopen(tmp, "w");
+	FILE *f = jsonw_create(tmp);
 	if (!f) {
 		if (verbose)
 			PWARN("trace: cannot write %s: %s", tmp, strerror(errno));

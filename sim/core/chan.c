@@ -347,6 +347,7 @@ struct chan_rx {
 	struct chan_err ferr;
 	struct fst_view *fab; /* NULL: the ideal fabric */
 	uint32_t last_link;   /* the route's last hop: where lateness is recorded */
+	struct chan_route route; /* copied from the region once and checked, at set_fabric */
 	/* Copies handed to the copy threads: slots [tail, sub_tail) are being copied out and
 	 * are counted (and freed for the sender) in order once done. */
 	uint64_t sub_tail;
@@ -369,12 +370,24 @@ static uint32_t post_stamp(int64_t post_ns);
 static void rx_note_floor(struct chan_rx *rx, struct rx_recv *r, const struct chan_desc *d);
 static void rx_record_delivery(struct chan_rx *rx, const struct rx_recv *r, int64_t now);
 
-static int attach(struct chan_shm *shm, size_t len, struct chan_side *side)
+/*
+ * Attach one side. The peer can write the header, so the values used after the check are read
+ * once into *g and *off and checked as read: a change after chan_check cannot slip past it.
+ */
+static int attach(struct chan_shm *shm, size_t len, struct chan_side *side, struct chan_geom *g,
+		  uint64_t off[2])
 {
 	struct chan_err e;
 	int rc = chan_check(shm, len, &e);
 	if (rc)
 		return rc;
+	const volatile struct chan_shm *v = shm;
+	*g = (struct chan_geom){.slot_bytes = v->slot_bytes, .nslots = v->nslots};
+	off[0] = v->desc_off;
+	off[1] = v->data_off;
+	size_t need = chan_shm_bytes(g);
+	if (need == 0 || len < need || off[0] != desc_off_for() || off[1] != data_off_for(g))
+		return -EPROTO; /* changed since chan_check */
 	uint32_t st = CHAN_ST_INIT;
 	if (!atomic_compare_exchange_strong(&side->state, &st, CHAN_ST_OPEN))
 		return -EPROTO; /* side already attached: the daemon hands each end out once */
@@ -387,19 +400,21 @@ int chan_tx_new(struct chan_shm *shm, size_t len, struct chan_tx **out)
 	struct chan_tx *tx = calloc(1, sizeof(*tx));
 	if (!tx)
 		return -ENOMEM;
-	int rc = attach(shm, len, &shm->tx);
+	struct chan_geom g;
+	uint64_t off[2];
+	int rc = attach(shm, len, &shm->tx, &g, off);
 	if (rc) {
 		free(tx);
 		return rc;
 	}
 	tx->shm = shm;
-	tx->desc = (struct chan_desc *)((uint8_t *)shm + shm->desc_off);
-	tx->slots = (uint8_t *)shm + shm->data_off;
-	tx->slot_bytes = shm->slot_bytes;
-	tx->mask = shm->nslots - 1;
+	tx->desc = (struct chan_desc *)((uint8_t *)shm + off[0]);
+	tx->slots = (uint8_t *)shm + off[1];
+	tx->slot_bytes = g.slot_bytes;
+	tx->mask = g.nslots - 1;
 	if (copyq_enabled() && tx->slot_bytes >= COPYQ_MIN_BYTES) {
-		tx->jobs = calloc(shm->nslots, sizeof(*tx->jobs));
-		tx->pend = calloc(shm->nslots, sizeof(*tx->pend));
+		tx->jobs = calloc(g.nslots, sizeof(*tx->jobs));
+		tx->pend = calloc(g.nslots, sizeof(*tx->pend));
 		tx->pool = tx->jobs && tx->pend; /* else copy inline: slower, never wrong */
 	}
 	*out = tx;
@@ -411,28 +426,42 @@ int chan_rx_new(struct chan_shm *shm, size_t len, struct chan_rx **out)
 	struct chan_rx *rx = calloc(1, sizeof(*rx));
 	if (!rx)
 		return -ENOMEM;
-	int rc = attach(shm, len, &shm->rx);
+	struct chan_geom g;
+	uint64_t off[2];
+	int rc = attach(shm, len, &shm->rx, &g, off);
 	if (rc) {
 		free(rx);
 		return rc;
 	}
 	rx->shm = shm;
-	rx->desc = (struct chan_desc *)((uint8_t *)shm + shm->desc_off);
-	rx->slots = (uint8_t *)shm + shm->data_off;
-	rx->slot_bytes = shm->slot_bytes;
-	rx->mask = shm->nslots - 1;
+	rx->desc = (struct chan_desc *)((uint8_t *)shm + off[0]);
+	rx->slots = (uint8_t *)shm + off[1];
+	rx->slot_bytes = g.slot_bytes;
+	rx->mask = g.nslots - 1;
 	if (copyq_enabled() && rx->slot_bytes >= COPYQ_MIN_BYTES) {
-		rx->jobs = calloc(shm->nslots, sizeof(*rx->jobs));
-		rx->pend = calloc(shm->nslots, sizeof(*rx->pend));
+		rx->jobs = calloc(g.nslots, sizeof(*rx->jobs));
+		rx->pend = calloc(g.nslots, sizeof(*rx->pend));
 		rx->pool = rx->jobs && rx->pend;
 	}
 	*out = rx;
 	return 0;
 }
 
+/* The route as it is now, read once from the peer-writable region: check the copy, use it. */
+static void route_copy(const struct chan_shm *shm, struct chan_route *r)
+{
+	const volatile uint8_t *src = (const volatile uint8_t *)&shm->route;
+	uint8_t *dst = (uint8_t *)r;
+	for (size_t i = 0; i < sizeof(*r); i++)
+		dst[i] = src[i];
+}
+
 int chan_tx_set_fabric(struct chan_tx *tx, struct fst_view *fab)
 {
-	const struct chan_route *r = &tx->shm->route;
+	struct chan_route route, *r = &route;
+	route_copy(tx->shm, r);
+	if (r->npath > MODEL_MAX_HOPS)
+		return -EINVAL;
 	if (!fab || r->npath == 0) {
 		tx->fab = NULL;
 		return 0;
@@ -463,7 +492,10 @@ int chan_tx_set_fabric(struct chan_tx *tx, struct fst_view *fab)
 
 int chan_rx_set_fabric(struct chan_rx *rx, struct fst_view *fab)
 {
-	const struct chan_route *r = &rx->shm->route;
+	struct chan_route *r = &rx->route;
+	route_copy(rx->shm, r);
+	if (r->npath > MODEL_MAX_HOPS)
+		return -EINVAL;
 	if (!fab || r->npath == 0) {
 		rx->fab = NULL;
 		return 0;
@@ -1361,7 +1393,7 @@ static uint32_t post_stamp(int64_t post_ns)
 /* A message's last chunk is in: the soonest its receive may complete goes up to its floor. */
 static void rx_note_floor(struct chan_rx *rx, struct rx_recv *r, const struct chan_desc *d)
 {
-	const struct chan_route *rt = &rx->shm->route;
+	const struct chan_route *rt = &rx->route; /* checked at set_fabric */
 	if (!rx->fab || !d->post_us || (d->flags & CHAN_F_FAIL))
 		return;
 	/* The stamp's full time: the latest before now with these low bits, rounded down to the

@@ -11,7 +11,9 @@
  *      receiver, checking the sender's post time against its own view of the route, counts
  *      them early. Before the monitor had its own clock it could not see this (nor 1);
  *   4. a degrade fault that makes the link faster, in force: the sender's model is right
- *      again, faster than the configured link, and nothing is counted early.
+ *      again, faster than the configured link, and nothing is counted early;
+ *   5. (run with 3) as 3, and the route rewritten in the region after attach, as a hostile
+ *      sender could: the receiver uses the route it copied, and still counts them early.
  */
 #include "sim/core/chan.h"
 #include "sim/core/fault.h"
@@ -142,20 +144,32 @@ int main(void)
 	      (unsigned long long)early, (unsigned long long)late, N);
 	pair_close(&p);
 
-	/* 3. the sender's model is wrong: its own view of the link is far too fast */
-	struct fst_view *vtx;
-	CHECK(fst_view_new(fbase, flen, &vtx) == 0, "second view");
-	vtx->links[0].latency_ns = 0;
-	vtx->links[0].rate_bps *= 100;
-	pair_open(&p, 2, &path, &nic, vtx, v);
-	fast = run(&p, "model too fast");
-	counts(st, &early, &late);
-	CHECK(fast >= N / 2, "the wrong model let only %d of %d through early", fast, N);
-	CHECK(early >= (uint64_t)fast && early + late == N,
-	      "model too fast: %llu early, %llu late (%d seen early)", (unsigned long long)early,
-	      (unsigned long long)late, fast);
-	pair_close(&p);
-	fst_view_free(vtx);
+	/* 3. the sender's model is wrong: its own view of the link is far too fast.
+	 * 5. (the second round) the same, and the sender then rewrites the route in the region
+	 * (npath 0, a bad link id), as a hostile peer could: the receiver checks against the
+	 * route it copied and checked at attach, so it still counts them early. It read the
+	 * region's route at every delivery before: an empty route gave no floor, nothing counted. */
+	for (int rewrite = 0; rewrite < 2; rewrite++) {
+		const char *what = rewrite ? "route rewritten" : "model too fast";
+		struct fst_view *vtx;
+		CHECK(fst_view_new(fbase, flen, &vtx) == 0, "second view");
+		vtx->links[0].latency_ns = 0;
+		vtx->links[0].rate_bps *= 100;
+		pair_open(&p, rewrite ? 5 : 2, &path, &nic, vtx, v);
+		if (rewrite) {
+			p.shm->route.npath = 0;
+			p.shm->route.path[0] = 0xfffffff0u;
+		}
+		fast = run(&p, what);
+		counts(st, &early, &late);
+		CHECK(fast >= N / 2, "%s: the wrong model let only %d of %d through early", what,
+		      fast, N);
+		CHECK(early >= (uint64_t)fast && early + late == N,
+		      "%s: %llu early, %llu late (%d seen early)", what, (unsigned long long)early,
+		      (unsigned long long)late, fast);
+		pair_close(&p);
+		fst_view_free(vtx);
+	}
 
 	/* 4. a degrade to 100 times the rate: the floor takes the faster rate */
 	char err[256];

@@ -537,7 +537,7 @@ static void pc_write(void)
 	for (int i = 0; i < PC_POOL; i++)
 		live += pc.pool[i].live;
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", pc.path, (int)getpid());
-	FILE *f = fopen(tmp, "w");
+	FILE *f = jsonw_create(tmp);
 	if (!f) {
 		PC_LOG(NCCL_LOG_WARN, "cannot write %s: %s", tmp, strerror(errno));
 		return;
