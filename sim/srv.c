@@ -254,6 +254,38 @@ static void chan_trim(struct srv *s)
 		dl_del(&old->link);
 		free(old);
 		s->nchans_closed--;
+		s->nodes_gc = true;
+	}
+}
+
+/*
+ * The ideal fabric forgets the nodes nothing holds: no session, no channel record (open or
+ * kept for show). Node pointers live only there; the next node in a slot gets a new id.
+ * Only from settle(), after something let a node go.
+ */
+static void node_gc(struct srv *s)
+{
+	static bool held[FABRIC_MAX_NODES];
+	int slots = fabric_node_slots(s->fabric);
+	struct dl *p;
+	s->nodes_gc = false;
+	if (!fabric_is_ideal(s->fabric) || fabric_nnodes(s->fabric) == s->nsessions)
+		return;
+	memset(held, 0, sizeof(held));
+	for (p = s->sessions.next; p != &s->sessions; p = p->next)
+		held[dl_entry(p, struct session, link)->node->id % FABRIC_MAX_NODES] = true;
+	for (p = s->chans.next; p != &s->chans; p = p->next) {
+		const struct channel *ch = dl_entry(p, struct channel, link);
+		held[ch->end[END_TX].node->id % FABRIC_MAX_NODES] = true;
+		held[ch->end[END_RX].node->id % FABRIC_MAX_NODES] = true;
+	}
+	for (int i = 0; i < slots; i++) {
+		const struct fabric_node *n = fabric_node_at(s->fabric, i);
+		if (n && !held[i]) {
+			log_info("node %s (id %d) forgotten: no session or channel holds it", n->name,
+				 n->id);
+			fabric_node_forget(s->fabric, n->id);
+		}
 	}
 }
 
@@ -406,6 +438,7 @@ static void session_end(struct srv *s, struct session *se, const char *why)
 	struct dl *p, *t;
 	dl_del(&se->link);
 	s->nsessions--;
+	s->nodes_gc = true;
 	se->conn->sess = NULL;
 	se->conn->role = R_NONE;
 	log_info("session pid %d (node %s, %s) ended: %s", (int)se->pid, se->node->name, se->client,
@@ -536,6 +569,8 @@ static void settle(struct srv *s)
 		conn_free(s, c, true);
 	}
 	chan_trim(s);
+	if (s->nodes_gc)
+		node_gc(s);
 }
 
 /* ---- connecting ---------------------------------------------------------- */
@@ -768,6 +803,7 @@ static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 	}
 	struct session *se = calloc(1, sizeof(*se));
 	if (!se) {
+		s->nodes_gc = true;
 		snprintf(err, SRV_ERR_LEN, "out of memory");
 		return -ENOMEM;
 	}

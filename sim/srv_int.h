@@ -133,6 +133,7 @@ struct srv {
 	struct tomb tombs[SRV_TOMBS];
 	int tomb_pos;
 	bool stopping;
+	bool nodes_gc;	     /* a session or channel record went: node_gc() may forget nodes */
 	struct ctl_msg *out; /* scratch for building replies */
 	/* A modelled fabric's daemon side (sim/fabmon.h); NULL on the ideal fabric. */
 	struct fabmon *mon;
