@@ -21,7 +21,8 @@
 #include "sim/core/fault.h"
 #include "sim/core/fstate.h"
 
-#define FAULTD_POLL_NS 2000000LL /* how often armed triggers are looked at for the log */
+#define FAULTD_POLL_NS 2000000LL /* how often armed triggers, and the windows of faults the daemon
+				  * only logs, are looked at */
 #define FAULTD_LOG_WINDOWS 16	 /* windows of one fault logged one by one; then powers of 2 */
 
 struct faultd;

@@ -75,6 +75,10 @@ static void usage(FILE *f)
 		"                         KiB, MiB, GiB (default %u: %u slots of %u bytes)\n"
 		"  --connect-wait-ms MS   how long a connect waits for a listener that is not\n"
 		"                         known yet, 0..3600000 (default %d)\n"
+		"  --max-conns N          control connections at once, 16..1000000; more are\n"
+		"                         refused with EMFILE (default %d)\n"
+		"  --partial-timeout-ms MS  a request must be complete this long after its first\n"
+		"                         byte, 100..3600000; else ETIMEDOUT and closed (default %d)\n"
 		"  --sample-ms MS         sample every link's traffic this often while a channel\n"
 		"                         is open (op=series), 0..%d; 0: off (default %d)\n"
 		"  --series-samples N     the newest samples kept, 1..%u (default %u;\n"
@@ -85,7 +89,8 @@ static void usage(FILE *f)
 		"                         (merge with the plugin's: simfabric trace merge)\n"
 		"  --help, --version\n",
 		FABRIC_MAX_NICS, CHAN_DEFAULT_NSLOTS * CHAN_DEFAULT_SLOT_BYTES, CHAN_DEFAULT_NSLOTS,
-		CHAN_DEFAULT_SLOT_BYTES, SRV_CONNECT_WAIT_MS, SERIES_MAX_PERIOD_MS,
+		CHAN_DEFAULT_SLOT_BYTES, SRV_CONNECT_WAIT_MS, SRV_MAX_CONNS, SRV_PARTIAL_MS,
+		SERIES_MAX_PERIOD_MS,
 		SERIES_DEFAULT_PERIOD_MS, SERIES_MAX_SAMPLES, SERIES_DEFAULT_SAMPLES,
 		SERIES_MAX_BYTES >> 20);
 }
@@ -330,6 +335,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_NICS,
 		O_CONN_MEM,
 		O_WAIT,
+		O_MAX_CONNS,
+		O_PARTIAL_MS,
 		O_SAMPLE_MS,
 		O_SERIES_SAMPLES,
 		O_LOG_LEVEL,
@@ -347,6 +354,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"nics", required_argument, NULL, O_NICS},
 		{"conn-mem", required_argument, NULL, O_CONN_MEM},
 		{"connect-wait-ms", required_argument, NULL, O_WAIT},
+		{"max-conns", required_argument, NULL, O_MAX_CONNS},
+		{"partial-timeout-ms", required_argument, NULL, O_PARTIAL_MS},
 		{"sample-ms", required_argument, NULL, O_SAMPLE_MS},
 		{"series-samples", required_argument, NULL, O_SERIES_SAMPLES},
 		{"log-level", required_argument, NULL, O_LOG_LEVEL},
@@ -411,6 +420,24 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				fprintf(stderr,
 					"simfabricd: --connect-wait-ms: '%s' is not a number of "
 					"milliseconds in 0..3600000\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case O_MAX_CONNS:
+			if (parse_int(optarg, 16, 1000000, &o->cfg.max_conns)) {
+				fprintf(stderr,
+					"simfabricd: --max-conns: '%s' is not a number of connections "
+					"in 16..1000000\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case O_PARTIAL_MS:
+			if (parse_int(optarg, 100, 3600000, &o->cfg.partial_ms)) {
+				fprintf(stderr,
+					"simfabricd: --partial-timeout-ms: '%s' is not a number of "
+					"milliseconds in 100..3600000\n",
 					optarg);
 				return 2;
 			}

@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
 #include <sys/random.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -51,6 +52,7 @@
 #include "sim/srv_int.h"
 
 #define SRV_READ_BATCH 64    /* messages per readable callback before yielding */
+#define SRV_TRIM_CONNS 32    /* connections freed between two malloc_trim()s */
 #define SRV_ACCEPT_BATCH 64  /* connections per accept callback */
 #define SRV_CLOSED_KEEP 256  /* freed channels still listed by show */
 
@@ -254,6 +256,38 @@ static void chan_trim(struct srv *s)
 		dl_del(&old->link);
 		free(old);
 		s->nchans_closed--;
+		s->nodes_gc = true;
+	}
+}
+
+/*
+ * The ideal fabric forgets the nodes nothing holds: no session, no channel record (open or
+ * kept for show). Node pointers live only there; the next node in a slot gets a new id.
+ * Only from settle(), after something let a node go.
+ */
+static void node_gc(struct srv *s)
+{
+	static bool held[FABRIC_MAX_NODES];
+	int slots = fabric_node_slots(s->fabric);
+	struct dl *p;
+	s->nodes_gc = false;
+	if (!fabric_is_ideal(s->fabric) || fabric_nnodes(s->fabric) == s->nsessions)
+		return;
+	memset(held, 0, sizeof(held));
+	for (p = s->sessions.next; p != &s->sessions; p = p->next)
+		held[dl_entry(p, struct session, link)->node->id % FABRIC_MAX_NODES] = true;
+	for (p = s->chans.next; p != &s->chans; p = p->next) {
+		const struct channel *ch = dl_entry(p, struct channel, link);
+		held[ch->end[END_TX].node->id % FABRIC_MAX_NODES] = true;
+		held[ch->end[END_RX].node->id % FABRIC_MAX_NODES] = true;
+	}
+	for (int i = 0; i < slots; i++) {
+		const struct fabric_node *n = fabric_node_at(s->fabric, i);
+		if (n && !held[i]) {
+			log_info("node %s (id %d) forgotten: no session or channel holds it", n->name,
+				 n->id);
+			fabric_node_forget(s->fabric, n->id);
+		}
 	}
 }
 
@@ -406,6 +440,7 @@ static void session_end(struct srv *s, struct session *se, const char *why)
 	struct dl *p, *t;
 	dl_del(&se->link);
 	s->nsessions--;
+	s->nodes_gc = true;
 	se->conn->sess = NULL;
 	se->conn->role = R_NONE;
 	log_info("session pid %d (node %s, %s) ended: %s", (int)se->pid, se->node->name, se->client,
@@ -469,6 +504,7 @@ static void conn_kill(struct srv_conn *c, const char *why)
 		snprintf(c->why, sizeof(c->why), "%s", why);
 	log_debug("conn#%llu (pid %d) closed: %s", (unsigned long long)c->id, (int)c->pid, c->why);
 	conn_retire(c, c->why, false);
+	dl_del(&c->part_link);
 	dl_del(&c->link);
 	dl_push(&s->dead, &c->link);
 	s->nconns--;
@@ -483,6 +519,7 @@ static void conn_drain(struct srv_conn *c, const char *why)
 		return;
 	snprintf(c->why, sizeof(c->why), "%s", why);
 	c->draining = true;
+	dl_del(&c->part_link);
 	conn_retire(c, c->why, true);
 	mark_dirty(c);
 }
@@ -517,8 +554,10 @@ static void conn_free(struct srv *s, struct srv_conn *c, bool abandon)
 		close_gently(c->fd);
 	else if (c->fd >= 0)
 		close(c->fd);
+	dl_del(&c->part_link);
 	ctl_parser_free(c->parser);
 	free(c);
+	s->freed_untrimmed++;
 }
 
 /* Write what was queued, then free what was killed. Every entry point ends here. */
@@ -535,7 +574,15 @@ static void settle(struct srv *s)
 		dl_del(&c->link);
 		conn_free(s, c, true);
 	}
+	/* Each connection had a 16 KiB read buffer and maybe a 64 KiB message: give the heap's
+	 * free pages back after a crowd has gone, not only keep them for the next crowd. */
+	if (s->freed_untrimmed >= SRV_TRIM_CONNS) {
+		s->freed_untrimmed = 0;
+		malloc_trim(0);
+	}
 	chan_trim(s);
+	if (s->nodes_gc)
+		node_gc(s);
 }
 
 /* ---- connecting ---------------------------------------------------------- */
@@ -768,6 +815,7 @@ static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 	}
 	struct session *se = calloc(1, sizeof(*se));
 	if (!se) {
+		s->nodes_gc = true;
 		snprintf(err, SRV_ERR_LEN, "out of memory");
 		return -ENOMEM;
 	}
@@ -1235,6 +1283,8 @@ void srv_config_init(struct srv_config *cfg)
 			  CHAN_DEFAULT_SLOT_BYTES, &cfg->geom) != 0)
 		cfg->geom = (struct chan_geom){CHAN_DEFAULT_SLOT_BYTES, CHAN_DEFAULT_NSLOTS};
 	cfg->connect_wait_ms = SRV_CONNECT_WAIT_MS;
+	cfg->max_conns = SRV_MAX_CONNS;
+	cfg->partial_ms = SRV_PARTIAL_MS;
 	cfg->outq_max = SRV_OUTQ_MAX;
 	cfg->sample_ms = SERIES_DEFAULT_PERIOD_MS;
 	cfg->series_samples = SERIES_DEFAULT_SAMPLES;
@@ -1309,6 +1359,7 @@ int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv 
 	dl_init(&s->sessions);
 	dl_init(&s->listeners);
 	dl_init(&s->pending);
+	dl_init(&s->partial);
 	dl_init(&s->chans);
 	s->next_chan = 1;
 	uint64_t tok = 0;
@@ -1393,6 +1444,24 @@ static void refuse_peer(int fd, uid_t uid)
 	close_gently(fd);
 }
 
+/* Over --max-conns: say so to the peer, and in the log (the first, then powers of 2). */
+static void refuse_full(struct srv *s, int fd, pid_t pid)
+{
+	char buf[200];
+	uint64_t n = ++s->refused;
+	int len = snprintf(buf, sizeof(buf),
+			   "error=the daemon serves %d connections, its limit (--max-conns)\n"
+			   "errno=%d\n\n",
+			   s->nconns, EMFILE);
+	if (len > 0 && send(fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		log_debug("refusing pid %d: %s", (int)pid, strerror(errno));
+	close_gently(fd);
+	if ((n & (n - 1)) == 0)
+		log_warn("refused a connection from pid %d: %d connections open, the limit "
+			 "(--max-conns); %llu refused so far",
+			 (int)pid, s->nconns, (unsigned long long)n);
+}
+
 int srv_accept(struct srv *s, int lfd)
 {
 	int rc = 0;
@@ -1420,6 +1489,10 @@ int srv_accept(struct srv *s, int lfd)
 			refuse_peer(fd, cr.uid);
 			continue;
 		}
+		if (s->nconns >= s->cfg.max_conns) {
+			refuse_full(s, fd, cr.pid);
+			continue;
+		}
 		struct srv_conn *c = calloc(1, sizeof(*c));
 		struct ctl_parser *parser = c ? ctl_parser_new() : NULL;
 		if (!parser) {
@@ -1439,6 +1512,7 @@ int srv_accept(struct srv *s, int lfd)
 		c->rd_on = true;
 		dl_init(&c->dirty);
 		dl_init(&c->pend_link);
+		dl_init(&c->part_link);
 		c->io = s->ops.attach(s->ops.ctx, c, fd);
 		if (!c->io) {
 			log_warn("cannot watch the connection of pid %d; dropping it", (int)cr.pid);
@@ -1464,6 +1538,7 @@ void srv_conn_readable(struct srv_conn *c)
 		struct ctl_msg *m;
 		int rc = ctl_recv(c->fd, c->parser, &m, 0);
 		if (rc == 0) {
+			dl_del(&c->part_link); /* complete: the next one has its own clock */
 			handle(s, c, m);
 			ctl_msg_free(m);
 			continue;
@@ -1489,6 +1564,12 @@ void srv_conn_readable(struct srv_conn *c)
 		}
 		break;
 	}
+	if (!c->dead && !c->draining && !ctl_parser_partial(c->parser)) {
+		dl_del(&c->part_link);
+	} else if (!c->dead && !c->draining && dl_empty(&c->part_link)) {
+		c->part_since = now_ns(); /* a message begun: it has cfg.partial_ms to end */
+		dl_push(&s->partial, &c->part_link);
+	}
 	if (i == SRV_READ_BATCH && !c->dead && !c->draining)
 		s->ops.again(s->ops.ctx, c->io); /* more may be buffered: come back after others */
 	if (c->draining)
@@ -1506,6 +1587,9 @@ int64_t srv_timeout_us(const struct srv *s)
 {
 	int64_t first = INT64_MAX;
 	const struct dl *p;
+	if (!dl_empty(&s->partial)) /* the oldest message in progress */
+		first = dl_entry(s->partial.next, const struct srv_conn, part_link)->part_since +
+			(int64_t)s->cfg.partial_ms * 1000000;
 	for (p = s->pending.next; p != &s->pending; p = p->next) {
 		const struct srv_conn *c = dl_entry(p, const struct srv_conn, pend_link);
 		if (c->pend_deadline < first)
@@ -1525,6 +1609,21 @@ void srv_tick(struct srv *s)
 	int64_t now = now_ns();
 	fabmon_tick(s->mon, now, s->nchans_open);
 	struct dl *p, *t;
+	while (!dl_empty(&s->partial)) {
+		struct srv_conn *c = dl_entry(s->partial.next, struct srv_conn, part_link);
+		if (c->part_since + (int64_t)s->cfg.partial_ms * 1000000 > now)
+			break;
+		char err[SRV_ERR_LEN];
+		snprintf(err, sizeof(err),
+			 "the message was not complete %d ms after its first byte (a message is "
+			 "keys and values ending in an empty line)",
+			 s->cfg.partial_ms);
+		log_warn("conn#%llu (pid %d): %s; closing it", (unsigned long long)c->id,
+			 (int)c->pid, err);
+		dl_del(&c->part_link);
+		reply_error(c, ETIMEDOUT, err);
+		conn_drain(c, "a message not complete in time");
+	}
 	dl_each_safe(p, t, &s->pending)
 	{
 		struct srv_conn *c = dl_entry(p, struct srv_conn, pend_link);

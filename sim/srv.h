@@ -26,6 +26,8 @@
 #define SRV_ERR_LEN 512
 #define SRV_OUTQ_MAX (1u << 20) /* a client that lets more replies pile up is dropped */
 #define SRV_CONNECT_WAIT_MS 10000
+#define SRV_MAX_CONNS 4096     /* connections at once (--max-conns); more are refused */
+#define SRV_PARTIAL_MS 10000   /* a message must be complete this long after its first byte */
 
 struct srv_config {
 	struct fabric_config fabric; /* the ideal fabric's settings, when use_fabric is NULL */
@@ -33,6 +35,9 @@ struct srv_config {
 				      * it over, also when it fails; srv_free frees it */
 	struct chan_geom geom;	 /* every channel's geometry */
 	int connect_wait_ms;	 /* how long a connect waits for an unknown listener */
+	int max_conns;		 /* connections at once; more are refused (EMFILE) */
+	int partial_ms;		 /* a connection whose message is not complete this long after
+				  * its first byte is answered ETIMEDOUT and closed */
 	size_t outq_max;	 /* per-connection output queue limit, bytes */
 	int sample_ms;		 /* a modelled fabric's links sampled this often (op=series); 0: off */
 	uint32_t series_samples; /* the newest samples kept (sim/series.h caps them by memory) */

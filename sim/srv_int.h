@@ -74,6 +74,9 @@ struct srv_conn {
 	int64_t pend_deadline, pend_since;
 	bool pend_held;	  /* held by a connect_delay fault until pend_deadline, listener known */
 	bool faults_done; /* the connect faults were applied already */
+	/* Part of a message received (s->partial, oldest first), since part_since. */
+	struct dl part_link;
+	int64_t part_since;
 	char why[CTL_ERR_LEN + 64]; /* why it closed, for the log */
 };
 
@@ -127,12 +130,15 @@ struct srv {
 	size_t shm_bytes;
 	uint64_t conn_mem;
 	char instance[17];
-	struct dl conns, dead, dirty, sessions, listeners, pending, chans;
+	struct dl conns, dead, dirty, sessions, listeners, pending, chans, partial;
+	uint64_t refused;    /* connections refused over max_conns */
+	int freed_untrimmed; /* connections freed since the heap was last trimmed */
 	int nconns, nsessions, nlisteners, npending, nchans_open, nchans_closed;
 	uint64_t next_conn, next_serial, next_chan;
 	struct tomb tombs[SRV_TOMBS];
 	int tomb_pos;
 	bool stopping;
+	bool nodes_gc;	     /* a session or channel record went: node_gc() may forget nodes */
 	struct ctl_msg *out; /* scratch for building replies */
 	/* A modelled fabric's daemon side (sim/fabmon.h); NULL on the ideal fabric. */
 	struct fabmon *mon;

@@ -166,13 +166,15 @@ int srv_op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, st
 	ctl_addf(rep, "pending", "%d", s->npending);
 
 	uint64_t idx = 0;
-	int nn = fabric_nnodes(s->fabric);
+	int nn = fabric_node_slots(s->fabric);
 	struct dl *p = s->chans.next;
 	for (;; idx++) {
 		const struct fabric_node *node = NULL;
 		const struct channel *ch = NULL;
 		if (idx < (uint64_t)nn) {
-			node = fabric_node(s->fabric, (int)idx);
+			node = fabric_node_at(s->fabric, (int)idx);
+			if (!node) /* forgotten: its slot keeps the paging's indices */
+				continue;
 		} else {
 			if (p == &s->chans)
 				break;

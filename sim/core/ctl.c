@@ -269,6 +269,11 @@ const char *ctl_parser_error(const struct ctl_parser *p)
 	return p->err;
 }
 
+bool ctl_parser_partial(const struct ctl_parser *p)
+{
+	return p->cur != NULL || p->bytes > 0 || p->rpos < p->rlen;
+}
+
 /* How a byte reads in an error: 'x' if printable, else its hex value. */
 static void describe(unsigned char c, char out[static 8])
 {

@@ -12,6 +12,7 @@
 #ifndef SF_CTL_H
 #define SF_CTL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -68,6 +69,8 @@ void ctl_parser_free(struct ctl_parser *p); /* NULL-safe; frees a half-built mes
 ssize_t ctl_parser_feed(struct ctl_parser *p, const char *data, size_t len,
 			struct ctl_msg **out);
 const char *ctl_parser_error(const struct ctl_parser *p);
+/* Part of a message received and not complete yet (bytes parsed or still buffered). */
+bool ctl_parser_partial(const struct ctl_parser *p);
 
 /* ---- sockets ------------------------------------------------------------- */
 

@@ -27,8 +27,10 @@ struct fabric {
 	enum fabric_kind_id kind;
 	struct fabric_config cfg;
 	char *scenario, *name, *description;
-	int nnodes, cap, nnics;
+	int nnodes, cap, nnics; /* nnodes: slots used so far (nodes[] may hold NULLs: forgotten) */
+	int nlive;		/* nodes in the table now */
 	struct fabric_node **nodes; /* each allocated once, so pointers stay put */
+	uint32_t *gen;		    /* per slot: how many nodes it has held before (ideal only) */
 	int nswitches, swcap;
 	struct fabric_switch **switches;
 	int nlinks, lcap; /* directed */
@@ -137,9 +139,17 @@ static uint32_t name_hash(const char *s)
 	return h;
 }
 
+/* A node id's slot: its low bits. The ideal fabric reuses the slots of nodes it forgot, with
+ * the slot's generation in the high bits, so an id is never handed out twice (until the
+ * generation wraps, after FABRIC_NODE_GENS nodes in one slot). Explicit fabrics: id == slot. */
+static int id_slot(int id)
+{
+	return id & (FABRIC_MAX_NODES - 1);
+}
+
 static const char *who_name(const struct fabric *f, int who)
 {
-	return who >= 0 ? f->nodes[who]->name : f->switches[-who - 1]->name;
+	return who >= 0 ? f->nodes[id_slot(who)]->name : f->switches[-who - 1]->name;
 }
 
 /* The slot of name, or of the empty place where it would go. */
@@ -179,6 +189,21 @@ static int name_insert(struct fabric *f, const char *name, int who)
 	f->names[name_slot(f, name)] = who;
 	f->names_used++;
 	return 0;
+}
+
+/* Linear probing's delete: empty the slot, then re-place the rest of its cluster. */
+static void name_remove(struct fabric *f, const char *name)
+{
+	size_t mask = f->names_cap - 1, i = name_slot(f, name);
+	if (f->names[i] == INT32_MIN)
+		return;
+	f->names[i] = INT32_MIN;
+	f->names_used--;
+	for (size_t j = (i + 1) & mask; f->names[j] != INT32_MIN; j = (j + 1) & mask) {
+		int w = f->names[j];
+		f->names[j] = INT32_MIN;
+		f->names[name_slot(f, who_name(f, w))] = w;
+	}
 }
 
 /* ---- life cycle ---------------------------------------------------------------- */
@@ -221,6 +246,7 @@ void fabric_free(struct fabric *f)
 	for (int i = 0; i < f->nnodes; i++)
 		free(f->nodes[i]);
 	free(f->nodes);
+	free(f->gen);
 	for (int i = 0; i < f->nswitches; i++)
 		free(f->switches[i]);
 	free(f->switches);
@@ -348,7 +374,17 @@ const char *fabric_name(const struct fabric *f)
 
 int fabric_nnodes(const struct fabric *f)
 {
+	return f->nlive;
+}
+
+int fabric_node_slots(const struct fabric *f)
+{
 	return f->nnodes;
+}
+
+const struct fabric_node *fabric_node_at(const struct fabric *f, int slot)
+{
+	return slot >= 0 && slot < f->nnodes ? f->nodes[slot] : NULL;
 }
 
 int fabric_nnics(const struct fabric *f)
@@ -358,13 +394,14 @@ int fabric_nnics(const struct fabric *f)
 
 const struct fabric_node *fabric_node(const struct fabric *f, int id)
 {
-	return id >= 0 && id < f->nnodes ? f->nodes[id] : NULL;
+	const struct fabric_node *n = id >= 0 ? fabric_node_at(f, id_slot(id)) : NULL;
+	return n && n->id == id ? n : NULL;
 }
 
 const struct fabric_node *fabric_node_find(const struct fabric *f, const char *name)
 {
 	int who = name_lookup(f, name);
-	return who >= 0 && who != INT32_MIN ? f->nodes[who] : NULL;
+	return who >= 0 && who != INT32_MIN ? f->nodes[id_slot(who)] : NULL;
 }
 
 const struct fabric_nic *fabric_nic(const struct fabric_node *node, int index)
@@ -378,9 +415,11 @@ const struct fabric_nic *fabric_nic_by_gid(const struct fabric *f, int gid)
 		return NULL;
 	if (f->by_gid)
 		return f->by_gid[gid];
-	for (int i = 0; i < f->nnodes; i++) /* the ideal fabric: no table */
-		if (gid < f->nodes[i]->nic[0].gid + f->nodes[i]->nnics)
-			return &f->nodes[i]->nic[gid - f->nodes[i]->nic[0].gid];
+	for (int i = 0; i < f->nnodes; i++) { /* the ideal fabric: no table */
+		const struct fabric_node *n = f->nodes[i];
+		if (n && gid >= n->nic[0].gid && gid < n->nic[0].gid + n->nnics)
+			return &n->nic[gid - n->nic[0].gid];
+	}
 	return NULL;
 }
 
@@ -426,12 +465,17 @@ static int node_new(struct fabric *f, const char *name, int nnics, const struct 
 		    int tag, struct fabric_node **out, char *err, size_t errlen)
 {
 	char q[80];
-	if (f->nnodes == FABRIC_MAX_NODES) {
-		snprintf(err, errlen, "cannot add node '%s': the fabric has %d nodes, the limit",
-			 param_quote(name, q, sizeof(q)), FABRIC_MAX_NODES);
+	if (f->nlive == FABRIC_MAX_NODES) {
+		snprintf(err, errlen, "cannot add node '%s': the fabric has %d nodes%s, the limit",
+			 param_quote(name, q, sizeof(q)), FABRIC_MAX_NODES,
+			 f->kind == KIND_IDEAL ? " in use (sessions or channels hold them)" : "");
 		return -ENOSPC;
 	}
-	if (f->nnodes == f->cap) {
+	int slot = f->nnodes;
+	if (slot == FABRIC_MAX_NODES) /* the ideal fabric forgot some: reuse a slot */
+		for (slot = 0; f->nodes[slot]; slot++)
+			;
+	if (slot == f->cap) {
 		int cap = f->cap ? f->cap * 2 : 16;
 		struct fabric_node **nodes = realloc(f->nodes, sizeof(*nodes) * (size_t)cap);
 		if (!nodes) {
@@ -439,6 +483,13 @@ static int node_new(struct fabric *f, const char *name, int nnics, const struct 
 			return -ENOMEM;
 		}
 		f->nodes = nodes;
+		uint32_t *gen = realloc(f->gen, sizeof(*gen) * (size_t)cap);
+		if (!gen) {
+			snprintf(err, errlen, "out of memory adding node '%s'", name);
+			return -ENOMEM;
+		}
+		memset(gen + f->cap, 0, sizeof(*gen) * (size_t)(cap - f->cap));
+		f->gen = gen;
 		f->cap = cap;
 	}
 	struct fabric_node *n = calloc(1, sizeof(*n));
@@ -447,7 +498,7 @@ static int node_new(struct fabric *f, const char *name, int nnics, const struct 
 		return -ENOMEM;
 	}
 	memcpy(n->name, name, strlen(name) + 1);
-	n->id = f->nnodes;
+	n->id = (int)(f->gen[slot] % FABRIC_NODE_GENS) * FABRIC_MAX_NODES + slot;
 	n->nnics = nnics;
 	n->tag = tag;
 	for (int i = 0; i < n->nnics; i++) {
@@ -455,22 +506,41 @@ static int node_new(struct fabric *f, const char *name, int nnics, const struct 
 		snprintf(nic->name, sizeof(nic->name), "%s-nic%d", name, i);
 		nic->index = i;
 		nic->node = n->id;
-		nic->gid = f->nnics + i;
+		nic->gid = slot < f->nnodes ? slot * nnics + i : f->nnics + i; /* ideal: all alike */
 		nic->guid = GUID_BASE | ((uint64_t)n->id << 8) | (uint64_t)i;
 		nic->speed_mbps = f->cfg.speed_mbps;
 		nic->latency_ns = f->cfg.latency_ns;
 		nic->link_out = nic->link_in = -1;
 		nic->model = *model; /* resolved by the caller */
 	}
-	f->nodes[f->nnodes] = n;
+	f->nodes[slot] = n;
 	if (name_insert(f, name, n->id)) {
+		f->nodes[slot] = NULL;
 		free(n);
 		snprintf(err, errlen, "out of memory adding node '%s'", name);
 		return -ENOMEM;
 	}
-	f->nnodes++;
-	f->nnics += nnics;
+	if (slot == f->nnodes) {
+		f->nnodes++;
+		f->nnics += nnics;
+	}
+	f->nlive++;
 	*out = n;
+	return 0;
+}
+
+int fabric_node_forget(struct fabric *f, int id)
+{
+	struct fabric_node *n = (struct fabric_node *)fabric_node(f, id);
+	if (f->kind != KIND_IDEAL || !n)
+		return -ENOENT;
+	name_remove(f, n->name);
+	f->nodes[id_slot(id)] = NULL;
+	f->gen[id_slot(id)]++;
+	f->nlive--;
+	free(n);
+	free(f->json); /* the dump shows the nodes now */
+	f->json = NULL;
 	return 0;
 }
 
@@ -1235,12 +1305,16 @@ static void json_build(struct fabric *f, struct jbuf *b)
 		jbuf_puts(b, f->section[i] ? f->section[i] : "null");
 	}
 	jbuf_printf(b, ",\"counts\":{\"nodes\":%d,\"nics\":%d,\"switches\":%d,\"links\":%d}",
-		    f->nnodes, f->nnics, f->nswitches, f->nlinks);
+		    f->nlive, f->kind == KIND_IDEAL ? f->nlive * (int)f->cfg.nics_per_node : f->nnics,
+		    f->nswitches, f->nlinks);
 
 	jbuf_puts(b, ",\"nodes\":[");
-	for (int i = 0; i < f->nnodes; i++) {
+	for (int i = 0, first = 1; i < f->nnodes; i++) {
 		const struct fabric_node *n = f->nodes[i];
-		jbuf_printf(b, "%s{\"id\":%d,\"name\":", i ? "," : "", n->id);
+		if (!n)
+			continue;
+		jbuf_printf(b, "%s{\"id\":%d,\"name\":", first ? "" : ",", n->id);
+		first = 0;
 		jbuf_str(b, n->name);
 		jbuf_puts(b, ",\"nics\":[");
 		for (int j = 0; j < n->nnics; j++) {

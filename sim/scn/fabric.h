@@ -62,7 +62,9 @@
 #define FABRIC_NAME_MAX 63 /* node and switch names: 1..63 of [A-Za-z0-9._-] */
 #define FABRIC_NIC_NAME_MAX (FABRIC_NAME_MAX + 8) /* "<node>-nic<i>" */
 #define FABRIC_MAX_NICS 8
-#define FABRIC_MAX_NODES 4096 /* a bound on what clients can make the daemon allocate */
+#define FABRIC_MAX_NODES 4096 /* a bound on what clients can make the daemon allocate (a power of 2) */
+/* Node ids: slot + generation * FABRIC_MAX_NODES, below 2^30 (the plugin's bound). */
+#define FABRIC_NODE_GENS (1 << 18)
 #define FABRIC_MAX_SWITCHES 1024
 #define FABRIC_MAX_CABLES 65536 /* directed links: twice that */
 #define FABRIC_MAX_PORTS 1024
@@ -165,16 +167,23 @@ void fabric_set_seed(struct fabric *f, uint64_t seed);
 const char *fabric_scenario(const struct fabric *f);
 const char *fabric_name(const struct fabric *f);
 
-int fabric_nnodes(const struct fabric *f);
+int fabric_nnodes(const struct fabric *f); /* in the table now */
+/* The table's slots (ids of explicit fabrics are 0..slots-1), and the node in one (or NULL:
+ * the ideal fabric forgot it). */
+int fabric_node_slots(const struct fabric *f);
+const struct fabric_node *fabric_node_at(const struct fabric *f, int slot);
+/* The ideal fabric forgets a node (its name, its slot; pointers to it dangle): 0, or -ENOENT
+ * (no such node, or not the ideal fabric). Its slot's next node gets a new id. */
+int fabric_node_forget(struct fabric *f, int id);
 int fabric_nnics(const struct fabric *f); /* over all nodes */
-/* Node by id, or NULL. Node pointers stay valid until fabric_free. */
+/* Node by id, or NULL. Node pointers stay valid until fabric_free (or fabric_node_forget). */
 const struct fabric_node *fabric_node(const struct fabric *f, int id);
 /* Node by name, or NULL. */
 const struct fabric_node *fabric_node_find(const struct fabric *f, const char *name);
 /*
  * Node by name, created if the fabric makes nodes on demand (the ideal one
  * does). 0; -EINVAL (bad name); -ENOENT (an explicit fabric without it: err
- * names the node and the scenario file); -ENOSPC (FABRIC_MAX_NODES reached);
+ * names the node and the scenario file); -ENOSPC (FABRIC_MAX_NODES in the table);
  * -ENOMEM.
  */
 int fabric_node_get(struct fabric *f, const char *name, const struct fabric_node **out, char *err,

@@ -388,11 +388,35 @@ static void test_ideal(void)
 	CHECK(dups == 0, "guids unique: %d duplicates", dups);
 	const struct fabric_node *over;
 	CHECK(fabric_node_get(f, "one-too-many", &over, err, sizeof(err)) == -ENOSPC &&
-		      strcmp(err, "cannot add node 'one-too-many': the fabric has 4096 nodes, the "
-				  "limit") == 0,
+		      strcmp(err, "cannot add node 'one-too-many': the fabric has 4096 nodes in use "
+				  "(sessions or channels hold them), the limit") == 0,
 	      "limit: '%s'", err);
 	CHECK(fabric_node_get(f, "n0", &over, err, sizeof(err)) == 0 && over == a,
 	      "existing nodes still found at the limit");
+
+	/* Forgetting (red team finding 4): the name and slot go; the slot's next node gets a new
+	 * id (the generation above the slot), its NICs the slot's gids; the others stay put. */
+	const struct fabric_node *n7 = fabric_node(f, 7);
+	int gid7 = n7->nic[1].gid;
+	CHECK(fabric_node_forget(f, 7) == 0 && fabric_node_forget(f, 7) == -ENOENT &&
+		      fabric_node(f, 7) == NULL && fabric_node_find(f, "node7") == NULL &&
+		      fabric_node_at(f, 7) == NULL && fabric_nnodes(f) == FABRIC_MAX_NODES - 1 &&
+		      fabric_node_slots(f) == FABRIC_MAX_NODES,
+	      "node7 forgotten");
+	int found = 0;
+	for (int i = 0; i < FABRIC_MAX_NODES; i++) { /* every other name still in the table */
+		snprintf(name, sizeof(name), i < 2 ? (i ? "gpu-box.1" : "n0") : "node%d", i);
+		const struct fabric_node *n = fabric_node_find(f, name);
+		found += n && n->id == i && fabric_node(f, i) == n;
+	}
+	CHECK(found == FABRIC_MAX_NODES - 1, "%d names found after a delete", found);
+	CHECK(fabric_node_get(f, "one-more", &over, err, sizeof(err)) == 0 &&
+		      over->id == FABRIC_MAX_NODES + 7 && fabric_node(f, 7) == NULL &&
+		      fabric_node(f, FABRIC_MAX_NODES + 7) == over && fabric_node_at(f, 7) == over &&
+		      over->nic[1].gid == gid7 && fabric_nic_by_gid(f, gid7) == &over->nic[1] &&
+		      over->nic[0].guid == (0x5346000000000000ULL | (uint64_t)over->id << 8),
+	      "slot 7 reused with id %d: %s", over ? over->id : -1, err);
+	CHECK(fabric_node_get(f, "two-more", &over, err, sizeof(err)) == -ENOSPC, "full again");
 	fabric_free(f);
 	fabric_free(NULL);
 
