@@ -520,7 +520,7 @@ static void ftr_write(struct faultd *d, int64_t now, int force)
 	d->tw_written_ns = now;
 	char tmp[sizeof(ftr_path) + 32];
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", ftr_path, (int)getpid());
-	FILE *f = fopen(tmp, "w");
+	FILE *f = jsonw_create(tmp); /* never through a link planted at the name */
 	if (!f) {
 		log_warn("--trace: cannot write %s: %s", tmp, strerror(errno));
 		return;
