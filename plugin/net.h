@@ -32,7 +32,8 @@
 #include "plugin/ncclnet.h"
 
 #define SFNET_NAME "simfabric"
-#define SFNET_VERSION "0.1.0"
+#include "sim/core/version.h"
+#define SFNET_VERSION SF_VERSION /* sim/core/version.h */
 
 /*
  * The 128-byte connection handle, filled by listen and shipped by NCCL to the

@@ -35,7 +35,8 @@
 #include "sim/sock.h"
 #include "sim/srv.h"
 
-#define SIMFABRICD_VERSION "0.1.0"
+#include "sim/core/version.h"
+#define SIMFABRICD_VERSION SF_VERSION
 #define ACCEPT_PAUSE_MS 100 /* after EMFILE: let connections close before accepting again */
 
 struct io {

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sim/core/version.h"
 #include "tools/harness/harness.h"
 
 const struct hx_test_def hx_tests[] = {
@@ -103,6 +104,7 @@ static void hx_usage(FILE *f)
 		"  --list              list the tests and exit\n"
 		"  -v, --verbose       say more on stderr\n"
 		"  -h, --help          this text\n"
+		"  --version           simfabric's version\n"
 		"\n"
 		"Exit status: 0 all passed, 1 a test failed, 2 usage error.\n");
 }
@@ -289,6 +291,10 @@ static void hx_parse_args(int argc, char **argv, const char **tests)
 
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			hx_usage(stdout);
+			exit(0);
+		}
+		if (!strcmp(a, "--version")) {
+			printf("simfabric-harness %s\n", SF_VERSION);
 			exit(0);
 		}
 		if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {

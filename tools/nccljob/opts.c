@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/core/version.h"
 #include "tools/nccljob/nccljob.h"
 
 static const char usage_text[] =
@@ -323,7 +324,7 @@ int opts_parse(struct nj_job *j, int argc, char **argv)
 			return 1;
 		case OPT_VERSION:
 			dev_versions(j);
-			printf(NJ_PROG " 1 (NCCL %d.%d.%d, CUDA runtime %d.%d)\n",
+			printf(NJ_PROG " " SF_VERSION " (NCCL %d.%d.%d, CUDA runtime %d.%d)\n",
 			       j->nccl_version / 10000, j->nccl_version / 100 % 100,
 			       j->nccl_version % 100, j->cuda_runtime / 1000,
 			       j->cuda_runtime % 1000 / 10);
