@@ -23,7 +23,6 @@ static const struct {
 	CUDRV_SLOT(DeviceGetCount, "cuDeviceGetCount"),
 	CUDRV_SLOT(DeviceGetAttribute, "cuDeviceGetAttribute"),
 	CUDRV_SLOT(CtxGetCurrent, "cuCtxGetCurrent"),
-	CUDRV_SLOT(CtxSetCurrent, "cuCtxSetCurrent"),
 	CUDRV_SLOT(CtxGetDevice, "cuCtxGetDevice"),
 	CUDRV_SLOT(PointerGetAttribute, "cuPointerGetAttribute"),
 	CUDRV_SLOT(MemGetAddressRange, "cuMemGetAddressRange_v2"),

@@ -45,13 +45,11 @@ struct cu_access_desc { /* CUmemAccessDesc */
 #define CU_PA_MEMORY_TYPE 2
 #define CU_PA_BUFFER_ID 7
 #define CU_PA_IS_MANAGED 8
-#define CU_PA_DEVICE_ORDINAL 9
 #define CU_PA_IS_LEGACY_IPC_CAPABLE 10
 #define CU_PA_RANGE_START_ADDR 11
 #define CU_PA_RANGE_SIZE 12
 #define CU_PA_ALLOWED_HANDLE_TYPES 14
 /* CUmemorytype */
-#define CU_MEMTYPE_HOST 1
 #define CU_MEMTYPE_DEVICE 2
 /* CUmemAllocationHandleType, CUmemLocationType, CUmemAccess_flags */
 #define CU_HANDLE_POSIX_FD 1
@@ -74,7 +72,6 @@ struct cudrv {
 	cu_result (*DeviceGetCount)(int *n);
 	cu_result (*DeviceGetAttribute)(int *v, int attr, cu_device dev);
 	cu_result (*CtxGetCurrent)(cu_ctx *ctx);
-	cu_result (*CtxSetCurrent)(cu_ctx ctx);
 	cu_result (*CtxGetDevice)(cu_device *dev);
 	cu_result (*PointerGetAttribute)(void *data, int attr, cu_ptr p);
 	cu_result (*MemGetAddressRange)(cu_ptr *base, size_t *size, cu_ptr p);

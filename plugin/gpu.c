@@ -81,9 +81,8 @@ struct sfgpu_tx {
 
 static struct {
 	pthread_mutex_t lock;	  /* exports: the server thread takes only this one */
-	pthread_mutex_t imp_lock; /* imports and txs: held while asking a peer's server, so
-				     never needed by our own server (two processes importing
-				     from each other at once must not wait on each other) */
+	pthread_mutex_t imp_lock; /* imports, txs, streams; never held while a peer's server
+				     answers, and never needed by our own server */
 	pthread_once_t once;
 	int mode;      /* 1 on, 0 off */
 	int setup_err; /* negative errno of a failed setup */

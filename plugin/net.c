@@ -52,15 +52,15 @@ static int env_ms(const char *name, int def, int min, int max)
 static void check_copy_threads(void)
 {
 	const char *v = getenv("SIMFABRIC_COPY_THREADS");
-	if (!v || !*v)
+	long n;
+	enum copyq_env e = copyq_env(&n); /* the very reading the copy threads act on */
+	if (e == COPYQ_ENV_UNSET)
 		return;
-	char *end;
-	long n = strtol(v, &end, 10); /* as copyq.c reads it: out of range is LONG_MIN/MAX */
-	if (*end || n < 0)
+	if (e == COPYQ_ENV_BAD)
 		PWARN("ignoring SIMFABRIC_COPY_THREADS=%s: not a number of threads in [0, %d]; "
 		      "using 0 (every copy runs on NCCL's proxy thread)",
 		      v, COPYQ_MAX_THREADS);
-	else if (n > COPYQ_MAX_THREADS)
+	else if (e == COPYQ_ENV_CAPPED)
 		PWARN("SIMFABRIC_COPY_THREADS=%s is above the limit of %d threads; using %d", v,
 		      COPYQ_MAX_THREADS, COPYQ_MAX_THREADS);
 	else

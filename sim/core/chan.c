@@ -997,6 +997,12 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 	return 0;
 }
 
+/* A one-sided send's descriptor is out: its data are in the receiver's buffer. */
+static inline int tx_published(const struct chan_tx *tx, const struct tx_send *s)
+{
+	return s->direct && s->started && tx->head > s->slot;
+}
+
 /*
  * After the channel failed: was this send acknowledged before (the receiver counted it, or its
  * one-sided copy was published), and not itself doomed? Then it completes as it would have.
@@ -1006,7 +1012,7 @@ static int tx_delivered(struct chan_tx *tx, const struct tx_send *s)
 	if (s->doomed)
 		return 0;
 	uint64_t a = ACQ(&tx->shm->rx.msgs);
-	return (a > s->msg && a <= tx->next_msg) || (s->direct && s->started && tx->head > s->slot);
+	return (a > s->msg && a <= tx->next_msg) || tx_published(tx, s);
 }
 
 int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
@@ -1046,8 +1052,7 @@ int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
 			*err = tx->ferr;
 		goto failed;
 	}
-	/* One-sided: the data are in the receiver's buffer once the descriptor is out. */
-	if (tx->acked > s->msg || (s->direct && tx->head > s->slot && s->started)) {
+	if (tx->acked > s->msg || tx_published(tx, s)) {
 	delivered:
 		if (s->done_ns && now_ns() < s->done_ns)
 			return 0; /* delivered, but the model's ACK is still on its way */

@@ -34,15 +34,31 @@ static int64_t mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int configured(void)
+enum copyq_env copyq_env(long *n)
 {
 	const char *e = getenv("SIMFABRIC_COPY_THREADS");
-	if (e && *e) {
-		char *end;
-		long n = strtol(e, &end, 10);
-		if (*end || n < 0)
-			return 0; /* the plugin's init checks and warns about a bad value */
-		return n > COPYQ_MAX_THREADS ? COPYQ_MAX_THREADS : (int)n;
+	*n = 0;
+	if (!e || !*e)
+		return COPYQ_ENV_UNSET;
+	char *end;
+	*n = strtol(e, &end, 10); /* out of range is LONG_MIN/MAX: caught below */
+	if (*end || *n < 0)
+		return COPYQ_ENV_BAD;
+	return *n > COPYQ_MAX_THREADS ? COPYQ_ENV_CAPPED : COPYQ_ENV_OK;
+}
+
+static int configured(void)
+{
+	long n;
+	switch (copyq_env(&n)) {
+	case COPYQ_ENV_OK:
+		return (int)n;
+	case COPYQ_ENV_CAPPED:
+		return COPYQ_MAX_THREADS;
+	case COPYQ_ENV_BAD:
+		return 0; /* the plugin's init warns about a bad value */
+	default:
+		break;
 	}
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	return cpus >= COPYQ_MIN_CPUS ? COPYQ_DEFAULT_THREADS : 0;

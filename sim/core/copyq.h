@@ -48,6 +48,11 @@ struct copyq_job {
 
 /* Are copy threads in use in this process (0: the caller copies inline)? */
 int copyq_enabled(void);
+
+/* What SIMFABRIC_COPY_THREADS says: unset (or empty), a count within the limit, a count over
+ * it (capped), or not a count at all (0 threads). *n gets the number as written. */
+enum copyq_env { COPYQ_ENV_UNSET, COPYQ_ENV_OK, COPYQ_ENV_CAPPED, COPYQ_ENV_BAD };
+enum copyq_env copyq_env(long *n);
 /* Queue j (its fields set; state becomes 1). Returns 0, or -1 if it could not be queued
  * (the caller then copies inline). */
 int copyq_submit(struct copyq_job *j);
