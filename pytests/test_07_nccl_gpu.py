@@ -14,6 +14,7 @@ import time
 import pytest
 
 import simfabric_pytest
+import sflaunch
 
 ROOT = simfabric_pytest.ROOT
 JOB = os.path.join(ROOT, "tools", "torch_collectives.py")
@@ -76,6 +77,8 @@ def run_job(nranks, net, plugin, fabric_env, rundir, sizes, colls, mps_env, time
                  NCCL_HOSTID="node%d" % r, SIMFABRIC_NODE="node%d" % r, NCCL_NET=net,
                  NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                  NVSHMEM_DISABLE_NVLS="1", NCCL_MNNVL_ENABLE="0", NCCL_DEBUG="INFO",
+                 # as simfabric launch sets it, and docs/gpu-path.md tells torchrun users
+                 CUDA_DEVICE_MAX_CONNECTIONS=str(sflaunch.device_connections(nranks, NGPU)),
                  NCCL_DEBUG_SUBSYS="INIT,NET")
         if net == "simfabric":
             e.update(fabric_env)

@@ -271,7 +271,7 @@ const char *ctl_parser_error(const struct ctl_parser *p)
 
 bool ctl_parser_partial(const struct ctl_parser *p)
 {
-	return p->cur != NULL || p->bytes > 0 || p->rpos < p->rlen;
+	return p->cur != NULL || p->rpos < p->rlen;
 }
 
 /* How a byte reads in an error: 'x' if printable, else its hex value. */
@@ -325,6 +325,7 @@ ssize_t ctl_parser_feed(struct ctl_parser *p, const char *data, size_t len, stru
 					return fail(p, "empty line before any key=value line");
 				*out = m;
 				p->cur = NULL;
+				p->bytes = 0; /* between messages: nothing partial */
 				return (ssize_t)(i + 1);
 			}
 			if (m->n == CTL_LINES_MAX)

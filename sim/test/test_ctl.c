@@ -332,6 +332,14 @@ static void test_feed_contract(void)
 	ctl_msg_free(m);
 	k = ctl_parser_feed(p, "", 0, &m);
 	CHECK(k == 0 && !m, "empty feed: %zd", k);
+	/* Between messages nothing is partial (the daemon closes a connection whose message
+	 * stays partial too long: an idle session must never look like one). */
+	CHECK(!ctl_parser_partial(p), "partial after a complete message");
+	k = ctl_parser_feed(p, "op", 2, &m);
+	CHECK(k == 2 && !m && ctl_parser_partial(p), "a begun message is partial: %zd", k);
+	k = ctl_parser_feed(p, "=c\n\n", 4, &m);
+	CHECK(k == 4 && m && !ctl_parser_partial(p), "complete again: %zd", k);
+	ctl_msg_free(m);
 	/* Byte by byte: each byte consumed, the message comes with the last. */
 	const char *one = "op=ping\nx=1\n\n";
 	for (size_t i = 0; i < strlen(one); i++) {
