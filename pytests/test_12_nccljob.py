@@ -416,6 +416,25 @@ def test_12_18_check_2_catches_a_wrong_result_in_an_earlier_iteration(nccljob, t
     assert "first at index 12" in j.err[1], j.err[1]
 
 
+def test_12_20_timing_each_measures_a_straggler_as_a_stall(nccljob, tmp_path):
+    """--inject R:slow starts rank R's middle timed iteration 20 ms late; --timing each gives
+    every result max_us, stalls (iterations over the median + 1 ms) and stall_us (their excess,
+    summed): the 20 ms must show, never less. --timing loop has no per-iteration times."""
+    for d in ("each", "loop"):
+        (tmp_path / d).mkdir()
+    args = ["--dry-run", "--coll", "allreduce", "--sizes", "64", "--warmup", "1", "--iters", "9",
+            "--inject", "1:slow"]
+    j = Job(nccljob, 2, args + ["--timing", "each"], tmp_path / "each")
+    assert j.rcs() == [0, 0], j.report()
+    r = j.json()["results"][0]
+    assert r["stalls"] >= 1 and r["stall_us"] >= 19000 and r["max_us"] >= 20000, r
+    assert r["time_us"] * 9 >= 20000, r  # the mean carries it too
+    j = Job(nccljob, 2, args + ["--timing", "loop"], tmp_path / "loop")
+    assert j.rcs() == [0, 0], j.report()
+    r = j.json()["results"][0]
+    assert "stalls" not in r and r["time_us"] * 9 >= 20000, r
+
+
 @pytest.mark.gpu
 def test_12_19_on_a_gpu_a_wrong_element_in_an_earlier_iteration_is_caught(nccl_gpu, tmp_path):
     """test_12_18 on real NCCL: the flip goes into the GPU's output buffer after the first

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -430,8 +431,8 @@ static int wait_event(struct nj_job *j, cudaEvent_t ev, const char *what, struct
  * no more than 2 x NJ_WINDOW queued at a time. each == 1: events, enqueue and
  * wait around every one.
  */
-int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each, double *gpu_us,
-	    struct nj_fail *f)
+int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each, int slow_at,
+	    double *gpu_us, double *each_us, struct nj_fail *f)
 {
 	char what[160];
 	int i;
@@ -442,6 +443,8 @@ int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each, doub
 	for (i = 0; i < iters; i++) {
 		if ((each || i == 0) && record(j, j->dev->ev0, f) < 0)
 			return -1;
+		if (i == slow_at) /* a straggler: the GPU waits for this launch, the peers with it */
+			usleep(NJ_SLOW_US);
 		if (launch(j, s, f) < 0)
 			return -1;
 		if (!each && i + 1 < iters) {
@@ -455,9 +458,12 @@ int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each, doub
 				return -1;
 			continue;
 		}
+		double before = *gpu_us;
 		if (record(j, j->dev->ev1, f) < 0 || wait_event(j, j->dev->ev1, what, f) < 0 ||
 		    elapsed_us(j, gpu_us, f) < 0)
 			return -1;
+		if (each && each_us)
+			each_us[i] = *gpu_us - before;
 	}
 	return 0;
 }

@@ -216,8 +216,9 @@ static int setup(struct nj_job *j, uint8_t id[NJ_ID_BYTES], struct nj_fail *f)
 
 /* ---- the steps ---------------------------------------------------------- */
 
-static int exec(struct nj_job *j, const struct nj_step *s, int iters, int inj, double *us,
-		struct nj_fail *f)
+/* timed: the timed loop (where --inject R:slow acts); each_us: its iteration times, or NULL */
+static int exec(struct nj_job *j, const struct nj_step *s, int iters, int inj, int timed,
+		double *us, double *each_us, struct nj_fail *f)
 {
 	char what[160];
 	double t;
@@ -241,11 +242,21 @@ static int exec(struct nj_job *j, const struct nj_step *s, int iters, int inj, d
 			  "(made up by --inject)");
 		return -1;
 	}
+	/* the timed loop on the slow rank: its middle iteration starts late */
+	int slow_at = inj == NJ_INJ_SLOW && timed ? iters / 2 : -1;
 	if (!j->o.dry)
-		return dev_run(j, s, iters, j->o.each, us, f);
-	t = nj_now();
-	nj_simulate(&j->data, s->coll, j->rank, j->o.root, s->chunk, j->h_recv, s->out_n);
-	*us = (nj_now() - t) * 1e6; /* the batch's time, as the events would say */
+		return dev_run(j, s, iters, j->o.each, slow_at, us, each_us, f);
+	*us = 0;
+	for (int i = 0; i < (each_us ? iters : 1); i++) { /* once per batch: the long way */
+		t = nj_now();
+		if (slow_at >= 0 && (i == slow_at || !each_us))
+			usleep(NJ_SLOW_US);
+		nj_simulate(&j->data, s->coll, j->rank, j->o.root, s->chunk, j->h_recv, s->out_n);
+		double one = (nj_now() - t) * 1e6;
+		*us += one; /* the batch's time, as the events would say */
+		if (each_us)
+			each_us[i] = one;
+	}
 	return 0;
 }
 
@@ -302,6 +313,32 @@ static int flip_output(struct nj_job *j, const struct nj_step *s, struct nj_fail
 	return 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/*
+ * A fault's stall shows as a few iterations far over the rest: their excess over the median,
+ * summed, measures it directly, where a difference of two runs' means would add both runs'
+ * drift over every iteration (several ms over 1500 of them).
+ */
+void nj_stalls(double *us, int n, struct nj_result *r)
+{
+	r->max_us = r->stall_us = 0;
+	r->stalls = 0;
+	if (n <= 0)
+		return;
+	qsort(us, (size_t)n, sizeof(*us), cmp_double);
+	double med = n % 2 ? us[n / 2] : (us[n / 2 - 1] + us[n / 2]) / 2;
+	r->max_us = us[n - 1];
+	for (int i = n - 1; i >= 0 && us[i] > med + NJ_STALL_US; i--) {
+		r->stall_us += us[i] - med;
+		r->stalls++;
+	}
+}
+
 static int run_step(struct nj_job *j, int si, struct nj_result *r, struct nj_fail *f)
 {
 	const struct nj_step *s = &j->steps[si];
@@ -332,10 +369,10 @@ static int run_step(struct nj_job *j, int si, struct nj_result *r, struct nj_fai
 
 		if (poison(j, s, f) < 0)
 			return -1;
-		if (inj == NJ_INJ_FLIP && b == 0 && (exec(j, s, 1, inj, &us, f) < 0 ||
+		if (inj == NJ_INJ_FLIP && b == 0 && (exec(j, s, 1, inj, 0, &us, NULL, f) < 0 ||
 						     flip_output(j, s, f) < 0 || --n < 0))
 			return -1;
-		if (n > 0 && exec(j, s, n, inj, &us, f) < 0)
+		if (n > 0 && exec(j, s, n, inj, 0, &us, NULL, f) < 0)
 			return -1;
 		if ((every || b == batches - 1) && check_output(j, s, inj, r, f) < 0)
 			return -1;
@@ -343,11 +380,22 @@ static int run_step(struct nj_job *j, int si, struct nj_result *r, struct nj_fai
 	snprintf(j->phase, sizeof(j->phase), "%s: timed loop", head);
 	if (poison(j, s, f) < 0)
 		return -1;
-	t = nj_now();
-	if (exec(j, s, j->o.iters, inj, &us, f) < 0)
+	double *each_us = j->o.each ? calloc((size_t)j->o.iters, sizeof(double)) : NULL;
+	if (j->o.each && !each_us) {
+		job_failf(j, f, NJ_SETUP, "oom", "out of memory for %d iteration times",
+			  j->o.iters);
 		return -1;
+	}
+	t = nj_now();
+	if (exec(j, s, j->o.iters, inj, 1, &us, each_us, f) < 0) {
+		free(each_us);
+		return -1;
+	}
 	r->wall_us = (nj_now() - t) * 1e6 / j->o.iters;
 	r->time_us = us / j->o.iters;
+	if (each_us)
+		nj_stalls(each_us, j->o.iters, r);
+	free(each_us);
 	snprintf(j->phase, sizeof(j->phase), "%s: check", head);
 	if (check_output(j, s, inj, r, f) < 0)
 		return -1;

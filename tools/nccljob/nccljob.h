@@ -28,6 +28,9 @@
 #define NJ_FINAL_GRACE_S 15.0   /* how long the final reports may take after a failure */
 #define NJ_ABORT_BOUND_S 20.0   /* how long ncclCommAbort may take before the watchdog */
 #define NJ_STEP_GRACE_S 10.0    /* how much longer than --op-timeout-s a peer may report late */
+#define NJ_SLOW_US 20000         /* --inject R:slow: how late rank R starts one iteration */
+#define NJ_STALL_US 1000.0      /* an iteration this much over the median stalled (a fault's
+                                   retry, a flap): a host's hiccups stay below it */
 
 enum nj_coll {
 	NJ_ALLREDUCE,
@@ -129,6 +132,12 @@ struct nj_result {
 	int32_t checks;       /* how many times the output was checked */
 	double time_us;       /* per iteration */
 	double wall_us;       /* per iteration, host clock, enqueue to completion */
+	/* --timing each: the slowest iteration, and the iterations that stalled (took more
+	 * than the median + NJ_STALL_US): how many, and their time beyond the median, summed */
+	double max_us;
+	double stall_us;
+	int32_t stalls;
+	int32_t pad_;
 	uint64_t wrong;       /* worst check */
 	uint64_t checked;     /* elements per check */
 	int64_t first;        /* index of the first wrong element, -1 if none */
@@ -242,6 +251,7 @@ enum nj_inject {
 	NJ_INJ_NCCL,
 	NJ_INJ_STUCK,
 	NJ_INJ_FLIP, /* one element of the first warm-up iteration's output, once */
+	NJ_INJ_SLOW, /* the middle timed iteration starts NJ_SLOW_US late on that rank */
 	NJ_NINJ
 };
 
@@ -319,8 +329,12 @@ int dev_unique_id(struct nj_job *j, uint8_t id[NJ_ID_BYTES], struct nj_fail *f);
 int dev_comm_init(struct nj_job *j, const uint8_t id[NJ_ID_BYTES], struct nj_fail *f);
 int dev_upload(struct nj_job *j, size_t bytes, struct nj_fail *f);
 int dev_poison(struct nj_job *j, size_t bytes, struct nj_fail *f);
-int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each, double *gpu_us,
-	    struct nj_fail *f);
+/* each_us (with each, or NULL): every iteration's own time, iters of them. */
+/* slow_at: the iteration that starts NJ_SLOW_US late (--inject R:slow), or -1. */
+int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each, int slow_at,
+	    double *gpu_us, double *each_us, struct nj_fail *f);
+/* The stall figures of n iteration times (sorted in place): see struct nj_result. */
+void nj_stalls(double *us, int n, struct nj_result *r);
 int dev_download(struct nj_job *j, size_t bytes, struct nj_fail *f);
 /* Flip the low bits of element i of the output on the GPU (--inject R:flip). */
 int dev_flip(struct nj_job *j, size_t i, struct nj_fail *f);

@@ -184,6 +184,15 @@ static void write_result(struct jw *w, const struct nj_job *j, int si)
 	jw_int(w, "iters", j->o.iters);
 	jw_num(w, "time_us", t);
 	jw_num(w, "wall_us", wall);
+	if (j->o.each) { /* the rank that stalled most */
+		int worst = 0;
+		for (r = 1; r < n; r++)
+			if (res[r].stall_us > res[worst].stall_us)
+				worst = r;
+		jw_num(w, "max_us", res[worst].max_us);
+		jw_num(w, "stall_us", res[worst].stall_us);
+		jw_int(w, "stalls", res[worst].stalls);
+	}
 	jw_num(w, "algbw_gbps", algbw);
 	jw_num(w, "busbw_gbps", algbw * factor);
 	jw_num(w, "busbw_factor", factor);
