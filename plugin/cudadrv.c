@@ -52,6 +52,13 @@ static const struct {
 	CUDRV_SLOT(CtxPopCurrent, "cuCtxPopCurrent_v2"),
 	CUDRV_SLOT(GetErrorName, "cuGetErrorName"),
 };
+static const struct {
+	size_t off;
+	const char *sym;
+} optional[] = {
+	CUDRV_SLOT(CtxCreate, "cuCtxCreate_v2"),
+	CUDRV_SLOT(MemcpyPeerAsync, "cuMemcpyPeerAsync"),
+};
 
 int cudadrv_load(struct cudrv *cu, int only_if_loaded, char *why, size_t cap)
 {
@@ -76,6 +83,10 @@ int cudadrv_load(struct cudrv *cu, int only_if_loaded, char *why, size_t cap)
 			return -ENOSYS;
 		}
 		memcpy((char *)cu + slots[i].off, &f, sizeof(f));
+	}
+	for (size_t i = 0; i < sizeof(optional) / sizeof(optional[0]); i++) {
+		void *f = dlsym(lib, optional[i].sym);
+		memcpy((char *)cu + optional[i].off, &f, sizeof(f));
 	}
 	return 0;
 }

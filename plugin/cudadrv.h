@@ -63,6 +63,7 @@ struct cu_access_desc { /* CUmemAccessDesc */
 #define CU_DA_COMPUTE_MAJOR 75
 #define CU_DA_VMM_SUPPORTED 102
 #define CU_DA_POSIX_FD_SUPPORTED 103
+#define CU_DA_MPS_ENABLED 133
 
 /* The calls, named as in cuda.h without the "cu" prefix (the versioned symbol where cuda.h
  * maps the name to one). */
@@ -103,6 +104,10 @@ struct cudrv {
 	cu_result (*CtxPushCurrent)(cu_ctx ctx);
 	cu_result (*CtxPopCurrent)(cu_ctx *ctx);
 	cu_result (*GetErrorName)(cu_result r, const char **name);
+	/* Optional (NULL where the driver lacks them): a copy context of our own. */
+	cu_result (*CtxCreate)(cu_ctx *ctx, unsigned flags, cu_device dev);
+	cu_result (*MemcpyPeerAsync)(cu_ptr dst, cu_ctx dst_ctx, cu_ptr src, cu_ctx src_ctx,
+				     size_t n, cu_stream s);
 };
 
 /*
@@ -110,7 +115,8 @@ struct cudrv {
  * process has already loaded it (NCCL has, before it initializes a net
  * plugin), never load CUDA into a process that does not use it. Returns 0,
  * -ENOENT (not loaded / not found) or -ENOSYS (a call is missing: a driver
- * older than CUDA 11.3), with why (a sentence) filled on error.
+ * older than CUDA 11.3), with why (a sentence) filled on error. The optional
+ * calls are NULL where the library lacks them.
  */
 int cudadrv_load(struct cudrv *cu, int only_if_loaded, char *why, size_t cap);
 

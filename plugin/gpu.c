@@ -39,6 +39,9 @@ static int64_t mono_ns(void)
 
 enum { EXPORT_LEGACY = 1, EXPORT_FD = 2, EXPORT_SELF = 3 /* an import of our own export */ };
 
+/* SIMFABRIC_GPU_COPY_CONTEXT: where the copies run (see copy_stream). */
+enum copy_ctx { COPY_CTX_AUTO = 0, COPY_CTX_OWN, COPY_CTX_APP };
+
 struct gexport {
 	struct gexport *next;
 	uint64_t region;
@@ -57,14 +60,16 @@ struct gimport {
 	uint64_t region;
 	cu_ptr va;
 	uint64_t size;
+	cu_ctx ctx; /* where va is mapped: the copy context it was imported in, or ours (self) */
 	int kind;
 	int refs; /* sendComms using it */
 };
 
 struct sfgpu_tx {
 	struct sfgpu_tx *next; /* in G.txs */
-	cu_ctx ctx;	       /* the context of its first copy: its events and stream are there */
-	cu_stream stream;      /* that context's copy stream (copy_stream), once it exists */
+	cu_ctx ctx;	       /* where its stream and events are: its copy context (copy_stream) */
+	cu_ctx app;	       /* the caller's context at its first copy: where the sources are */
+	cu_stream stream;      /* the copy stream, once it exists */
 	uint64_t done_ticket;  /* every copy before this ticket has completed */
 	uint64_t next_ticket;
 	cu_event ev[CHAN_MAX_SENDS];
@@ -93,10 +98,14 @@ static struct {
 	uint64_t next_region;
 	struct gimport *imports;
 	struct sfgpu_tx *txs;
+	int copy_ctx; /* enum copy_ctx: SIMFABRIC_GPU_COPY_CONTEXT */
 	int nstreams;
 	struct {
-		cu_ctx ctx;
-		cu_stream s; /* every copy in that context, in one FIFO (see copy_stream) */
+		cu_ctx ctx;  /* the application's context */
+		cu_stream s; /* every copy issued in it, in one FIFO (see copy_stream) */
+		cu_ctx own;  /* our own context on its device (own_stream), or NULL */
+		cu_stream own_s;
+		int own_tried;
 	} streams[SFGPU_MAX_CTX];
 	int srv_fd;
 	int srv_started;
@@ -114,7 +123,7 @@ static const char *cuerr(cu_result r)
 	return cudadrv_err(&G.cu, r, buf, sizeof(buf));
 }
 
-static int copy_stream(cu_ctx ctx, cu_stream *out, char *why, size_t cap);
+static int copy_stream(cu_ctx app, int self, cu_ctx *ctx, cu_stream *out, char *why, size_t cap);
 
 static void hex_put(char *out, const unsigned char *b, size_t n);
 
@@ -135,6 +144,20 @@ static void setup_once(void)
 		snprintf(G.setup_why, sizeof(G.setup_why),
 			 "SIMFABRIC_GPU='%.40s' is not one of auto, on, off", v);
 		return;
+	}
+	const char *cc = getenv("SIMFABRIC_GPU_COPY_CONTEXT");
+	if (cc && *cc && strcmp(cc, "auto")) {
+		if (!strcmp(cc, "own"))
+			G.copy_ctx = COPY_CTX_OWN;
+		else if (!strcmp(cc, "app"))
+			G.copy_ctx = COPY_CTX_APP;
+		else {
+			G.setup_err = -EINVAL;
+			snprintf(G.setup_why, sizeof(G.setup_why),
+				 "SIMFABRIC_GPU_COPY_CONTEXT='%.40s' is not one of auto, own, app",
+				 cc);
+			return;
+		}
 	}
 	char why[160];
 	int rc = cudadrv_load(&G.cu, !want_on, why, sizeof(why));
@@ -181,12 +204,12 @@ static void setup_once(void)
 	snprintf(G.secret, sizeof(G.secret), "%s", hex + 16);
 	snprintf(G.where, sizeof(G.where), "%.23s#%.32s", G.name, G.secret);
 	G.mode = 1;
-	cu_ctx cur = NULL;
+	cu_ctx cur = NULL, ctx_ignored;
 	cu_stream ignored;
 	char why2[160];
 	G.cu.CtxGetCurrent(&cur);
 	if (cur) /* early if we can; else with the first copy (see copy_stream) */
-		(void)copy_stream(cur, &ignored, why2, sizeof(why2));
+		(void)copy_stream(cur, 0, &ctx_ignored, &ignored, why2, sizeof(why2));
 	snprintf(G.describe, sizeof(G.describe),
 		 "on (one-sided copies into the receiver's GPU memory; driver %d, compute "
 		 "capability %d.x, cuMem POSIX-fd export %s)",
@@ -666,6 +689,7 @@ static struct gimport *import_new(const char *where, uint64_t region, char *why,
 	snprintf(im->where, sizeof(im->where), "%s", where);
 	im->region = region;
 	im->size = rep.size;
+	G.cu.CtxGetCurrent(&im->ctx); /* the sendComm's copy context, entered */
 	im->kind = (int)rep.kind;
 	cu_result r;
 	if (rep.kind == EXPORT_LEGACY) {
@@ -738,7 +762,7 @@ static struct gimport *import_new(const char *where, uint64_t region, char *why,
 }
 
 /* Both ends in this process: the region is mapped here already. */
-static struct gimport *import_self(uint64_t region, char *why, size_t cap)
+static struct gimport *import_self(uint64_t region, cu_ctx app, char *why, size_t cap)
 {
 	pthread_mutex_lock(&G.lock);
 	struct gexport *e = G.exports;
@@ -758,18 +782,25 @@ static struct gimport *import_self(uint64_t region, char *why, size_t cap)
 	snprintf(im->where, sizeof(im->where), "%s", G.where);
 	im->region = region;
 	im->kind = EXPORT_SELF;
+	im->ctx = app;
 	return im;
 }
 
-/* Unmap it. No copy into it may still be running. */
+/* Unmap it, in the context it was mapped in. No copy into it may still be running. */
 static void import_unmap(struct gimport *im)
 {
+	cu_ctx cur = NULL, popped;
+	G.cu.CtxGetCurrent(&cur);
+	int push = im->kind != EXPORT_SELF && im->ctx && im->ctx != cur &&
+		G.cu.CtxPushCurrent(im->ctx) == CU_SUCCESS;
 	if (im->kind == EXPORT_LEGACY) {
 		G.cu.IpcCloseMemHandle(im->va);
 	} else if (im->kind == EXPORT_FD) {
 		G.cu.MemUnmap(im->va, im->size);
 		G.cu.MemAddressFree(im->va, im->size);
 	}
+	if (push)
+		G.cu.CtxPopCurrent(&popped);
 	free(im);
 }
 
@@ -787,10 +818,10 @@ static void import_put(struct gimport *im)
 	import_unmap(im);
 }
 
-static struct gimport *import_find(const char *where, uint64_t region)
+static struct gimport *import_find(const char *where, uint64_t region, cu_ctx ctx)
 {
 	struct gimport *im = G.imports;
-	while (im && !(im->region == region && !strcmp(im->where, where)))
+	while (im && !(im->region == region && im->ctx == ctx && !strcmp(im->where, where)))
 		im = im->next;
 	return im;
 }
@@ -829,21 +860,21 @@ static struct gimport *tx_region(struct sfgpu_tx *t, const char *where, uint64_t
 		tx_evict(t);
 	char why[256] = "";
 	pthread_mutex_lock(&G.imp_lock);
-	struct gimport *im = import_find(where, region);
+	struct gimport *im = import_find(where, region, t->ctx);
 	if (im)
 		im->refs++;
 	pthread_mutex_unlock(&G.imp_lock);
 	if (!im) {
 		/* no lock held while the peer's server answers: it may take seconds */
 		struct gimport *fresh = !strcmp(where, G.where)
-			? import_self(region, why, sizeof(why))
+			? import_self(region, t->app, why, sizeof(why))
 			: import_new(where, region, why, sizeof(why));
 		if (!fresh) {
 			PWARN("%s: cannot map the receiver's GPU buffer: %s", t->desc, why);
 			return NULL;
 		}
 		pthread_mutex_lock(&G.imp_lock);
-		im = import_find(where, region); /* another sendComm may have mapped it meanwhile */
+		im = import_find(where, region, t->ctx); /* another sendComm may have mapped it */
 		if (!im) {
 			im = fresh;
 			fresh = NULL;
@@ -878,53 +909,133 @@ int sfgpu_tx_new(const char *desc, struct sfgpu_tx **out)
 }
 
 /*
- * The copy stream of a context (one per context, so per device), made early (at setup when a
- * context is current, else by the first copy) and at the highest priority. Why one, and early:
- * the GPU runs a context's streams on a few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, fewer
- * under MPS), assigned in order of creation, and a copy queued behind NCCL's kernel never runs,
- * since that kernel spins until this very copy lands. Seen on an H200 under MPS with a stream
- * per comm: LL128 and Simple hung at once, 4 ranks even on LL. Every stream we add is another
- * chance to share the kernel's queue; copies among themselves can share one (the copy engines
- * move TB/s).
+ * Under G.imp_lock, with entry i's application context current: make our own context on its
+ * device and a stream in it, if SIMFABRIC_GPU_COPY_CONTEXT=own asks. Said once in the log
+ * either way; on failure the copies fail (copy_stream).
  */
-static int copy_stream(cu_ctx ctx, cu_stream *out, char *why, size_t cap)
+static void own_context(int i)
+{
+	cu_device dev = 0;
+	int mps = 0;
+	if (G.copy_ctx != COPY_CTX_OWN) /* auto: the application's context (see copy_stream) */
+		return;
+	if (G.cu.DeviceGetAttribute && G.cu.CtxGetDevice(&dev) == CU_SUCCESS)
+		G.cu.DeviceGetAttribute(&mps, CU_DA_MPS_ENABLED, dev);
+	const char *step = "cuCtxCreate_v2 or cuMemcpyPeerAsync (a driver without them)";
+	cu_result r = -1;
+	cu_ctx own = NULL, popped;
+	cu_stream s = NULL;
+	if (G.cu.CtxCreate && G.cu.MemcpyPeerAsync && G.cu.CtxGetDevice(&dev) == CU_SUCCESS) {
+		step = "cuCtxCreate";
+		r = G.cu.CtxCreate(&own, 0, dev); /* and makes it current */
+		if (r == CU_SUCCESS) {
+			int least = 0, greatest = 0;
+			G.cu.CtxGetStreamPriorityRange(&least, &greatest);
+			step = "cuStreamCreateWithPriority";
+			r = G.cu.StreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING_, greatest);
+			G.cu.CtxPopCurrent(&popped);
+		}
+	}
+	if (r == CU_SUCCESS) {
+		G.streams[i].own = own;
+		G.streams[i].own_s = s;
+		PINFO(NCCL_INIT | NCCL_NET,
+		      "GPU copies run in a CUDA context of their own on device %d "
+		      "(SIMFABRIC_GPU_COPY_CONTEXT=own%s): no application stream shares their "
+		      "hardware queues",
+		      (int)dev, mps ? ", under MPS" : "; without MPS contexts time-slice");
+		return;
+	}
+	/* the context, if made, stays: destroying it could disturb the application's */
+	PWARN("SIMFABRIC_GPU_COPY_CONTEXT=own: %s failed (%s); no GPU copy can start", step,
+	      r == -1 ? "missing" : cuerr(r));
+}
+
+/*
+ * Where a sendComm's copies run: a stream in a context, one per application context (so per
+ * device), made early (at setup when a context is current, else by the first copy), at the
+ * highest priority. Why one stream, made early, and why our own context: the GPU runs a
+ * context's streams on a few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), assigned in order of
+ * creation, and a copy queued behind NCCL's kernel never runs, since that kernel spins until
+ * this very copy lands. Seen on an H200 under MPS: a stream per comm hung LL128 and Simple at
+ * once; one early stream with 8 queues stalled 4 PyTorch ranks' first point-to-point copies
+ * (PyTorch makes dozens of streams, so some share ours). A context of our own
+ * (SIMFABRIC_GPU_COPY_CONTEXT=own) has queues nothing else uses, as a NIC's DMA engine is not
+ * behind the application's kernels, and copies from the application's context with
+ * cuMemcpyPeerAsync; but those copies measured 37 GB/s at 64 MiB against 51 in the
+ * application's context, and without MPS two contexts time-slice: auto (the default) stays in
+ * the application's context. self: the receiver is in this process (its memory is in the
+ * application's context): always the application's stream.
+ */
+static int copy_stream(cu_ctx app, int self, cu_ctx *ctx, cu_stream *out, char *why, size_t cap)
 {
 	pthread_mutex_lock(&G.imp_lock);
-	for (int i = 0; i < G.nstreams; i++)
-		if (G.streams[i].ctx == ctx) {
-			*out = G.streams[i].s;
-			pthread_mutex_unlock(&G.imp_lock);
-			return 0;
-		}
-	int rc = 0;
-	if (G.nstreams == SFGPU_MAX_CTX) {
-		snprintf(why, cap, "more than %d CUDA contexts copy in this process",
-			 SFGPU_MAX_CTX);
-		rc = -ENOSPC;
-	} else {
-		int least = 0, greatest = 0;
-		G.cu.CtxGetStreamPriorityRange(&least, &greatest);
-		cu_result r = G.cu.StreamCreateWithPriority(out, CU_STREAM_NON_BLOCKING_, greatest);
-		if (r == CU_SUCCESS) {
-			G.streams[G.nstreams].ctx = ctx;
-			G.streams[G.nstreams].s = *out;
-			G.nstreams++;
+	int i, rc = 0;
+	for (i = 0; i < G.nstreams; i++)
+		if (G.streams[i].ctx == app)
+			break;
+	if (i == G.nstreams) {
+		cu_stream s = NULL;
+		if (G.nstreams == SFGPU_MAX_CTX) {
+			snprintf(why, cap, "more than %d CUDA contexts copy in this process",
+				 SFGPU_MAX_CTX);
+			rc = -ENOSPC;
 		} else {
-			snprintf(why, cap, "cuStreamCreateWithPriority: %s", cuerr(r));
-			rc = -EIO;
+			int least = 0, greatest = 0;
+			G.cu.CtxGetStreamPriorityRange(&least, &greatest);
+			cu_result r = G.cu.StreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING_,
+								    greatest);
+			if (r != CU_SUCCESS) {
+				snprintf(why, cap, "cuStreamCreateWithPriority: %s", cuerr(r));
+				rc = -EIO;
+			}
 		}
+		if (rc) {
+			pthread_mutex_unlock(&G.imp_lock);
+			return rc;
+		}
+		memset(&G.streams[i], 0, sizeof(G.streams[i]));
+		G.streams[i].ctx = app;
+		G.streams[i].s = s;
+		G.nstreams++;
+	}
+	if (!G.streams[i].own_tried) {
+		G.streams[i].own_tried = 1;
+		own_context(i);
+		if (!G.streams[i].own_s && !getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
+			/* Too late to set (CUDA read it at its init): say so now, not after a hang. */
+			PWARN("GPU copies run in the application's CUDA context and "
+			      "CUDA_DEVICE_MAX_CONNECTIONS is unset (CUDA's default: 8 hardware "
+			      "queues): a copy may queue behind an NCCL kernel that waits for it, "
+			      "and "
+			      "the job hangs. simfabric launch and run set it; under your own "
+			      "launcher "
+			      "set it to 32 for every rank (docs/gpu-path.md), or "
+			      "SIMFABRIC_GPU=off");
+	}
+	if (!self && G.streams[i].own_s) {
+		*ctx = G.streams[i].own;
+		*out = G.streams[i].own_s;
+	} else if (!self && G.copy_ctx == COPY_CTX_OWN) {
+		snprintf(why, cap,
+			 "SIMFABRIC_GPU_COPY_CONTEXT=own, but no copy context could be made");
+		rc = -EIO;
+	} else {
+		*ctx = app;
+		*out = G.streams[i].s;
 	}
 	pthread_mutex_unlock(&G.imp_lock);
 	return rc;
 }
 
 /*
- * Enter the sendComm's context: its stream and events live there. Normally it is the caller's
- * already (NCCL's proxy threads keep their device's context current) and this costs one call;
- * otherwise it is pushed, and tx_leave pops it: the caller's context is never changed behind
- * its back. *pushed says which.
+ * Enter the sendComm's copy context: its stream and events live there. In the application's
+ * context it normally is the caller's already (NCCL's proxy threads keep their device's context
+ * current) and this costs one call; otherwise it is pushed, and tx_leave pops it: the caller's
+ * context is never changed behind its back. *pushed says which. self (the first copy only): the
+ * receiver is in this process.
  */
-static int tx_enter(struct sfgpu_tx *t, int *pushed)
+static int tx_enter(struct sfgpu_tx *t, int self, int *pushed)
 {
 	cu_ctx cur = NULL;
 	*pushed = 0;
@@ -943,13 +1054,20 @@ static int tx_enter(struct sfgpu_tx *t, int *pushed)
 		      t->desc);
 		return -EIO;
 	}
-	int rc = copy_stream(cur, &t->stream, why, sizeof(why));
+	cu_ctx ctx = NULL;
+	int rc = copy_stream(cur, self, &ctx, &t->stream, why, sizeof(why));
 	if (rc) {
 		t->stream = NULL;
 		PWARN("%s: cannot copy to the GPU: %s", t->desc, why);
 		return rc;
 	}
-	t->ctx = cur;
+	t->ctx = ctx;
+	t->app = cur;
+	if (ctx != cur) {
+		if (G.cu.CtxPushCurrent(ctx) != CU_SUCCESS)
+			return -EIO;
+		*pushed = 1;
+	}
 	return 0;
 }
 
@@ -964,31 +1082,45 @@ static void tx_leave(int pushed)
 static void tx_sync(struct sfgpu_tx *t)
 {
 	int pushed;
-	if (!t->stream || tx_enter(t, &pushed))
+	if (!t->stream || tx_enter(t, 0, &pushed))
 		return;
 	if (G.cu.StreamSynchronize(t->stream) == CU_SUCCESS)
 		t->done_ticket = t->next_ticket;
 	tx_leave(pushed);
 }
 
-/* The model's corrupted bits, flipped in the receiver's copy after the copy, in stream order. */
-static cu_result flip_bits(struct sfgpu_tx *t, cu_ptr dst, const void *src,
-			   const struct chan_flip *flips, uint32_t nflips)
+/*
+ * One copy into the receiver's memory (mapped in im->ctx) on the sendComm's stream. In the
+ * application's context a plain copy; from our own context a peer copy names both contexts (the
+ * source is the application's), and a host source goes as host memory (its pinning belongs to
+ * the application's context).
+ */
+static cu_result copy_in(struct sfgpu_tx *t, const struct gimport *im, cu_ptr dst, const void *src,
+			 uint64_t len)
+{
+	if (t->ctx == t->app)
+		return G.cu.MemcpyAsync(dst, (cu_ptr)(uintptr_t)src, len, t->stream);
+	if (sfgpu_is_device(src))
+		return G.cu.MemcpyPeerAsync(dst, im->ctx, (cu_ptr)(uintptr_t)src, t->app, len,
+					    t->stream);
+	return G.cu.MemcpyHtoDAsync(dst, src, len, t->stream);
+}
+
+/*
+ * The model's corrupted bits, flipped in the receiver's copy after the copy, in stream order:
+ * read back from there (the copy made it the source's), changed, written again.
+ */
+static cu_result flip_bits(struct sfgpu_tx *t, cu_ptr dst, const struct chan_flip *flips,
+			   uint32_t nflips)
 {
 	cu_result r = CU_SUCCESS;
-	int dev = sfgpu_is_device(src);
 	for (uint32_t k = 0; r == CU_SUCCESS && k < nflips; k++) {
-		const uint8_t *sp = (const uint8_t *)src + flips[k].off;
 		uint8_t b = 0;
-		if (dev) {
-			/* on our own stream, never the legacy one: that would wait for the
-			 * application's kernels, which may be waiting for us */
-			r = G.cu.MemcpyDtoHAsync(&b, (cu_ptr)(uintptr_t)sp, 1, t->stream);
-			if (r == CU_SUCCESS)
-				r = G.cu.StreamSynchronize(t->stream);
-		} else {
-			b = *sp;
-		}
+		/* on our own stream, never the legacy one: that would wait for the application's
+		 * kernels, which may be waiting for us */
+		r = G.cu.MemcpyDtoHAsync(&b, dst + flips[k].off, 1, t->stream);
+		if (r == CU_SUCCESS)
+			r = G.cu.StreamSynchronize(t->stream);
 		b ^= flips[k].mask;
 		if (r == CU_SUCCESS) /* from pageable memory: staged before the call returns */
 			r = G.cu.MemcpyHtoDAsync(dst + flips[k].off, &b, 1, t->stream);
@@ -1004,7 +1136,7 @@ static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off
 		PWARN("%s: the receiver published no GPU export server ('%.20s')", t->desc, where);
 		return -EPROTO;
 	}
-	int pushed, rc = tx_enter(t, &pushed);
+	int pushed, rc = tx_enter(t, !strcmp(where, G.where), &pushed);
 	if (rc)
 		return rc;
 	struct gimport *im = tx_region(t, where, region);
@@ -1023,9 +1155,9 @@ static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off
 	}
 	cu_result r = CU_SUCCESS;
 	if (len)
-		r = G.cu.MemcpyAsync(im->va + off, (cu_ptr)(uintptr_t)src, len, t->stream);
+		r = copy_in(t, im, im->va + off, src, len);
 	if (r == CU_SUCCESS && nflips)
-		r = flip_bits(t, im->va + off, src, flips, nflips);
+		r = flip_bits(t, im->va + off, flips, nflips);
 	uint32_t slot = (uint32_t)(t->next_ticket % CHAN_MAX_SENDS);
 	if (r == CU_SUCCESS && !t->ev[slot])
 		r = G.cu.EventCreate(&t->ev[slot], CU_EVENT_DISABLE_TIMING_);
@@ -1081,11 +1213,14 @@ const struct chan_dma sfgpu_dma = {dma_start, dma_poll, dma_drain};
 
 void sfgpu_drain_all(void)
 {
-	cu_stream s[SFGPU_MAX_CTX];
+	cu_stream s[2 * SFGPU_MAX_CTX];
+	int n = 0;
 	pthread_mutex_lock(&G.imp_lock);
-	int n = G.nstreams;
-	for (int i = 0; i < n; i++)
-		s[i] = G.streams[i].s;
+	for (int i = 0; i < G.nstreams; i++) {
+		s[n++] = G.streams[i].s;
+		if (G.streams[i].own_s)
+			s[n++] = G.streams[i].own_s;
+	}
 	pthread_mutex_unlock(&G.imp_lock);
 	/* each stream once: a stream handle names its context, any thread may wait on it */
 	for (int i = 0; i < n; i++)
@@ -1104,7 +1239,7 @@ void sfgpu_tx_free(struct sfgpu_tx *t)
 		}
 	pthread_mutex_unlock(&G.imp_lock);
 	int pushed;
-	if (t->stream && tx_enter(t, &pushed) == 0) { /* the context's stream stays */
+	if (t->stream && tx_enter(t, 0, &pushed) == 0) { /* the context's stream stays */
 		G.cu.StreamSynchronize(t->stream);
 		for (int i = 0; i < CHAN_MAX_SENDS; i++)
 			if (t->ev[i])

@@ -249,18 +249,6 @@ static ncclResult_t fabric_open(void)
 		PINFO(NCCL_INIT | NCCL_NET, "GPU data path on: set NCCL_NET_GDR_LEVEL=SYS so that "
 					    "NCCL uses GPUDirect through this NIC");
 	}
-	if (rc == 1 && !getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
-		/*
-		 * Too late to set (CUDA read it at its init). With CUDA's 8 queues the copy stream
-		 * shares one with some of the application's streams, and a copy queued behind a
-		 * kernel that waits for it never runs: seen with PyTorch's point-to-point streams,
-		 * 4 ranks on one H200. Say so now, not after a hang.
-		 */
-		PWARN("GPU data path on but CUDA_DEVICE_MAX_CONNECTIONS is unset (CUDA's default: 8 "
-		      "hardware queues): this rank's copies may queue behind NCCL kernels that wait "
-		      "for them, and the job hangs. simfabric launch and run set it; under your own "
-		      "launcher set it for every rank (16 for 3-4 ranks per GPU, 32 for 1-2; "
-		      "docs/gpu-path.md), or SIMFABRIC_GPU=off");
 	sfnet_g.connect_timeout_ms = env_ms("SIMFABRIC_CONNECT_TIMEOUT_MS",
 					    SFNET_DEFAULT_CONNECT_TIMEOUT_MS, 1, INT_MAX);
 	sfnet_g.liveness_ms =

@@ -66,7 +66,7 @@ class Mps:
                            capture_output=True, timeout=30)
 
 
-def run_job(nranks, net, plugin, fabric_env, rundir, sizes, colls, mps_env, timeout=300):
+def run_job(nranks, net, plugin, fabric_env, rundir, sizes, colls, mps_env, timeout=180):
     procs = []
     port = 29500 + (os.getpid() % 1000) + nranks * 7 + (3 if net == "Socket" else 0)
     for r in range(nranks):

@@ -19,6 +19,14 @@ def test_20_01_a_malformed_switch_fails_init_naming_it(harness):
     assert "SIMFABRIC_GPU='yes please' is not one of auto, on, off" in r.stderr, r.report()
 
 
+def test_20_01b_a_malformed_copy_context_fails_init_naming_it(harness):
+    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU_COPY_CONTEXT": "mine"},
+                timeout=60)
+    assert r.rc == 1, r.report()
+    assert "SIMFABRIC_GPU_COPY_CONTEXT='mine' is not one of auto, own, app" in r.stderr, \
+        r.report()
+
+
 def test_20_02_on_without_a_usable_cuda_fails_init_saying_why(harness):
     r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU": "on"}, timeout=60)
     if r.rc == 0:

@@ -26,6 +26,7 @@ static __thread cu_ctx cur, stack[4];
 static __thread int depth;
 static int opens, closes;
 static cu_ptr last_dst;
+static cu_ctx open_ctx, close_ctx; /* current at the last IPC open and close */
 static cu_result s_get(cu_ctx *c)
 {
 	*c = cur;
@@ -51,6 +52,7 @@ static cu_result s_dev(cu_device *d)
 static cu_result s_open(cu_ptr *p, struct cu_ipc_handle h, unsigned f)
 {
 	(void)h, (void)f;
+	open_ctx = cur;
 	*p = 0x7f0000000000ull + ((cu_ptr)++opens << 32);
 	return 0;
 }
@@ -62,6 +64,7 @@ static cu_result s_range(cu_ptr *b, size_t *n, cu_ptr p)
 static cu_result s_close(cu_ptr p)
 {
 	(void)p, closes++;
+	close_ctx = cur;
 	return 0;
 }
 static cu_result s_cpy(cu_ptr d, cu_ptr s, size_t n, cu_stream st)
@@ -151,6 +154,33 @@ static cu_result s_retain(cu_handle *h, void *addr)
 static cu_result s_release(cu_handle h)
 {
 	(void)h, released++;
+	return 0;
+}
+
+/* SIMFABRIC_GPU_COPY_CONTEXT=own: a context of our own, and peer copies out of it. */
+#define CTX_C ((cu_ctx)(uintptr_t)0xC0)
+#define CTX_OWN ((cu_ctx)(uintptr_t)0xD0)
+static int ctxs_made, peer_copies;
+static cu_ctx peer_dst_ctx, peer_src_ctx;
+static cu_stream peer_stream;
+static cu_result s_ctx_create(cu_ctx *c, unsigned f, cu_device d)
+{
+	(void)f, (void)d;
+	ctxs_made++;
+	*c = CTX_OWN;
+	return s_push(CTX_OWN); /* as cuCtxCreate: the new context is current */
+}
+static cu_result s_peer(cu_ptr d, cu_ctx dc, cu_ptr s, cu_ctx sc, size_t n, cu_stream st)
+{
+	(void)s, (void)n;
+	peer_copies++;
+	last_dst = d, peer_dst_ctx = dc, peer_src_ctx = sc, peer_stream = st;
+	return 0;
+}
+static cu_result s_dattr(int *v, int a, cu_device d)
+{
+	(void)d;
+	*v = a == CU_DA_MPS_ENABLED;
 	return 0;
 }
 
@@ -365,6 +395,37 @@ int main(void)
 	rc = dma_start(t, liar_where, 1, 1ull << 39, src, 4096, NULL, 0, &ticket);
 	CHECK(rc != 0 && last_dst == 0, "a copy 512 GiB into a 1 MiB handle is refused: %d", rc);
 	sfgpu_tx_free(t);
+
+	/* SIMFABRIC_GPU_COPY_CONTEXT=own: copies leave from our own context, which the caller
+	 * never sees current; imports are mapped and unmapped there */
+	G.copy_ctx = COPY_CTX_OWN;
+	G.cu.CtxCreate = s_ctx_create;
+	G.cu.MemcpyPeerAsync = s_peer;
+	G.cu.DeviceGetAttribute = s_dattr;
+	region = plant(EXPORT_LEGACY, MAPPED)->region;
+	void *dsrc = (void *)(uintptr_t)(VA + 64); /* device memory of the caller's context */
+	CHECK(sfgpu_tx_new("D", &t) == 0, "tx");
+	cur = CTX_C;
+	int made = nstreams_made;
+	rc = dma_start(t, srv, region, 128, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && cur == CTX_C && depth == 0, "own context: %d, now %p depth %d", rc,
+	      (void *)cur, depth);
+	CHECK(ctxs_made == 1 && nstreams_made == made + 2,
+	      "one context of our own and its stream (and the caller's, for self-sends): %d %d",
+	      ctxs_made, nstreams_made - made);
+	CHECK(peer_copies == 1 && peer_dst_ctx == CTX_OWN && peer_src_ctx == CTX_C &&
+		      peer_stream == (cu_stream)(uintptr_t)(0x100 + nstreams_made),
+	      "a peer copy from the caller's context into ours, on our stream: %d %p %p",
+	      peer_copies, (void *)peer_dst_ctx, (void *)peer_src_ctx);
+	CHECK(open_ctx == CTX_OWN, "the import is mapped in our context: %p", (void *)open_ctx);
+	rc = dma_start(t, srv, region, 256, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && ctxs_made == 1 && peer_copies == 2 && cur == CTX_C && depth == 0,
+	      "the second copy reuses both: %d %d %d", rc, ctxs_made, peer_copies);
+	sfgpu_tx_free(t);
+	CHECK(close_ctx == CTX_OWN && cur == CTX_C && depth == 0,
+	      "unmapped in our context, the caller's current again: %p %p", (void *)close_ctx,
+	      (void *)cur);
+	G.copy_ctx = COPY_CTX_AUTO;
 
 	if (failures) {
 		fprintf(stderr, "test_gpu_export: %d of %d checks failed\n", failures, checks);
