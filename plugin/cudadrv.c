@@ -14,10 +14,11 @@
 	{                                                                                          \
 		offsetof(struct cudrv, field), sym                                                 \
 	}
-static const struct {
+struct slot {
 	size_t off;
 	const char *sym;
-} slots[] = {
+};
+static const struct slot slots[] = {
 	CUDRV_SLOT(Init, "cuInit"),
 	CUDRV_SLOT(DriverGetVersion, "cuDriverGetVersion"),
 	CUDRV_SLOT(DeviceGetCount, "cuDeviceGetCount"),
@@ -52,10 +53,7 @@ static const struct {
 	CUDRV_SLOT(CtxPopCurrent, "cuCtxPopCurrent_v2"),
 	CUDRV_SLOT(GetErrorName, "cuGetErrorName"),
 };
-static const struct {
-	size_t off;
-	const char *sym;
-} optional[] = {
+static const struct slot optional[] = {
 	CUDRV_SLOT(CtxCreate, "cuCtxCreate_v2"),
 	CUDRV_SLOT(MemcpyPeerAsync, "cuMemcpyPeerAsync"),
 };
