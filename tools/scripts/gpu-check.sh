@@ -4,7 +4,7 @@
 # GPU bench (tools/bench/bench_nccl.py: GPU path, host path and Socket side by side, the model
 # at 100/200/400 Gb/s, the targets). The build must exist (make all, with CUDA and NCCL).
 # Prints the suite's summary and the bench's targets last; exits non-zero if either failed.
-#   SUITE_S=300 BENCH_S=240 ROUNDS=1 tools/scripts/gpu-check.sh /tmp/gc
+#   SUITE_S=300 BENCH_S=240 ROUNDS=2 tools/scripts/gpu-check.sh /tmp/gc
 set -u
 cd "$(dirname "$0")/../.."
 DIR=${1:-${OUT:-gpu-check}}
@@ -14,7 +14,7 @@ export PYTHONUNBUFFERED=1 SIMFABRIC_RESULTS="$DIR"
 (cd pytests && timeout "${SUITE_S:-300}" $PY -m pytest -m gpu -q -p no:cacheprovider \
 	--junitxml="$DIR/gpu-suite.xml" >"$DIR/gpu-suite.log" 2>&1)
 suite=$?
-timeout "${BENCH_S:-240}" $PY tools/bench/bench_nccl.py --rounds "${ROUNDS:-1}" \
+timeout "${BENCH_S:-240}" $PY tools/bench/bench_nccl.py --rounds "${ROUNDS:-2}" \
 	--json "$DIR/bench-nccl.json" >"$DIR/bench-nccl.log" 2>&1
 bench=$?
 echo "== GPU suite (exit $suite; 124: cut at ${SUITE_S:-300} s)"
