@@ -9,6 +9,7 @@ import ctypes as C
 import json
 import os
 import sys
+import threading
 import time
 
 V = C.c_void_p
@@ -182,6 +183,48 @@ def case(net, name):
         out["again_irecv"] = net.irecv(rcm, 1, data, sizes, tags, None, None, C.byref(rreq))
         out["again_isend"] = net.isend(sc, buf, 8, 0, None, None, C.byref(sreq))
         # the receive first: on the host path a send completes when its receiver has tested
+        out["again_done"] = [wait_done(net, rreq), wait_done(net, sreq)]
+        out["close"] = [net.closeSend(sc), net.closeRecv(rcm)]
+    elif name == "post_after_peer_close_threads":
+        # the same, with the posting threads running while the peer closes under them: one
+        # thread sends on one pair, another receives on a second; this thread closes the far
+        # ends. No post may fail; each thread's pending request, and every post after, fails
+        # at test() with the peer's error; 10 rounds, then the devices carry a message again
+        out["rounds"] = []
+        for _ in range(10):
+            p1, p2 = setup_pair(net), setup_pair(net)
+            res = {"send": [], "recv": []}
+
+            def worker(key, post):
+                bufs = [C.create_string_buffer(64) for _ in range(4)]
+                for b in bufs:  # one pending when the close comes, then three after it
+                    data = (V * 1)(C.addressof(b))
+                    sizes = (C.c_size_t * 1)(64)
+                    tags = (C.c_int * 1)(0)
+                    res[key].append(post_until(net, lambda r: post(b, data, sizes, tags, r)))
+
+            ts = threading.Thread(target=worker, args=(
+                "send", lambda b, d, s_, t, r: net.isend(p1[0], b, 8, 0, None, None, r)))
+            tr = threading.Thread(target=worker, args=(
+                "recv", lambda b, d, s_, t, r: net.irecv(p2[1], 1, d, s_, t, None, None, r)))
+            ts.start()
+            tr.start()
+            time.sleep(0.005)  # both have posted and are testing
+            one = {"close_far": [net.closeRecv(p1[1]), net.closeSend(p2[0])]}
+            ts.join(30)
+            tr.join(30)
+            one["joined"] = not ts.is_alive() and not tr.is_alive()
+            one["send"], one["recv"] = res["send"], res["recv"]
+            one["close_near"] = [net.closeSend(p1[0]), net.closeRecv(p2[1])]
+            out["rounds"].append(one)
+        sc, rcm = setup_pair(net)
+        buf = C.create_string_buffer(64)
+        data = (V * 1)(C.addressof(buf))
+        sizes = (C.c_size_t * 1)(64)
+        tags = (C.c_int * 1)(0)
+        rreq, sreq = V(), V()
+        out["again"] = [net.irecv(rcm, 1, data, sizes, tags, None, None, C.byref(rreq)),
+                        net.isend(sc, buf, 8, 0, None, None, C.byref(sreq))]
         out["again_done"] = [wait_done(net, rreq), wait_done(net, sreq)]
         out["close"] = [net.closeSend(sc), net.closeRecv(rcm)]
     elif name == "send_without_receiver":

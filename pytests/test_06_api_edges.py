@@ -95,6 +95,22 @@ def test_06_08_a_post_after_the_peer_closed_succeeds_and_fails_at_test(sf_env, f
     assert r["close"] == [OK, OK] and r["finalize"] == OK, r
 
 
+def test_06_08b_posting_threads_survive_the_peer_closing_under_them(sf_env, fabric):
+    # multi-threaded, as NCCL's proxy threads post while a peer tears down: a sending thread
+    # and a receiving thread each have a request pending when the far end closes, then post
+    # three more; every post takes and every test fails with the peer's error, in bounded time
+    r = drive(sf_env, fabric, "post_after_peer_close_threads")
+    REMOTE = 6  # ncclRemoteError
+    assert len(r["rounds"]) == 10, r
+    for one in r["rounds"]:
+        assert one["joined"], one  # no thread hung
+        assert one["close_far"] == [OK, OK] and one["close_near"] == [OK, OK], one
+        for side in ("send", "recv"):
+            assert one[side] == [[OK, REMOTE]] * 4, (side, one)
+    assert r["again"] == [OK, OK] and r["again_done"] == ["done", "done"], r
+    assert r["close"] == [OK, OK] and r["finalize"] == OK, r
+
+
 def test_06_09_a_send_completes_while_its_receiver_is_not_testing(sf_env, fabric):
     # RC: the NIC acknowledges without the receiving host; on the host path the receive agent
     # (plugin/agent.h) does the receiver's part. 1 MiB, never a call on the receiving side for
