@@ -8,7 +8,7 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.realpath(__file__))
-OK, INVALID_USAGE = 0, 5
+OK, INVALID_USAGE, REMOTE = 0, 5, 6  # ncclSuccess, ncclInvalidUsage, ncclRemoteError
 
 
 def drive(sf_env, fabric, case, env=None, timeout=60):
@@ -83,7 +83,6 @@ def test_06_07_requests_always_written(sf_env, fabric):
 def test_06_08_a_post_after_the_peer_closed_succeeds_and_fails_at_test(sf_env, fabric):
     # as on an RC queue pair (and NCCL's Socket transport): the post takes, the completion fails
     r = drive(sf_env, fabric, "post_after_peer_close")
-    REMOTE = 6  # ncclRemoteError
     assert len(r["rounds"]) == 10, r
     for one in r["rounds"]:
         assert one["isend"] == OK and one["isend_test"] == REMOTE, one
@@ -100,7 +99,6 @@ def test_06_08b_posting_threads_survive_the_peer_closing_under_them(sf_env, fabr
     # and a receiving thread each have a request pending when the far end closes, then post
     # three more; every post takes and every test fails with the peer's error, in bounded time
     r = drive(sf_env, fabric, "post_after_peer_close_threads")
-    REMOTE = 6  # ncclRemoteError
     assert len(r["rounds"]) == 10, r
     for one in r["rounds"]:
         assert one["joined"], one  # no thread hung
