@@ -149,7 +149,20 @@ def test_25_06_the_installed_pytest_plugin_gives_a_fabric(tree, tmp_path):
     assert p.returncode == 0 and "1 passed" in p.stdout, said
 
 
-def test_25_07_uninstall_leaves_no_file_behind(tmp_path):
+def test_25_07_the_installed_header_compiles_on_its_own(tree, tmp_path):
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if not cc:
+        pytest.skip("no C compiler")
+    src = tmp_path / "uses_ncclnet.c"
+    src.write_text("#include <simfabric/ncclnet.h>\n"
+                   "int main(void) { return sizeof(ncclNet_v12_t) == 0; }\n")
+    p, said = sh([cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-I",
+                  os.path.join(tree.destdir, PREFIX.lstrip("/"), "include"), "-c", str(src),
+                  "-o", str(tmp_path / "uses_ncclnet.o")], tmp_path, tree.env)
+    assert p.returncode == 0, said
+
+
+def test_25_08_uninstall_leaves_no_file_behind(tmp_path):
     make("install", tmp_path / "dest")
     t = Tree(tmp_path / "dest", tmp_path / "home")
     p, said = sh([t.cli, "--version"], tmp_path, t.env)  # leaves the modules' bytecode
