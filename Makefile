@@ -6,7 +6,8 @@
 #   make bench      the side-by-side benchmark (ideal fabric, 2 processes)
 #   make asan       the same binaries under AddressSanitizer+UBSan, in build-asan/
 #   make fuzz       libFuzzer harnesses for the parsers (clang), run for FUZZ_SECONDS each
-#   make install    into $(DESTDIR)$(PREFIX)
+#   make install    into $(DESTDIR)$(PREFIX) (LIBDIR for the libraries; docs/install.md)
+#   make uninstall  removes what make install installed
 PREFIX ?= /usr/local
 CC ?= cc
 CFLAGS ?= -O2 -g
@@ -169,11 +170,95 @@ demo: deps all
 fuzz:
 	$(Q)tools/scripts/fuzz.sh $(FUZZ_SECONDS)
 
+# ---- install and uninstall (docs/install.md says what goes where) ------------------------------
+# LIBDIR takes the libraries (lib/x86_64-linux-gnu on a multiarch system). The Python modules go
+# to $(PREFIX)/lib/simfabric/python whatever LIBDIR is: bin/simfabric finds them from its own
+# place, and sflaunch finds the programs and LIBDIR from theirs (sfinstall.py, written here).
+LIBDIR ?= $(PREFIX)/lib
+BINDIR := $(PREFIX)/bin
+SF_PYDIR := $(PREFIX)/lib/simfabric/python
+SF_SCENARIODIR := $(PREFIX)/share/simfabric/scenarios
+SF_INCLUDEDIR := $(PREFIX)/include/simfabric
+MAN1DIR := $(PREFIX)/share/man/man1
+COMPLETIONDIR := $(PREFIX)/share/bash-completion/completions
+INSTALL ?= install
+
+# What each directory gets; uninstall removes these names and nothing else.
+INST_BIN := $(DAEMON) $(HARNESS)
+INST_LIB := $(PLUGIN) $(PROFCHECK)
+INST_PY := $(wildcard tools/*.py) pytests/simfabric_pytest.py
+INST_SCENARIOS := $(wildcard scenarios/*.yaml) scenarios/README.md
+MAN1 := $(B)/man/simfabric.1 $(B)/man/simfabricd.1 $(B)/man/simfabric-harness.1
+COMPLETION := $(B)/completion/simfabric
+INST_FILES := $(addprefix $(BINDIR)/,$(notdir $(INST_BIN)) simfabric simfabric-nccljob) \
+	$(addprefix $(LIBDIR)/,$(notdir $(INST_LIB))) \
+	$(addprefix $(SF_PYDIR)/,$(notdir $(INST_PY)) sfinstall.py sfpyhook/sitecustomize.py \
+		scripts/nccl-libdir.sh) \
+	$(addprefix $(SF_SCENARIODIR)/,$(notdir $(INST_SCENARIOS))) $(SF_INCLUDEDIR)/ncclnet.h \
+	$(addprefix $(MAN1DIR)/,$(notdir $(MAN1))) $(COMPLETIONDIR)/simfabric
+# Directories that are simfabric's alone, innermost first: uninstall removes them when empty.
+INST_OWN_DIRS := $(SF_PYDIR)/sfpyhook $(SF_PYDIR)/scripts $(SF_PYDIR) $(PREFIX)/lib/simfabric \
+	$(SF_SCENARIODIR) $(PREFIX)/share/simfabric $(SF_INCLUDEDIR)
+SF_VERSION = $(shell sed -n 's/.*SF_VERSION "\(.*\)".*/\1/p' sim/core/version.h)
+
+.PHONY: man completion uninstall
+man: $(MAN1)
+completion: $(COMPLETION)
+all: man completion
+
+# Man pages are the programs' --help (tools/scripts/mkman.py; help2man is not a dependency).
+MKMAN = $(PYTHON) tools/scripts/mkman.py --version $(SF_VERSION) --out $@
+$(B)/man/simfabric.1: tools/simfabric $(wildcard tools/*.py) tools/scripts/mkman.py sim/core/version.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  MAN     $@")
+	$(Q)$(MKMAN) --name simfabric --see-also simfabricd simfabric-harness \
+		--summary "run NCCL jobs as emulated nodes over a modelled fabric on one machine" \
+		-- $(PYTHON) tools/simfabric
+$(B)/man/simfabricd.1: $(DAEMON) tools/scripts/mkman.py
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  MAN     $@")
+	$(Q)$(MKMAN) --name simfabricd --see-also simfabric simfabric-harness \
+		--summary "the simfabric fabric daemon: rendezvous, shared memory, models and faults" \
+		-- $(DAEMON)
+$(B)/man/simfabric-harness.1: $(HARNESS) tools/scripts/mkman.py
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  MAN     $@")
+	$(Q)$(MKMAN) --name simfabric-harness --see-also simfabric simfabricd \
+		--summary "drive any NCCL net plugin the way NCCL's proxy does, without NCCL or a GPU" \
+		-- $(HARNESS)
+
+# A static bash completion from the CLI's parser (argcomplete is not on every machine).
+$(COMPLETION): tools/simfabric $(wildcard tools/*.py) tools/scripts/mkcompletion.py
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  GEN     $@")
+	$(Q)$(PYTHON) tools/scripts/mkcompletion.py tools/simfabric $@
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
-	install -m 0755 $(DAEMON) $(HARNESS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 0755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/
-	install -m 0755 tools/simfabric $(DESTDIR)$(PREFIX)/bin/simfabric
+	$(INSTALL) -d $(addprefix $(DESTDIR),$(BINDIR) $(LIBDIR) $(SF_PYDIR)/sfpyhook \
+		$(SF_PYDIR)/scripts $(SF_SCENARIODIR) $(SF_INCLUDEDIR) $(MAN1DIR) $(COMPLETIONDIR))
+	$(INSTALL) -m 0755 $(INST_BIN) $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 0755 tools/simfabric $(DESTDIR)$(BINDIR)/simfabric
+	@# the NCCL job program only where it was built (it needs CUDA and NCCL)
+	if [ -e $(NCCLJOB) ]; then $(INSTALL) -m 0755 $(NCCLJOB) $(DESTDIR)$(BINDIR)/; fi
+	$(INSTALL) -m 0755 $(INST_LIB) $(DESTDIR)$(LIBDIR)/
+	$(INSTALL) -m 0644 $(INST_PY) $(DESTDIR)$(SF_PYDIR)/
+	$(INSTALL) -m 0644 tools/sfpyhook/sitecustomize.py $(DESTDIR)$(SF_PYDIR)/sfpyhook/
+	$(INSTALL) -m 0755 tools/scripts/nccl-libdir.sh $(DESTDIR)$(SF_PYDIR)/scripts/
+	printf '# Written by make install: the version, and LIBDIR relative to the prefix.\n%s\n%s\n' \
+		'VERSION = "$(SF_VERSION)"' 'LIBDIR = "$(patsubst $(PREFIX)/%,%,$(LIBDIR))"' \
+		> $(DESTDIR)$(SF_PYDIR)/sfinstall.py
+	chmod 0644 $(DESTDIR)$(SF_PYDIR)/sfinstall.py
+	$(INSTALL) -m 0644 $(INST_SCENARIOS) $(DESTDIR)$(SF_SCENARIODIR)/
+	$(INSTALL) -m 0644 plugin/ncclnet.h $(DESTDIR)$(SF_INCLUDEDIR)/
+	$(INSTALL) -m 0644 $(MAN1) $(DESTDIR)$(MAN1DIR)/
+	$(INSTALL) -m 0644 $(COMPLETION) $(DESTDIR)$(COMPLETIONDIR)/simfabric
+
+# The Python caches are the installed modules' own (written when they first run).
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INST_FILES))
+	rm -rf $(addprefix $(DESTDIR),$(SF_PYDIR)/__pycache__ $(SF_PYDIR)/sfpyhook/__pycache__)
+	for d in $(addprefix $(DESTDIR),$(INST_OWN_DIRS)); do \
+		if [ -d "$$d" ]; then rmdir "$$d" || exit 1; fi; done
 
 # .clang-format describes the house style (kernel braces, tabs, 100 columns). FORMAT_CLEAN lists
 # the files that already match it to the byte; format-check keeps them so, and a file joins the

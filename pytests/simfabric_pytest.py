@@ -50,8 +50,9 @@ import sfctl  # noqa: E402
 
 def pytest_addoption(parser):
     g = parser.getgroup("simfabric")
-    g.addoption("--build-dir", default=os.environ.get("SIMFABRIC_BUILD", os.path.join(ROOT, "build")),
-                help="where the built daemon, plugin and harness are (default: build/)")
+    g.addoption("--build-dir", default=_sflaunch().Paths().build,
+                help="where the built daemon, plugin and harness are (default: $SIMFABRIC_BUILD, "
+                     "build/, or an installed tree's bin/)")
     g.addoption("--keep-logs", action="store_true", help="print logs of passing tests too")
     g.addoption("--no-timing", action="store_true", help="skip tests marked timing")
     parser.addini("simfabric_scenario_files", type="args", default=["test_*.yaml"],
@@ -69,11 +70,12 @@ def pytest_collection_modifyitems(config, items):
 
 class Env:
     def __init__(self, build):
-        self.build = os.path.realpath(build)
+        paths = _sflaunch().Paths(build)  # installed: bin/ holds the programs, LIBDIR the plugin
+        self.build = paths.build
         self.daemon = os.path.join(self.build, "simfabricd")
-        self.plugin = os.path.join(self.build, "libnccl-net-simfabric.so")
+        self.plugin = paths.plugin
         self.harness = os.path.join(self.build, "simfabric-harness")
-        self.cli = os.path.join(ROOT, "tools", "simfabric")
+        self.cli = paths.cli
         self.root = ROOT
 
     def require(self, *paths):

@@ -53,16 +53,37 @@ class LaunchError(Exception):
 
 # ---- paths -------------------------------------------------------------------------------------
 
+def installed_layout():
+    """{"bindir", "libdir"} of the tree `make install` put these modules in, or None in a checkout.
+    Installed, they sit in <prefix>/lib/simfabric/python beside the sfinstall.py it writes (the
+    install's LIBDIR, relative to the prefix); the prefix is found from this file's place, so a
+    tree staged under DESTDIR or moved whole keeps working."""
+    if not os.path.exists(os.path.join(HERE, "sfinstall.py")):
+        return None
+    import sfinstall
+    prefix = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+    return {"bindir": os.path.realpath(os.path.join(prefix, "bin")),
+            "libdir": os.path.realpath(os.path.join(prefix, sfinstall.LIBDIR))}
+
+
 class Paths:
-    """The built binaries and the tools, from build_dir (default $SIMFABRIC_BUILD or build/)."""
+    """The programs, the plugin and the CLI. build_dir (default $SIMFABRIC_BUILD, else the
+    checkout's build/) holds the programs and the plugin as `make` leaves them.
+
+    From an installed tree (installed_layout(), docs/install.md) the default build_dir is
+    <prefix>/bin, and that directory's plugin is in the install's LIBDIR; the CLI is
+    <prefix>/bin/simfabric there, tools/simfabric in a checkout."""
 
     def __init__(self, build_dir=None):
+        inst = installed_layout()
         self.build = os.path.realpath(build_dir or os.environ.get("SIMFABRIC_BUILD") or
-                                      os.path.join(ROOT, "build"))
+                                      (inst["bindir"] if inst else os.path.join(ROOT, "build")))
+        libdir = inst["libdir"] if inst and self.build == inst["bindir"] else self.build
         self.daemon = os.environ.get("SIMFABRICD") or os.path.join(self.build, "simfabricd")
-        self.plugin = os.path.join(self.build, "libnccl-net-simfabric.so")
+        self.plugin = os.path.join(libdir, "libnccl-net-simfabric.so")
         self.harness = os.path.join(self.build, "simfabric-harness")
         self.nccljob = os.path.join(self.build, "simfabric-nccljob")
+        self.cli = os.path.join(inst["bindir"] if inst else HERE, "simfabric")
         self.torchjob = os.path.join(HERE, "torch_collectives.py")
         self.libdir_sh = os.path.join(HERE, "scripts", "nccl-libdir.sh")
 
