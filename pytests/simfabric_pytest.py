@@ -1,27 +1,35 @@
 # SPDX-License-Identifier: MIT
 """simfabric's pytest plugin: a running fabric and a launcher, as fixtures.
 
-Use it from your own project's conftest.py:
+Load it (docs/pytest-plugin.md):
+  installed (`pip install --no-build-isolation ./pytests`): pytest loads it by itself (entry
+      point pytest11 `simfabric_pytest`; `-p no:simfabric_pytest` turns it off);
+  or from a directory: PYTHONPATH=DIR pytest -p simfabric_pytest, DIR being a checkout's pytests/
+      or an installed $PREFIX/lib/simfabric/python; or `pytest_plugins = ["simfabric_pytest"]`
+      in your conftest.py (with DIR on sys.path).
 
-    pytest_plugins = ["simfabric_pytest"]      # with tools/ and pytests/ on sys.path
-
-    def test_my_plugin(fabric, harness):
-        r = harness(nranks=4, tests="sizes,allreduce")
+    def test_my_plugin(sf_fabric, sf_harness):
+        r = sf_harness(nranks=4, tests="sizes,allreduce")
         r.check_ok()
 
 Fixtures (each a fresh process, per test):
-  sf_env    paths of the built daemon, plugin and harness (session scope)
-  fabric    a simfabricd on a run-time socket under the test's tmp_path; .show(), .log()
-  harness   harness(nranks, tests, plugin=None, ...) -> HarnessResult with .json and check_*()
-  sf_launch sf_launch(cmd=[...], nodes=2, gpus_per_node=1, scenario=None, fabric=None, env=None,
-            timeout=120) -> sflaunch.LaunchResult: every rank's exit status, outcome(), log
-            (output(rank)) and check_ok(); ranks get what `simfabric launch` gives them
-  nccl_gpu  sflaunch.Paths of the build, for a test that runs the NCCL job program on a GPU;
-            skips with the reason where there is no GPU or the program is not built
-  sf_run    sf_run(scenario) -> ScenarioRun: `simfabric run` of a scenario file in a fresh
-            process under a hard timeout (every rank's stack dumped when it fires); .passed,
-            .report, check_ok()
-Failures print the daemon's and every rank's logs.
+  sf_env     paths of the daemon, plugin, harness and CLI (session scope): .daemon, .plugin, ...
+  sf_fabric  a simfabricd on a run-time socket under the test's tmp_path; .show(), .log()
+  sf_fabric_factory  sf_fabric_factory(args=(), name="fabric", start=True) -> another fabric
+  sf_harness sf_harness(nranks, tests, plugin=None, ...) -> HarnessResult with .json, check_*()
+  sf_launch  sf_launch(cmd=[...], nodes=2, gpus_per_node=1, scenario=None, fabric=None, env=None,
+             timeout=120) -> sflaunch.LaunchResult: every rank's exit status, outcome(), log
+             (output(rank)) and check_ok(); ranks get what `simfabric launch` gives them
+  sf_nccl_gpu  sflaunch.Paths of the build, for a test that runs the NCCL job program on a GPU;
+             skips with the reason where there is no GPU or the program is not built
+  sf_run     sf_run(scenario) -> ScenarioRun: `simfabric run` of a scenario file in a fresh
+             process under a hard timeout (every rank's stack dumped when it fires); .passed,
+             .report, check_ok()
+The unprefixed names of earlier versions (fabric, fabric_factory, harness, nccl_gpu) still work.
+Failures print the daemon's and every rank's logs. Markers: gpu, timing, slow.
+
+Options: --simfabric-build-dir DIR, --simfabric-keep-logs, --simfabric-no-timing,
+--simfabric-scenarios GLOB (ini: simfabric_scenarios).
 
 Scenario files as tests: a test module that says
 
@@ -29,13 +37,15 @@ Scenario files as tests: a test module that says
 
 gets one test per file with a job: section (test_my_scenarios::job-x.yaml), run by `simfabric
 run` and marked gpu (programs nccl and torch: skipped with the reason where there is no GPU),
-timing (expect: timing:) and slow. Scenario files given on the command line (`pytest
-scenarios/job-x.yaml`), and files named test_*.yaml that pytest meets while collecting (ini
-option simfabric_scenario_files), are collected the same way.
+timing (expect: timing:) and slow. Files that pytest meets while collecting are collected the
+same way only when they match a glob of --simfabric-scenarios or of the ini option
+simfabric_scenarios (a glob without '/' matches the file's name, one with '/' the end of its
+path); by default no .yaml file is collected.
 """
 import fnmatch
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,50 +53,185 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-import sfctl  # noqa: E402
+HERE = os.path.dirname(os.path.realpath(__file__))
+
+
+def _tools_of(d):
+    """The directory of simfabric's Python modules in d, a checkout (tools/) or an install
+    prefix (lib/simfabric/python/), else None."""
+    for t in (os.path.join(d, "tools"), os.path.join(d, "lib", "simfabric", "python")):
+        if os.path.isfile(os.path.join(t, "sfctl.py")):
+            return os.path.realpath(t)
+    return None
+
+
+def _find_tools():
+    """Where simfabric's Python modules (sfctl, sflaunch, ...) are, the first of: under
+    $SIMFABRIC_HOME (a checkout or an install prefix); the checkout this file is in (its
+    pytests/); this directory (installed next to them, $PREFIX/lib/simfabric/python); under
+    the simfabric whose `simfabric` is on PATH. None: wherever `import sfctl` finds them."""
+    if os.environ.get("SIMFABRIC_HOME"):
+        return _tools_of(os.environ["SIMFABRIC_HOME"])
+    if os.path.isfile(os.path.join(HERE, "sfctl.py")):
+        return HERE
+    cands = [os.path.dirname(HERE)]
+    cli = shutil.which("simfabric")
+    if cli:  # a checkout's tools/simfabric, or $PREFIX/bin/simfabric
+        cands.append(os.path.dirname(os.path.dirname(os.path.realpath(cli))))
+    for c in cands:
+        if _tools_of(c):
+            return _tools_of(c)
+    return None
+
+
+def _layout(tools):
+    """(root, prefix): the checkout whose tools/ this is, or the prefix whose
+    lib/simfabric/python it is; (None, None) for modules anywhere else."""
+    up = os.path.dirname(tools)
+    if os.path.basename(tools) == "tools" and os.path.isfile(os.path.join(up, "sim", "core",
+                                                                          "version.h")):
+        return up, None
+    if tools.endswith(os.path.join(os.sep, "lib", "simfabric", "python")):
+        return None, os.path.dirname(os.path.dirname(up))
+    return None, None
+
+
+TOOLS = _find_tools()
+if TOOLS and TOOLS not in sys.path:
+    sys.path.insert(0, TOOLS)
+try:
+    import sfctl
+except ImportError:  # the fixtures say so (sf_env); the options and markers still load
+    sfctl = None
+else:
+    TOOLS = os.path.dirname(os.path.realpath(sfctl.__file__))
+# ROOT: the simfabric checkout (None when installed); PREFIX: the install prefix (None in one).
+ROOT, PREFIX = _layout(TOOLS) if TOOLS else (None, None)
+
+
+def _not_found():
+    return ("simfabric's Python modules (sfctl.py, sflaunch.py) are not found%s: set "
+            "SIMFABRIC_HOME to a simfabric checkout or install prefix, or put its "
+            "lib/simfabric/python (a checkout's tools/) on PYTHONPATH" % (
+                " under SIMFABRIC_HOME=%s" % os.environ["SIMFABRIC_HOME"]
+                if os.environ.get("SIMFABRIC_HOME") else ""))
+
+
+# Option names: the --simfabric-* spellings (pytests/conftest.py adds the suite's old ones).
+OPT_BUILD, OPT_KEEP, OPT_NO_TIMING = ("--simfabric-build-dir", "--simfabric-keep-logs",
+                                      "--simfabric-no-timing")
+MARKERS = (
+    "gpu: needs an NVIDIA GPU with NCCL (skipped with a reason elsewhere)",
+    "timing: asserts timing against the model; may be skipped on noisy machines "
+    "(--simfabric-no-timing)",
+    "slow: takes more than a few seconds (run by default; deselect with -m \"not slow\")",
+)
 
 
 def pytest_addoption(parser):
     g = parser.getgroup("simfabric")
-    g.addoption("--build-dir", default=_sflaunch().Paths().build,
-                help="where the built daemon, plugin and harness are (default: $SIMFABRIC_BUILD, "
-                     "build/, or an installed tree's bin/)")
-    g.addoption("--keep-logs", action="store_true", help="print logs of passing tests too")
-    g.addoption("--no-timing", action="store_true", help="skip tests marked timing")
-    parser.addini("simfabric_scenario_files", type="args", default=["test_*.yaml"],
-                  help="scenario files collected as tests when pytest meets them (default "
-                       "test_*.yaml; any .yaml given on the command line is)")
+    g.addoption(OPT_BUILD, dest="simfabric_build_dir", metavar="DIR", default=None,
+                help="where the built daemon, plugin and harness are (default: "
+                     "$SIMFABRIC_BUILD, else build/ of the simfabric checkout, else the "
+                     "install's bin/ and lib/)")
+    g.addoption(OPT_KEEP, dest="simfabric_keep_logs", action="store_true",
+                help="print logs of passing tests too")
+    g.addoption(OPT_NO_TIMING, dest="simfabric_no_timing", action="store_true",
+                help="skip tests marked timing")
+    g.addoption("--simfabric-scenarios", dest="simfabric_scenarios", metavar="GLOB",
+                action="append", default=[],
+                help="collect scenario files matching GLOB as tests (repeatable; a GLOB without "
+                     "/ matches file names: 'job-*.yaml'); none by default")
+    parser.addini("simfabric_scenarios", type="args", default=[],
+                  help="globs of scenario files collected as tests, as --simfabric-scenarios")
+    parser.addini("simfabric_scenario_files", type="args", default=[],
+                  help="old name of simfabric_scenarios")
+
+
+def pytest_configure(config):
+    for m in MARKERS:
+        config.addinivalue_line("markers", m)
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("--no-timing"):
-        skip = pytest.mark.skip(reason="--no-timing given")
+    if config.getoption("simfabric_no_timing"):
+        skip = pytest.mark.skip(reason="%s given" % OPT_NO_TIMING)
         for it in items:
             if "timing" in it.keywords:
                 it.add_marker(skip)
 
 
+def _installed_plugin(prefix):
+    """The plugin of the install at prefix: in its LIBDIR, which the install's sflaunch knows
+    (make install LIBDIR=...), else prefix/lib."""
+    if sfctl is not None:
+        import sflaunch
+        plugin = sflaunch.Paths(os.path.join(prefix, "bin")).plugin
+        if os.path.exists(plugin):
+            return plugin
+    return os.path.join(prefix, "lib", "libnccl-net-simfabric.so")
+
+
 class Env:
-    def __init__(self, build):
-        paths = _sflaunch().Paths(build)  # installed: bin/ holds the programs, LIBDIR the plugin
-        self.build = paths.build
+    """Where simfabric's programs are: a build directory (build, default the checkout's build/),
+    or, installed, $PREFIX/bin and $PREFIX/lib (prefix)."""
+
+    def __init__(self, build=None, prefix=None):
+        self.root, self.prefix = ROOT, None
+        if build is None and prefix is None:
+            build = os.environ.get("SIMFABRIC_BUILD") or (
+                os.path.join(ROOT, "build") if ROOT else None)
+            daemon = shutil.which("simfabricd")
+            prefix = None if build else PREFIX or (
+                os.path.dirname(os.path.dirname(os.path.realpath(daemon))) if daemon else None)
+        if build is None and prefix is not None:  # installed
+            self.prefix = os.path.realpath(prefix)
+            self.build = os.path.join(self.prefix, "bin")
+            self.plugin = _installed_plugin(self.prefix)
+        else:
+            self.build = os.path.realpath(build or "build")
+            self.plugin = os.path.join(self.build, "libnccl-net-simfabric.so")
         self.daemon = os.path.join(self.build, "simfabricd")
-        self.plugin = paths.plugin
         self.harness = os.path.join(self.build, "simfabric-harness")
-        self.cli = paths.cli
-        self.root = ROOT
+        self.nccljob = os.path.join(self.build, "simfabric-nccljob")
+        self.cli = (os.path.join(ROOT, "tools", "simfabric") if ROOT else
+                    os.path.join(self.prefix, "bin", "simfabric") if self.prefix else
+                    shutil.which("simfabric") or "simfabric")
 
     def require(self, *paths):
+        if sfctl is None:
+            pytest.fail(_not_found(), pytrace=False)
         for p in paths:
             if not os.path.exists(p):
-                pytest.fail("%s is missing: run `make` first" % p, pytrace=False)
+                pytest.fail("%s is missing: %s" % (
+                    p, "run `make` first" if self.prefix is None else
+                    "is simfabric installed under %s (make install)?" % self.prefix),
+                    pytrace=False)
+
+    def paths(self):
+        """sflaunch.Paths of these programs, for the launcher."""
+        p = _sflaunch().Paths(self.build)
+        p.daemon, p.plugin, p.harness, p.nccljob = (self.daemon, self.plugin, self.harness,
+                                                    self.nccljob)
+        return p
+
+    def run_env(self):
+        """What a `simfabric` process needs in its environment to use these programs."""
+        return {"SIMFABRIC_BUILD": self.build} if self.prefix is None else {}
+
+
+def config_env(config):
+    """The Env of this pytest run (--simfabric-build-dir), made once."""
+    e = getattr(config, "_simfabric_env", None)
+    if e is None:
+        e = config._simfabric_env = Env(config.getoption("simfabric_build_dir"))
+    return e
 
 
 @pytest.fixture(scope="session")
 def sf_env(request):
-    e = Env(request.config.getoption("--build-dir"))
+    """Env: where the daemon, plugin, harness and CLI are (--simfabric-build-dir)."""
+    e = config_env(request.config)
     e.require(e.daemon, e.plugin, e.harness)
     return e
 
@@ -162,8 +307,14 @@ class Fabric:
         return self.proc.returncode
 
 
+def _failed(request):
+    rep = getattr(request.node, "_simfabric_rep_call", None)
+    return rep is not None and rep.failed
+
+
 @pytest.fixture
-def fabric_factory(sf_env, tmp_path, request):
+def sf_fabric_factory(sf_env, tmp_path, request):
+    """sf_fabric_factory(args=(), name="fabric", start=True) -> Fabric: a daemon of its own."""
     made = []
 
     def make(args=(), name="fabric", start=True):
@@ -177,10 +328,10 @@ def fabric_factory(sf_env, tmp_path, request):
         return f.start() if start else f
 
     yield make
-    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
+    failed = _failed(request)
     for f in made:
         rc = f.stop()
-        if failed or request.config.getoption("--keep-logs"):
+        if failed or request.config.getoption("simfabric_keep_logs"):
             sys.stderr.write("\n--- simfabricd log (%s) ---\n%s\n" % (f.rundir, f.log()))
         if rc not in (0, None, -9) and f.proc.returncode != -9:
             pytest.fail("simfabricd exited with status %s at teardown\n%s" % (rc, f.log()),
@@ -188,8 +339,9 @@ def fabric_factory(sf_env, tmp_path, request):
 
 
 @pytest.fixture
-def fabric(fabric_factory):
-    return fabric_factory()
+def sf_fabric(sf_fabric_factory):
+    """A running simfabricd (Fabric) on a socket of its own under the test's tmp_path."""
+    return sf_fabric_factory()
 
 
 class HarnessResult:
@@ -217,14 +369,15 @@ class HarnessResult:
 
 
 @pytest.fixture
-def harness(sf_env, fabric_factory, tmp_path):
-    """harness(nranks=2, tests='all', fabric=None, extra=(), env=None, timeout=300)."""
+def sf_harness(sf_env, sf_fabric_factory, tmp_path):
+    """sf_harness(nranks=2, tests='all', fabric=None, extra=(), env=None, timeout=300,
+    plugin=None, popen=False) -> HarnessResult (a fabric of its own unless fabric is given)."""
     n = [0]
 
     def run(nranks=2, tests="all", fabric=None, extra=(), env=None, timeout=300, plugin=None,
             popen=False):
         if fabric is None:
-            fabric = fabric_factory()
+            fabric = sf_fabric_factory()
         n[0] += 1
         jpath = str(tmp_path / ("harness-%d.json" % n[0]))
         argv = [sf_env.harness, "--plugin", plugin or sf_env.plugin, "--nranks", str(nranks),
@@ -268,20 +421,23 @@ def finish(p, timeout):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
-    setattr(item, "rep_" + rep.when, rep)
+    setattr(item, "_simfabric_rep_" + rep.when, rep)
 
 
 # ---- jobs: sf_launch, sf_run, scenario files as tests ------------------------------------------
 
 def _sflaunch():
+    if sfctl is None:
+        pytest.fail(_not_found(), pytrace=False)
     import sflaunch
     return sflaunch
 
 
 @pytest.fixture
-def nccl_gpu(sf_env):
+def sf_nccl_gpu(sf_env):
+    """sflaunch.Paths of the programs; skips where there is no GPU or no NCCL job program."""
     sl = _sflaunch()
-    paths = sl.Paths(sf_env.build)
+    paths = sf_env.paths()
     if not sl.gpu_ids():
         pytest.skip("needs an NVIDIA GPU (nvidia-smi %s)" % (
             "lists no GPU" if sl.shutil.which("nvidia-smi") else "not found"))
@@ -305,13 +461,12 @@ def sf_launch(sf_env, tmp_path, request):
         kw.setdefault("echo", False)
         r = sl.launch(list(cmd), nodes, gpus_per_node, scenario=scenario,
                       socket=fabric.socket if fabric is not None else None, run_dir=str(d),
-                      env=env, timeout=timeout, paths=sl.Paths(sf_env.build), **kw)
+                      env=env, timeout=timeout, paths=sf_env.paths(), **kw)
         made.append(r)
         return r
 
     yield run
-    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
-    if failed or request.config.getoption("--keep-logs"):
+    if _failed(request) or request.config.getoption("simfabric_keep_logs"):
         for r in made:
             sys.stderr.write("\n--- launch in %s ---\n%s\n" % (r.run_dir, r.logs()))
 
@@ -394,14 +549,14 @@ def run_scenario_process(env, scenario, run_dir, extra=(), timeout=None):
     sl = _sflaunch()
     if timeout is None:
         try:
-            job = sl.dump_scenario(scenario, sl.Paths(env.build)).get("job") or {}
+            job = sl.dump_scenario(scenario, env.paths()).get("job") or {}
         except sl.LaunchError:
             job = {}
         timeout = job.get("timeout_s", 600) + 90
     os.makedirs(run_dir, exist_ok=True)
     argv = [sys.executable, env.cli, "run", scenario, "--run-dir", run_dir, "--quiet"] + list(
         extra)
-    e = dict(os.environ, SIMFABRIC_BUILD=env.build)
+    e = dict(os.environ, **env.run_env())
     t0 = time.monotonic()
     p = subprocess.Popen(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
@@ -484,8 +639,8 @@ class ScenarioItem(pytest.Item):
         if self.error:
             raise ScenarioError(self.error)
         sl = _sflaunch()
-        env = Env(self.config.getoption("--build-dir"))
-        why = sl.can_run(self.dump["job"], sl.Paths(env.build))
+        env = config_env(self.config)
+        why = sl.can_run(self.dump["job"], env.paths())
         if why:
             pytest.skip(why)
         try:
@@ -498,7 +653,7 @@ class ScenarioItem(pytest.Item):
             pytest.skip(self.run.skipped)
         if not self.run.passed:
             raise ScenarioError(self.run.explain())
-        if self.config.getoption("--keep-logs"):
+        if self.config.getoption("simfabric_keep_logs"):
             sys.stderr.write("\n" + self.run.report + "\n")
 
     def repr_failure(self, excinfo):
@@ -513,9 +668,9 @@ class ScenarioItem(pytest.Item):
 def _scenario_item(parent, path, name=None):
     """The item for a scenario file, or None if it has no job: (a bad file: a failing item)."""
     sl = _sflaunch()
-    env = Env(parent.config.getoption("--build-dir"))
+    env = config_env(parent.config)
     try:
-        dump = sl.dump_scenario(str(path), sl.Paths(env.build))
+        dump = sl.dump_scenario(str(path), env.paths())
     except sl.LaunchError as e:
         return ScenarioItem.from_parent(parent, name=name or os.path.basename(str(path)),
                                         spath=path, error=str(e))
@@ -549,11 +704,36 @@ def pytest_pycollect_makeitem(collector, name, obj):
     return None
 
 
+def scenario_globs(config):
+    """The globs of scenario files to collect: --simfabric-scenarios, else the ini option."""
+    return (config.getoption("simfabric_scenarios") or config.getini("simfabric_scenarios") or
+            config.getini("simfabric_scenario_files"))
+
+
+def matches(path, pattern):
+    """A glob without / matches the file's name; one with /, the end of its path."""
+    path = str(path)
+    if "/" not in pattern:
+        return fnmatch.fnmatch(os.path.basename(path), pattern)
+    return fnmatch.fnmatch(path, pattern if os.path.isabs(pattern) else "*/" + pattern)
+
+
 def pytest_collect_file(parent, file_path):
     if file_path.suffix not in (".yaml", ".yml"):
         return None
-    pats = parent.config.getini("simfabric_scenario_files")
-    if parent.session.isinitpath(file_path) or any(fnmatch.fnmatch(file_path.name, p)
-                                                   for p in pats):
+    if any(matches(file_path, p) for p in scenario_globs(parent.config)):
         return ScenarioFile.from_parent(parent, path=file_path)
     return None
+
+
+# ---- the names of earlier versions, kept: fabric, fabric_factory, harness, nccl_gpu ----------
+
+def _alias(old, new):
+    def fixture(request):
+        return request.getfixturevalue(new)
+    fixture.__doc__ = "The old name of %s." % new
+    return pytest.fixture(name=old)(fixture)
+
+
+for _old in ("fabric", "fabric_factory", "harness", "nccl_gpu"):
+    globals()["_alias_" + _old] = _alias(_old, "sf_" + _old)

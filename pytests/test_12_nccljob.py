@@ -26,9 +26,8 @@ COLLS = ["allreduce", "allgather", "reducescatter", "broadcast", "reduce", "allt
 
 
 @pytest.fixture(scope="session")
-def nccljob(request):
-    path = os.path.join(os.path.realpath(request.config.getoption("--build-dir")),
-                        "simfabric-nccljob")
+def nccljob(sf_env):
+    path = sf_env.nccljob
     if not os.path.exists(path):
         pytest.skip("%s is not built: make builds it only where CUDA's runtime and NCCL are "
                     "installed (CUDA_HOME, NCCL_HOME)" % path)
