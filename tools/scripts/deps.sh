@@ -18,7 +18,6 @@ need libevent-dev pkg-config --exists libevent_core
 need libyaml-dev pkg-config --exists yaml-0.1
 need python3 test -x "$PYTHON"
 need python3-pytest "$PYTHON" -c 'import pytest'
-need python3-yaml "$PYTHON" -c 'import yaml'
 need binutils command -v nm
 
 [ -z "$missing" ] && exit 0
