@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: MIT
 """First contact (issue 16): what a newcomer meets first. `make` on a machine without the
-libraries says which packages to install instead of dying on a missing header. CPU only."""
+libraries says which packages to install instead of dying on a missing header; the CLI answers
+every mistake in one line, never a traceback, with exit status 2 for usage errors. CPU only."""
 import os
 import subprocess
+
+import pytest
 
 import simfabric_pytest
 
@@ -41,3 +44,136 @@ def test_25_02_without_pkg_config_the_compiler_is_asked(tmp_path):
     p = subprocess.run([script, "--build"], env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 1, (p.returncode, p.stderr)
     assert "libevent-dev libyaml-dev" in p.stderr, p.stderr
+
+
+# ---- the CLI: one line, never a traceback; usage errors exit 2 ---------------------------------
+
+def _cli(*args, env=None, stdout=subprocess.PIPE, timeout=60):
+    return subprocess.run([os.path.join(ROOT, "tools", "simfabric")] + list(args),
+                          env=dict(os.environ, **(env or {})), stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout)
+
+
+def _one_line(p):
+    assert "Traceback (most recent call last)" not in p.stderr, p.stderr
+    return p.stderr.strip().splitlines()
+
+
+@pytest.fixture(scope="module")
+def flap_run(sf_env, tmp_path_factory):
+    """A run directory of scenarios/job-harness-flap.yaml (half a second)."""
+    d = tmp_path_factory.mktemp("flap") / "run"
+    p = _cli("run", os.path.join(ROOT, "scenarios", "job-harness-flap.yaml"), "--run-dir",
+             str(d), "-q", timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return d
+
+
+def test_25_03_launch_over_a_socket_with_no_daemon_is_one_line(sf_env, tmp_path):
+    """It ended in a 20-line traceback from sfctl (the fabric was asked for unguarded)."""
+    sock = tmp_path / "nobody" / "ctl.sock"
+    p = _cli("launch", "--socket", str(sock), "--nodes", "2", "--", "true",
+             env={"SIMFABRIC_RUNS": str(tmp_path)})
+    lines = _one_line(p)
+    assert p.returncode == 1 and len(lines) == 1, (p.returncode, p.stderr)
+    assert lines[0].startswith("simfabric launch: no simfabric daemon at %s" % sock), lines
+    assert "simfabric up --socket %s" % sock in lines[0], lines
+
+
+def test_25_04_report_into_a_closed_pipe_is_quiet(flap_run):
+    """`simfabric report DIR | head -1`: the reader is gone before the CLI writes."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = _cli("report", str(flap_run), "--format", "text", stdout=w)
+    finally:
+        os.close(w)
+    assert not _one_line(p) and p.returncode == 141, (p.returncode, p.stderr)
+
+
+@pytest.fixture
+def links_fabric(sf_env, fabric_factory):
+    return fabric_factory(args=["--scenario", os.path.join(ROOT, "scenarios", "hdr-2node.yaml")])
+
+
+@pytest.mark.parametrize("args,rc,said", [
+    (["apply", "{action: link_dwn, link: node1}"], 2, "fault apply: spec:1:"),
+    (["apply", "{action: link_down, link: [node1, sw0]}"], 2, "'sw0' is not a node"),
+    (["apply", "{"], 2, "fault apply: spec:1:"),
+    (["apply", ""], 2, "fault apply: spec: missing"),
+    (["apply"], 2, "required: SPEC"),
+    (["apply", "--in", "soon", "{action: link_down, link: node1}"], 2, "'soon' is not a time"),
+    (["clear"], 2, "required: ID|all"),
+    (["clear", "abc"], 2, "fault clear: id='abc'"),
+    (["clear", "7"], 1, "fault clear: id: no fault #7"),
+    (["list", "extra"], 2, "unrecognized arguments: extra"),
+    (["lsit"], 2, "invalid choice: 'lsit'"),
+])
+def test_25_05_bad_fault_commands_are_one_line(links_fabric, args, rc, said):
+    """Bad specs, ids and delays: the daemon's reason once (not `fault: fault: ... (errno 22)`),
+    or argparse's; exit 2 for what the user wrote wrong, 1 for a fault that is not there."""
+    p = _cli("fault", *args, env={"SIMFABRIC_SOCKET": links_fabric.socket})
+    lines = _one_line(p)
+    assert p.returncode == rc and said in p.stderr, (p.returncode, p.stderr)
+    assert "(errno" not in p.stderr and "fault: fault" not in p.stderr, p.stderr
+    if rc == 1 or "spec:" in said or "id=" in said:
+        assert len(lines) == 1, lines
+
+
+def test_25_06_fault_options_may_follow_the_verb(links_fabric, tmp_path):
+    """`fault list --socket S --json` used the default socket: options after the verb were
+    taken as its arguments and dropped."""
+    nobody = str(tmp_path / "nobody" / "ctl.sock")
+    p = _cli("fault", "list", "--socket", links_fabric.socket, "--json",
+             env={"SIMFABRIC_SOCKET": nobody})
+    assert p.returncode == 0 and '"faults": []' in p.stdout, p.stdout + p.stderr
+    p = _cli("fault", "--socket", links_fabric.socket, "apply", "--in", "5ms",
+             "{name: cut, action: link_down, link: node1, for: 1ms}",
+             env={"SIMFABRIC_SOCKET": nobody})
+    assert p.returncode == 0 and "#0 applied" in p.stdout, p.stdout + p.stderr
+
+
+def test_25_07_usage_errors_exit_2(sf_env, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nfabric: {bogus: 1}\n")
+    env = {"SIMFABRIC_RUNS": str(tmp_path), "SIMFABRIC_SOCKET": str(tmp_path / "s" / "ctl.sock")}
+    for args, said in [([], "required: COMMAND"),
+                       (["stauts"], "invalid choice: 'stauts'"),
+                       (["status", "--jsn"], "simfabric status: error: unrecognized"),
+                       (["launch", "--nodes", "2"], "no command"),
+                       (["launch", "--nodes", "0", "--", "true"], "at least 1"),
+                       (["launch", "--scenario", str(bad), "--nodes", "2", "--", "true"],
+                        "bad.yaml:2:10: bogus"),
+                       (["up", "--scenario", str(bad), "--socket", str(tmp_path / "u" / "c")],
+                        "bad.yaml:2:10: bogus"),
+                       (["run", str(bad)], "bad.yaml:2:10: bogus"),
+                       (["report", str(tmp_path / "none")], "no such run directory"),
+                       (["trace", "summary", str(tmp_path / "none")], "No such file")]:
+        p = _cli(*args, env=env)
+        assert p.returncode == 2 and said in p.stderr, (args, p.returncode, p.stderr)
+        assert "Traceback (most" not in p.stderr and "cmd_name" not in p.stderr, p.stderr
+
+
+def test_25_08_an_internal_error_is_one_line(tmp_path, flap_run):
+    """Whatever a command did not expect (here a stats.json that is not an object) is said in
+    one line with where it happened; SIMFABRIC_TRACEBACK=1 gives the traceback back."""
+    d = tmp_path / "odd"
+    d.mkdir()
+    (d / "harness.json").write_text((flap_run / "harness.json").read_text())
+    (d / "stats.json").write_text("[]\n")
+    p = _cli("report", str(d), "--format", "text")
+    lines = _one_line(p)
+    assert p.returncode in (1, 2) and len(lines) == 1, (p.returncode, p.stderr)
+    assert lines[0].startswith("simfabric report: "), lines
+    if p.returncode == 1:
+        assert "internal error" in lines[0] and "SIMFABRIC_TRACEBACK=1" in lines[0], lines
+        p = _cli("report", str(d), "--format", "text", env={"SIMFABRIC_TRACEBACK": "1"})
+        assert "Traceback (most recent call last)" in p.stderr, p.stderr
+
+
+def test_25_09_simfabricd_h_is_help(sf_env):
+    h = subprocess.run([sf_env.daemon, "-h"], capture_output=True, text=True, timeout=30)
+    full = subprocess.run([sf_env.daemon, "--help"], capture_output=True, text=True, timeout=30)
+    assert h.returncode == 0 and h.stdout == full.stdout and not h.stderr, (h.returncode,
+                                                                             h.stderr)
+    assert h.stdout.startswith("usage: simfabricd"), h.stdout[:200]
