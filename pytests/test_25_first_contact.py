@@ -2,7 +2,10 @@
 """First contact (issue 16): what a newcomer meets first. `make` on a machine without the
 libraries says which packages to install instead of dying on a missing header; the CLI answers
 every mistake in one line, never a traceback, with exit status 2 for usage errors. CPU only."""
+import json
 import os
+import re
+import shutil
 import subprocess
 
 import pytest
@@ -177,3 +180,43 @@ def test_25_09_simfabricd_h_is_help(sf_env):
     assert h.returncode == 0 and h.stdout == full.stdout and not h.stderr, (h.returncode,
                                                                              h.stderr)
     assert h.stdout.startswith("usage: simfabricd"), h.stdout[:200]
+
+
+# ---- the picture in text: simfabric report's faults chart --------------------------------------
+
+def _chart(text):
+    """The faults section's chart rows: {label: what is between the bars}."""
+    rows = {}
+    for ln in text.split("\nfaults\n", 1)[1].splitlines():
+        if ln.startswith("  ") and ln.count("|") == 2 and ln.endswith("|"):
+            label, bar, _ = ln.split("|")
+            rows[label.strip()] = bar
+    return rows
+
+
+def test_25_10_report_draws_the_fault_windows_over_the_traffic_in_text(flap_run, tmp_path):
+    """Without matplotlib the report is text only; its faults section now has the faults
+    chart's picture too: the harness's received messages, one column per 1/60 of the time, and
+    a row per fault with its windows as '#'. Without per-message times it draws the faulted
+    links' traffic from series.json instead."""
+    p = _cli("report", str(flap_run), "--format", "text")
+    assert p.returncode == 0, p.stderr
+    rows = _chart(p.stdout)
+    assert set(rows) == {"received", "#0 flap"}, p.stdout
+    assert all(len(b) == 60 for b in rows.values()), rows
+    windows = re.findall("#+", rows["#0 flap"])  # 4 windows of 5 ms, 20 ms apart
+    assert 1 <= len(windows) <= 4 and rows["#0 flap"].count("#") < 30, rows
+    assert rows["#0 flap"].strip(" #") == "", rows
+    assert rows["received"].strip(), rows
+    chart = [ln for ln in p.stdout.splitlines() if ln.startswith("  from ") or "|" in ln]
+    assert len(chart) == 3 and max(len(ln) for ln in chart) <= 100, chart
+    d = tmp_path / "no-times"
+    shutil.copytree(str(flap_run), str(d))
+    doc = json.loads((d / "harness.json").read_text())
+    for t in doc["tests"]:
+        (t.get("metrics") or {}).pop("recv_times", None)
+    (d / "harness.json").write_text(json.dumps(doc))
+    p = _cli("report", str(d), "--format", "text")
+    rows = _chart(p.stdout)
+    assert p.returncode == 0 and set(rows) == {"links 0,1", "#0 flap"}, p.stdout
+    assert rows["links 0,1"].strip() and "#" in rows["#0 flap"], rows
