@@ -2,7 +2,7 @@
 #   make            build the plugin, the daemon and the tools into build/
 #   make test       install what is missing, build, run the C unit tests (ASan) and the pytest suite
 #   make test-stress  the pytest suite with a CPU hog on every core (STRESS_RUNS=5 for five runs)
-#   make demo       install what is missing, start a daemon, run the harness over it, show the fabric
+#   make demo       install what is missing, build, run a benchmark and a fault over two fabrics
 #   make bench      the side-by-side benchmark (ideal fabric, 2 processes)
 #   make asan       the same binaries under AddressSanitizer+UBSan, in build-asan/
 #   make fuzz       libFuzzer harnesses for the parsers (clang), run for FUZZ_SECONDS each
@@ -172,8 +172,9 @@ bench: deps all
 		$(PYTHON) tools/bench/bench_models.py --build $(B) || rc=1; echo; \
 		$(PYTHON) tools/bench/bench_nccl.py --build-dir $(B) || rc=1; exit $$rc
 
-demo: deps all
-	$(Q)tools/scripts/demo.sh $(B)
+# One screen: the build's lines go to $(B)/demo/build.log (tools/scripts/demo.py).
+demo: deps
+	$(Q)$(PYTHON) tools/scripts/demo.py --build $(B) --make $(MAKE)
 
 fuzz:
 	$(Q)tools/scripts/fuzz.sh $(FUZZ_SECONDS)

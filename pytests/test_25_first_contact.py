@@ -220,3 +220,25 @@ def test_25_10_report_draws_the_fault_windows_over_the_traffic_in_text(flap_run,
     rows = _chart(p.stdout)
     assert p.returncode == 0 and set(rows) == {"links 0,1", "#0 flap"}, p.stdout
     assert rows["links 0,1"].strip() and "#" in rows["#0 flap"], rows
+
+
+# ---- make demo: one screen ---------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_25_11_make_demo_tells_its_story_in_one_screen(sf_env):
+    """At most 40 lines of at most 100 columns, make's own included: the fabric, the job, the
+    numbers against the model and memcpy, the daemon's fidelity verdict, a fault survived, a
+    verdict and the picture; no `rm` line from make, no traceback."""
+    p = _make(["B=%s" % sf_env.build, "demo"], dict(os.environ), timeout=300)
+    out = p.stdout + p.stderr
+    lines = out.rstrip("\n").splitlines()
+    assert p.returncode == 0, out
+    assert len(lines) <= 40 and max(len(ln) for ln in lines) <= 100, out
+    for said in ("1. The fabric: ", "2. The job: ", "3. The numbers", " GB/s  model ",
+                 "memcpy here", "fidelity: ", "4. A fault: ", "failed 0", "\nPASS: ",
+                 "picture: ", "next: "):
+        assert said in out, (said, out)
+    assert "|" in out and "#0 flap" in out, out  # the faults chart in text
+    assert not [ln for ln in lines if ln.startswith("rm ")] and "Traceback" not in out, out
+    for d in ("hdr", "flap"):
+        assert os.path.isfile(os.path.join(sf_env.build, "demo", d, "report.json")), d
