@@ -283,3 +283,23 @@ def test_25_12_the_readme_is_short_and_its_links_resolve():
         for anchor in re.findall(r"\]\((#[^)\s]+)\)", text):
             if name == "docs/usage.md":
                 assert anchor[1:] in heads, (name, anchor)
+
+
+def test_25_13_the_docs_stand_alone():
+    """Nothing in the repository cites the API reference outside it (`../shared/reference/...`,
+    `ref §N`): the guide cites NCCL's own source files, the code cites in-repo files. And the
+    guide no longer says the launcher "is being written"."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    me = os.path.relpath(os.path.realpath(__file__), ROOT)
+    bad = []
+    for f in files:
+        path = os.path.join(ROOT, f)
+        if f == me or not os.path.isfile(path):
+            continue
+        with open(path, "rb") as fh:
+            text = fh.read().decode("utf-8", "replace")
+        bad += ["%s: %s" % (f, w) for w in ("shared/reference", "ref §") if w in text]
+    assert not bad, bad
+    with open(os.path.join(ROOT, "docs", "net-plugin-guide.md")) as f:
+        assert "is being written" not in f.read()
