@@ -133,7 +133,8 @@ def main():
     a = ap.parse_args()
     b = os.path.relpath(os.path.realpath(a.build), ROOT)
     b = os.path.realpath(a.build) if b.startswith("..") else b
-    say("simfabric demo: NCCL's network traffic between emulated nodes, all on this machine")
+    say("simfabric demo: an NCCL net plugin's traffic between emulated nodes, all on this "
+        "machine")
     log, secs = build(a.make, b)
     say("build: plugin, daemon and harness ready in %.1f s (make -j%d, log in %s)" % (
         secs, os.cpu_count() or 1, os.path.dirname(log)))
@@ -183,7 +184,8 @@ def main():
         say("     (this machine could not copy at the modelled rate then: messages came late, "
             "never early)")
     else:
-        say("   fidelity: simfabricd never warned: this machine kept up with the model")
+        say("   fidelity: no warning from simfabricd (it warns when a link's deliveries fall "
+            "behind the model)")
 
     ffb = load(flap, "fabric.json") or {}
     faults = (load(flap, "faults.json") or {}).get("faults") or []
