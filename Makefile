@@ -2,7 +2,7 @@
 #   make            build the plugin, the daemon and the tools into build/
 #   make test       install what is missing, build, run the C unit tests (ASan) and the pytest suite
 #   make test-stress  the pytest suite with a CPU hog on every core (STRESS_RUNS=5 for five runs)
-#   make demo       install what is missing, start a daemon, run the harness over it, show the fabric
+#   make demo       install what is missing, build, run a benchmark and a fault over two fabrics
 #   make bench      the side-by-side benchmark (ideal fabric, 2 processes)
 #   make asan       the same binaries under AddressSanitizer+UBSan, in build-asan/
 #   make fuzz       libFuzzer harnesses for the parsers (clang), run for FUZZ_SECONDS each
@@ -12,17 +12,18 @@ PREFIX ?= /usr/local
 CC ?= cc
 CFLAGS ?= -O2 -g
 PYTHON ?= /usr/bin/python3
+PKG_CONFIG ?= pkg-config
 B ?= build
 FUZZ_SECONDS ?= 20
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla -Wformat=2 \
 	-Wno-unused-parameter
-EVENT_CFLAGS := $(shell pkg-config --cflags libevent_core 2>/dev/null)
-EVENT_LIBS := $(shell pkg-config --libs libevent_core 2>/dev/null || echo -levent_core)
+EVENT_CFLAGS := $(shell $(PKG_CONFIG) --cflags libevent_core 2>/dev/null)
+EVENT_LIBS := $(shell $(PKG_CONFIG) --libs libevent_core 2>/dev/null || echo -levent_core)
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -I. $(WARN) $(CFLAGS) -MMD -MP
 LIBS := -lpthread -ldl
 # libyaml is linked statically: the GPU machine has no libyaml, and the daemon must run there.
-YAML_A := $(firstword $(wildcard $(shell pkg-config --variable=libdir yaml-0.1 2>/dev/null)/libyaml.a \
+YAML_A := $(firstword $(wildcard $(shell $(PKG_CONFIG) --variable=libdir yaml-0.1 2>/dev/null)/libyaml.a \
 	/usr/lib/x86_64-linux-gnu/libyaml.a /usr/lib/libyaml.a))
 YAML_LIBS := $(if $(YAML_A),$(YAML_A),-lyaml)
 
@@ -55,20 +56,28 @@ UNITS := $(UNIT_SRC:sim/test/%.c=$(B)/test/%) $(PLUGIN_UNIT_SRC:plugin/test/%.c=
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
 
-.PHONY: all plugin sim tools units test check unit pytest asan fuzz bench demo deps install \
-	clean symbols format format-check test-stress
+.PHONY: all plugin sim tools units test check unit pytest asan fuzz bench demo deps depcheck \
+	install clean symbols format format-check test-stress
+# Nothing built is a throw-away intermediate: make never deletes an object it made (no `rm` line
+# after a build, and the next build does not compile the unit tests' objects again).
+.SECONDARY:
 all: plugin sim tools units
 plugin: $(PLUGIN)
 sim: $(DAEMON)
 tools: $(HARNESS) $(PROFCHECK)
 units: $(UNITS)
 
-$(B)/obj/%.o: %.c
+# Before compiling anything: is what the build needs here? If not, say which Debian packages to
+# install (tools/scripts/deps.sh --build) instead of failing on a missing header.
+depcheck:
+	$(Q)CC="$(CC)" PKG_CONFIG="$(PKG_CONFIG)" tools/scripts/deps.sh --build
+
+$(B)/obj/%.o: %.c | depcheck
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) $(EVENT_CFLAGS) -c $< -o $@
 
-$(B)/pic/%.o: %.c
+$(B)/pic/%.o: %.c | depcheck
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC [so] $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
@@ -107,12 +116,12 @@ INJECT := $(B)/inject
 INJECT_PLUGIN := $(INJECT)/libnccl-net-simfabric.so
 tools: $(INJECT_PLUGIN)
 
-$(INJECT)/pic/sim/core/chan.o: sim/core/chan.c
+$(INJECT)/pic/sim/core/chan.o: sim/core/chan.c | depcheck
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC [so] $< (injected: early)")
 	$(Q)$(CC) $(ALL_CFLAGS) -DCHAN_INJECT_EARLY=1 -fPIC -fvisibility=hidden -c $< -o $@
 
-$(INJECT)/obj/sim/core/chan.o: sim/core/chan.c
+$(INJECT)/obj/sim/core/chan.o: sim/core/chan.c | depcheck
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $< (injected: early)")
 	$(Q)$(CC) $(ALL_CFLAGS) -DCHAN_INJECT_EARLY=1 -c $< -o $@
@@ -164,8 +173,9 @@ bench: deps all
 		$(PYTHON) tools/bench/bench_models.py --build $(B) || rc=1; echo; \
 		$(PYTHON) tools/bench/bench_nccl.py --build-dir $(B) || rc=1; exit $$rc
 
-demo: deps all
-	$(Q)tools/scripts/demo.sh $(B)
+# One screen: the build's lines go to $(B)/demo/build.log (tools/scripts/demo.py).
+demo: deps
+	$(Q)$(PYTHON) tools/scripts/demo.py --build $(B) --make $(MAKE)
 
 fuzz:
 	$(Q)tools/scripts/fuzz.sh $(FUZZ_SECONDS)
@@ -321,7 +331,7 @@ CUDADRV_CHECK := $(B)/check/check_cudadrv.o
 ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
 all plugin: $(CUDADRV_CHECK)
 endif
-$(CUDADRV_CHECK): plugin/test/check_cudadrv.c plugin/cudadrv.h
+$(CUDADRV_CHECK): plugin/test/check_cudadrv.c plugin/cudadrv.h | depcheck
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CHECK   plugin/cudadrv.h against $(CUDA_HOME)/include/cuda.h")
 	$(Q)$(CC) $(ALL_CFLAGS) -isystem $(CUDA_HOME)/include -c $< -o $@
@@ -335,7 +345,7 @@ nccljob:
 	@echo "  SKIP    $(NCCLJOB): no CUDA runtime or NCCL (missing: $(subst $(nccljob_space),$(nccljob_comma) ,$(NCCLJOB_MISSING))); set CUDA_HOME or NCCL_HOME"
 endif
 
-$(B)/nccljob/%.o: %.c
+$(B)/nccljob/%.o: %.c | depcheck
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) $(NCCLJOB_CFLAGS) -c $< -o $@

@@ -2,10 +2,12 @@
 /*
  * ncclnet.h - our own declarations of the NCCL net plugin ABI, v8 to v12.
  *
- * Written from ../shared/reference/nccl-net-api.md (sections 2.1 to 2.9), not
- * copied from NCCL's headers. Every size and offset the reference lists is
- * checked by a static assertion at the end of this file, so a mistake here
- * fails the build instead of corrupting NCCL's stack at run time.
+ * Written from NCCL's source (NVIDIA/nccl at v2.28.9-1, and v2.30.7-1 for v12:
+ * nccl.h's ncclResult_t, src/include/plugin/nccl_net.h and
+ * src/include/plugin/net/net_v8.h to net_v12.h), not copied from its headers.
+ * Every size and offset of those headers is checked by a static assertion at
+ * the end of this file, so a mistake here fails the build instead of
+ * corrupting NCCL's stack at run time.
  *
  * Used by the plugin (plugin/) and by the harness (tools/), which can drive
  * any plugin through these layouts. Never include NCCL's nccl.h next to this.

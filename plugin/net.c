@@ -3,7 +3,8 @@
  * net.c - the ncclNet v12 implementation, part one: init and finalize, the
  * device table, the object registry and close. plugin/conn.c sets
  * connections up, plugin/data.c moves the data. See net.h for the objects and
- * their owners, /work/shared/reference/nccl-net-api.md for the contract.
+ * their owners, docs/net-plugin-guide.md for the contract (sections 4 and
+ * 13, with NCCL's source cited).
  */
 #include <errno.h>
 #include <limits.h>

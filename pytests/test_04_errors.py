@@ -24,7 +24,7 @@ LIVENESS_S = 0.1  # SIMFABRIC_LIVENESS_MS's default (plugin/net_int.h)
 
 def test_04_03_daemon_death_gives_system_error(harness, fabric):
     """Each rank fails with ncclSystemError within SIMFABRIC_LIVENESS_MS of the daemon's death
-    (README): its ring keeps calling test, and the plugin looks for the daemon at most once a
+    (docs/usage.md): its ring keeps calling test, and the plugin looks for the daemon at most once a
     period. Both clocks are CLOCK_MONOTONIC (the harness's failed_at_s, time.monotonic here).
     0.4 s more for a loaded machine, where a rank waits for its CPU a few scheduler slices;
     a check that ran once a second, or only at the next connect, would fail this (it allowed

@@ -153,7 +153,7 @@ def test_07_01_collectives_exact_and_compared_with_socket(sf_env, fabric, tmp_pa
 
 # (scenario, the least 64 MiB allreduce busbw / the model's): model-bandwidth's 25 Gb/s (3.1 GB/s
 # of payload) is well within what the host copies, and job-nccl-25g holds 0.5 there from 4 MiB;
-# HDR's 200 Gb/s is beyond it (10.88 GB/s on the ideal fabric, README): a ceiling only.
+# HDR's 200 Gb/s is beyond it (10.88 GB/s on the ideal fabric, CHANGELOG): a ceiling only.
 NCCL_MODELLED = [("model-bandwidth.yaml", 0.5), ("hdr-2node.yaml", 0)]
 
 

@@ -320,7 +320,7 @@ def test_10_13_the_model_formulas(sf_env):
 
 
 def test_10_14_the_sf_launch_fixture_over_a_running_fabric(fabric, sf_launch):
-    # what README's example does: ranks over the fabric fixture's daemon
+    # what docs/usage.md's example does: ranks over the fabric fixture's daemon
     r = sf_launch([PY, "-c", PRINT_ENV], nodes=2, fabric=fabric).check_ok()
     assert {v["SIMFABRIC_SOCKET"] for v in envs(r).values()} == {fabric.socket}
     r = sf_launch([PY, "-c", "import sys; sys.exit(7)"], nodes=1)

@@ -415,8 +415,8 @@ def test_13_18_the_cli_applies_lists_and_clears(sf_env, fabric_factory, tmp_path
     assert r.returncode == 0 and "#0 applied" in r.stdout, r.stdout + r.stderr
     r = sh("fault", "list")
     assert r.returncode == 0 and "cut" in r.stdout and "link_down" in r.stdout, r.stdout
-    r = sh("fault", "apply", "{action: link_down, link: node7}")
-    assert r.returncode == 1 and "node7" in r.stderr and "spec:1:" in r.stderr, r.stderr
+    r = sh("fault", "apply", "{action: link_down, link: node7}")  # a usage error: exit 2
+    assert r.returncode == 2 and "node7" in r.stderr and "spec:1:" in r.stderr, r.stderr
     r = sh("status")
     assert r.returncode == 0 and "faults (fabric time" in r.stdout and "cut" in r.stdout, \
         r.stdout + r.stderr

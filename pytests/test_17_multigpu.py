@@ -123,7 +123,7 @@ def test_17_01_a_gpu_per_rank_without_mps_every_collective_exact(sf_env, tmp_pat
 @pytest.mark.parametrize("ngpus,gpn", [(2, 1), (4, 2)], ids=["2x1", "2x2"])
 def test_17_02_busbw_never_above_the_100g_model_a_ceiling(sf_env, tmp_path, ngpus, gpn):
     """A ceiling only: 100 Gb/s is 12.1 GB/s of payload, more than the host copies reach on the
-    ideal fabric (10.88 GB/s, README), so no floor could be promised. job-nccl-25g holds both
+    ideal fabric (10.88 GB/s, CHANGELOG), so no floor could be promised. job-nccl-25g holds both
     sides at 25 Gb/s."""
     paths = need_gpus(sf_env, ngpus)
     r, res = nccljob(paths, tmp_path, "100g-%dx%d" % (2, gpn), gpn, FABRIC_100G,

@@ -99,9 +99,10 @@ def test_23_05_fault_list_into_a_closed_pipe_is_quiet(sf_env, links_fabric):
                                   "{name: x,\n action: link_down, link: [node0, ib-sw0]}"])
 def test_23_06_a_spec_the_protocol_cannot_carry_is_one_line(sf_env, links_fabric, spec):
     """Finding 13: a non-ASCII spec gave a UnicodeEncodeError traceback, and a newline was sent
-    raw, framed as protocol lines. Both are refused in one line, naming the character."""
+    raw, framed as protocol lines. Both are refused in one line, naming the character, as the
+    usage errors they are (exit 2)."""
     p = _cli(sf_env, links_fabric, "fault", "apply", spec)
-    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert p.returncode == 2, (p.returncode, p.stderr)
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot carry" in lines[0], p.stderr
     assert "Traceback" not in p.stderr

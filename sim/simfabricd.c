@@ -88,7 +88,7 @@ static void usage(FILE *f)
 		"  -v                     same as --log-level debug\n"
 		"  --trace FILE           write the fault windows as Chrome trace JSON to FILE\n"
 		"                         (merge with the plugin's: simfabric trace merge)\n"
-		"  --help, --version\n",
+		"  -h, --help, --version\n",
 		FABRIC_MAX_NICS, CHAN_DEFAULT_NSLOTS * CHAN_DEFAULT_SLOT_BYTES, CHAN_DEFAULT_NSLOTS,
 		CHAN_DEFAULT_SLOT_BYTES, SRV_CONNECT_WAIT_MS, SRV_MAX_CONNS, SRV_PARTIAL_MS,
 		SERIES_MAX_PERIOD_MS,
@@ -371,7 +371,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->level = LOG_LEVEL_INFO;
 	srv_config_init(&o->cfg);
 	log_init("simfabricd", o->level);
-	while ((opt = getopt_long(argc, argv, "v", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
 		switch (opt) {
 		case O_SOCKET:
 			o->socket_arg = optarg;
@@ -479,6 +479,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_TRACE:
 			faultd_trace_to(optarg);
 			break;
+		case 'h':
 		case O_HELP:
 			usage(stdout);
 			return 0;

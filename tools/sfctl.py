@@ -16,11 +16,13 @@ __all__ = ["CtlError", "default_socket", "request", "show", "fabric", "stats", "
 
 
 class CtlError(Exception):
-    """A request failed: errno and the daemon's reason, or no daemon at all."""
+    """A request failed: errno and the daemon's reason, or no daemon at all. reason: the
+    message without the op and the errno, for a user (the whole message is for logs)."""
 
-    def __init__(self, msg, errno=None):
+    def __init__(self, msg, errno=None, reason=None):
         super().__init__(msg)
         self.errno = errno
+        self.reason = reason or msg
 
 
 def default_socket():
@@ -102,8 +104,9 @@ def request(path, op, timeout=5.0, **keys):
     for k, v in [("op", op)] + list(keys.items()):
         bad = [c for c in str(v) if not " " <= c <= "~"]
         if bad:
-            raise CtlError("%s: %s has %r, which the control protocol cannot carry (printable "
-                           "ASCII only)" % (op, k, bad[0]))
+            why = "%s has %r, which the control protocol cannot carry (printable ASCII only)" % (
+                k, bad[0])
+            raise CtlError("%s: %s" % (op, why), 22, why)  # EINVAL
     why = check_dir(path)
     if why and os.path.lexists(os.path.dirname(path) or "."):
         raise CtlError("refusing the socket %s: %s" % (path, why))
@@ -113,8 +116,8 @@ def request(path, op, timeout=5.0, **keys):
         try:
             s.connect(path)
         except OSError as e:
-            raise CtlError("no simfabric daemon at %s (%s); start one with: simfabricd --socket %s"
-                           % (path, e.strerror, path))
+            raise CtlError("no simfabric daemon at %s (%s); start one with: simfabric up "
+                           "--socket %s" % (path, e.strerror, path))
         why = check_peer(s)
         if why:
             raise CtlError("refusing the socket %s: %s" % (path, why), 1)
@@ -125,7 +128,8 @@ def request(path, op, timeout=5.0, **keys):
     d = dict(pairs)
     err = int(d.get("errno", "-1"))
     if err != 0:
-        raise CtlError("%s: %s (errno %d)" % (op, d.get("error", "no reason given"), err), err)
+        why = d.get("error", "no reason given")
+        raise CtlError("%s: %s (errno %d)" % (op, why, err), err, why)
     return pairs
 
 

@@ -426,8 +426,12 @@ class Daemon:
             sfctl.wait_ready(self.socket, timeout=15, proc=self.proc)
         except sfctl.CtlError as e:
             self.stop()
-            raise LaunchError("%s\n--- simfabricd log ---\n%s" % (e, _read(self.log_path)),
-                              EXIT_FAIL)
+            said = _read(self.log_path)
+            if self.proc.returncode == EXIT_USAGE:  # its options or the scenario: its one line
+                lines = [ln for ln in said.splitlines() if ln.startswith("simfabricd: ")]
+                if lines:
+                    raise LaunchError(lines[-1][len("simfabricd: "):], EXIT_USAGE)
+            raise LaunchError("%s\n--- simfabricd log ---\n%s" % (e, said), EXIT_FAIL)
         return self
 
     def stop(self, grace=5.0):
@@ -848,7 +852,10 @@ class Job:
     def up(self):
         self.paths.require(self.paths.plugin)
         if self.socket:
-            self.fabric = sfctl.fabric(self.socket)
+            try:
+                self.fabric = sfctl.fabric(self.socket)
+            except sfctl.CtlError as e:
+                raise LaunchError(str(e), EXIT_FAIL)
         else:
             self.daemon = Daemon(self.paths, self.run_dir, self.scenario,
                                  self.daemon_args).start()

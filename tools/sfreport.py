@@ -40,6 +40,7 @@ import sfmodel  # noqa: E402
 
 EXIT_OK, EXIT_USAGE, EXIT_CANNOT = 0, 2, 77
 CHARTS = ("model", "links", "faults")
+CHART_WIDTH = 60  # columns of the text charts
 # run-directory files that are not a program's results
 OWN_FILES = {"stats.json", "faults.json", "series.json", "fabric.json", "launch.json",
              "job.json", "report.json"}
@@ -477,6 +478,59 @@ def throughput(points, lo, hi, bins=60):
 
 # ---- text --------------------------------------------------------------------------------------
 
+RAMP = " .:-=+*#%@"  # 0, then up to 1/9, 2/9, ... 9/9 of the link rate (or the busiest bin)
+
+
+def sparkline(values, top):
+    """One character per value: ' ' for 0, then RAMP's by value / top."""
+    return "".join(" " if v <= 0 else RAMP[min(len(RAMP) - 1, 1 + int(v / top * (len(RAMP) - 1)
+                                                                       * 0.999999))]
+                   if top > 0 else " " for v in values)
+
+
+def windows_line(spans, lo, hi, width):
+    """'#' in every column [lo, hi) split into width that a window (a, b) overlaps, else ' '."""
+    w = (hi - lo) / float(width)
+    return "".join("#" if any(a < lo + (k + 1) * w and b > lo + k * w for a, b in spans)
+                   else " " for k in range(width))
+
+
+def text_fault_chart(run, rows, pts, width=CHART_WIDTH):
+    """The faults chart in text: what moved, one column per 1/width of the time (the harness's
+    received messages, from the first to the last; else series.json's faulted links over the
+    job's span), and under it each fault's windows as '#'. [] without anything to draw."""
+    span = run.job_span
+    if pts:  # from the first message received to the last, and every window
+        ends = [t for t, _ in pts] + [x for f in rows for ab in f["spans"] for x in ab]
+        span = (min(ends), max(ends))
+    if not span or span[1] <= span[0] or not rows:
+        return []
+    lo, hi = span
+    if pts:
+        vals, what = [g * 1e9 for _, g in throughput(pts, lo, hi, width)], "received"
+    else:
+        over = run.over_time
+        links = fault_links(rows, over[0]) if over else []
+        if not links:
+            return []
+        vals = [sum(x) / 8 for x in zip(*[binned(over[2], u["id"], lo, hi, width)
+                                          for u in links])]
+        what = "link%s %s" % ("s" if len(links) > 1 else "", ",".join(str(u["id"])
+                                                                    for u in links))
+    top = max(vals) if vals else 0
+    lines = ["  from %s to %s ms, one column per %s ms: '%s' up to the peak, %s/s" % (
+        _ms(lo), _ms(hi), "%.1f" % ((hi - lo) / 1e6 / width), RAMP.strip(), _gbytes(top))]
+    lines.append("  %-10.10s |%s|" % (what, sparkline(vals, top)))
+    for f in rows:
+        lines.append("  %-10.10s |%s|" % ("#%d %s" % (f["id"], f["name"]),
+                                          windows_line(f["spans"], lo, hi, width)))
+    return lines
+
+
+def _gbytes(bytes_per_s):
+    return "%.3g GB" % (bytes_per_s / 1e9)
+
+
 def _size(n):
     for u, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
         if n >= u:
@@ -630,6 +684,7 @@ def text_faults(run):
             inside = sum(1 for t, _ in pts if any(a <= t <= b for a, b in f["spans"]))
             lines.append("       %d of %d received message(s) completed inside its windows" % (
                 inside, len(pts)))
+    lines += text_fault_chart(run, rows, pts)
     if pts:
         gaps = [(b[0] - a[0], a[0]) for a, b in zip(pts, pts[1:])]
         g = max(gaps) if gaps else (0, pts[0][0])

@@ -5,8 +5,9 @@
     python3 docs/examples/slots.py PLUGIN
 
 Loads the library the way NCCL does (RTLD_NOW | RTLD_LOCAL) and calls nothing in it, so no daemon
-is needed. Slot lists per version: ../shared/reference/nccl-net-api.md section 2.8; which slots
-NCCL checks for NULL before calling: section 3.8. Exits 1 if a slot NCCL calls unchecked is NULL.
+is needed. Slot lists per version: plugin/ncclnet.h (from NCCL's src/include/plugin/net/net_v8.h
+to net_v12.h); which slots NCCL checks for NULL before calling: docs/net-plugin-guide.md section
+11. Exits 1 if a slot NCCL calls unchecked is NULL.
 """
 import ctypes as C
 import os

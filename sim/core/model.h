@@ -16,7 +16,7 @@
  * Randomness is counter-based: every draw is a pure function of
  * (seed, link, purpose, connection, message, packet, k), so an impairment
  * schedule does not depend on which process got there first
- * (../shared/reference/emulation-models.md §6.2). Markov loss models carry
+ * (docs/models.md, "Determinism"). Markov loss models carry
  * state per directed link, advanced in packet order by the link's owner; their
  * draws are keyed by the packet's ordinal on the link.
  *

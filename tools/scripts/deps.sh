@@ -1,8 +1,14 @@
 #!/bin/sh
-# deps.sh - install what the build and the tests need, on Debian or Ubuntu.
-# As root it runs apt-get; otherwise it prints the one command to run and fails.
+# deps.sh [--build] - what the build and the tests need, on Debian or Ubuntu.
+# Without arguments it installs what is missing: as root with apt-get, otherwise it prints the
+# one command to run and fails. --build checks only what compiling needs (a C compiler,
+# libevent, libyaml), installs nothing, and says what to install: `make` runs it first.
+# Libraries are looked up with pkg-config ($PKG_CONFIG), or by compiling their header with $CC
+# where there is no pkg-config.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
+CC=${CC:-cc}
+PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 missing=""
 
 need() { # need PACKAGE TEST-COMMAND...
@@ -11,14 +17,29 @@ need() { # need PACKAGE TEST-COMMAND...
 	"$@" >/dev/null 2>&1 || missing="$missing $pkg"
 }
 
-need gcc command -v cc
+have_lib() { # have_lib PKG-CONFIG-NAME HEADER
+	if command -v "$PKG_CONFIG" >/dev/null 2>&1; then
+		"$PKG_CONFIG" --exists "$1"
+	else
+		printf '#include <%s>\n' "$2" | $CC -E -x c - >/dev/null 2>&1
+	fi
+}
+
+need gcc command -v "${CC%% *}"
+need libevent-dev have_lib libevent_core event2/event.h
+need libyaml-dev have_lib yaml-0.1 yaml.h
+
+if [ "${1:-}" = --build ]; then
+	[ -z "$missing" ] && exit 0
+	echo "simfabric: cannot build: missing the Debian/Ubuntu package(s)$missing" >&2
+	echo "simfabric: install them with:  sudo apt-get install -y$missing   (or, as root: make deps)" >&2
+	exit 1
+fi
+
 need make command -v make
-need pkg-config command -v pkg-config
-need libevent-dev pkg-config --exists libevent_core
-need libyaml-dev pkg-config --exists yaml-0.1
+need pkg-config command -v "$PKG_CONFIG"
 need python3 test -x "$PYTHON"
 need python3-pytest "$PYTHON" -c 'import pytest'
-need python3-yaml "$PYTHON" -c 'import yaml'
 need binutils command -v nm
 
 [ -z "$missing" ] && exit 0
