@@ -695,8 +695,16 @@ static struct gimport *import_new(const char *where, uint64_t region, char *why,
 	if (rep.kind == EXPORT_LEGACY) {
 		r = G.cu.IpcOpenMemHandle(&im->va, rep.ipc, CU_IPC_LAZY_PEER_ACCESS);
 		if (r != CU_SUCCESS) {
-			snprintf(why, cap, "cuIpcOpenMemHandle of region %llu: %s",
-				 (unsigned long long)region, cuerr(r));
+			/* CUDA opens a process's legacy handles in one context per device: ours
+			 * (own) and the application's cannot both */
+			snprintf(why, cap, "cuIpcOpenMemHandle of region %llu: %s%s",
+				 (unsigned long long)region, cuerr(r),
+				 G.copy_ctx == COPY_CTX_OWN ? " (with "
+							      "SIMFABRIC_GPU_COPY_CONTEXT=own; if "
+							      "the application "
+							      "opens this peer's IPC handles too, "
+							      "use app)"
+							    : "");
 		} else {
 			/* the size is the peer's word: believe the driver instead, or a copy could
 			 * land past the allocation (and poison the context) */
@@ -925,7 +933,11 @@ static void own_context(int i)
 	cu_result r = -1;
 	cu_ctx own = NULL, popped;
 	cu_stream s = NULL;
-	if (G.cu.CtxCreate && G.cu.MemcpyPeerAsync && G.cu.CtxGetDevice(&dev) == CU_SUCCESS) {
+	if (G.cu.CtxCreate && G.cu.MemcpyPeerAsync) {
+		step = "cuCtxGetDevice";
+		r = G.cu.CtxGetDevice(&dev);
+	}
+	if (r == CU_SUCCESS) {
 		step = "cuCtxCreate";
 		r = G.cu.CtxCreate(&own, 0, dev); /* and makes it current */
 		if (r == CU_SUCCESS) {
@@ -947,8 +959,8 @@ static void own_context(int i)
 		return;
 	}
 	/* the context, if made, stays: destroying it could disturb the application's */
-	PWARN("SIMFABRIC_GPU_COPY_CONTEXT=own: %s failed (%s); no GPU copy can start", step,
-	      r == -1 ? "missing" : cuerr(r));
+	PWARN("SIMFABRIC_GPU_COPY_CONTEXT=own: %s failed on device %d (%s); no GPU copy can start",
+	      step, (int)dev, r == -1 ? "missing" : cuerr(r));
 }
 
 /*
@@ -1002,7 +1014,8 @@ static int copy_stream(cu_ctx app, int self, cu_ctx *ctx, cu_stream *out, char *
 	if (!G.streams[i].own_tried) {
 		G.streams[i].own_tried = 1;
 		own_context(i);
-		if (!G.streams[i].own_s && !getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
+		if (!G.streams[i].own_s && G.copy_ctx != COPY_CTX_OWN &&
+		    !getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
 			/* Too late to set (CUDA read it at its init): say so now, not after a hang. */
 			PWARN("GPU copies run in the application's CUDA context and "
 			      "CUDA_DEVICE_MAX_CONNECTIONS is unset (CUDA's default: 8 hardware "
@@ -1010,15 +1023,17 @@ static int copy_stream(cu_ctx app, int self, cu_ctx *ctx, cu_stream *out, char *
 			      "and "
 			      "the job hangs. simfabric launch and run set it; under your own "
 			      "launcher "
-			      "set it to 32 for every rank (docs/gpu-path.md), or "
-			      "SIMFABRIC_GPU=off");
+			      "set it for every rank (16 for 3-4 ranks per GPU, 32 for 1-2; "
+			      "docs/gpu-path.md), or SIMFABRIC_GPU=off");
 	}
 	if (!self && G.streams[i].own_s) {
 		*ctx = G.streams[i].own;
 		*out = G.streams[i].own_s;
 	} else if (!self && G.copy_ctx == COPY_CTX_OWN) {
 		snprintf(why, cap,
-			 "SIMFABRIC_GPU_COPY_CONTEXT=own, but no copy context could be made");
+			 "SIMFABRIC_GPU_COPY_CONTEXT=own, but no copy context could be made on "
+			 "this "
+			 "device (the WARN at its first try says why)");
 		rc = -EIO;
 	} else {
 		*ctx = app;
@@ -1042,8 +1057,12 @@ static int tx_enter(struct sfgpu_tx *t, int self, int *pushed)
 	G.cu.CtxGetCurrent(&cur);
 	if (__builtin_expect(t->stream != NULL, 1)) {
 		if (cur != t->ctx) {
-			if (G.cu.CtxPushCurrent(t->ctx) != CU_SUCCESS)
+			cu_result r = G.cu.CtxPushCurrent(t->ctx);
+			if (r != CU_SUCCESS) {
+				PWARN("%s: cannot enter the copy context: cuCtxPushCurrent: %s",
+				      t->desc, cuerr(r));
 				return -EIO;
+			}
 			*pushed = 1;
 		}
 		return 0;
@@ -1064,8 +1083,12 @@ static int tx_enter(struct sfgpu_tx *t, int self, int *pushed)
 	t->ctx = ctx;
 	t->app = cur;
 	if (ctx != cur) {
-		if (G.cu.CtxPushCurrent(ctx) != CU_SUCCESS)
+		cu_result r = G.cu.CtxPushCurrent(ctx);
+		if (r != CU_SUCCESS) {
+			PWARN("%s: cannot enter the copy context: cuCtxPushCurrent: %s", t->desc,
+			      cuerr(r));
 			return -EIO;
+		}
 		*pushed = 1;
 	}
 	return 0;
@@ -1092,8 +1115,8 @@ static void tx_sync(struct sfgpu_tx *t)
 /*
  * One copy into the receiver's memory (mapped in im->ctx) on the sendComm's stream. In the
  * application's context a plain copy; from our own context a peer copy names both contexts (the
- * source is the application's), and a host source goes as host memory (its pinning belongs to
- * the application's context).
+ * source is the application's), and a host source as host memory (memory pinned by
+ * cuMemHostRegister without PORTABLE looks pageable from our context: staged, still correct).
  */
 static cu_result copy_in(struct sfgpu_tx *t, const struct gimport *im, cu_ptr dst, const void *src,
 			 uint64_t len)
@@ -1239,8 +1262,9 @@ void sfgpu_tx_free(struct sfgpu_tx *t)
 		}
 	pthread_mutex_unlock(&G.imp_lock);
 	int pushed;
-	if (t->stream && tx_enter(t, 0, &pushed) == 0) { /* the context's stream stays */
+	if (t->stream) /* before any unmap, whatever happens below; the context's stream stays */
 		G.cu.StreamSynchronize(t->stream);
+	if (t->stream && tx_enter(t, 0, &pushed) == 0) {
 		for (int i = 0; i < CHAN_MAX_SENDS; i++)
 			if (t->ev[i])
 				G.cu.EventDestroy(t->ev[i]);
