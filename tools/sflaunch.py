@@ -506,6 +506,81 @@ def rank_env(base, rank, nnodes, gpus_per_node, node, port, plugin, sock, cuda=N
     return e
 
 
+# ---- MPI programs (simfabric launch --mpi) ------------------------------------------------------
+
+# Run by sh in each MPI rank: its rank from the MPI launcher (Open MPI, PMIx, MPICH), then the
+# variables of that rank (as rank_env gives a launched rank) and exec the program. The node names
+# and each rank's GPU come in SIMFABRIC_MPI_NODES and SIMFABRIC_MPI_GPUS (words), the ranks per
+# node in SIMFABRIC_MPI_GPN.
+MPI_WRAPPER = r"""r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-}}}
+case "$r" in ''|*[!0-9]*) echo "simfabric: no MPI rank here (OMPI_COMM_WORLD_RANK, PMIX_RANK, \
+PMI_RANK): start this under mpirun" >&2; exit 127;; esac
+g=$SIMFABRIC_MPI_GPN
+n=$((r / g)) i=0 node=
+for x in $SIMFABRIC_MPI_NODES; do [ $i = $n ] && node=$x; i=$((i + 1)); done
+[ -n "$node" ] || { echo "simfabric: MPI rank $r is past the $i node(s) x $g rank(s)" >&2; \
+exit 127; }
+i=0
+for x in $SIMFABRIC_MPI_GPUS; do [ $i = $r ] && export CUDA_VISIBLE_DEVICES=$x; i=$((i + 1)); done
+export NCCL_HOSTID=$node SIMFABRIC_NODE=$node RANK=$r LOCAL_RANK=$((r % g)) GROUP_RANK=$n \
+NODE_RANK=$n
+exec "$@"
+"""
+MPI_PER_RANK = ("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "NCCL_HOSTID", "SIMFABRIC_NODE",
+                "CUDA_VISIBLE_DEVICES")
+
+
+def find_mpirun(env=None):
+    """The mpirun to use: $SIMFABRIC_MPIRUN, else mpirun on PATH; a LaunchError (127, as a
+    command that cannot be started) naming what is missing otherwise."""
+    env = os.environ if env is None else env
+    want = env.get("SIMFABRIC_MPIRUN") or "mpirun"
+    found = shutil.which(want, path=env.get("PATH"))
+    if not found:
+        raise LaunchError("--mpi: %s not found%s (install Open MPI: apt-get install openmpi-bin; "
+                          "or name one in SIMFABRIC_MPIRUN)" % (
+                              want, "" if "/" in want else " on PATH"), 127)
+    return found
+
+
+def mpi_flavour(mpirun):
+    """'openmpi' when `mpirun --version` says Open MPI (or OpenRTE/PRRTE), else 'other'."""
+    try:
+        p = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=30,
+                           stdin=subprocess.DEVNULL)
+        out = p.stdout + p.stderr
+    except (OSError, subprocess.TimeoutExpired):
+        return "other"
+    return "openmpi" if re.search(r"Open MPI|OpenRTE|PRRTE|prterun", out) else "other"
+
+
+def mpi_env(names, gpus_per_node, gpus):
+    """What MPI_WRAPPER reads: the node names, ranks per node, each rank's one GPU (its own
+    device 0: nccl-tests, which counts local ranks per host name, would otherwise pick device
+    RANK; NCCL_TESTS_DEVICE=0 tells it so)."""
+    nranks = len(names) * gpus_per_node
+    return {"SIMFABRIC_MPI_NODES": " ".join(names), "SIMFABRIC_MPI_GPN": str(gpus_per_node),
+            "SIMFABRIC_MPI_GPUS": " ".join(gpus[r % len(gpus)] for r in range(nranks))
+            if gpus else ""}
+
+
+def mpi_argv(mpirun, cmd, nranks, export=(), extra=(), flavour="openmpi"):
+    """mpirun's command line: nranks ranks of cmd, each through MPI_WRAPPER. Open MPI gets
+    --oversubscribe (more ranks than cores is the point here), --bind-to none (each rank has
+    threads of its own: NCCL's proxy, copy threads), -x for every variable the launcher sets (a
+    local launch inherits them anyway), and --allow-run-as-root as root; other MPIs -np only.
+    extra: the user's own mpirun arguments, last before the program."""
+    argv = [mpirun, "-np", str(nranks)]
+    if flavour == "openmpi":
+        argv += ["--oversubscribe", "--bind-to", "none"]
+        if os.geteuid() == 0:
+            argv.append("--allow-run-as-root")
+        for k in export:
+            if k not in MPI_PER_RANK and k.isidentifier():
+                argv += ["-x", k]
+    return argv + list(extra) + ["sh", "-c", MPI_WRAPPER, "simfabric-mpi-rank"] + list(cmd)
+
+
 class LaunchResult:
     """What came of a launch: .procs (per rank: rc, outcome(), log_text()), .status (the CLI's
     exit status), .timed_out, .interrupted, .first_failure, .run_dir, .fabric (the dump)."""
@@ -863,9 +938,10 @@ class Job:
             self.fabric = sfctl.fabric(self.socket)
         return self
 
-    def ranks(self, argv, nnodes, gpus_per_node=1, env=None, nodes=None):
-        """One Proc per rank of argv on nnodes nodes (their names: nodes, or the fabric's)."""
-        names = nodes or node_names(self.fabric, nnodes)
+    def _shared_env(self, argv, nnodes, gpus_per_node, env):
+        """What every rank's environment has in common (MPS, copy threads, the NCCL job
+        program's libraries, env over os.environ), each rank's CUDA_VISIBLE_DEVICES and the
+        GPUs. Starts MPS where ranks share a GPU."""
         nranks = nnodes * gpus_per_node
         gpus = gpu_ids()
         cuda, shared = gpu_map(nnodes, gpus_per_node, gpus)
@@ -890,6 +966,13 @@ class Job:
             if dirs:
                 base["LD_LIBRARY_PATH"] = ":".join(dirs + [d for d in base.get(
                     "LD_LIBRARY_PATH", "").split(":") if d])
+        return base, cuda, gpus
+
+    def ranks(self, argv, nnodes, gpus_per_node=1, env=None, nodes=None):
+        """One Proc per rank of argv on nnodes nodes (their names: nodes, or the fabric's)."""
+        names = nodes or node_names(self.fabric, nnodes)
+        nranks = nnodes * gpus_per_node
+        base, cuda, _ = self._shared_env(argv, nnodes, gpus_per_node, env)
         port = free_port()
         procs = []
         for r in range(nranks):
@@ -899,6 +982,23 @@ class Job:
             procs.append(Proc("r%d" % r, r, node, list(argv), e,
                               os.path.join(self.run_dir, "rank-%d.log" % r)))
         return procs
+
+    def mpi_ranks(self, argv, nnodes, gpus_per_node=1, env=None, mpirun=None, mpi_args=()):
+        """One Proc: mpirun starting nnodes x gpus_per_node ranks of argv, each through
+        MPI_WRAPPER, which gives it its rank's variables (mpi_env)."""
+        names = node_names(self.fabric, nnodes)
+        nranks = nnodes * gpus_per_node
+        base, _, gpus = self._shared_env(argv, nnodes, gpus_per_node, env)
+        e = rank_env(base, 0, nnodes, gpus_per_node, names[0], free_port(), self.paths.plugin,
+                     self.socket, None, self.run_dir)
+        e.update(mpi_env(names, gpus_per_node, gpus))
+        if gpus:
+            e.setdefault("NCCL_TESTS_DEVICE", "0")
+        mpirun = mpirun or find_mpirun(e)
+        set_here = sorted(k for k in e if os.environ.get(k) != e[k])  # what mpirun -x passes on
+        return [Proc("mpi", 0, "%d nodes" % nnodes,
+                     mpi_argv(mpirun, argv, nranks, set_here, mpi_args, mpi_flavour(mpirun)), e,
+                     os.path.join(self.run_dir, "mpirun.log"))]
 
     def stats(self):
         if not self.socket or (self.fabric or {}).get("kind") == "ideal":
@@ -956,14 +1056,17 @@ class Job:
 
 def launch(cmd, nodes, gpus_per_node=1, scenario=None, socket=None, run_dir=None, env=None,
            timeout=None, grace=5.0, fail_grace=None, echo=True, progress=None,
-           handle_signals=False, paths=None, out=None, daemon_args=()):
-    """Run cmd as nodes x gpus_per_node ranks over a fabric; see the module's text."""
+           handle_signals=False, paths=None, out=None, daemon_args=(), mpi=False, mpi_args=()):
+    """Run cmd as nodes x gpus_per_node ranks over a fabric; see the module's text. mpi: the
+    ranks are an MPI program's, started by one mpirun (Job.mpi_ranks)."""
+    mpirun = find_mpirun(dict(os.environ, **(env or {}))) if mpi else None  # before any daemon
     job = Job(paths, run_dir, os.path.basename(cmd[0]), scenario, socket, daemon_args)
     t0 = time.monotonic()
     procs, res = [], None
     try:
         job.up()
-        procs = job.ranks(cmd, nodes, gpus_per_node, env)
+        procs = (job.mpi_ranks(cmd, nodes, gpus_per_node, env, mpirun, mpi_args) if mpi else
+                 job.ranks(cmd, nodes, gpus_per_node, env))
         L = Launcher(job.run_dir, echo=echo, out=out, progress=progress, grace=grace,
                      fail_grace=fail_grace, timeout=timeout, handle_signals=handle_signals)
         timed_out, interrupted, stacks = L.run(procs, job.socket)

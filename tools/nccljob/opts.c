@@ -34,6 +34,8 @@ static const char usage_text[] =
 	"  --factor F           from --min, multiply by the integer F >= 2 up to --max (default 2)\n"
 	"  --sizes LIST         exactly these sizes, comma-separated, instead of --min/--max/--factor\n"
 	"                       (BYTES may end in K, M or G: powers of 1024)\n"
+	"  -b, -e, -f           nccl-tests' spellings of --min, --max, --factor (this program's\n"
+	"                       defaults, not nccl-tests' 32M/32M)\n"
 	"  --dtype T            int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
 	"                       (default float)\n"
 	"  --op OP              sum, prod, min or max, for allreduce, reducescatter and reduce\n"
@@ -43,6 +45,7 @@ static const char usage_text[] =
 	"How:\n"
 	"  --warmup N           untimed iterations per size (default 5)\n"
 	"  --iters N            timed iterations per size (default 20)\n"
+	"  -w N, -n N           nccl-tests' spellings of --warmup and --iters\n"
 	"  --timing loop|each   loop (default): the timed iterations are enqueued back to back\n"
 	"                       between two CUDA events and waited for once; time = the events'\n"
 	"                       difference / iters, so small sizes are not dominated by the host.\n"
@@ -54,6 +57,9 @@ static const char usage_text[] =
 	"                       poisoned output buffer, all elements compared bit for bit with\n"
 	"                       values computed on the host. 2: as 1, and every warm-up\n"
 	"                       iteration on its own. Only the root's output of reduce is checked.\n"
+	"                       -c 0|1 is nccl-tests' spelling of --check 0|1\n"
+	"                       An option given in both spellings with different values is a\n"
+	"                       usage error, as is --sizes with -b/-e/-f.\n"
 	"  --device N           the CUDA device (default: LOCAL_RANK % the visible devices)\n"
 	"  --blocking 0|1       the communicator's config.blocking (default 0: non-blocking, so\n"
 	"                       no NCCL call can hang this program; 1 runs under the watchdog.\n"
@@ -282,18 +288,46 @@ int opts_parse(struct nj_job *j, int argc, char **argv)
 {
 	struct nj_opts *o = &j->o;
 	size_t min = 8, max = 8 << 20;
-	int factor = 2, sweep = 0, c, rc = 0;
+	int factor = 2, sweep = 0, c, rc = 0, i;
+	/* nccl-tests' short spellings, compared with the long ones once all are read */
+	struct alias {
+		int key;
+		const char *longname;
+		int set, lset; /* given as -key, as --longname */
+		size_t v, lv;
+	} al[] = {{'b', "--min", 0, 0, 0, 0},	 {'e', "--max", 0, 0, 0, 0},
+		  {'f', "--factor", 0, 0, 0, 0}, {'w', "--warmup", 0, 0, 0, 0},
+		  {'n', "--iters", 0, 0, 0, 0},	 {'c', "--check", 0, 0, 0, 0}};
+	struct alias *a;
+	int ival;
 
 	*o = (struct nj_opts){.colls = {NJ_ALLREDUCE}, .ncolls = 1, .dtype = NJ_FLOAT,
 			      .op = NJ_SUM, .warmup = 5, .iters = 20, .check = 1, .device = -1,
 			      .timeout_s = 300, .op_timeout_s = 60, .inject_rank = -1};
 	opterr = 0;
-	while (!rc && (c = getopt_long(argc, argv, ":hv", long_opts, NULL)) != -1) {
+	while (!rc && (c = getopt_long(argc, argv, ":hvb:e:f:n:w:c:", long_opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_COLL: rc = parse_colls(o, optarg); break;
-		case OPT_MIN: rc = parse_bytes("--min", optarg, &min); sweep = 1; break;
-		case OPT_MAX: rc = parse_bytes("--max", optarg, &max); sweep = 1; break;
+		case OPT_MIN: rc = parse_bytes("--min", optarg, &min); sweep = 1;
+			al[0].lset = 1; al[0].lv = min; break;
+		case OPT_MAX: rc = parse_bytes("--max", optarg, &max); sweep = 1;
+			al[1].lset = 1; al[1].lv = max; break;
 		case OPT_FACTOR: rc = parse_int("--factor", optarg, 2, 1 << 20, &factor); sweep = 1;
+			al[2].lset = 1; al[2].lv = (size_t)factor; break;
+		case 'b': rc = parse_bytes("-b", optarg, &al[0].v); al[0].set = sweep = 1; break;
+		case 'e': rc = parse_bytes("-e", optarg, &al[1].v); al[1].set = sweep = 1; break;
+		case 'f': rc = parse_int("-f", optarg, 2, 1 << 20, &ival); al[2].v = (size_t)ival;
+			al[2].set = sweep = 1; break;
+		case 'w': rc = parse_int("-w", optarg, 0, 1 << 20, &ival); al[3].v = (size_t)ival;
+			al[3].set = 1; break;
+		case 'n': rc = parse_int("-n", optarg, 1, 1 << 20, &ival); al[4].v = (size_t)ival;
+			al[4].set = 1; break;
+		case 'c':
+			if (strcmp(optarg, "0") && strcmp(optarg, "1"))
+				rc = bad("-c: '%s' is not 0 or 1 (nccl-tests' -c; --check 2 checks "
+					 "every warm-up iteration)", optarg);
+			al[5].v = (size_t)(optarg[0] - '0');
+			al[5].set = 1;
 			break;
 		case OPT_SIZES: rc = parse_sizes(o, optarg); break;
 		case OPT_DTYPE:
@@ -306,14 +340,17 @@ int opts_parse(struct nj_job *j, int argc, char **argv)
 				rc = bad("--op: unknown reduction '%s' (sum prod min max)", optarg);
 			break;
 		case OPT_ROOT: rc = parse_int("--root", optarg, 0, 1 << 20, &o->root); break;
-		case OPT_WARMUP: rc = parse_int("--warmup", optarg, 0, 1 << 20, &o->warmup); break;
-		case OPT_ITERS: rc = parse_int("--iters", optarg, 1, 1 << 20, &o->iters); break;
+		case OPT_WARMUP: rc = parse_int("--warmup", optarg, 0, 1 << 20, &o->warmup);
+			al[3].lset = 1; al[3].lv = (size_t)o->warmup; break;
+		case OPT_ITERS: rc = parse_int("--iters", optarg, 1, 1 << 20, &o->iters);
+			al[4].lset = 1; al[4].lv = (size_t)o->iters; break;
 		case OPT_TIMING:
 			if (strcmp(optarg, "loop") && strcmp(optarg, "each"))
 				rc = bad("--timing: '%s' is neither loop nor each", optarg);
 			o->each = !strcmp(optarg, "each");
 			break;
-		case OPT_CHECK: rc = parse_int("--check", optarg, 0, 2, &o->check); break;
+		case OPT_CHECK: rc = parse_int("--check", optarg, 0, 2, &o->check);
+			al[5].lset = 1; al[5].lv = (size_t)o->check; break;
 		case OPT_DEVICE: rc = parse_int("--device", optarg, 0, 1024, &o->device); break;
 		case OPT_BLOCKING: rc = parse_int("--blocking", optarg, 0, 1, &o->blocking); break;
 		case OPT_TIMEOUT: rc = parse_seconds("--timeout-s", optarg, &o->timeout_s); break;
@@ -335,7 +372,10 @@ int opts_parse(struct nj_job *j, int argc, char **argv)
 			       j->cuda_runtime % 1000 / 10);
 			return 1;
 		case ':':
-			rc = bad("%s needs a value", argv[optind - 1]);
+			if (optopt && optopt < 256)
+				rc = bad("-%c needs a value", optopt);
+			else
+				rc = bad("%s needs a value", argv[optind - 1]);
 			break;
 		default:
 			rc = bad("unknown option '%s'", argv[optind - 1]);
@@ -345,8 +385,24 @@ int opts_parse(struct nj_job *j, int argc, char **argv)
 		return -1;
 	if (optind < argc)
 		return bad("unexpected argument '%s'", argv[optind]);
+	for (i = 0; i < 6; i++) {
+		a = &al[i];
+		if (!a->set)
+			continue;
+		if (a->lset && a->lv != a->v)
+			return bad("-%c %zu and %s %zu disagree (one option, two spellings)", a->key,
+				   a->v, a->longname, a->lv);
+		switch (a->key) {
+		case 'b': min = a->v; break;
+		case 'e': max = a->v; break;
+		case 'f': factor = (int)a->v; break;
+		case 'w': o->warmup = (int)a->v; break;
+		case 'n': o->iters = (int)a->v; break;
+		case 'c': o->check = (int)a->v; break;
+		}
+	}
 	if (o->nsizes && sweep)
-		return bad("--sizes and --min/--max/--factor do not go together");
+		return bad("--sizes and --min/--max/--factor (-b/-e/-f) do not go together");
 	if (!o->nsizes) {
 		size_t s;
 
