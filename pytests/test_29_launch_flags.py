@@ -33,7 +33,7 @@ def env_lines(out):
 
 # ---- simfabric launch: torchrun's spellings ---------------------------------------------------
 
-def test_28_01_help_names_torchruns_spellings():
+def test_29_01_help_names_torchruns_spellings():
     p = cli("launch", "--help")
     assert p.returncode == 0, p.stderr
     for opt in ["--nnodes", "--nproc-per-node", "--nodes", "--gpus-per-node", "MIN:MAX",
@@ -47,7 +47,7 @@ def test_28_01_help_names_torchruns_spellings():
     ["--nodes", "2", "--nproc-per-node", "2"],
     ["--nnodes", "2", "--nodes", "2", "--gpus-per-node", "2", "--nproc-per-node", "2"],
 ], ids=["torchrun", "torchrun-underscore", "mixed", "both-agreeing"])
-def test_28_02_torchruns_spellings_launch_the_same_ranks(sf_env, tmp_path, spelling):
+def test_29_02_torchruns_spellings_launch_the_same_ranks(sf_env, tmp_path, spelling):
     p = cli("launch", *spelling, "--run-dir", str(tmp_path / "run"), "--", PY, "-c", SHOW)
     assert p.returncode == 0, p.stderr
     # as --nodes 2 --gpus-per-node 2 (test_10_01): rank = node x 2 + local rank
@@ -64,7 +64,7 @@ def test_28_02_torchruns_spellings_launch_the_same_ranks(sf_env, tmp_path, spell
     (["--nnodes", "0"], "at least 1"),
     (["--nnodes", "2", "--nproc-per-node", "auto"], "invalid int value: 'auto'"),
 ])
-def test_28_03_disagreeing_spellings_are_usage_errors(tmp_path, args, says):
+def test_29_03_disagreeing_spellings_are_usage_errors(tmp_path, args, says):
     p = cli("launch", *args, "--", "true", env={"SIMFABRIC_RUNS": str(tmp_path)})
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert says in p.stderr, p.stderr
@@ -91,7 +91,7 @@ def job1(prog, *args, tmp=None):
     return p, d
 
 
-def test_28_04_help_lists_nccl_tests_spellings(nccljob):
+def test_29_04_help_lists_nccl_tests_spellings(nccljob):
     p, _ = job1(nccljob, "--help")
     assert p.returncode == 0, p.stderr
     for s in ["-b, -e, -f", "-w N, -n N", "-c 0|1", "both spellings"]:
@@ -106,7 +106,7 @@ def test_28_04_help_lists_nccl_tests_spellings(nccljob):
     (["-e", "256", "-c", "1", "--iters", "2", "-n", "2"],
      ["--max", "256", "--check", "1", "--iters", "2"]),
 ], ids=["sweep", "suffixes", "iters-warmup-check", "both-agreeing"])
-def test_28_05_short_spellings_run_what_the_long_ones_do(nccljob, tmp_path, short, long_):
+def test_29_05_short_spellings_run_what_the_long_ones_do(nccljob, tmp_path, short, long_):
     (tmp_path / "s").mkdir()
     (tmp_path / "l").mkdir()
     ps, ds = job1(nccljob, *(short + ["--iters", "1"] if "-n" not in short else short),
@@ -120,7 +120,7 @@ def test_28_05_short_spellings_run_what_the_long_ones_do(nccljob, tmp_path, shor
     assert ds["status"] == "ok"
 
 
-def test_28_06_b_e_f_make_nccl_tests_geometric_sweep(nccljob, tmp_path):
+def test_29_06_b_e_f_make_nccl_tests_geometric_sweep(nccljob, tmp_path):
     _, d = job1(nccljob, "-b", "8", "-e", "64M", "-f", "8", "-n", "1", "-w", "0", tmp=tmp_path)
     assert [r["bytes"] for r in d["results"]] == [8 * 8 ** i for i in range(8)]  # to 16M: 128M is past -e
     assert (d["iters"], d["warmup"]) == (1, 0)
@@ -141,7 +141,7 @@ def test_28_06_b_e_f_make_nccl_tests_geometric_sweep(nccljob, tmp_path):
     (["-n"], "-n needs a value"),
     (["-b", "1M", "-e", "1K"], "need 0 < min <= max"),
 ])
-def test_28_07_conflicts_are_usage_errors(nccljob, args, says):
+def test_29_07_conflicts_are_usage_errors(nccljob, args, says):
     p, _ = job1(nccljob, *args)
     assert p.returncode == 1, (p.returncode, p.stderr)
     assert says in p.stderr, p.stderr
@@ -182,7 +182,7 @@ def wrapper(rank, env):
                           text=True, timeout=30)
 
 
-def test_28_08_mpi_argv_and_env():
+def test_29_08_mpi_argv_and_env():
     """What --mpi gives mpirun: -np N x G, Open MPI's options, -x for what the launcher set
     (never a per-rank variable: the wrapper sets those), the user's arguments, then the wrapper
     and the program; another MPI gets -np only."""
@@ -204,7 +204,7 @@ def test_28_08_mpi_argv_and_env():
     assert sflaunch.mpi_env(["a"], 3, [])["SIMFABRIC_MPI_GPUS"] == ""
 
 
-def test_28_09_the_wrapper_gives_each_mpi_rank_its_node():
+def test_29_09_the_wrapper_gives_each_mpi_rank_its_node():
     env = {"SIMFABRIC_MPI_NODES": "alpha beta", "SIMFABRIC_MPI_GPN": "2",
            "SIMFABRIC_MPI_GPUS": "0 1 0 1"}
     got = [wrapper(r, env).stdout.strip() for r in range(4)]
@@ -224,7 +224,7 @@ def test_28_09_the_wrapper_gives_each_mpi_rank_its_node():
     ({"PATH": "/nonexistent"}, "--mpi: mpirun not found on PATH (install Open MPI"),
     ({"SIMFABRIC_MPIRUN": "/nonexistent/mpirun"}, "--mpi: /nonexistent/mpirun not found"),
 ])
-def test_28_10_without_mpirun_one_line_and_127(tmp_path, env, says):
+def test_29_10_without_mpirun_one_line_and_127(tmp_path, env, says):
     """No mpirun: said in one line naming what is missing, exit 127 (a command that cannot be
     started), before any daemon or run directory."""
     p = subprocess.run([PY, CLI, "launch", "--mpi", "--nnodes", "2", "--", "all_reduce_perf"],
@@ -235,12 +235,12 @@ def test_28_10_without_mpirun_one_line_and_127(tmp_path, env, says):
     assert not list(tmp_path.glob("simfabric-*")), "a run directory was made"
 
 
-def test_28_11_mpirun_args_need_mpi():
+def test_29_11_mpirun_args_need_mpi():
     p = cli("launch", "--nnodes", "2", "--mpirun-args=--mca btl self", "--", "true")
     assert p.returncode == 2 and "--mpirun-args is for --mpi" in p.stderr, p.stderr
 
 
-def test_28_12_mpi_launch_end_to_end_with_a_stand_in_mpirun(sf_env, tmp_path):
+def test_29_12_mpi_launch_end_to_end_with_a_stand_in_mpirun(sf_env, tmp_path):
     """The whole path through a stand-in mpirun (Open MPI is not on the CPU machines): every rank
     gets its node's NCCL_HOSTID and SIMFABRIC_NODE from the wrapper, and mpirun the fabric's
     socket, the plugin and the user's --mpirun-args."""
@@ -269,7 +269,7 @@ def test_28_12_mpi_launch_end_to_end_with_a_stand_in_mpirun(sf_env, tmp_path):
     assert e["SIMFABRIC_MPI_NODES"] == "node0 node1"
 
 
-def test_28_13_mpi_rank_failing_fails_the_launch(sf_env, tmp_path):
+def test_29_13_mpi_rank_failing_fails_the_launch(sf_env, tmp_path):
     fake = tmp_path / "mpirun"
     fake.write_text(FAKE_MPIRUN)
     fake.chmod(0o755)
@@ -280,7 +280,7 @@ def test_28_13_mpi_rank_failing_fails_the_launch(sf_env, tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun here (Open MPI)")
-def test_28_14_mpi_launch_with_the_real_mpirun(sf_env, tmp_path):
+def test_29_14_mpi_launch_with_the_real_mpirun(sf_env, tmp_path):
     p = cli("launch", "--mpi", "--nnodes", "2", "--nproc-per-node", "2", "--run-dir",
             str(tmp_path / "run"), "--timeout", "60", "--", "sh", "-c", MPI_SHOW, timeout=120)
     assert p.returncode == 0, p.stderr
