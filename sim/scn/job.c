@@ -24,6 +24,7 @@
 #include "sim/scn/jbuf.h"
 #include "sim/scn/param.h"
 #include "sim/scn/scn_int.h"
+#include "sim/scn/units.h"
 
 #define JOB_MAX_NODES 4096
 #define JOB_MAX_RANKS 65536
@@ -124,31 +125,18 @@ static int get_decimal(struct scn *s, const yaml_node_t *v, const char *key, dou
 	return 0;
 }
 
-/* A byte count: digits with an optional K, M or G (KiB, MiB, GiB; "KiB"/"KB" too). */
+/* A byte count: "4096", "64K", "1MiB" (sim/scn/units.h: binary, K = KB = KiB = 1024). */
 static int get_size(struct scn *s, const yaml_node_t *v, const char *key, uint64_t min,
 		    uint64_t max, uint64_t *out)
 {
-	char q[80];
+	char q[80], why[PARAM_ERR_LEN];
+	uint64_t x = 0;
 	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a size in bytes"))
 		return s->rc;
-	const char *t = scn_text(v);
-	size_t i = strspn(t, "0123456789");
-	uint64_t x = 0;
-	bool ok = i > 0 && i <= 12;
-	for (size_t k = 0; ok && k < i; k++)
-		x = x * 10 + (uint64_t)(t[k] - '0');
-	unsigned shift = 0;
-	if (ok && t[i]) {
-		char u = (char)(t[i] & ~0x20);
-		shift = u == 'K' ? 10 : u == 'M' ? 20 : u == 'G' ? 30 : 0;
-		const char *rest = t + i + 1;
-		ok = shift && (!*rest || !strcmp(rest, "iB") || !strcmp(rest, "B"));
-	}
-	if (ok && x > (max >> shift))
-		ok = false; /* and so no overflow below */
-	if (ok)
-		x <<= shift;
-	if (!ok || x < min || x > max)
+	int rc = units_parse(scn_text(v), UNITS_SIZE, UNITS_BARE, &x, why, sizeof(why));
+	if (rc && rc != -ERANGE)
+		return scn_fail(s, v, key, "%s", why);
+	if (rc || x < min || x > max)
 		return scn_fail(s, v, key,
 				"'%s' is not a size in %llu..%llu bytes (an integer, K, M, G suffixes "
 				"allowed: 64K, 1M)",

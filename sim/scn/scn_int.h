@@ -152,6 +152,10 @@ int scn_fail_model(struct scn *s, const yaml_node_t *at, const char *dflt, const
  */
 int scn_param_pair(struct scn *s, enum param_scope scope, const char *name, const yaml_node_t *k,
 		   const yaml_node_t *v, struct layer *l, const char *ctx, const char *extra);
+/* One parameter's scalar value v into l (no groups, no scope checks), spelled key: its name,
+ * or its alias (then v carries a unit). */
+int scn_param_value(struct scn *s, const struct param *p, const char *key, bool alias,
+		    const yaml_node_t *v, struct layer *l);
 /* One parameter's scalar value v into l (no groups, no scope checks). */
 int scn_param_scalar(struct scn *s, const struct param *p, const yaml_node_t *v, struct layer *l);
 /* A map of parameters only (defaults.link, a_to_b, nic, ...) into l; key and ctx name it. */
