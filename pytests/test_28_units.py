@@ -28,6 +28,8 @@ def with_units(text):
     text = re.sub(r"\b%s(\s*):(\s*)%s\b" % (_NS, num), r"\1\2:\3\4ns", text)
     text = re.sub(r"\b%s(\s*):(\s*)%s(?=[\s,}\]]|$)" % (_GBPS, num), r"\1\2:\3\4gbit", text)
     text = re.sub(r"\bspeed_mbps(\s*):(\s*)%s\b" % num, r"speed\1:\2\3mbit", text)
+    text = re.sub(r"\b(timeout|bound|op_timeout|within)_s(\s*):(\s*)%s\b" % num, r"\1\2:\3\4s",
+                  text)
     return text
 
 
@@ -69,6 +71,11 @@ SAME = [
         " set: {rate_gbps: 1, add_latency_ns: 3000}}\n", id="explicit"),
     pytest.param("fabric: {kind: ideal, speed: 400gbit, latency: 2us}\n",
                  "fabric: {kind: ideal, speed_mbps: 400000, latency_ns: 2000}\n", id="ideal"),
+    pytest.param("fabric:\n  nodes: {count: 2}\njob: {program: harness, timeout: 90s, bound: 250ms,"
+                 " max_bytes: 1M}\nexpect:\n  failure: {error: ncclRemoteError, within: 1.5s}\n",
+                 "fabric:\n  nodes: {count: 2}\njob: {program: harness, timeout_s: 90, bound_s: 0.25,"
+                 " max_bytes: 1048576}\nexpect:\n  failure: {error: ncclRemoteError, within_s: 1.5}\n",
+                 id="job-times"),
     pytest.param("fabric:\n  nodes: {count: 2}\njob: {program: nccl, sizes: [1K, 64KiB, 1M]}\n",
                  "fabric:\n  nodes: {count: 2}\njob: {program: nccl, sizes: [1024, 65536,"
                  " 1048576]}\n", id="job-sizes"),
@@ -98,6 +105,11 @@ BAD = [
     ("link: {rate_gbps: 25gbit}", "with a unit, write rate: 25gbit"),
     ("link: {mtu: 1M}", "mtu: '1M' is not a size in 64B..64KiB"),
     ("nic: {o_send: 1.5ns}", "o_send: '1.5ns' is not a whole number of nanoseconds"),
+    ("link: {}\njob: {program: harness, timeout: 1.5s}",
+     "timeout: '1.5s' is not a whole number of seconds"),
+    ("link: {}\njob: {program: harness, timeout_s: 5, timeout: 5s}",
+     "timeout: timeout_s is given too: two spellings of one parameter, keep one"),
+    ("link: {}\njob: {program: harness, bound: 5}", "bound: '5' needs a unit: ns, us, ms or s"),
 ]
 
 
@@ -108,7 +120,7 @@ def test_28_03_errors_name_the_value_the_key_and_the_place(sf_env, tmp_path, def
     p = subprocess.run([sf_env.daemon, "--check", "--scenario", str(sc)], capture_output=True,
                        text=True, timeout=10)
     assert p.returncode == 2, p.stderr
-    assert re.match(r"simfabricd: %s:4:\d+: " % re.escape(str(sc)), p.stderr), p.stderr
+    assert re.match(r"simfabricd: %s:[45]:\d+: " % re.escape(str(sc)), p.stderr), p.stderr
     assert why in p.stderr and p.stderr.count("\n") == 1, p.stderr
 
 

@@ -99,7 +99,9 @@ struct scn_key {
 };
 /* The pairs of mapping m (checked by scn_pair_key), by name into keys[0..n) (an absent key's
  * slots are left as they are); any other key is "unknown key in <what> (known: <the names, in
- * order>)", at that key. */
+ * order>)", at that key. A name in seconds ("timeout_s") also matches its alias without "_s"
+ * ("timeout", whose value has a unit: the caller tells them apart by the key's text); both in one
+ * map is an error. */
 int scn_get_keys(struct scn *s, const yaml_node_t *m, const char *what, const struct scn_key *keys,
 		 int n);
 #define SCN_NKEYS(keys) ((int)(sizeof(keys) / sizeof((keys)[0])))

@@ -166,8 +166,33 @@ int scn_get_keys(struct scn *s, const yaml_node_t *m, const char *what, const st
 		if (scn_pair_key(s, m, i, &name, &k, &v))
 			return s->rc;
 		int j = 0;
-		while (j < n && strcmp(keys[j].name, name))
-			j++;
+		bool alias = false;
+		for (; j < n; j++) {
+			if (!strcmp(keys[j].name, name))
+				break;
+			size_t len = strlen(keys[j].name);
+			alias = len > 2 && !strcmp(keys[j].name + len - 2, "_s") &&
+				strlen(name) == len - 2 && !strncmp(keys[j].name, name, len - 2);
+			if (alias)
+				break;
+		}
+		if (j < n && (alias || (strlen(name) > 2 && !strcmp(name + strlen(name) - 2, "_s")))) {
+			/* timeout_s: 10 or timeout: 10s; not both. */
+			char other[64];
+			if (alias)
+				snprintf(other, sizeof(other), "%s", keys[j].name);
+			else
+				snprintf(other, sizeof(other), "%.*s", (int)strlen(name) - 2, name);
+			for (int i2 = 0; i2 < i; i2++) {
+				yaml_node_t *o = scn_node(s, m->data.mapping.pairs.start[i2].key);
+				if (o && o->type == YAML_SCALAR_NODE && !strcmp(scn_text(o), other))
+					return scn_fail(s, k, name,
+							"%s is given too: two spellings of one "
+							"parameter, keep one (%s takes a unit, %s a bare "
+							"number in seconds)",
+							other, alias ? name : other, alias ? other : name);
+			}
+		}
 		if (j < n) {
 			*keys[j].val = v;
 			if (keys[j].key)

@@ -307,6 +307,14 @@ static void test_scenarios(void)
 		 "fabric:\n  nodes: {count: 2}\nfaults:\n  - {action: degrade, link: n0, for: "
 		 "1000000, "
 		 "set: {rate_gbps: 10, add_latency_ns: 3000}}\n"},
+		{"fabric:\n  nodes: {count: 2}\njob: {program: harness, timeout: 2s, bound: "
+		 "1.5ms}\n"
+		 "expect: {failure: {error: ncclRemoteError, within: 500ms}}\n",
+		 "fabric:\n  nodes: {count: 2}\njob: {program: harness, timeout_s: 2, bound_s: "
+		 "0.0015}\n"
+		 "expect: {failure: {error: ncclRemoteError, within_s: 0.5}}\n"},
+		{"fabric:\n  nodes: {count: 2}\njob: {program: nccl, op_timeout: 30s}\n",
+		 "fabric:\n  nodes: {count: 2}\njob: {program: nccl, op_timeout_s: 30}\n"},
 		{"fabric:\n  nodes: {count: 2}\njob: {program: nccl, sizes: [1KiB, 64K, 1MB]}\n",
 		 "fabric:\n  nodes: {count: 2}\njob: {program: nccl, sizes: [1024, 65536, "
 		 "1048576]}\n"},
@@ -361,6 +369,14 @@ static void test_scenarios(void)
 		 "t.yaml:4:58: add_latency: add_latency_ns is given too: two spellings of one "
 		 "parameter, keep one (add_latency takes a unit, add_latency_ns a bare number in "
 		 "ns)"},
+		{"fabric:\n  nodes: {count: 2}\njob: {program: harness, bound: 5us}\n",
+		 "t.yaml:3:32: bound: '5us' is not a time in 1ms..86400s"},
+		{"fabric:\n  nodes: {count: 2}\njob: {program: harness, timeout: 2500ms}\n",
+		 "t.yaml:3:34: timeout: '2500ms' is not a whole number of seconds"},
+		{"fabric:\n  nodes: {count: 2}\njob: {program: harness, bound: 1s, bound_s: 1}\n",
+		 "t.yaml:3:36: bound_s: bound is given too: two spellings of one parameter, keep "
+		 "one "
+		 "(bound takes a unit, bound_s a bare number in seconds)"},
 		{"fabric:\n  nodes: {count: 2}\n  defaults: {link: {loss: 200%}}\n",
 		 "t.yaml:3:27: loss: '200%' is not a probability in 0..1 (like 0.001, 1e-6 or "
 		 "0.1%)"},
