@@ -383,6 +383,17 @@ static const char *known_keys(enum param_scope scope, const char *extra, char *b
 						p->name);
 		}
 	}
+	/* The aliases that take a unit: "; with a unit: rate, latency, reorder_delay". */
+	for (int i = 0, first = 1; i < param_count && len < cap; i++) {
+		const struct param *p = &param_table[i];
+		char a[PARAM_NAME_MAX];
+		if (p->scope != scope || (p->flags & PARAM_TOPLEVEL) || p->group != PARAM_G_NONE ||
+		    !param_alias(p, a, sizeof(a)))
+			continue;
+		len += (size_t)snprintf(buf + len, cap - len, "%s%s", first ? "; with a unit: " : ", ",
+					a);
+		first = 0;
+	}
 	return buf;
 }
 
@@ -543,6 +554,16 @@ static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t
 					if (c->scope == sel->scope && c->group == sel->group && c != sel)
 						len += (size_t)snprintf(keys + len, sizeof(keys) - len,
 									", %s", param_leaf(c));
+				}
+				for (int j = 0, first = 1; j < param_count && len < sizeof(keys); j++) {
+					const struct param *c = &param_table[j];
+					if (c->scope != sel->scope || c->group != sel->group ||
+					    !param_alias(c, a, sizeof(a)))
+						continue;
+					len += (size_t)snprintf(keys + len, sizeof(keys) - len, "%s%s",
+								first ? "; with a unit: " : ", ",
+								strchr(a, '.') + 1);
+					first = 0;
 				}
 				return scn_fail(s, pk, name, "unknown key in %s (known: %s)", gname, keys);
 			}

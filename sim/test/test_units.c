@@ -377,6 +377,15 @@ static void test_scenarios(void)
 		 "t.yaml:3:36: bound_s: bound is given too: two spellings of one parameter, keep "
 		 "one "
 		 "(bound takes a unit, bound_s a bare number in seconds)"},
+		{"fabric:\n  nodes: {count: 2}\n  defaults: {nic: {delay: 5us}}\n",
+		 "t.yaml:3:20: delay: unknown key in defaults.nic (known: host_rate_gbps, "
+		 "o_send_ns, "
+		 "o_recv_ns, ack_proc_ns, timeout_exp, retry_count, timeout_scale; with a unit: "
+		 "host_rate, o_send, o_recv, ack_proc)"},
+		{"fabric:\n  nodes: {count: 2}\n  defaults: {link: {jitter: {dist: normal, std: "
+		 "2us}}}\n",
+		 "t.yaml:3:44: std: unknown key in jitter (known: dist, sd_ns, corr, table; with a "
+		 "unit: sd)"},
 		{"fabric:\n  nodes: {count: 2}\n  defaults: {link: {loss: 200%}}\n",
 		 "t.yaml:3:27: loss: '200%' is not a probability in 0..1 (like 0.001, 1e-6 or "
 		 "0.1%)"},
