@@ -41,18 +41,19 @@ static int get_time(struct scn *s, const yaml_node_t *v, const char *key, int64_
 	return 0;
 }
 
+/* A probability or duty: a decimal in 0..1 or a percentage ("0.25", "25%"), the grammar of
+ * sim/scn/units.h's numbers. */
 static int get_fraction(struct scn *s, const yaml_node_t *v, const char *key, double *out)
 {
+	struct units_dec d;
+	const char *end;
 	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a number in 0..1"))
 		return s->rc;
-	char *end;
 	const char *t = scn_text(v);
-	double x = strtod(t, &end);
-	if (end != t && *end == '%') {
-		x /= 100;
-		end++;
-	}
-	if (end == t || *end || !(x >= 0 && x <= 1))
+	double x = -1;
+	if (units_dec_parse(t, &d, &end) == 0 && !*end && !d.neg)
+		x = strtod(t, NULL) / (d.pct ? 100 : 1);
+	if (!(x >= 0 && x <= 1))
 		return scn_fail(s, v, key, "'%s' is not a number in 0..1 (or a percentage)", shown(t));
 	*out = x;
 	return 0;
