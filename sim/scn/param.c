@@ -868,6 +868,8 @@ static void unit_text(const struct param *p, char *buf, size_t cap)
 		snprintf(buf, cap, "%s; `%s: %s`", p->unit, a, examples[dim]);
 	else if (own_units(p))
 		snprintf(buf, cap, "%s; or `%s`", p->unit, examples[dim]);
+	else if (p->type == PARAM_TABLE && !strcmp(p->unit, "ns"))
+		snprintf(buf, cap, "%s; or `%s`", p->unit, examples[UNITS_TIME]);
 	else
 		snprintf(buf, cap, "%s", p->unit);
 }

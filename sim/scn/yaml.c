@@ -457,11 +457,29 @@ static int both_spellings(struct scn *s, const yaml_node_t *k, const struct para
 			alias ? named : aliased, aliased, named, p->unit);
 }
 
+/* An entry of a table in ns (jitter.table): an integer of ns, or a time with a unit ("2us"). */
+static int get_table_entry(struct scn *s, const struct param *p, const yaml_node_t *e, int64_t *out)
+{
+	char why[PARAM_ERR_LEN], q[80], b[32];
+	uint64_t ns;
+	if (e->type != YAML_SCALAR_NODE || strspn(scn_text(e), "-0123456789") == strlen(scn_text(e)))
+		return scn_get_int(s, e, p->name, p->min, p->max, p->unit, out);
+	if (units_parse(scn_text(e), UNITS_TIME, UNITS_BARE, &ns, why, sizeof(why)))
+		return scn_fail(s, e, p->name, "%s", why);
+	if (ns < (uint64_t)p->min || ns > (uint64_t)p->max) {
+		units_format(UNITS_TIME, (uint64_t)p->max, b, sizeof(b));
+		return scn_fail(s, e, p->name, "'%s' is not a time in 0..%s",
+				param_quote(scn_text(e), q, sizeof(q)), b);
+	}
+	*out = (int64_t)ns;
+	return 0;
+}
+
 static int parse_table(struct scn *s, const struct param *p, const yaml_node_t *v,
 		       struct layer *l)
 {
 	char why[PARAM_ERR_LEN];
-	if (scn_expect(s, v, YAML_SEQUENCE_NODE, p->name, "a list of integers (ns)"))
+	if (scn_expect(s, v, YAML_SEQUENCE_NODE, p->name, "a list of times (ns, or 5us)"))
 		return s->rc;
 	int n = scn_nitems(v);
 	if (n < 1 || n > MODEL_TABLE_MAX)
@@ -473,7 +491,7 @@ static int parse_table(struct scn *s, const struct param *p, const yaml_node_t *
 		yaml_node_t *e = scn_item(s, v, i);
 		if (!e)
 			return scn_fail(s, v, p->name, "entry %d is missing", i + 1);
-		if (scn_get_int(s, e, p->name, p->min, p->max, p->unit, &t[i]))
+		if (get_table_entry(s, p, e, &t[i]))
 			return s->rc;
 	}
 	if (param_set_table(p, &l->v, t, n, why, sizeof(why)))

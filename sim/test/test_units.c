@@ -300,6 +300,12 @@ static void test_scenarios(void)
 		 "fabric:\n  nodes: {count: 2}\n  links: [{ends: [n0, n1], rate_gbps: 100, loss: "
 		 "{model: "
 		 "bernoulli, p: 0.001}, b_to_a: {latency_ns: 2000000}}]\n"},
+		{"fabric:\n  nodes: {count: 2}\n  defaults: {link: {jitter: {dist: table, table: "
+		 "[0, "
+		 "500ns, 1.5us, 2ms]}}}\n",
+		 "fabric:\n  nodes: {count: 2}\n  defaults: {link: {jitter: {dist: table, table: "
+		 "[0, "
+		 "500, 1500, 2000000]}}}\n"},
 		{"fabric: {kind: ideal, speed: 100gbit, latency: 2us}\n",
 		 "fabric: {kind: ideal, speed_mbps: 100000, latency_ns: 2000}\n"},
 		{"fabric:\n  nodes: {count: 2}\nfaults:\n  - {action: degrade, link: n0, for: 1ms, "
@@ -386,6 +392,16 @@ static void test_scenarios(void)
 		 "2us}}}\n",
 		 "t.yaml:3:44: std: unknown key in jitter (known: dist, sd_ns, corr, table; with a "
 		 "unit: sd)"},
+		{"fabric:\n  nodes: {count: 2}\n  defaults: {link: {jitter: {dist: table, table: "
+		 "[1us, "
+		 "11s]}}}\n",
+		 "t.yaml:3:56: jitter.table: '11s' is not a time in 0..10s"},
+		{"fabric:\n  nodes: {count: 2}\n  defaults: {link: {jitter: {dist: table, table: "
+		 "[1us, "
+		 "1gbit]}}}\n",
+		 "t.yaml:3:56: jitter.table: '1gbit' has the unit of a rate (gbit), not of a time "
+		 "(ns, "
+		 "us, ms or s; a bare number is ns)"},
 		{"fabric:\n  nodes: {count: 2}\n  defaults: {link: {loss: 200%}}\n",
 		 "t.yaml:3:27: loss: '200%' is not a probability in 0..1 (like 0.001, 1e-6 or "
 		 "0.1%)"},
