@@ -59,7 +59,7 @@ static int get_fraction(struct scn *s, const yaml_node_t *v, const char *key, do
 	return 0;
 }
 
-/* A positive count or byte size: "100", "64K", "1MiB" (binary, as everywhere). */
+/* A positive count ("100", "64K") or, under key bytes, a size ("1MiB"): binary, as everywhere. */
 static int get_size(struct scn *s, const yaml_node_t *v, const char *key, uint64_t *out)
 {
 	char why[PARAM_ERR_LEN];
@@ -67,7 +67,8 @@ static int get_size(struct scn *s, const yaml_node_t *v, const char *key, uint64
 	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a count like 100, 64K or 1M"))
 		return s->rc;
 	const char *t = scn_text(v);
-	if (units_parse(t, UNITS_SIZE, UNITS_BARE, &x, why, sizeof(why)))
+	if (units_parse(t, strcmp(key, "bytes") ? UNITS_COUNT : UNITS_SIZE, UNITS_BARE, &x, why,
+			sizeof(why)))
 		return scn_fail(s, v, key, "%s", why);
 	if (x == 0 || x > (UINT64_MAX >> 31))
 		return scn_fail(s, v, key, "'%s' is not a positive count (K, M, G suffixes allowed)",

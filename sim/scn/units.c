@@ -10,8 +10,8 @@
 
 int units_dec_parse(const char *s, struct units_dec *d, const char **end)
 {
-	int sig = 0, exp = 0;
-	bool any = false, nonzero_lost = false;
+	int exp = 0;
+	bool any = false, nonzero_lost = false, full = false;
 	memset(d, 0, sizeof(*d));
 	*end = s;
 	if (*s == '-') {
@@ -22,10 +22,11 @@ int units_dec_parse(const char *s, struct units_dec *d, const char **end)
 		any = true;
 		if (d->m == 0 && *s == '0')
 			continue;
-		if (sig < 19) {
+		if (!full && d->m <= (UINT64_MAX - (uint64_t)(*s - '0')) / 10) {
 			d->m = d->m * 10 + (uint64_t)(*s - '0');
-			sig++;
 		} else {
+			full = true;
+			d->big |= *s != '0';
 			nonzero_lost |= *s != '0';
 			d->e++;
 		}
@@ -39,11 +40,11 @@ int units_dec_parse(const char *s, struct units_dec *d, const char **end)
 				d->e--;
 				continue;
 			}
-			if (sig < 19) {
+			if (!full && d->m <= (UINT64_MAX - (uint64_t)(*s - '0')) / 10) {
 				d->m = d->m * 10 + (uint64_t)(*s - '0');
-				sig++;
 				d->e--;
 			} else {
+				full = true;
 				nonzero_lost |= *s != '0';
 			}
 		}
@@ -177,18 +178,21 @@ static int find_unit(enum units_dim dim, const char *u, uint64_t *mul)
 		return size_unit(u, mul);
 	case UNITS_RATE:
 		return rate_unit(u, mul);
+	case UNITS_COUNT:
+		return u[0] && !u[1] && strchr("kKmMgGtT", u[0]) ? size_unit(u, mul) : -1;
 	default:
 		return -1;
 	}
 }
 
-static const char *const dim_names[UNITS_NDIMS] = {"a time", "a size", "a rate"};
+static const char *const dim_names[UNITS_NDIMS] = {"a time", "a size", "a rate", "a count"};
 static const char *const dim_units[UNITS_NDIMS] = {
 	"ns, us, ms or s",
 	"B, K, M, G or T, binary: 1K = 1KB = 1KiB = 1024 B",
 	"bit/s: 25gbit, 400Gbps, 100Mbit/s (SI: 1k = 1000); or bytes/s: 12.5GBps, 12.5GB/s",
+	"K, M, G or T, binary: 1K = 1024",
 };
-static const char *const base_names[UNITS_NDIMS] = {"nanoseconds", "bytes", "bit/s"};
+static const char *const base_names[UNITS_NDIMS] = {"nanoseconds", "bytes", "bit/s", ""};
 
 const char *units_dim_name(enum units_dim dim)
 {
@@ -221,18 +225,25 @@ const char *units_quote(const char *s, char *out, size_t cap)
 int units_parse(const char *text, enum units_dim dim, unsigned flags, uint64_t *out, char *err,
 		size_t errlen)
 {
-	static const char *const bare[UNITS_NDIMS] = {"ns", "bytes", "bit/s"};
+	static const char *const bare[UNITS_NDIMS] = {"ns", "bytes", "bit/s", "a count"};
 	struct units_dec d;
 	const char *u;
 	char q[300], qu[300], takes[200];
 	uint64_t mul = 1;
+	if (dim == UNITS_COUNT)
+		flags |= UNITS_BARE;
 	units_quote(text, q, sizeof(q));
 	snprintf(takes, sizeof(takes), "%s%s%s", dim_units[dim],
 		 (flags & UNITS_BARE) ? "; a bare number is " : "",
 		 (flags & UNITS_BARE) ? bare[dim] : "");
 	int rc = units_dec_parse(text, &d, &u);
+	if (rc == -ERANGE && d.big && !d.neg) {
+		snprintf(err, errlen, "'%s' is too large (over 2^64%s%s)", q,
+			 *base_names[dim] ? " " : "", base_names[dim]);
+		return -ERANGE;
+	}
 	if (rc == -ERANGE) {
-		snprintf(err, errlen, "'%s' has more than 19 significant digits", q);
+		snprintf(err, errlen, "'%s' has more significant digits than 64 bits hold", q);
 		return -EINVAL;
 	}
 	if (rc || d.pct) {
@@ -283,28 +294,40 @@ int units_parse(const char *text, enum units_dim dim, unsigned flags, uint64_t *
 	}
 	rc = scale(d.m, mul, d.e, out);
 	if (rc == -EINVAL)
-		snprintf(err, errlen, "'%s' is not a whole number of %s", q, base_names[dim]);
+		snprintf(err, errlen, "'%s' is not a whole number%s%s", q,
+			 *base_names[dim] ? " of " : "", base_names[dim]);
 	else if (rc)
-		snprintf(err, errlen, "'%s' is too large (over 2^64 %s)", q, base_names[dim]);
+		snprintf(err, errlen, "'%s' is too large (over 2^64%s%s)", q,
+			 *base_names[dim] ? " " : "", base_names[dim]);
 	return rc;
 }
 
 int units_format(enum units_dim dim, uint64_t v, char *buf, size_t cap)
 {
-	static const struct unit times[] = {{"s", 1000000000}, {"ms", 1000000}, {"us", 1000}};
-	static const struct unit sizes[] = {
-		{"TiB", 1ull << 40}, {"GiB", 1ull << 30}, {"MiB", 1ull << 20}, {"KiB", 1ull << 10}};
-	static const struct unit rates[] = {
-		{"tbit", 1000000000000}, {"gbit", 1000000000}, {"mbit", 1000000}, {"kbit", 1000}};
-	const struct unit *t = dim == UNITS_TIME ? times : dim == UNITS_SIZE ? sizes : rates;
-	int n = dim == UNITS_TIME ? 3 : 4;
-	for (int i = 0; v && i < n; i++)
-		if (v % t[i].mul == 0)
-			return snprintf(buf, cap, "%llu%s", (unsigned long long)(v / t[i].mul),
-					t[i].name);
-	return snprintf(buf, cap, "%llu%s", (unsigned long long)v,
-			!v			    ? ""
-				: dim == UNITS_TIME ? "ns"
-				: dim == UNITS_SIZE ? "B"
-						    : "bit");
+	/* Largest first; the last is the base unit. */
+	static const struct unit units[UNITS_NDIMS][5] = {
+		{{"s", 1000000000}, {"ms", 1000000}, {"us", 1000}, {"ns", 1}},
+		{{"TiB", 1ull << 40},
+		 {"GiB", 1ull << 30},
+		 {"MiB", 1ull << 20},
+		 {"KiB", 1ull << 10},
+		 {"B", 1}},
+		{{"tbit", 1000000000000},
+		 {"gbit", 1000000000},
+		 {"mbit", 1000000},
+		 {"kbit", 1000},
+		 {"bit", 1}},
+		{{"T", 1ull << 40},
+		 {"G", 1ull << 30},
+		 {"M", 1ull << 20},
+		 {"K", 1ull << 10},
+		 {"", 1}},
+	};
+	if (!v || dim < 0 || dim >= UNITS_NDIMS)
+		return snprintf(buf, cap, "%llu", (unsigned long long)v);
+	const struct unit *t = units[dim];
+	int i = 0;
+	while (t[i].mul > 1 && v % t[i].mul)
+		i++;
+	return snprintf(buf, cap, "%llu%s", (unsigned long long)(v / t[i].mul), t[i].name);
 }

@@ -14,7 +14,8 @@
  *   rate  bits, SI (k = 1000): bit, bit/s, b/s with a prefix k, K, m, M, g,
  *         G, t, T (kbit, 25gbit, 400Gbit/s, 100Mb/s); bps with an upper-case
  *         prefix (Kbps, Mbps, Gbps, Tbps); bytes: Bps or B/s with k, K, M,
- *         G or T (12.5GBps, 12.5GB/s = 100 Gb/s). tc reads kbps, mbps, gbps
+ *         G or T (12.5GBps, 12.5GB/s = 100 Gb/s).
+ *   count K, M, G, T (any case, binary: 64K = 65536), or a bare number tc reads kbps, mbps, gbps
  *         and a bare bps as BYTES per second: those spellings are refused as
  *         ambiguous.
  * The value must be a whole number of the base unit ("1.5ns" is refused,
@@ -31,9 +32,10 @@
 #include <stdint.h>
 
 enum units_dim {
-	UNITS_TIME, /* ns */
-	UNITS_SIZE, /* bytes */
-	UNITS_RATE, /* bit/s */
+	UNITS_TIME,  /* ns */
+	UNITS_SIZE,  /* bytes */
+	UNITS_RATE,  /* bit/s */
+	UNITS_COUNT, /* a count: K, M, G, T (binary, as sizes); a bare number always allowed */
 	UNITS_NDIMS,
 };
 
@@ -44,6 +46,7 @@ enum units_dim {
 /* A decimal "digits[.digits][e[+-]digits][%]" as (neg ? -1 : 1) * m * 10^e. */
 struct units_dec {
 	bool neg, pct;
+	bool big; /* -ERANGE in the integer part: over 2^64 (before any unit) */
 	uint64_t m;
 	int e;
 };
@@ -51,7 +54,8 @@ struct units_dec {
 /*
  * Parse the decimal at the start of s into d; *end is where it stopped (a
  * sign '-' and a trailing '%' are taken: callers refuse them where they make
- * no sense). 0; -EINVAL (no number); -ERANGE (more than 19 significant digits).
+ * no sense). 0; -EINVAL (no number); -ERANGE (more significant digits than
+ * 64 bits hold: nonzero ones lost).
  */
 int units_dec_parse(const char *s, struct units_dec *d, const char **end);
 /* |d| * 10^k as an integer: 0, or -EINVAL if it is not a whole number or does not fit 64 bits. */

@@ -29,6 +29,7 @@
 #define T UNITS_TIME
 #define S UNITS_SIZE
 #define R UNITS_RATE
+#define C UNITS_COUNT
 #define B UNITS_BARE
 #define Z UNITS_BARE_ZERO
 
@@ -70,11 +71,17 @@ static void test_parse(void)
 		{"5gbit", T, 0, 0,
 		 "'5gbit' has the unit of a rate (gbit), not of a time (ns, us, ms or s)"},
 		{"4K", T, 0, 0, "'4K' has the unit of a size (K), not of a time (ns, us, ms or s)"},
-		{"18446744073709551615ns", T, 0, 0,
-		 "'18446744073709551615ns' has more than 19 significant digits"},
+		{"18446744073709551615ns", T, 0, UINT64_MAX, NULL},
+		{"12345678901234567891ns", T, 0, 12345678901234567891ull, NULL},
 		{"1e30s", T, 0, 0, "'1e30s' is too large (over 2^64 nanoseconds)"},
-		{"12345678901234567891ns", T, 0, 0,
-		 "'12345678901234567891ns' has more than 19 significant digits"},
+		{"123456789012345678901.5ns", T, 0, 0,
+		 "'123456789012345678901.5ns' is too large (over 2^64 nanoseconds)"},
+		{"1.00000000000000000000001us", T, 0, 0,
+		 "'1.00000000000000000000001us' has more significant digits than 64 bits hold"},
+		{"1844674407370955161.5ns", T, 0, 0,
+		 "'1844674407370955161.5ns' is not a whole number of nanoseconds"},
+		{"18446744073709551616ns", T, 0, 0,
+		 "'18446744073709551616ns' is too large (over 2^64 nanoseconds)"},
 		{"abc", T, 0, 0, "'abc' is not a time (a number then a unit: ns, us, ms or s)"},
 		{"", T, B, 0,
 		 "'' is not a time (a number then a unit: ns, us, ms or s; a bare number is ns)"},
@@ -102,6 +109,16 @@ static void test_parse(void)
 		 "'5ms' has the unit of a time (ms), not of a size (B, K, M, G or T, binary: 1K = "
 		 "1KB "
 		 "= 1KiB = 1024 B)"},
+		/* counts: binary, as sizes; a bare number always */
+		{"100", C, 0, 100, NULL},
+		{"64K", C, 0, 65536, NULL},
+		{"2m", C, 0, 2ull << 20, NULL},
+		{"1.5", C, 0, 0, "'1.5' is not a whole number"},
+		{"64KB", C, 0, 0,
+		 "'64KB' has the unit of a size (KB), not of a count (K, M, G or T, binary: 1K = "
+		 "1024; "
+		 "a bare number is a count)"},
+		{"16777216T", C, 0, 0, "'16777216T' is too large (over 2^64)"},
 		/* rates: bits, SI */
 		{"25gbit", R, 0, 25000000000ull, NULL},
 		{"25Gbit", R, 0, 25000000000ull, NULL},
