@@ -138,7 +138,8 @@ static int parse_ms_flag(const char *flag, const char *arg, bool unit, int min, 
 	if (!unit) {
 		if (!parse_int(arg, min, max, out))
 			return 0;
-		fprintf(stderr, "simfabricd: --%s-ms: '%s' is not a number of milliseconds in %d..%d\n",
+		fprintf(stderr,
+			"simfabricd: --%s-ms: '%s' is not a number of milliseconds in %d..%d\n",
 			flag, arg, min, max);
 		return 2;
 	}
@@ -147,15 +148,16 @@ static int parse_ms_flag(const char *flag, const char *arg, bool unit, int min, 
 		return 2;
 	}
 	if (ns % 1000000) {
-		fprintf(stderr, "simfabricd: --%s: '%s' is not a whole number of milliseconds\n", flag,
-			arg);
+		fprintf(stderr, "simfabricd: --%s: '%s' is not a whole number of milliseconds\n",
+			flag, arg);
 		return 2;
 	}
 	if (ns / 1000000 < (uint64_t)min || ns / 1000000 > (uint64_t)max) {
 		char a[32], b[32];
 		units_format(UNITS_TIME, (uint64_t)min * 1000000, a, sizeof(a));
 		units_format(UNITS_TIME, (uint64_t)max * 1000000, b, sizeof(b));
-		fprintf(stderr, "simfabricd: --%s: '%s' is not a time in %s..%s\n", flag, arg, a, b);
+		fprintf(stderr, "simfabricd: --%s: '%s' is not a time in %s..%s\n", flag, arg, a,
+			b);
 		return 2;
 	}
 	*out = (int)(ns / 1000000);
@@ -445,14 +447,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case O_PARTIAL_MS:
 		case O_PARTIAL_UNIT:
-			if (parse_ms_flag("partial-timeout", optarg, opt == O_PARTIAL_UNIT, 100, 3600000,
-					  &o->cfg.partial_ms))
+			if (parse_ms_flag("partial-timeout", optarg, opt == O_PARTIAL_UNIT, 100,
+					  3600000, &o->cfg.partial_ms))
 				return 2;
 			break;
 		case O_SAMPLE_MS:
 		case O_SAMPLE_UNIT:
-			if (parse_ms_flag("sample", optarg, opt == O_SAMPLE_UNIT, 0, SERIES_MAX_PERIOD_MS,
-					  &o->cfg.sample_ms))
+			if (parse_ms_flag("sample", optarg, opt == O_SAMPLE_UNIT, 0,
+					  SERIES_MAX_PERIOD_MS, &o->cfg.sample_ms))
 				return 2;
 			break;
 		case O_SERIES_SAMPLES: {

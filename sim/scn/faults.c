@@ -34,7 +34,8 @@ static int get_time(struct scn *s, const yaml_node_t *v, const char *key, int64_
 	if (units_parse(t, UNITS_TIME, UNITS_BARE, &x, why, sizeof(why)))
 		return scn_fail(s, v, key, "%s", why);
 	if (x > (uint64_t)FAULT_TIME_MAX)
-		return scn_fail(s, v, key, "'%s' is not a time up to 1000000s (a number with ns, us, ms or s; "
+		return scn_fail(s, v, key,
+				"'%s' is not a time up to 1000000s (a number with ns, us, ms or s; "
 				"a bare number is ns)",
 				shown(t));
 	*out = (int64_t)x;
@@ -299,9 +300,9 @@ static int parse_set(struct scn *s, const yaml_node_t *v, struct fault_spec *f)
 			bool unit = !strcmp(name, "add_latency");
 			if (f->set & FAULT_SET_LATENCY)
 				return scn_fail(s, k, name,
-						"%s is given too: two spellings of one parameter, keep "
-						"one (add_latency takes a unit, add_latency_ns a bare "
-						"number in ns)",
+						"%s is given too: two spellings of one parameter, "
+						"keep one (add_latency takes a unit, "
+						"add_latency_ns a bare number in ns)",
 						unit ? "add_latency_ns" : "add_latency");
 			if (unit ? get_time(s, x, name, &f->extra_latency_ns)
 				 : scn_get_int(s, x, name, 0, MODEL_TIME_MAX_NS, "ns",
@@ -317,8 +318,9 @@ static int parse_set(struct scn *s, const yaml_node_t *v, struct fault_spec *f)
 			if (scn_param_pair(s, PARAM_LINK, name, k, x, &l, "set", ""))
 				return s->rc;
 		} else {
-			return scn_fail(s, k, name, "unknown key in set (known: rate_gbps or rate, "
-						    "add_latency_ns or add_latency, loss, corrupt)");
+			return scn_fail(s, k, name,
+					"unknown key in set (known: rate_gbps or rate, "
+					"add_latency_ns or add_latency, loss, corrupt)");
 		}
 	}
 	if (scn_layer_has(&l, param_find(PARAM_LINK, "rate_gbps"))) {

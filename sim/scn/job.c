@@ -157,7 +157,8 @@ static int get_seconds(struct scn *s, const yaml_node_t *k, const yaml_node_t *v
 		char a[32], b[32];
 		units_format(UNITS_TIME, (uint64_t)(min * 1e9 + 0.5), a, sizeof(a));
 		units_format(UNITS_TIME, (uint64_t)(max * 1e9 + 0.5), b, sizeof(b));
-		return scn_fail(s, v, key, "'%s' is not a time in %s..%s", quote(v, q, sizeof(q)), a, b);
+		return scn_fail(s, v, key, "'%s' is not a time in %s..%s", quote(v, q, sizeof(q)),
+				a, b);
 	}
 	*out = x;
 	return 0;
@@ -651,8 +652,9 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 		goto out;
 	}
 	double tmo = 0;
-	if (val[J_TIMEOUT] && get_seconds(s, key[J_TIMEOUT], val[J_TIMEOUT], "timeout_s", 1,
-					  JOB_MAX_SECONDS, true, &tmo))
+	if (val[J_TIMEOUT] &&
+	    get_seconds(s, key[J_TIMEOUT], val[J_TIMEOUT], "timeout_s", 1, JOB_MAX_SECONDS, true,
+			&tmo))
 		goto out;
 	if (val[J_TIMEOUT])
 		timeout_s = (int64_t)tmo;
@@ -760,8 +762,8 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 			if ((val[J_DTYPE] && get_enum(s, val[J_DTYPE], "dtype", dtypes, &dt)) ||
 			    (val[J_OP] && get_enum(s, val[J_OP], "op", ops, &op)) ||
 			    (val[J_OP_TIMEOUT] &&
-			     get_seconds(s, key[J_OP_TIMEOUT], val[J_OP_TIMEOUT], "op_timeout_s", 0.001,
-					 JOB_MAX_SECONDS, false, &opt)))
+			     get_seconds(s, key[J_OP_TIMEOUT], val[J_OP_TIMEOUT], "op_timeout_s",
+					 0.001, JOB_MAX_SECONDS, false, &opt)))
 				goto out;
 			jbuf_printf(&b, ",\"dtype\":\"%s\",\"op\":\"%s\"", canon[dt], ops[op]);
 			json_opt(&b, "op_timeout_s", val[J_OP_TIMEOUT], "%.9g", opt);

@@ -253,7 +253,7 @@ static bool own_units(const struct param *p)
 	char a[PARAM_NAME_MAX];
 	uint64_t per;
 	return param_dim(p, &per) >= 0 && !param_alias(p, a, sizeof(a)) &&
-	       !ends_with(p->name, "_bytes");
+		!ends_with(p->name, "_bytes");
 }
 
 const struct param *param_find_key(enum param_scope scope, const char *name, bool *alias)
@@ -624,11 +624,12 @@ static int set_united(const struct param *p, int dim, uint64_t per, const char *
 	uint64_t x = v / per;
 	bool zero_ok = (p->flags & PARAM_ZERO_OK) != 0;
 	if (v % per) {
-		snprintf(err, errlen, "'%s' is not a whole number of %s", param_quote(text, q, sizeof(q)),
-			 p->unit);
+		snprintf(err, errlen, "'%s' is not a whole number of %s",
+			 param_quote(text, q, sizeof(q)), p->unit);
 		return -EINVAL;
 	}
-	if (x > (uint64_t)INT64_MAX || (((int64_t)x < p->min || (int64_t)x > p->max) && !(x == 0 && zero_ok))) {
+	if (x > (uint64_t)INT64_MAX ||
+	    (((int64_t)x < p->min || (int64_t)x > p->max) && !(x == 0 && zero_ok))) {
 		units_format((enum units_dim)dim, (uint64_t)p->min * per, a, sizeof(a));
 		units_format((enum units_dim)dim, (uint64_t)p->max * per, b, sizeof(b));
 		snprintf(err, errlen, "'%s' is not %s in %s..%s%s", param_quote(text, q, sizeof(q)),
@@ -721,7 +722,8 @@ int param_parse(const struct param *p, const char *text, void *obj, char *err, s
 		if (own_units(p) && dec_parse(text, &d) &&
 		    !units_parse(text, (enum units_dim)dim, UNITS_BARE, &u, err, errlen))
 			return set_united(p, dim, per, text, u, obj, err, errlen); /* mtu: 4KiB */
-		if (dec_parse(text, &d) || d.pct || units_dec_scale(&d, k, &u) || u > (uint64_t)INT64_MAX)
+		if (dec_parse(text, &d) || d.pct || units_dec_scale(&d, k, &u) ||
+		    u > (uint64_t)INT64_MAX)
 			return bad_value(p, text, err, errlen);
 		int64_t x = d.neg ? -(int64_t)u : (int64_t)u;
 		if ((x < p->min || x > p->max) && !(x == 0 && (p->flags & PARAM_ZERO_OK)))
@@ -913,8 +915,8 @@ int param_dump(FILE *out, const char *format)
 				range_text(p, range, sizeof(range));
 				when_text(p, when, sizeof(when));
 				unit_text(p, unit, sizeof(unit));
-				fprintf(out, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", p->name,
-					type_name(p), unit, def, range, when,
+				fprintf(out, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n",
+					p->name, type_name(p), unit, def, range, when,
 					(p->flags & PARAM_RUNTIME) ? "yes" : "no", p->doc);
 			}
 		}

@@ -58,7 +58,7 @@
 
 #define PARAM_ERR_LEN 256
 #define PARAM_VALUE_MAX 64 /* param_format's output for anything but a table */
-#define PARAM_NAME_MAX 32   /* a name or alias, with its NUL */
+#define PARAM_NAME_MAX 32  /* a name or alias, with its NUL */
 #define PARAM_MAX 64	   /* entries in the table, at most (so a bitmask covers it) */
 
 enum param_scope {

@@ -176,7 +176,8 @@ int scn_get_keys(struct scn *s, const yaml_node_t *m, const char *what, const st
 			if (alias)
 				break;
 		}
-		if (j < n && (alias || (strlen(name) > 2 && !strcmp(name + strlen(name) - 2, "_s")))) {
+		if (j < n &&
+		    (alias || (strlen(name) > 2 && !strcmp(name + strlen(name) - 2, "_s")))) {
 			/* timeout_s: 10 or timeout: 10s; not both. */
 			char other[64];
 			if (alias)
@@ -188,9 +189,10 @@ int scn_get_keys(struct scn *s, const yaml_node_t *m, const char *what, const st
 				if (o && o->type == YAML_SCALAR_NODE && !strcmp(scn_text(o), other))
 					return scn_fail(s, k, name,
 							"%s is given too: two spellings of one "
-							"parameter, keep one (%s takes a unit, %s a bare "
-							"number in seconds)",
-							other, alias ? name : other, alias ? other : name);
+							"parameter, keep one (%s takes a unit, "
+							"%s a bare number in seconds)",
+							other, alias ? name : other,
+							alias ? other : name);
 			}
 		}
 		if (j < n) {
@@ -390,8 +392,8 @@ static const char *known_keys(enum param_scope scope, const char *extra, char *b
 		if (p->scope != scope || (p->flags & PARAM_TOPLEVEL) || p->group != PARAM_G_NONE ||
 		    !param_alias(p, a, sizeof(a)))
 			continue;
-		len += (size_t)snprintf(buf + len, cap - len, "%s%s", first ? "; with a unit: " : ", ",
-					a);
+		len += (size_t)snprintf(buf + len, cap - len, "%s%s",
+					first ? "; with a unit: " : ", ", a);
 		first = 0;
 	}
 	return buf;
@@ -419,10 +421,10 @@ int scn_param_value(struct scn *s, const struct param *p, const char *key, bool 
 		snprintf(what, sizeof(what), "%s with a unit", units_dim_name(param_dim(p, &per)));
 	else
 		snprintf(what, sizeof(what), "%s %s", p->type == PARAM_ENUM ? "one of" : "a",
-			 p->type == PARAM_ENUM	 ? "its names"
-			 : p->type == PARAM_RATE ? "rate in Gb/s"
-			 : p->type == PARAM_PROB ? "probability"
-						 : "number");
+			 p->type == PARAM_ENUM		 ? "its names"
+				 : p->type == PARAM_RATE ? "rate in Gb/s"
+				 : p->type == PARAM_PROB ? "probability"
+							 : "number");
 	if (scn_expect(s, v, YAML_SCALAR_NODE, key, what))
 		return s->rc;
 	if ((alias ? param_parse_unit : param_parse)(p, scn_text(v), &l->v, why, sizeof(why))) {
@@ -438,8 +440,7 @@ int scn_param_value(struct scn *s, const struct param *p, const char *key, bool 
 	return 0;
 }
 
-int scn_param_scalar(struct scn *s, const struct param *p, const yaml_node_t *v,
-		     struct layer *l)
+int scn_param_scalar(struct scn *s, const struct param *p, const yaml_node_t *v, struct layer *l)
 {
 	return scn_param_value(s, p, p->name, false, v, l);
 }
@@ -452,8 +453,9 @@ static int both_spellings(struct scn *s, const yaml_node_t *k, const struct para
 	const char *named = param_leaf(p), *aliased = param_alias(p, a, sizeof(a));
 	if (aliased && strchr(aliased, '.'))
 		aliased = strchr(aliased, '.') + 1;
-	return scn_fail(s, k, key, "%s is given too: two spellings of one parameter, keep one (%s "
-				   "takes a unit, %s a bare number in %s)",
+	return scn_fail(s, k, key,
+			"%s is given too: two spellings of one parameter, keep one (%s "
+			"takes a unit, %s a bare number in %s)",
 			alias ? named : aliased, aliased, named, p->unit);
 }
 
@@ -462,7 +464,8 @@ static int get_table_entry(struct scn *s, const struct param *p, const yaml_node
 {
 	char why[PARAM_ERR_LEN], q[80], b[32];
 	uint64_t ns;
-	if (e->type != YAML_SCALAR_NODE || strspn(scn_text(e), "-0123456789") == strlen(scn_text(e)))
+	if (e->type != YAML_SCALAR_NODE ||
+	    strspn(scn_text(e), "-0123456789") == strlen(scn_text(e)))
 		return scn_get_int(s, e, p->name, p->min, p->max, p->unit, out);
 	if (units_parse(scn_text(e), UNITS_TIME, UNITS_BARE, &ns, why, sizeof(why)))
 		return scn_fail(s, e, p->name, "%s", why);
@@ -562,7 +565,8 @@ static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t
 					continue;
 				if (!strcmp(param_leaf(c), name))
 					p = c;
-				else if (param_alias(c, a, sizeof(a)) && !strcmp(strchr(a, '.') + 1, name))
+				else if (param_alias(c, a, sizeof(a)) &&
+					 !strcmp(strchr(a, '.') + 1, name))
 					p = c, alias = true;
 			}
 			if (!p) {
@@ -573,12 +577,14 @@ static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t
 						len += (size_t)snprintf(keys + len, sizeof(keys) - len,
 									", %s", param_leaf(c));
 				}
-				for (int j = 0, first = 1; j < param_count && len < sizeof(keys); j++) {
+				for (int j = 0, first = 1; j < param_count && len < sizeof(keys);
+				     j++) {
 					const struct param *c = &param_table[j];
 					if (c->scope != sel->scope || c->group != sel->group ||
 					    !param_alias(c, a, sizeof(a)))
 						continue;
-					len += (size_t)snprintf(keys + len, sizeof(keys) - len, "%s%s",
+					len += (size_t)snprintf(keys + len, sizeof(keys) - len,
+								"%s%s",
 								first ? "; with a unit: " : ", ",
 								strchr(a, '.') + 1);
 					first = 0;
@@ -605,9 +611,9 @@ static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t
 			}
 			if ((given >> param_index(p)) & 1u)
 				return both_spellings(s, pk, p, name, alias);
-			if (p->type == PARAM_TABLE ? parse_table(s, p, pv, l)
-						   : scn_param_value(s, p, alias ? a : p->name, alias,
-								     pv, l))
+			if (p->type == PARAM_TABLE
+				    ? parse_table(s, p, pv, l)
+				    : scn_param_value(s, p, alias ? a : p->name, alias, pv, l))
 				return s->rc;
 			given |= 1ull << param_index(p);
 		}

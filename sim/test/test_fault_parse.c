@@ -112,8 +112,8 @@ static void test_errors(void)
 		 "t.yaml:12:29: nic: expected a node or node/NIC name, got a mapping"},
 		/* the schedule */
 		{"faults:\n  - {action: link_down, link: node0, at: 5 ms}\n",
-		 "t.yaml:12:42: at: '5 ms' has a space before its unit (write it without: ns, us, ms "
-		 "or s; a bare number is ns)"},
+		 "t.yaml:12:42: at: '5 ms' has a space before its unit (write it without: ns, us, "
+		 "ms or s; a bare number is ns)"},
 		{"faults:\n  - {action: link_down, link: node0, at: -1ms}\n",
 		 "t.yaml:12:42: at: '-1ms' is negative: a time is 0 or more"},
 		{"faults:\n  - {action: link_down, link: node0, for: 1.5ns}\n",
@@ -124,8 +124,8 @@ static void test_errors(void)
 		/* BUG: fault_parse.c quotes values raw: a newline in one splits the one-line
 		 * message in two; the rest of the loader escapes them (param_quote) */
 		{"faults:\n  - {action: link_down, link: node0, at: \"5\\nms\"}\n",
-		 "t.yaml:12:42: at: '5\\x0ams' has an unknown unit '\\x0ams' (a time takes ns, us, ms "
-		 "or s; a bare number is ns)"},
+		 "t.yaml:12:42: at: '5\\x0ams' has an unknown unit '\\x0ams' (a time takes ns, us, "
+		 "ms or s; a bare number is ns)"},
 		{"faults:\n  - {action: link_down, link: node0, at: 1000001s}\n",
 		 "t.yaml:12:42: at: '1000001s' is not a time up to 1000000s (a number with ns, us, ms "
 		 "or s; a bare number is ns)"},
@@ -548,8 +548,8 @@ static void test_live(void)
 		 "spec:1:28: link: no link of this fabric joins these ends (a link is a cable: its "
 		 "two ends, like [node0, sw0])"},
 		{"[{action: link_down, link: node0, for: 5 ms}]",
-		 "spec:1:40: for: '5 ms' has a space before its unit (write it without: ns, us, ms or "
-		 "s; a bare number is ns)"},
+		 "spec:1:40: for: '5 ms' has a space before its unit (write it without: ns, us, ms "
+		 "or s; a bare number is ns)"},
 		{"{fault: []}", "spec:1:2: fault: expected only faults: here"},
 		{"{}", "spec:1:1: faults: missing"},
 		{"[{action: link_down, link: node0}", NULL},
