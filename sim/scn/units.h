@@ -2,7 +2,7 @@
 /*
  * units.h - the one parser of values with units: times, sizes and rates as
  * netem and people write them ("5us", "64K", "25gbit"), exactly, to
- * integers in base units: ns, bytes, bit/s. Every time, size and rate of a
+ * integers in base units: ns, bytes, bit/s, a count. Every time, size and rate of a
  * scenario (sim/scn/param.c's aliases, faults.c, job.c) and of the daemon's
  * flags goes through it.
  *
@@ -14,10 +14,12 @@
  *   rate  bits, SI (k = 1000): bit, bit/s, b/s with a prefix k, K, m, M, g,
  *         G, t, T (kbit, 25gbit, 400Gbit/s, 100Mb/s); bps with an upper-case
  *         prefix (Kbps, Mbps, Gbps, Tbps); bytes: Bps or B/s with k, K, M,
- *         G or T (12.5GBps, 12.5GB/s = 100 Gb/s).
- *   count K, M, G, T (any case, binary: 64K = 65536), or a bare number tc reads kbps, mbps, gbps
+ *         G or T (12.5GBps, 12.5GB/s = 100 Gb/s). tc reads kbps, mbps, gbps
  *         and a bare bps as BYTES per second: those spellings are refused as
  *         ambiguous.
+ *   count K, M, G, T (any case, binary: 64K = 65536), or a bare number
+ * A bare number is the base unit where the caller says so (UNITS_BARE: the
+ * faults' times, sizes), else only 0 may go bare (UNITS_BARE_ZERO).
  * The value must be a whole number of the base unit ("1.5ns" is refused,
  * "1.5us" is 1500 ns) and fit 64 bits.
  *
