@@ -31,6 +31,7 @@
 #include "sim/log.h"
 #include "sim/scn/param.h"
 #include "sim/scn/scenario.h"
+#include "sim/scn/units.h"
 #include "sim/series.h"
 #include "sim/sock.h"
 #include "sim/srv.h"
@@ -72,16 +73,20 @@ static void usage(FILE *f)
 		"  --dump-params FORMAT   print the parameter table (markdown or json) and exit\n"
 		"  --nics N               NICs per node of the ideal fabric, 1..%d (default 1);\n"
 		"                         not with --scenario\n"
-		"  --conn-mem BYTES       staging memory per connection; K, M, G suffixes are\n"
-		"                         KiB, MiB, GiB (default %u: %u slots of %u bytes)\n"
+		"  --conn-mem BYTES       staging memory per connection: bytes, or a size like 8M\n"
+		"                         or 512KiB (K, M, G are binary: KiB, MiB, GiB)\n"
+		"                         (default %u: %u slots of %u bytes)\n"
 		"  --connect-wait-ms MS   how long a connect waits for a listener that is not\n"
 		"                         known yet, 0..3600000 (default %d)\n"
+		"  --connect-wait TIME    the same with a unit: 500ms, 2s\n"
 		"  --max-conns N          control connections at once, 16..1000000; more are\n"
 		"                         refused with EMFILE (default %d)\n"
 		"  --partial-timeout-ms MS  a request must be complete this long after its first\n"
 		"                         byte, 100..3600000; else ETIMEDOUT and closed (default %d)\n"
+		"  --partial-timeout TIME  the same with a unit: 500ms, 2s\n"
 		"  --sample-ms MS         sample every link's traffic this often while a channel\n"
 		"                         is open (op=series), 0..%d; 0: off (default %d)\n"
+		"  --sample TIME          the same with a unit: 10ms, 1s\n"
 		"  --series-samples N     the newest samples kept, 1..%u (default %u;\n"
 		"                         fewer where they would take over %u MiB)\n"
 		"  --log-level L          error, warn, info (default) or debug\n"
@@ -94,43 +99,6 @@ static void usage(FILE *f)
 		SERIES_MAX_PERIOD_MS,
 		SERIES_DEFAULT_PERIOD_MS, SERIES_MAX_SAMPLES, SERIES_DEFAULT_SAMPLES,
 		SERIES_MAX_BYTES >> 20);
-}
-
-/* "2097152", "2048K", "2M", "1G": 0 or -EINVAL. */
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	if (!*s || *s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	unsigned shift = 0;
-	if (*end) {
-		switch (*end) {
-		case 'k':
-		case 'K':
-			shift = 10;
-			break;
-		case 'm':
-		case 'M':
-			shift = 20;
-			break;
-		case 'g':
-		case 'G':
-			shift = 30;
-			break;
-		default:
-			return -EINVAL;
-		}
-		if (end[1] && strcmp(end + 1, "iB") != 0 && strcmp(end + 1, "B") != 0)
-			return -EINVAL;
-	}
-	if (v > (UINT64_MAX >> shift))
-		return -EINVAL;
-	*out = (uint64_t)v << shift;
-	return 0;
 }
 
 /* Geometry for a staging budget: 64 KiB slots, smaller ones for budgets under two of them. */
@@ -158,6 +126,41 @@ static int parse_int(const char *s, long min, long max, int *out)
 	if (errno || end == s || *end || v < min || v > max)
 		return -EINVAL;
 	*out = (int)v;
+	return 0;
+}
+
+/* A flag in milliseconds: --X-ms takes a bare number of ms, --X a time with a unit ("2s",
+ * "500ms"; sim/scn/units.h). 0, or 2 after saying why. */
+static int parse_ms_flag(const char *flag, const char *arg, bool unit, int min, int max, int *out)
+{
+	char why[PARAM_ERR_LEN];
+	uint64_t ns;
+	if (!unit) {
+		if (!parse_int(arg, min, max, out))
+			return 0;
+		fprintf(stderr,
+			"simfabricd: --%s-ms: '%s' is not a number of milliseconds in %d..%d\n",
+			flag, arg, min, max);
+		return 2;
+	}
+	if (units_parse(arg, UNITS_TIME, UNITS_BARE_ZERO, &ns, why, sizeof(why))) {
+		fprintf(stderr, "simfabricd: --%s: %s\n", flag, why);
+		return 2;
+	}
+	if (ns % 1000000) {
+		fprintf(stderr, "simfabricd: --%s: '%s' is not a whole number of milliseconds\n",
+			flag, arg);
+		return 2;
+	}
+	if (ns / 1000000 < (uint64_t)min || ns / 1000000 > (uint64_t)max) {
+		char a[32], b[32];
+		units_format(UNITS_TIME, (uint64_t)min * 1000000, a, sizeof(a));
+		units_format(UNITS_TIME, (uint64_t)max * 1000000, b, sizeof(b));
+		fprintf(stderr, "simfabricd: --%s: '%s' is not a time in %s..%s\n", flag, arg, a,
+			b);
+		return 2;
+	}
+	*out = (int)(ns / 1000000);
 	return 0;
 }
 
@@ -339,6 +342,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_MAX_CONNS,
 		O_PARTIAL_MS,
 		O_SAMPLE_MS,
+		O_WAIT_UNIT,
+		O_PARTIAL_UNIT,
+		O_SAMPLE_UNIT,
 		O_SERIES_SAMPLES,
 		O_LOG_LEVEL,
 		O_TRACE,
@@ -358,6 +364,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"max-conns", required_argument, NULL, O_MAX_CONNS},
 		{"partial-timeout-ms", required_argument, NULL, O_PARTIAL_MS},
 		{"sample-ms", required_argument, NULL, O_SAMPLE_MS},
+		{"connect-wait", required_argument, NULL, O_WAIT_UNIT},
+		{"partial-timeout", required_argument, NULL, O_PARTIAL_UNIT},
+		{"sample", required_argument, NULL, O_SAMPLE_UNIT},
 		{"series-samples", required_argument, NULL, O_SERIES_SAMPLES},
 		{"log-level", required_argument, NULL, O_LOG_LEVEL},
 		{"trace", required_argument, NULL, O_TRACE},
@@ -406,7 +415,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case O_CONN_MEM: {
 			uint64_t b;
-			if (parse_size(optarg, &b) || geom_for_budget(b, &o->cfg.geom)) {
+			char why[PARAM_ERR_LEN];
+			if (units_parse(optarg, UNITS_SIZE, UNITS_BARE, &b, why, sizeof(why))) {
+				fprintf(stderr, "simfabricd: --conn-mem: %s\n", why);
+				return 2;
+			}
+			if (geom_for_budget(b, &o->cfg.geom)) {
 				fprintf(stderr,
 					"simfabricd: --conn-mem: '%s' is not a usable size: %u bytes "
 					"to %llu MiB (K, M, G suffixes allowed)\n",
@@ -417,13 +431,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		}
 		case O_WAIT:
-			if (parse_int(optarg, 0, 3600000, &o->cfg.connect_wait_ms)) {
-				fprintf(stderr,
-					"simfabricd: --connect-wait-ms: '%s' is not a number of "
-					"milliseconds in 0..3600000\n",
-					optarg);
+		case O_WAIT_UNIT:
+			if (parse_ms_flag("connect-wait", optarg, opt == O_WAIT_UNIT, 0, 3600000,
+					  &o->cfg.connect_wait_ms))
 				return 2;
-			}
 			break;
 		case O_MAX_CONNS:
 			if (parse_int(optarg, 16, 1000000, &o->cfg.max_conns)) {
@@ -435,22 +446,16 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			}
 			break;
 		case O_PARTIAL_MS:
-			if (parse_int(optarg, 100, 3600000, &o->cfg.partial_ms)) {
-				fprintf(stderr,
-					"simfabricd: --partial-timeout-ms: '%s' is not a number of "
-					"milliseconds in 100..3600000\n",
-					optarg);
+		case O_PARTIAL_UNIT:
+			if (parse_ms_flag("partial-timeout", optarg, opt == O_PARTIAL_UNIT, 100,
+					  3600000, &o->cfg.partial_ms))
 				return 2;
-			}
 			break;
 		case O_SAMPLE_MS:
-			if (parse_int(optarg, 0, SERIES_MAX_PERIOD_MS, &o->cfg.sample_ms)) {
-				fprintf(stderr,
-					"simfabricd: --sample-ms: '%s' is not a number of "
-					"milliseconds in 0..%d\n",
-					optarg, SERIES_MAX_PERIOD_MS);
+		case O_SAMPLE_UNIT:
+			if (parse_ms_flag("sample", optarg, opt == O_SAMPLE_UNIT, 0,
+					  SERIES_MAX_PERIOD_MS, &o->cfg.sample_ms))
 				return 2;
-			}
 			break;
 		case O_SERIES_SAMPLES: {
 			int n;

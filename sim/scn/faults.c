@@ -15,85 +15,66 @@
 #include "sim/scn/jbuf.h"
 #include "sim/scn/scenario.h"
 #include "sim/scn/scn_int.h"
+#include "sim/scn/units.h"
 
 /* ---- values ---------------------------------------------------------------------- */
 
 /* A value for an error message: control bytes and backslashes escaped, long ones cut. */
 #define shown(t) param_quote((t), (char[80]){0}, 80)
 
-/* "5ms", "1.5s", "200us", "100ns", "250" (ns): exact to the ns. */
+/* "5ms", "1.5s", "200us", "100ns", "250" (ns): exact to the ns, at most FAULT_TIME_MAX. */
+#define FAULT_TIME_MAX 1000000000000000LL /* 1000000 s */
 static int get_time(struct scn *s, const yaml_node_t *v, const char *key, int64_t *out)
 {
+	char why[PARAM_ERR_LEN];
+	uint64_t x;
 	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a time like 5ms, 200us or 1.5s"))
 		return s->rc;
 	const char *t = scn_text(v);
-	char *end;
-	double x = strtod(t, &end);
-	int64_t mult = 1;
-	if (end == t || x < 0 || !isfinite(x))
-		goto bad;
-	if (!strcmp(end, "") || !strcmp(end, "ns"))
-		mult = 1;
-	else if (!strcmp(end, "us"))
-		mult = 1000;
-	else if (!strcmp(end, "ms"))
-		mult = 1000000;
-	else if (!strcmp(end, "s"))
-		mult = 1000000000;
-	else
-		goto bad;
-	double ns = x * (double)mult;
-	if (ns > 1e15 || (double)(int64_t)llround(ns) != llround(ns))
-		goto bad;
-	if (fabs(ns - (double)llround(ns)) > 1e-6 * (ns > 1 ? ns : 1))
-		return scn_fail(s, v, key, "'%s' is not a whole number of nanoseconds", shown(t));
-	*out = llround(ns);
+	if (units_parse(t, UNITS_TIME, UNITS_BARE, &x, why, sizeof(why)))
+		return scn_fail(s, v, key, "%s", why);
+	if (x > (uint64_t)FAULT_TIME_MAX)
+		return scn_fail(s, v, key,
+				"'%s' is not a time up to 1000000s (a number with ns, us, ms or s; "
+				"a bare number is ns)",
+				shown(t));
+	*out = (int64_t)x;
 	return 0;
-bad:
-	return scn_fail(s, v, key,
-			"'%s' is not a time up to 1000000s (a number with ns, us, ms or s; a bare "
-			"number is ns)",
-			shown(t));
 }
 
+/* A probability or duty: a decimal in 0..1 or a percentage ("0.25", "25%"), the grammar of
+ * sim/scn/units.h's numbers. */
 static int get_fraction(struct scn *s, const yaml_node_t *v, const char *key, double *out)
 {
+	struct units_dec d;
+	const char *end;
 	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a number in 0..1"))
 		return s->rc;
-	char *end;
 	const char *t = scn_text(v);
-	double x = strtod(t, &end);
-	if (end != t && *end == '%') {
-		x /= 100;
-		end++;
-	}
-	if (end == t || *end || !(x >= 0 && x <= 1))
+	double x = -1;
+	if (units_dec_parse(t, &d, &end) == 0 && !*end && !d.neg)
+		x = strtod(t, NULL) / (d.pct ? 100 : 1);
+	if (!(x >= 0 && x <= 1))
 		return scn_fail(s, v, key, "'%s' is not a number in 0..1 (or a percentage)", shown(t));
 	*out = x;
 	return 0;
 }
 
+/* A positive count ("100", "64K") or, under key bytes, a size ("1MiB"): binary, as everywhere. */
 static int get_size(struct scn *s, const yaml_node_t *v, const char *key, uint64_t *out)
 {
+	char why[PARAM_ERR_LEN];
+	uint64_t x;
 	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a count like 100, 64K or 1M"))
 		return s->rc;
 	const char *t = scn_text(v);
-	char *end;
-	errno = 0;
-	unsigned long long x = strtoull(t, &end, 10);
-	uint64_t m = 1;
-	if (*end == 'K' || *end == 'k')
-		m = 1ull << 10;
-	else if (*end == 'M')
-		m = 1ull << 20;
-	else if (*end == 'G')
-		m = 1ull << 30;
-	if (m > 1)
-		end++;
-	if (end == t || *end || errno || t[0] == '-' || x == 0 || x > (UINT64_MAX >> 31) / m)
+	if (units_parse(t, strcmp(key, "bytes") ? UNITS_COUNT : UNITS_SIZE, UNITS_BARE, &x, why,
+			sizeof(why)))
+		return scn_fail(s, v, key, "%s", why);
+	if (x == 0 || x > (UINT64_MAX >> 31))
 		return scn_fail(s, v, key, "'%s' is not a positive count (K, M, G suffixes allowed)",
 				shown(t));
-	*out = (uint64_t)x * m;
+	*out = x;
 	return 0;
 }
 
@@ -315,17 +296,31 @@ static int parse_set(struct scn *s, const yaml_node_t *v, struct fault_spec *f)
 		yaml_node_t *k, *x;
 		if (scn_pair_key(s, v, i, &name, &k, &x))
 			return s->rc;
-		if (!strcmp(name, "add_latency_ns")) {
-			if (scn_get_int(s, x, name, 0, MODEL_TIME_MAX_NS, "ns", &f->extra_latency_ns))
+		if (!strcmp(name, "add_latency_ns") || !strcmp(name, "add_latency")) {
+			bool unit = !strcmp(name, "add_latency");
+			if (f->set & FAULT_SET_LATENCY)
+				return scn_fail(s, k, name,
+						"%s is given too: two spellings of one parameter, "
+						"keep one (add_latency takes a unit, "
+						"add_latency_ns a bare number in ns)",
+						unit ? "add_latency_ns" : "add_latency");
+			if (unit ? get_time(s, x, name, &f->extra_latency_ns)
+				 : scn_get_int(s, x, name, 0, MODEL_TIME_MAX_NS, "ns",
+					       &f->extra_latency_ns))
 				return s->rc;
+			if (f->extra_latency_ns > MODEL_TIME_MAX_NS)
+				return scn_fail(s, x, name, "'%s' is not a time in 0..%llds",
+						shown(scn_text(x)),
+						(long long)(MODEL_TIME_MAX_NS / 1000000000));
 			f->set |= FAULT_SET_LATENCY;
-		} else if (!strcmp(name, "rate_gbps") || !strcmp(name, "loss") ||
-			   !strcmp(name, "corrupt")) {
+		} else if (!strcmp(name, "rate_gbps") || !strcmp(name, "rate") ||
+			   !strcmp(name, "loss") || !strcmp(name, "corrupt")) {
 			if (scn_param_pair(s, PARAM_LINK, name, k, x, &l, "set", ""))
 				return s->rc;
 		} else {
-			return scn_fail(s, k, name, "unknown key in set (known: rate_gbps, "
-						    "add_latency_ns, loss, corrupt)");
+			return scn_fail(s, k, name,
+					"unknown key in set (known: rate_gbps or rate, "
+					"add_latency_ns or add_latency, loss, corrupt)");
 		}
 	}
 	if (scn_layer_has(&l, param_find(PARAM_LINK, "rate_gbps"))) {

@@ -24,6 +24,7 @@
 #include "sim/scn/jbuf.h"
 #include "sim/scn/param.h"
 #include "sim/scn/scn_int.h"
+#include "sim/scn/units.h"
 
 #define JOB_MAX_NODES 4096
 #define JOB_MAX_RANKS 65536
@@ -124,31 +125,57 @@ static int get_decimal(struct scn *s, const yaml_node_t *v, const char *key, dou
 	return 0;
 }
 
-/* A byte count: digits with an optional K, M or G (KiB, MiB, GiB; "KiB"/"KB" too). */
+/*
+ * A time in seconds under key full ("bound_s": a decimal, get_decimal) or, when the key node k
+ * says so, its alias without "_s" ("bound": a time with a unit, "500ms"; sim/scn/units.h). whole:
+ * only whole seconds (timeout_s).
+ */
+static int get_seconds(struct scn *s, const yaml_node_t *k, const yaml_node_t *v, const char *full,
+		       double min, double max, bool whole, double *out)
+{
+	char why[PARAM_ERR_LEN], q[80];
+	uint64_t ns;
+	if (!k || !strcmp(scn_text(k), full)) {
+		if (!whole)
+			return get_decimal(s, v, full, min, max, "seconds", out);
+		int64_t i;
+		if (scn_get_int(s, v, full, (int64_t)min, (int64_t)max, "seconds", &i))
+			return s->rc;
+		*out = (double)i;
+		return 0;
+	}
+	const char *key = scn_text(k);
+	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a time with a unit, like 500ms or 2s"))
+		return s->rc;
+	if (units_parse(scn_text(v), UNITS_TIME, UNITS_BARE_ZERO, &ns, why, sizeof(why)))
+		return scn_fail(s, v, key, "%s", why);
+	if (whole && ns % 1000000000)
+		return scn_fail(s, v, key, "'%s' is not a whole number of seconds",
+				quote(v, q, sizeof(q)));
+	double x = (double)ns / 1e9;
+	if (x < min || x > max) {
+		char a[32], b[32];
+		units_format(UNITS_TIME, (uint64_t)(min * 1e9 + 0.5), a, sizeof(a));
+		units_format(UNITS_TIME, (uint64_t)(max * 1e9 + 0.5), b, sizeof(b));
+		return scn_fail(s, v, key, "'%s' is not a time in %s..%s", quote(v, q, sizeof(q)),
+				a, b);
+	}
+	*out = x;
+	return 0;
+}
+
+/* A byte count: "4096", "64K", "1MiB" (sim/scn/units.h: binary, K = KB = KiB = 1024). */
 static int get_size(struct scn *s, const yaml_node_t *v, const char *key, uint64_t min,
 		    uint64_t max, uint64_t *out)
 {
-	char q[80];
+	char q[80], why[PARAM_ERR_LEN];
+	uint64_t x = 0;
 	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a size in bytes"))
 		return s->rc;
-	const char *t = scn_text(v);
-	size_t i = strspn(t, "0123456789");
-	uint64_t x = 0;
-	bool ok = i > 0 && i <= 12;
-	for (size_t k = 0; ok && k < i; k++)
-		x = x * 10 + (uint64_t)(t[k] - '0');
-	unsigned shift = 0;
-	if (ok && t[i]) {
-		char u = (char)(t[i] & ~0x20);
-		shift = u == 'K' ? 10 : u == 'M' ? 20 : u == 'G' ? 30 : 0;
-		const char *rest = t + i + 1;
-		ok = shift && (!*rest || !strcmp(rest, "iB") || !strcmp(rest, "B"));
-	}
-	if (ok && x > (max >> shift))
-		ok = false; /* and so no overflow below */
-	if (ok)
-		x <<= shift;
-	if (!ok || x < min || x > max)
+	int rc = units_parse(scn_text(v), UNITS_SIZE, UNITS_BARE, &x, why, sizeof(why));
+	if (rc && rc != -ERANGE)
+		return scn_fail(s, v, key, "%s", why);
+	if (rc || x < min || x > max)
 		return scn_fail(s, v, key,
 				"'%s' is not a size in %llu..%llu bytes (an integer, K, M, G suffixes "
 				"allowed: 64K, 1M)",
@@ -624,9 +651,13 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 			 (long long)gpn);
 		goto out;
 	}
-	if (val[J_TIMEOUT] && scn_get_int(s, val[J_TIMEOUT], "timeout_s", 1, JOB_MAX_SECONDS,
-					  "seconds", &timeout_s))
+	double tmo = 0;
+	if (val[J_TIMEOUT] &&
+	    get_seconds(s, key[J_TIMEOUT], val[J_TIMEOUT], "timeout_s", 1, JOB_MAX_SECONDS, true,
+			&tmo))
 		goto out;
+	if (val[J_TIMEOUT])
+		timeout_s = (int64_t)tmo;
 
 	/* The fixed head that scn_parse_expect reads back. */
 	jbuf_printf(&b, "{\"ranks\":%lld,\"program\":\"%s\",\"nodes\":[", (long long)ranks,
@@ -683,7 +714,8 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 		if ((val[J_MAX_BYTES] &&
 		     get_size(s, val[J_MAX_BYTES], "max_bytes", 1, JOB_MAX_SIZE, &mb)) ||
 		    (val[J_BOUND] &&
-		     get_decimal(s, val[J_BOUND], "bound_s", 0.001, JOB_MAX_SECONDS, "seconds", &bound)) ||
+		     get_seconds(s, key[J_BOUND], val[J_BOUND], "bound_s", 0.001, JOB_MAX_SECONDS,
+				 false, &bound)) ||
 		    (val[J_API] && scn_get_int(s, val[J_API], "api_version", 8, 12, "", &api)))
 			goto out;
 		json_opt(&b, "max_bytes", mb, "%llu", (unsigned long long)mb);
@@ -729,8 +761,9 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 			double opt = 0;
 			if ((val[J_DTYPE] && get_enum(s, val[J_DTYPE], "dtype", dtypes, &dt)) ||
 			    (val[J_OP] && get_enum(s, val[J_OP], "op", ops, &op)) ||
-			    (val[J_OP_TIMEOUT] && get_decimal(s, val[J_OP_TIMEOUT], "op_timeout_s",
-							      0.001, JOB_MAX_SECONDS, "seconds", &opt)))
+			    (val[J_OP_TIMEOUT] &&
+			     get_seconds(s, key[J_OP_TIMEOUT], val[J_OP_TIMEOUT], "op_timeout_s",
+					 0.001, JOB_MAX_SECONDS, false, &opt)))
 				goto out;
 			jbuf_printf(&b, ",\"dtype\":\"%s\",\"op\":\"%s\"", canon[dt], ops[op]);
 			json_opt(&b, "op_timeout_s", val[J_OP_TIMEOUT], "%.9g", opt);
@@ -858,12 +891,12 @@ static int parse_timing(struct scn *s, const yaml_node_t *v, const char *prog,
 static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 			 int64_t timeout_s, struct jbuf *b)
 {
-	const yaml_node_t *ve = NULL, *vx = NULL, *vs = NULL, *vr = NULL, *vw = NULL;
+	const yaml_node_t *ve = NULL, *vx = NULL, *vs = NULL, *vr = NULL, *vw = NULL, *kw = NULL;
 	const struct scn_key keys[] = {{"error", &ve, NULL},
 				       {"exit", &vx, NULL},
 				       {"signal", &vs, NULL},
 				       {"ranks", &vr, NULL},
-				       {"within_s", &vw, NULL}};
+				       {"within_s", &vw, &kw}};
 	char q[80];
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "failure",
 		       "a mapping like {error: ncclRemoteError, ranks: [0], within_s: 10}") ||
@@ -951,7 +984,7 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 		jbuf_puts(b, "]");
 	}
 	double w = 0;
-	if (vw && get_decimal(s, vw, "within_s", 0.001, JOB_MAX_SECONDS, "seconds", &w))
+	if (vw && get_seconds(s, kw, vw, "within_s", 0.001, JOB_MAX_SECONDS, false, &w))
 		return s->rc;
 	if (vw && w > (double)timeout_s)
 		return scn_fail(s, vw, "within_s", "%g s is longer than the job's timeout_s (%lld)", w,

@@ -9,6 +9,7 @@
 
 #include "sim/scn/fabric.h"
 #include "sim/core/model.h"
+#include "sim/scn/units.h"
 
 _Static_assert(sizeof(enum model_dist) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(enum model_loss_kind) == sizeof(int), "enums are stored as int");
@@ -201,6 +202,75 @@ const char *param_leaf(const struct param *p)
 	return dot ? dot + 1 : p->name;
 }
 
+/* ---- units ------------------------------------------------------------------------- */
+
+/* The unit suffixes of names whose alias takes a unit. */
+static const char *const unit_suffixes[] = {"_ns", "_gbps", "_mbps", NULL};
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n > k && !strcmp(s + n - k, suffix);
+}
+
+int param_dim(const struct param *p, uint64_t *per)
+{
+	*per = 1;
+	if (p->type == PARAM_RATE)
+		return UNITS_RATE;
+	if (p->type != PARAM_INT)
+		return -1;
+	if (!strcmp(p->unit, "ns"))
+		return UNITS_TIME;
+	if (!strcmp(p->unit, "B"))
+		return UNITS_SIZE;
+	if (!strcmp(p->unit, "Mbit/s")) {
+		*per = 1000000;
+		return UNITS_RATE;
+	}
+	return -1;
+}
+
+const char *param_alias(const struct param *p, char *buf, size_t cap)
+{
+	uint64_t per;
+	size_t n = strlen(p->name);
+	if (param_dim(p, &per) < 0)
+		return NULL;
+	for (int i = 0; unit_suffixes[i]; i++) {
+		if (ends_with(p->name, unit_suffixes[i])) {
+			snprintf(buf, cap, "%.*s", (int)(n - strlen(unit_suffixes[i])), p->name);
+			return buf;
+		}
+	}
+	return NULL;
+}
+
+/* Does p take a unit in its own key (mtu: 4K)? Those with a dimension whose name names no
+ * unit: neither an alias nor "_bytes" (hdr_bytes stays a bare number of bytes). */
+static bool own_units(const struct param *p)
+{
+	char a[PARAM_NAME_MAX];
+	uint64_t per;
+	return param_dim(p, &per) >= 0 && !param_alias(p, a, sizeof(a)) &&
+		!ends_with(p->name, "_bytes");
+}
+
+const struct param *param_find_key(enum param_scope scope, const char *name, bool *alias)
+{
+	char a[PARAM_NAME_MAX];
+	*alias = false;
+	const struct param *p = param_find(scope, name);
+	for (int i = 0; i < param_count && !p; i++) {
+		const struct param *q = &param_table[i];
+		if (q->scope == scope && param_alias(q, a, sizeof(a)) && !strcmp(a, name)) {
+			*alias = true;
+			p = q;
+		}
+	}
+	return p;
+}
+
 /* ---- raw field access ----------------------------------------------------- */
 
 static void *fld(const struct param *p, const void *obj)
@@ -326,114 +396,18 @@ bool param_applies(const struct param *p, const void *obj)
 
 /* ---- decimal numbers -------------------------------------------------------- */
 
-/* "[-]digits[.digits][e[+-]digits][%]": value = (neg ? -1 : 1) * m * 10^e. */
-struct dec {
-	bool neg, pct, hex;
-	uint64_t m;
-	int e;
-};
-
-/* 0; -EINVAL (syntax); -ERANGE (more than 19 significant digits). */
-static int dec_parse(const char *s, struct dec *d)
+/* The whole of s as a decimal: 0; -EINVAL (syntax, or more after it); -ERANGE (more than 19
+ * significant digits). */
+static int dec_parse(const char *s, struct units_dec *d)
 {
-	int sig = 0, exp = 0;
-	bool any = false, nonzero_lost = false;
-	memset(d, 0, sizeof(*d));
-	if (*s == '-') {
-		d->neg = true;
-		s++;
-	}
-	for (; *s >= '0' && *s <= '9'; s++) {
-		any = true;
-		if (d->m == 0 && *s == '0')
-			continue;
-		if (sig < 19) {
-			d->m = d->m * 10 + (uint64_t)(*s - '0');
-			sig++;
-		} else {
-			nonzero_lost |= *s != '0';
-			d->e++;
-		}
-	}
-	if (*s == '.') {
-		s++;
-		bool frac = false;
-		for (; *s >= '0' && *s <= '9'; s++) {
-			frac = true;
-			if (d->m == 0 && *s == '0') {
-				d->e--;
-				continue;
-			}
-			if (sig < 19) {
-				d->m = d->m * 10 + (uint64_t)(*s - '0');
-				sig++;
-				d->e--;
-			} else {
-				nonzero_lost |= *s != '0';
-			}
-		}
-		if (!frac && !any)
-			return -EINVAL;
-		any = true;
-	}
-	if (!any)
-		return -EINVAL;
-	if (*s == 'e' || *s == 'E') {
-		bool eneg = false, edig = false;
-		s++;
-		if (*s == '-' || *s == '+')
-			eneg = *s++ == '-';
-		for (; *s >= '0' && *s <= '9'; s++) {
-			edig = true;
-			if (exp < 100000)
-				exp = exp * 10 + (*s - '0');
-		}
-		if (!edig)
-			return -EINVAL;
-		if (eneg)
-			exp = -exp;
-	}
-	if (*s == '%') {
-		d->pct = true;
-		s++;
-		exp -= 2;
-	}
-	if (*s)
-		return -EINVAL;
-	if (nonzero_lost)
-		return -ERANGE;
-	if (d->m == 0)
-		d->e = 0;
-	d->e += exp;
-	return 0;
-}
-
-/* |value| * 10^k as an integer: 0, or -EINVAL if it is not one or does not fit 64 bits. */
-static int dec_to_u64(const struct dec *d, int k, uint64_t *out)
-{
-	uint64_t m = d->m;
-	int e = d->e + k;
-	if (m == 0) {
-		*out = 0;
-		return 0;
-	}
-	for (; e > 0; e--) {
-		if (m > UINT64_MAX / 10)
-			return -EINVAL;
-		m *= 10;
-	}
-	for (; e < 0; e++) {
-		if (m % 10)
-			return -EINVAL;
-		m /= 10;
-	}
-	*out = m;
-	return 0;
+	const char *end;
+	int rc = units_dec_parse(s, d, &end);
+	return rc == -EINVAL || *end ? -EINVAL : rc;
 }
 
 /* A probability's fraction of 2^32 (rounded; 1 saturates to 2^32-1). -EINVAL: outside
  * 0..1; -ERANGE: nonzero but rounds to 0. */
-static int dec_to_prob(const struct dec *d, uint32_t *out)
+static int dec_to_prob(const struct units_dec *d, uint32_t *out)
 {
 	if (d->m == 0) {
 		*out = 0;
@@ -479,7 +453,7 @@ static int fmt_prob(uint32_t f, char *buf, size_t cap)
 	char tmp[40];
 	double x = f == 0xffffffffu ? 1.0 : (double)f / 4294967296.0;
 	for (int prec = 1; prec <= 17; prec++) {
-		struct dec d;
+		struct units_dec d;
 		uint32_t back;
 		snprintf(tmp, sizeof(tmp), "%.*g", prec, x);
 		if (dec_parse(tmp, &d) == 0 && dec_to_prob(&d, &back) == 0 && back == f)
@@ -554,23 +528,9 @@ int param_format(const struct param *p, const void *obj, char *buf, size_t cap)
 
 /* ---- parsing and checking ---------------------------------------------------- */
 
-/* Copy s for an error message: escaped, at most 64 characters then "...". */
 const char *param_quote(const char *s, char *out, size_t cap)
 {
-	size_t o = 0, i = 0;
-	for (; s[i] && o + 8 < cap && i < 64; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c < 0x7f && c != '\\')
-			out[o++] = (char)c;
-		else
-			o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
-	}
-	if (s[i] && o + 4 <= cap) {
-		memcpy(out + o, "...", 3);
-		o += 3;
-	}
-	out[o] = 0;
-	return out;
+	return units_quote(s, out, cap);
 }
 
 static void range_text(const struct param *p, char *buf, size_t cap)
@@ -655,9 +615,46 @@ static int parse_hex_u64(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* v (base units of dim) as p's stored value into obj: 0, or -EINVAL naming text and the range in
+ * units. */
+static int set_united(const struct param *p, int dim, uint64_t per, const char *text, uint64_t v,
+		      void *obj, char *err, size_t errlen)
+{
+	char q[80], a[PARAM_VALUE_MAX], b[PARAM_VALUE_MAX];
+	uint64_t x = v / per;
+	bool zero_ok = (p->flags & PARAM_ZERO_OK) != 0;
+	if (v % per) {
+		snprintf(err, errlen, "'%s' is not a whole number of %s",
+			 param_quote(text, q, sizeof(q)), p->unit);
+		return -EINVAL;
+	}
+	if (x > (uint64_t)INT64_MAX ||
+	    (((int64_t)x < p->min || (int64_t)x > p->max) && !(x == 0 && zero_ok))) {
+		units_format((enum units_dim)dim, (uint64_t)p->min * per, a, sizeof(a));
+		units_format((enum units_dim)dim, (uint64_t)p->max * per, b, sizeof(b));
+		snprintf(err, errlen, "'%s' is not %s in %s..%s%s", param_quote(text, q, sizeof(q)),
+			 units_dim_name((enum units_dim)dim), a, b,
+			 zero_ok && p->min > 0 ? " (or 0: unlimited)" : "");
+		return -EINVAL;
+	}
+	set_u64(p, obj, x);
+	return 0;
+}
+
+int param_parse_unit(const struct param *p, const char *text, void *obj, char *err, size_t errlen)
+{
+	uint64_t per, v;
+	int dim = param_dim(p, &per);
+	if (dim < 0)
+		return param_parse(p, text, obj, err, errlen);
+	if (units_parse(text, (enum units_dim)dim, UNITS_BARE_ZERO, &v, err, errlen))
+		return -EINVAL;
+	return set_united(p, dim, per, text, v, obj, err, errlen);
+}
+
 int param_parse(const struct param *p, const char *text, void *obj, char *err, size_t errlen)
 {
-	struct dec d;
+	struct units_dec d;
 	uint64_t u = 0;
 	int rc;
 	switch (p->type) {
@@ -720,7 +717,13 @@ int param_parse(const struct param *p, const char *text, void *obj, char *err, s
 	case PARAM_RATE:
 	case PARAM_PPM: {
 		int k = p->type == PARAM_RATE ? 9 : p->type == PARAM_PPM ? 6 : 0;
-		if (dec_parse(text, &d) || d.pct || dec_to_u64(&d, k, &u) || u > (uint64_t)INT64_MAX)
+		uint64_t per;
+		int dim = param_dim(p, &per);
+		if (own_units(p) && dec_parse(text, &d) &&
+		    !units_parse(text, (enum units_dim)dim, UNITS_BARE, &u, err, errlen))
+			return set_united(p, dim, per, text, u, obj, err, errlen); /* mtu: 4KiB */
+		if (dec_parse(text, &d) || d.pct || units_dec_scale(&d, k, &u) ||
+		    u > (uint64_t)INT64_MAX)
 			return bad_value(p, text, err, errlen);
 		int64_t x = d.neg ? -(int64_t)u : (int64_t)u;
 		if ((x < p->min || x > p->max) && !(x == 0 && (p->flags & PARAM_ZERO_OK)))
@@ -856,6 +859,23 @@ static void default_text(const struct param *p, char *buf, size_t cap)
 		param_format_value(p, p->def, buf, cap);
 }
 
+/* The units column: "ns; `latency: 5us`", "B; or 4KiB", or the stored unit alone. */
+static void unit_text(const struct param *p, char *buf, size_t cap)
+{
+	static const char *const examples[UNITS_NDIMS] = {"5us", "4K", "25gbit"};
+	char a[PARAM_NAME_MAX];
+	uint64_t per;
+	int dim = param_dim(p, &per);
+	if (dim >= 0 && param_alias(p, a, sizeof(a)))
+		snprintf(buf, cap, "%s; `%s: %s`", p->unit, a, examples[dim]);
+	else if (own_units(p))
+		snprintf(buf, cap, "%s; or `%s`", p->unit, examples[dim]);
+	else if (p->type == PARAM_TABLE && !strcmp(p->unit, "ns"))
+		snprintf(buf, cap, "%s; or `%s`", p->unit, examples[UNITS_TIME]);
+	else
+		snprintf(buf, cap, "%s", p->unit);
+}
+
 static const char *const scope_where[PARAM_NSCOPES] = {
 	"the `fabric:` map (`seed:` at the top level)",
 	"`fabric.defaults.link`, a `fabric.links` entry, its `a_to_b` / `b_to_a`",
@@ -880,7 +900,7 @@ static void json_str(FILE *out, const char *s)
 
 int param_dump(FILE *out, const char *format)
 {
-	char def[PARAM_VALUE_MAX], range[160], when[160];
+	char def[PARAM_VALUE_MAX], range[160], when[160], unit[80], alias[PARAM_NAME_MAX];
 	if (strcmp(format, "markdown") == 0) {
 		for (int s = 0; s < PARAM_NSCOPES; s++) {
 			fprintf(out, "%s#### %s parameters\n\nIn %s.\n\n", s ? "\n" : "",
@@ -894,8 +914,9 @@ int param_dump(FILE *out, const char *format)
 				default_text(p, def, sizeof(def));
 				range_text(p, range, sizeof(range));
 				when_text(p, when, sizeof(when));
-				fprintf(out, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", p->name,
-					type_name(p), p->unit, def, range, when,
+				unit_text(p, unit, sizeof(unit));
+				fprintf(out, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n",
+					p->name, type_name(p), unit, def, range, when,
 					(p->flags & PARAM_RUNTIME) ? "yes" : "no", p->doc);
 			}
 		}
@@ -910,6 +931,11 @@ int param_dump(FILE *out, const char *format)
 			fprintf(out, ", \"scope\": \"%s\", \"type\": \"%s\", \"unit\": ",
 				scope_names[p->scope], type_name(p));
 			json_str(out, p->unit);
+			fprintf(out, ", \"alias\": ");
+			if (param_alias(p, alias, sizeof(alias)))
+				json_str(out, alias);
+			else
+				fprintf(out, "null");
 			default_text(p, def, sizeof(def));
 			range_text(p, range, sizeof(range));
 			when_text(p, when, sizeof(when));

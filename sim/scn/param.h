@@ -58,6 +58,7 @@
 
 #define PARAM_ERR_LEN 256
 #define PARAM_VALUE_MAX 64 /* param_format's output for anything but a table */
+#define PARAM_NAME_MAX 32  /* a name or alias, with its NUL */
 #define PARAM_MAX 64	   /* entries in the table, at most (so a bitmask covers it) */
 
 enum param_scope {
@@ -122,6 +123,24 @@ int param_index(const struct param *p);
 const struct param *param_selector(const struct param *p);
 /* "loss.p" -> "p"; "rate_gbps" -> "rate_gbps". */
 const char *param_leaf(const struct param *p);
+
+/*
+ * Units. A parameter whose name carries its unit (latency_ns, rate_gbps, speed_mbps,
+ * jitter.sd_ns) takes a bare number in that unit, as it always did; its alias, the name without
+ * the suffix (latency, rate, speed, jitter.sd), takes a value with a unit (sim/scn/units.h:
+ * "5us", "25gbit", "12.5GB/s"; 0 may go bare). A parameter in bytes whose name has no unit (mtu,
+ * hdr_first_extra, hdr_last_extra) takes a bare number of bytes or a size with a unit ("4KiB").
+ * A scenario gives one spelling of a parameter, not both.
+ */
+/* The units_dim of p's values and how many base units (ns, B, bit/s) one stored unit is, or -1:
+ * p takes no units. */
+int param_dim(const struct param *p, uint64_t *per);
+/* p's alias into buf ("latency_ns" -> "latency", "jitter.sd_ns" -> "jitter.sd"), or NULL. */
+const char *param_alias(const struct param *p, char *buf, size_t cap);
+/* The entry of scope called name, or whose alias is name (then *alias is true), or NULL. */
+const struct param *param_find_key(enum param_scope scope, const char *name, bool *alias);
+/* param_parse for the alias spelling: text is a value with a unit (0 may go bare). */
+int param_parse_unit(const struct param *p, const char *text, void *obj, char *err, size_t errlen);
 
 /* Set every parameter of scope in obj to its default (group members: those of the default kind). */
 void param_defaults(enum param_scope scope, void *obj);

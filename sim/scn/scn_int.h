@@ -99,7 +99,9 @@ struct scn_key {
 };
 /* The pairs of mapping m (checked by scn_pair_key), by name into keys[0..n) (an absent key's
  * slots are left as they are); any other key is "unknown key in <what> (known: <the names, in
- * order>)", at that key. */
+ * order>)", at that key. A name in seconds ("timeout_s") also matches its alias without "_s"
+ * ("timeout", whose value has a unit: the caller tells them apart by the key's text); both in one
+ * map is an error. */
 int scn_get_keys(struct scn *s, const yaml_node_t *m, const char *what, const struct scn_key *keys,
 		 int n);
 #define SCN_NKEYS(keys) ((int)(sizeof(keys) / sizeof((keys)[0])))
@@ -152,6 +154,10 @@ int scn_fail_model(struct scn *s, const yaml_node_t *at, const char *dflt, const
  */
 int scn_param_pair(struct scn *s, enum param_scope scope, const char *name, const yaml_node_t *k,
 		   const yaml_node_t *v, struct layer *l, const char *ctx, const char *extra);
+/* One parameter's scalar value v into l (no groups, no scope checks), spelled key: its name,
+ * or its alias (then v carries a unit). */
+int scn_param_value(struct scn *s, const struct param *p, const char *key, bool alias,
+		    const yaml_node_t *v, struct layer *l);
 /* One parameter's scalar value v into l (no groups, no scope checks). */
 int scn_param_scalar(struct scn *s, const struct param *p, const yaml_node_t *v, struct layer *l);
 /* A map of parameters only (defaults.link, a_to_b, nic, ...) into l; key and ctx name it. */

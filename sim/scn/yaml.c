@@ -16,6 +16,7 @@
 
 #include "sim/scn/param.h"
 #include "sim/scn/scn_int.h"
+#include "sim/scn/units.h"
 
 /* ---- errors ------------------------------------------------------------------------ */
 
@@ -165,8 +166,35 @@ int scn_get_keys(struct scn *s, const yaml_node_t *m, const char *what, const st
 		if (scn_pair_key(s, m, i, &name, &k, &v))
 			return s->rc;
 		int j = 0;
-		while (j < n && strcmp(keys[j].name, name))
-			j++;
+		bool alias = false;
+		for (; j < n; j++) {
+			if (!strcmp(keys[j].name, name))
+				break;
+			size_t len = strlen(keys[j].name);
+			alias = len > 2 && !strcmp(keys[j].name + len - 2, "_s") &&
+				strlen(name) == len - 2 && !strncmp(keys[j].name, name, len - 2);
+			if (alias)
+				break;
+		}
+		if (j < n &&
+		    (alias || (strlen(name) > 2 && !strcmp(name + strlen(name) - 2, "_s")))) {
+			/* timeout_s: 10 or timeout: 10s; not both. */
+			char other[64];
+			if (alias)
+				snprintf(other, sizeof(other), "%s", keys[j].name);
+			else
+				snprintf(other, sizeof(other), "%.*s", (int)strlen(name) - 2, name);
+			for (int i2 = 0; i2 < i; i2++) {
+				yaml_node_t *o = scn_node(s, m->data.mapping.pairs.start[i2].key);
+				if (o && o->type == YAML_SCALAR_NODE && !strcmp(scn_text(o), other))
+					return scn_fail(s, k, name,
+							"%s is given too: two spellings of one "
+							"parameter, keep one (%s takes a unit, "
+							"%s a bare number in seconds)",
+							other, alias ? name : other,
+							alias ? other : name);
+			}
+		}
 		if (j < n) {
 			*keys[j].val = v;
 			if (keys[j].key)
@@ -357,6 +385,17 @@ static const char *known_keys(enum param_scope scope, const char *extra, char *b
 						p->name);
 		}
 	}
+	/* The aliases that take a unit: "; with a unit: rate, latency, reorder_delay". */
+	for (int i = 0, first = 1; i < param_count && len < cap; i++) {
+		const struct param *p = &param_table[i];
+		char a[PARAM_NAME_MAX];
+		if (p->scope != scope || (p->flags & PARAM_TOPLEVEL) || p->group != PARAM_G_NONE ||
+		    !param_alias(p, a, sizeof(a)))
+			continue;
+		len += (size_t)snprintf(buf + len, cap - len, "%s%s",
+					first ? "; with a unit: " : ", ", a);
+		first = 0;
+	}
 	return buf;
 }
 
@@ -373,20 +412,69 @@ static const struct param *group_selector(enum param_scope scope, const char *na
 	return NULL;
 }
 
-int scn_param_scalar(struct scn *s, const struct param *p, const yaml_node_t *v,
-			      struct layer *l)
+int scn_param_value(struct scn *s, const struct param *p, const char *key, bool alias,
+		    const yaml_node_t *v, struct layer *l)
 {
-	char why[PARAM_ERR_LEN], what[64];
-	snprintf(what, sizeof(what), "%s %s", p->type == PARAM_ENUM ? "one of" : "a",
-		 p->type == PARAM_ENUM	   ? "its names"
-		 : p->type == PARAM_RATE ? "rate in Gb/s"
-		 : p->type == PARAM_PROB ? "probability"
-					 : "number");
-	if (scn_expect(s, v, YAML_SCALAR_NODE, p->name, what))
+	char why[PARAM_ERR_LEN], what[80];
+	uint64_t per;
+	if (alias)
+		snprintf(what, sizeof(what), "%s with a unit", units_dim_name(param_dim(p, &per)));
+	else
+		snprintf(what, sizeof(what), "%s %s", p->type == PARAM_ENUM ? "one of" : "a",
+			 p->type == PARAM_ENUM		 ? "its names"
+				 : p->type == PARAM_RATE ? "rate in Gb/s"
+				 : p->type == PARAM_PROB ? "probability"
+							 : "number");
+	if (scn_expect(s, v, YAML_SCALAR_NODE, key, what))
 		return s->rc;
-	if (param_parse(p, scn_text(v), &l->v, why, sizeof(why)))
-		return scn_fail(s, v, p->name, "%s", why);
+	if ((alias ? param_parse_unit : param_parse)(p, scn_text(v), &l->v, why, sizeof(why))) {
+		struct layer scratch = *l;
+		char a[PARAM_NAME_MAX], why2[PARAM_ERR_LEN];
+		const char *an = alias ? NULL : param_alias(p, a, sizeof(a));
+		if (an && !param_parse_unit(p, scn_text(v), &scratch.v, why2, sizeof(why2)))
+			return scn_fail(s, v, key, "%s; with a unit, write %s: %s", why,
+					strchr(an, '.') ? strchr(an, '.') + 1 : an, scn_text(v));
+		return scn_fail(s, v, key, "%s", why);
+	}
 	l->set |= 1ull << param_index(p);
+	return 0;
+}
+
+int scn_param_scalar(struct scn *s, const struct param *p, const yaml_node_t *v, struct layer *l)
+{
+	return scn_param_value(s, p, p->name, false, v, l);
+}
+
+/* key spells p a second time in one map (latency beside latency_ns): the error. */
+static int both_spellings(struct scn *s, const yaml_node_t *k, const struct param *p,
+			  const char *key, bool alias)
+{
+	char a[PARAM_NAME_MAX];
+	const char *named = param_leaf(p), *aliased = param_alias(p, a, sizeof(a));
+	if (aliased && strchr(aliased, '.'))
+		aliased = strchr(aliased, '.') + 1;
+	return scn_fail(s, k, key,
+			"%s is given too: two spellings of one parameter, keep one (%s "
+			"takes a unit, %s a bare number in %s)",
+			alias ? named : aliased, aliased, named, p->unit);
+}
+
+/* An entry of a table in ns (jitter.table): an integer of ns, or a time with a unit ("2us"). */
+static int get_table_entry(struct scn *s, const struct param *p, const yaml_node_t *e, int64_t *out)
+{
+	char why[PARAM_ERR_LEN], q[80], b[32];
+	uint64_t ns;
+	if (e->type != YAML_SCALAR_NODE ||
+	    strspn(scn_text(e), "-0123456789") == strlen(scn_text(e)))
+		return scn_get_int(s, e, p->name, p->min, p->max, p->unit, out);
+	if (units_parse(scn_text(e), UNITS_TIME, UNITS_BARE, &ns, why, sizeof(why)))
+		return scn_fail(s, e, p->name, "%s", why);
+	if (ns < (uint64_t)p->min || ns > (uint64_t)p->max) {
+		units_format(UNITS_TIME, (uint64_t)p->max, b, sizeof(b));
+		return scn_fail(s, e, p->name, "'%s' is not a time in 0..%s",
+				param_quote(scn_text(e), q, sizeof(q)), b);
+	}
+	*out = (int64_t)ns;
 	return 0;
 }
 
@@ -394,7 +482,7 @@ static int parse_table(struct scn *s, const struct param *p, const yaml_node_t *
 		       struct layer *l)
 {
 	char why[PARAM_ERR_LEN];
-	if (scn_expect(s, v, YAML_SEQUENCE_NODE, p->name, "a list of integers (ns)"))
+	if (scn_expect(s, v, YAML_SEQUENCE_NODE, p->name, "a list of times (ns, or 5us)"))
 		return s->rc;
 	int n = scn_nitems(v);
 	if (n < 1 || n > MODEL_TABLE_MAX)
@@ -406,7 +494,7 @@ static int parse_table(struct scn *s, const struct param *p, const yaml_node_t *
 		yaml_node_t *e = scn_item(s, v, i);
 		if (!e)
 			return scn_fail(s, v, p->name, "entry %d is missing", i + 1);
-		if (scn_get_int(s, e, p->name, p->min, p->max, p->unit, &t[i]))
+		if (get_table_entry(s, p, e, &t[i]))
 			return s->rc;
 	}
 	if (param_set_table(p, &l->v, t, n, why, sizeof(why)))
@@ -442,10 +530,19 @@ static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t
 		return scn_fail(s, v, gname, "expected a mapping like {%s: ...} or a %s name, got %s",
 			    param_leaf(sel), param_leaf(sel), scn_kind_name(v));
 	}
-	/* The selector, then the group's members for it at their defaults, then what is given;
-	 * the whole group counts as set. */
-	if (scn_param_scalar(s, sel, selv, l))
+	/* netem's `loss 0.1%`: a bare probability is {model: bernoulli, p: 0.1%}. */
+	const yaml_node_t *bare_p = NULL;
+	const char *t0 = v->type == YAML_SCALAR_NODE ? scn_text(v) : "";
+	if (sel->group == PARAM_G_LOSS && ((*t0 >= '0' && *t0 <= '9') || *t0 == '.')) {
+		char why[PARAM_ERR_LEN];
+		if (param_parse(sel, "bernoulli", &l->v, why, sizeof(why)))
+			return scn_fail(s, v, gname, "%s", why);
+		bare_p = v;
+	} else if (scn_param_scalar(s, sel, selv, l)) {
+		/* The selector, then the group's members for it at their defaults, then what is
+		 * given; the whole group counts as set. */
 		return s->rc;
+	}
 	param_group_defaults(sel, &l->v);
 	for (int i = 0; i < param_count; i++)
 		if (param_table[i].scope == sel->scope && param_table[i].group == sel->group)
@@ -460,11 +557,17 @@ static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t
 			if (!strcmp(name, param_leaf(sel)))
 				continue;
 			const struct param *p = NULL;
+			bool alias = false;
+			char a[PARAM_NAME_MAX];
 			for (int j = 0; j < param_count && !p; j++) {
 				const struct param *c = &param_table[j];
-				if (c->scope == sel->scope && c->group == sel->group &&
-				    !strcmp(param_leaf(c), name))
+				if (c->scope != sel->scope || c->group != sel->group)
+					continue;
+				if (!strcmp(param_leaf(c), name))
 					p = c;
+				else if (param_alias(c, a, sizeof(a)) &&
+					 !strcmp(strchr(a, '.') + 1, name))
+					p = c, alias = true;
 			}
 			if (!p) {
 				size_t len = (size_t)snprintf(keys, sizeof(keys), "%s", param_leaf(sel));
@@ -473,6 +576,18 @@ static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t
 					if (c->scope == sel->scope && c->group == sel->group && c != sel)
 						len += (size_t)snprintf(keys + len, sizeof(keys) - len,
 									", %s", param_leaf(c));
+				}
+				for (int j = 0, first = 1; j < param_count && len < sizeof(keys);
+				     j++) {
+					const struct param *c = &param_table[j];
+					if (c->scope != sel->scope || c->group != sel->group ||
+					    !param_alias(c, a, sizeof(a)))
+						continue;
+					len += (size_t)snprintf(keys + len, sizeof(keys) - len,
+								"%s%s",
+								first ? "; with a unit: " : ", ",
+								strchr(a, '.') + 1);
+					first = 0;
 				}
 				return scn_fail(s, pk, name, "unknown key in %s (known: %s)", gname, keys);
 			}
@@ -494,11 +609,20 @@ static int parse_group(struct scn *s, const struct param *sel, const yaml_node_t
 					    param_leaf(sel), vname, len ? "its parameters: " : "it has none",
 					    keys);
 			}
-			if (p->type == PARAM_TABLE ? parse_table(s, p, pv, l)
-						   : scn_param_scalar(s, p, pv, l))
+			if ((given >> param_index(p)) & 1u)
+				return both_spellings(s, pk, p, name, alias);
+			if (p->type == PARAM_TABLE
+				    ? parse_table(s, p, pv, l)
+				    : scn_param_value(s, p, alias ? a : p->name, alias, pv, l))
 				return s->rc;
 			given |= 1ull << param_index(p);
 		}
+	}
+	if (bare_p) {
+		const struct param *p = param_find(sel->scope, "loss.p");
+		if (scn_param_value(s, p, gname, false, bare_p, l))
+			return s->rc;
+		given |= 1ull << param_index(p);
 	}
 	for (int i = 0; i < param_count; i++) {
 		const struct param *p = &param_table[i];
@@ -531,7 +655,8 @@ int scn_param_pair(struct scn *s, enum param_scope scope, const char *name,
 	const struct param *sel = group_selector(scope, name);
 	if (sel)
 		return parse_group(s, sel, v, l);
-	const struct param *p = param_find(scope, name);
+	bool alias;
+	const struct param *p = param_find_key(scope, name, &alias);
 	if (!p || p->group != PARAM_G_NONE || (p->flags & PARAM_TOPLEVEL)) {
 		if (p && (p->flags & PARAM_TOPLEVEL))
 			return scn_fail(s, k, name, "goes at the top level of the scenario, not in %s",
@@ -544,7 +669,9 @@ int scn_param_pair(struct scn *s, enum param_scope scope, const char *name,
 					"and link)");
 	if (scope == PARAM_FABRIC && (p->flags & PARAM_EXPLICIT_ONLY) && s->ideal)
 		return scn_fail(s, k, name, "not with kind: ideal");
-	return scn_param_scalar(s, p, v, l);
+	if (scn_layer_has(l, p))
+		return both_spellings(s, k, p, name, alias);
+	return scn_param_value(s, p, name, alias, v, l);
 }
 
 /* A map of parameters only (defaults.link, a_to_b, nic, ...) into l. */

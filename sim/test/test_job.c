@@ -205,8 +205,8 @@ static void test_errors(void)
 		 "t.yaml:2:37: collectives: 'reduce' is not among tools/torch_collectives.py's "
 		 "collectives (allreduce, allgather, reducescatter, broadcast, alltoall, sendrecv)"},
 		{TWO "job: {program: nccl, sizes: [8, 1X]}",
-		 "t.yaml:2:33: sizes: '1X' is not a size in 1..17179869184 bytes (an integer, K, M, G "
-		 "suffixes allowed: 64K, 1M)"},
+		 "t.yaml:2:33: sizes: '1X' has an unknown unit 'X' (a size takes B, K, M, G or T, "
+		 "binary: 1K = 1KB = 1KiB = 1024 B; a bare number is bytes)"},
 		{TWO "job: {program: nccl, sizes: [999999999999G]}",
 		 "t.yaml:2:30: sizes: '999999999999G' is not a size in 1..17179869184 bytes (an "
 		 "integer, K, M, G suffixes allowed: 64K, 1M)"},

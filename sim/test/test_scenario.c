@@ -162,11 +162,12 @@ static void test_errors(void)
 		 "sw]\n      rat_gbps: 100\n",
 		 "t.yaml:6:7: rat_gbps: unknown key in a link (known: ends, a_to_b, b_to_a, rate_gbps, "
 		 "latency_ns, mtu, hdr_bytes, hdr_first_extra, hdr_last_extra, jitter, loss, reorder, "
-		 "reorder_delay_ns, duplicate, corrupt)"},
+		 "reorder_delay_ns, duplicate, corrupt; with a unit: rate, latency, "
+		 "reorder_delay)"},
 		{"fabric:\n  nodes: {names: [a]}\n  defaults: {link: {loss.p: 0.1}}",
 		 "t.yaml:3:21: loss.p: unknown key in defaults.link (known: rate_gbps, latency_ns, mtu, "
 		 "hdr_bytes, hdr_first_extra, hdr_last_extra, jitter, loss, reorder, reorder_delay_ns, "
-		 "duplicate, corrupt)"},
+		 "duplicate, corrupt; with a unit: rate, latency, reorder_delay)"},
 		{"fabric:\n  nodes: {names: [a]}\n  defaults: {bogus: {}}",
 		 "t.yaml:3:14: bogus: unknown key in defaults (known: link, nic, switch)"},
 		{"fabric:\n  nodes: {names: [a], colour: red}",
