@@ -210,3 +210,31 @@ def test_02_12_scenario_errors_name_the_file_and_place(sf_env, tmp_path):
     p = subprocess.run([sf_env.daemon, "--socket", str(tmp_path / "d" / "s"), "--scenario",
                         str(missing)], capture_output=True, text=True, timeout=10)
     assert p.returncode == 2 and str(missing) in p.stderr, p.stderr
+
+
+LOG_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}[+-]\d\d:\d\d)\] simfabricd\[(\d+)\] "
+                      r"(error|warn|info|debug): \S")
+
+
+@pytest.mark.parametrize("level", ["info", "error"])
+def test_02_13_every_log_line_has_one_format_and_wall_clock_time(fabric_factory, level):
+    """Every line the daemon logs, "listening on" included and at every level, is
+    "[<local ISO 8601 time, microseconds, UTC offset>] simfabricd[<pid>] <level>: ...", and the time
+    is the wall clock (it lines up with NCCL's and the ranks' logs)."""
+    import datetime
+    before = datetime.datetime.now(datetime.timezone.utc)
+    f = fabric_factory(args=["--log-level", level])
+    f.request("stop")
+    f.proc.wait(10)
+    after = datetime.datetime.now(datetime.timezone.utc)
+    lines = [ln for ln in f.log().splitlines() if ln.strip()]
+    assert lines and "listening on %s (fabric ideal" % f.socket in lines[0], lines
+    for ln in lines:
+        m = LOG_LINE.match(ln)
+        assert m and int(m.group(2)) == f.proc.pid, ln
+        t = datetime.datetime.fromisoformat(m.group(1))
+        assert before - datetime.timedelta(seconds=1) <= t <= after, (ln, before, after)
+        # The offset is the local one, as NCCL's local times have it.
+        assert t.utcoffset() == t.astimezone().utcoffset(), ln
+    if level == "error":
+        assert len(lines) == 1, lines  # only the "listening on" line

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The CPU harness drives the plugin over the daemon like NCCL's proxy, with 2, 4 and 8 ranks."""
 import os
+import re
 import subprocess
 
 import pytest
@@ -162,3 +163,55 @@ def test_03_10_no_profiler_events_before_v10(harness):
     assert len(r.tests("unload")) == 2, r.report()
     for t in r.tests("unload"):
         assert t["metrics"]["profiler_starts"] == 0 and t["metrics"]["profiler_calls"] == 0, t
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--bogus"], "unknown option '--bogus'"),
+    (["--bogus=1"], "unknown option '--bogus'"),
+    (["-x"], "unknown option '-x'"),
+    (["--nranks"], "--nranks needs a value"),
+    (["--plugin", "p.so", "--json"], "--json needs a value"),
+    (["--bench=1"], "--bench takes no value"),
+    (["--flow", "0>1"], "ambiguous option '--flow'"),
+    (["stray"], "unexpected argument 'stray'"),
+    (["--nranks=x"], "--nranks: 'x' is not an integer"),
+    (["--fault-expect", "maybe"], "'maybe' is not ok, error or either"),
+    ([], "--plugin PATH is required"),
+])
+def test_03_11_usage_errors_are_one_line_and_exit_2(sf_env, args, says):
+    """getopt_long's command line: every mistake is one line on stderr, exit status 2."""
+    p = subprocess.run([sf_env.harness] + args, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, (args, p.returncode, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("simfabric-harness: "), p.stderr
+    assert says in lines[0] and "(see --help)" in lines[0], p.stderr
+    assert p.stdout == ""
+
+
+@pytest.mark.parametrize("args,says", [(["--version"], "simfabric-harness "),
+                                       (["-h"], "usage: simfabric-harness --plugin PATH"),
+                                       (["--help"], "--fault-expect E"),
+                                       (["--list", "-v"], "peer_death")])
+def test_03_12_help_version_and_list_exit_0(sf_env, args, says):
+    p = subprocess.run([sf_env.harness] + args, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and says in p.stdout and p.stderr == "", (args, p.stdout, p.stderr)
+
+
+def test_03_13_every_option_in_the_help_is_accepted(sf_env):
+    """Each option --help lists parses: given its value, it gets past the parser to the check
+    that --plugin is missing (or to the run's own checks), never 'unknown option'."""
+    text = subprocess.run([sf_env.harness, "--help"], capture_output=True, text=True,
+                          timeout=30).stdout
+    opts = sorted(set(re.findall(r"^\s+(?:-\w, )?(--[a-z-]+)( [A-Z]+)?", text, re.M)))
+    assert len(opts) >= 20, opts
+    vals = {"--nranks": "2", "--tests": "connect", "--timeout": "5", "--bound": "5",
+            "--threads": "2", "--max-bytes": "1M", "--node-prefix": "n", "--api-version": "10",
+            "--flows": "0>1", "--flow-bytes": "1M", "--flow-msg": "1M", "--fault-msgs": "3",
+            "--fault-bytes": "1K", "--fault-gap-us": "0", "--fault-expect": "ok",
+            "--json": "x.json"}
+    for opt, metavar in opts:
+        if opt in ("--plugin", "--help", "--version", "--list"):
+            continue
+        argv = [sf_env.harness, opt] + ([vals[opt]] if metavar else [])
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2 and "--plugin PATH is required" in p.stderr, (argv, p.stderr)

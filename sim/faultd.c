@@ -99,16 +99,6 @@ static void scope_text(const struct faultd *d, const struct fault_spec *f, char 
 	}
 }
 
-static void wall(char *buf, size_t cap)
-{
-	struct timespec ts;
-	struct tm tm;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	localtime_r(&ts.tv_sec, &tm);
-	size_t n = strftime(buf, cap, "%H:%M:%S", &tm);
-	snprintf(buf + n, cap - n, ".%06ld", ts.tv_nsec / 1000);
-}
-
 static int publish(struct faultd *d, const struct fault_spec *spec, int64_t origin, uint32_t *id,
 		   char *err, size_t errlen)
 {
@@ -249,13 +239,13 @@ static void tick_one(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_
 	const struct fault_spec *f = &ff->spec;
 	struct fstate_d *st = &d->st[id];
 	int64_t origin = atomic_load(&ff->origin), until = atomic_load(&ff->until);
-	char w[32], t1[32], t2[32], sc[256];
+	char w[LOG_WALL_MAX], t1[32], t2[32], sc[256];
 	if (!origin)
 		return;
 	if (!st->logged_origin) {
 		st->logged_origin = origin;
 		if (f->trigger != FAULT_T_TIME) {
-			wall(w, sizeof(w));
+			log_wall_time(w, sizeof(w));
 			log_warn("fault #%u '%s': triggered at %s (fabric time; wall %s): %s", id,
 				 f->name, fault_fmt_ns(vt(d, origin), t1, sizeof(t1)), w,
 				 f->trigger == FAULT_T_FIRST_TRAFFIC ? "first traffic on its link"
@@ -270,7 +260,7 @@ static void tick_one(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_
 		if (e <= now) {
 			uint64_t i = st->open_win - 1;
 			if (log_this(i)) {
-				wall(w, sizeof(w));
+				log_wall_time(w, sizeof(w));
 				log_warn("fault #%u '%s': %s: window %llu ends at %s (fabric time; wall "
 					 "%s)",
 					 id, f->name, sc, (unsigned long long)i,
@@ -291,7 +281,7 @@ static void tick_one(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_
 		st->windows++;
 		ftr_begin(d, id, i, a, b);
 		if (log_this(i)) {
-			wall(w, sizeof(w));
+			log_wall_time(w, sizeof(w));
 			log_warn("fault #%u '%s': %s: window %llu begins at %s (fabric time; wall %s)%s%s",
 				 id, f->name, sc, (unsigned long long)i,
 				 fault_fmt_ns(vt(d, a), t1, sizeof(t1)), w,

@@ -61,22 +61,39 @@ const char *log_level_name(enum log_level level)
 	return level >= LOG_LEVEL_ERROR && level <= LOG_LEVEL_DEBUG ? names[level] : "?";
 }
 
-void log_msg(enum log_level level, const char *fmt, ...)
+size_t log_wall_time(char *buf, size_t cap)
 {
-	if (!log_enabled(level))
-		return;
-	int saved = errno;
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	struct tm tm;
+	char off[8];
+	size_t n;
+
+	if (cap == 0)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	localtime_r(&ts.tv_sec, &tm);
+	/* strftime's %z is +hhmm; ISO 8601's extended form, as the date has, is +hh:mm. */
+	if (strftime(off, sizeof(off), "%z", &tm) != 5)
+		snprintf(off, sizeof(off), "+0000");
+	n = strftime(buf, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (n == 0) {
+		buf[0] = '\0';
+		return 0;
+	}
+	int m = snprintf(buf + n, cap - n, ".%06ld%.3s:%.2s", ts.tv_nsec / 1000, off, off + 3);
+	return m < 0 ? n : n + (size_t)m < cap ? n + (size_t)m : cap - 1;
+}
+
+static void log_write(const char *lvl, const char *fmt, va_list ap)
+{
+	int saved = errno;
+	char now[LOG_WALL_MAX];
+	log_wall_time(now, sizeof(now));
 	char line[LOG_LINE_MAX + 1];
 	size_t cap = LOG_LINE_MAX; /* one byte kept back for the newline */
-	int n = snprintf(line, cap, "[%5lld.%06ld] %s[%d] %s: ", (long long)ts.tv_sec,
-			 ts.tv_nsec / 1000, ident, (int)getpid(), log_level_name(level));
+	int n = snprintf(line, cap, "[%s] %s[%d] %s: ", now, ident, (int)getpid(), lvl);
 	size_t len = n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
-	va_list ap;
-	va_start(ap, fmt);
 	n = vsnprintf(line + len, cap - len, fmt, ap);
-	va_end(ap);
 	if (n > 0 && len + (size_t)n >= cap) {
 		len = cap - 1;
 		memcpy(line + len - 3, "...", 3);
@@ -92,4 +109,22 @@ void log_msg(enum log_level level, const char *fmt, ...)
 		w = write(STDERR_FILENO, line, len);
 	while (w < 0 && errno == EINTR);
 	errno = saved;
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	if (!log_enabled(level))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	log_write(log_level_name(level), fmt, ap);
+	va_end(ap);
+}
+
+void log_always(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_write(log_level_name(LOG_LEVEL_INFO), fmt, ap);
+	va_end(ap);
 }

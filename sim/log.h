@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * log.h - the daemon's (and the harness's) logger: one line per call on
- * stderr, "[<CLOCK_MONOTONIC s.us>] <ident>[<pid>] <level>: <text>".
+ * stderr, "[<local time>] <ident>[<pid>] <level>: <text>", the time in ISO 8601 with
+ * microseconds and the UTC offset ("[2026-12-04T11:15:25.354410+01:00]"): the wall clock NCCL's
+ * own log ("[2026-12-04 11:15:25]") and the ranks' logs use, so the logs line up.
  *
  * The level is checked before anything is formatted; the log_* macros also
  * skip evaluating their arguments when the level is off. Each line goes out
@@ -11,6 +13,8 @@
  */
 #ifndef SF_LOG_H
 #define SF_LOG_H
+
+#include <stddef.h>
 
 /* Not LOG_INFO & co.: <syslog.h> defines those as macros. */
 enum log_level {
@@ -35,6 +39,14 @@ const char *log_level_name(enum log_level level);
 
 /* Print one line (a trailing newline in fmt is not needed). Keeps errno. */
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The same line at level info whatever the level is (the "listening on" line scripts wait for). */
+void log_always(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The wall clock as the lines' prefix has it, "2026-12-04T11:15:25.354410+01:00" (local time,
+ * microseconds, the UTC offset), into buf; its length. LOG_WALL_MAX holds it. */
+#define LOG_WALL_MAX 40
+size_t log_wall_time(char *buf, size_t cap);
 
 #define log_at_(lvl, ...)                                                                          \
 	do {                                                                                       \

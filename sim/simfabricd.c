@@ -636,22 +636,25 @@ static int run_daemon(struct opts *o)
 
 	uint64_t cm = srv_conn_mem(d.srv);
 	int nics = (int)o->cfg.fabric.nics_per_node;
-	/* Exactly these lines: scripts wait for them. */
+	/* Exactly these lines, at every log level: scripts wait for "listening on". */
 	if (!fabric)
-		fprintf(stderr,
-			"simfabricd: listening on %s (fabric %s, %d NIC(s) per node, conn-mem "
-			"%llu)\n",
-			path, srv_fabric_kind(d.srv), nics, (unsigned long long)cm);
+		log_always("listening on %s (fabric %s, %d NIC(s) per node, conn-mem %llu)", path,
+			   srv_fabric_kind(d.srv), nics, (unsigned long long)cm);
 	else
-		fprintf(stderr,
-			"simfabricd: listening on %s (fabric %s, scenario %s, seed %llu, conn-mem "
-			"%llu)\n",
-			path, fabric_kind(fabric), o->scenario, (unsigned long long)fabric_seed(fabric),
-			(unsigned long long)cm);
+		log_always("listening on %s (fabric %s, scenario %s, seed %llu, conn-mem %llu)",
+			   path, fabric_kind(fabric), o->scenario,
+			   (unsigned long long)fabric_seed(fabric), (unsigned long long)cm);
 	log_info("instance %s, pid %d, %u slots of %u bytes per connection (%zu bytes of shared "
 		 "memory), connect wait %d ms, log level %s",
 		 srv_instance(d.srv), (int)getpid(), o->cfg.geom.nslots, o->cfg.geom.slot_bytes,
 		 srv_shm_bytes(d.srv), o->cfg.connect_wait_ms, log_level_name(o->level));
+	/* Log lines carry the wall clock; traces, fabric time and epoch_ns count on CLOCK_MONOTONIC.
+	 * This line pairs the two. */
+	struct timespec mono;
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	log_info("clocks: this line's time is CLOCK_MONOTONIC %lld.%06ld s (the clock of traces "
+		 "and epoch_ns)",
+		 (long long)mono.tv_sec, mono.tv_nsec / 1000);
 	if (fabric)
 		log_info("scenario %s: '%s', %d node(s), %d NIC(s), %d switch(es), %d link(s); seed "
 			 "%llu (%s)",

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -119,7 +120,7 @@ static void hx_usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\nTry 'simfabric-harness --help'.\n");
+	fprintf(stderr, " (see --help)\n");
 	exit(2);
 }
 
@@ -269,9 +270,101 @@ static void hx_list(void)
 	}
 }
 
+/* Options without a short spelling: getopt_long returns these. */
+enum {
+	HX_O_PLUGIN = 256,
+	HX_O_NRANKS,
+	HX_O_TESTS,
+	HX_O_JSON,
+	HX_O_TIMEOUT,
+	HX_O_BOUND,
+	HX_O_THREADS,
+	HX_O_MAX_BYTES,
+	HX_O_NODE_PREFIX,
+	HX_O_API_VERSION,
+	HX_O_BENCH,
+	HX_O_FLOWS,
+	HX_O_FLOW_BYTES,
+	HX_O_FLOW_MSG,
+	HX_O_CORRUPT_OK,
+	HX_O_PROFILER,
+	HX_O_FAULT_MSGS,
+	HX_O_FAULT_BYTES,
+	HX_O_FAULT_GAP_US,
+	HX_O_FAULT_EXPECT,
+	HX_O_LIST,
+	HX_O_VERSION,
+};
+
+static const struct option hx_long_opts[] = {
+	{"plugin", required_argument, NULL, HX_O_PLUGIN},
+	{"nranks", required_argument, NULL, HX_O_NRANKS},
+	{"tests", required_argument, NULL, HX_O_TESTS},
+	{"json", required_argument, NULL, HX_O_JSON},
+	{"timeout", required_argument, NULL, HX_O_TIMEOUT},
+	{"bound", required_argument, NULL, HX_O_BOUND},
+	{"threads", required_argument, NULL, HX_O_THREADS},
+	{"max-bytes", required_argument, NULL, HX_O_MAX_BYTES},
+	{"node-prefix", required_argument, NULL, HX_O_NODE_PREFIX},
+	{"api-version", required_argument, NULL, HX_O_API_VERSION},
+	{"bench", no_argument, NULL, HX_O_BENCH},
+	{"flows", required_argument, NULL, HX_O_FLOWS},
+	{"flow-bytes", required_argument, NULL, HX_O_FLOW_BYTES},
+	{"flow-msg", required_argument, NULL, HX_O_FLOW_MSG},
+	{"corrupt-ok", no_argument, NULL, HX_O_CORRUPT_OK},
+	{"profiler", no_argument, NULL, HX_O_PROFILER},
+	{"fault-msgs", required_argument, NULL, HX_O_FAULT_MSGS},
+	{"fault-bytes", required_argument, NULL, HX_O_FAULT_BYTES},
+	{"fault-gap-us", required_argument, NULL, HX_O_FAULT_GAP_US},
+	{"fault-expect", required_argument, NULL, HX_O_FAULT_EXPECT},
+	{"list", no_argument, NULL, HX_O_LIST},
+	{"verbose", no_argument, NULL, 'v'},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, HX_O_VERSION},
+	{NULL, 0, NULL, 0},
+};
+
+/* "--name" of the option getopt_long returned as val (for the error messages). */
+static const char *hx_opt_name(int val)
+{
+	static char name[40];
+	const struct option *o;
+
+	for (o = hx_long_opts; o->name; o++)
+		if (o->val == val) {
+			snprintf(name, sizeof(name), "--%s", o->name);
+			return name;
+		}
+	snprintf(name, sizeof(name), "-%c", val);
+	return name;
+}
+
+/* The option getopt_long refused, as the user wrote it (without any "=value"). */
+static const char *hx_bad_opt(char **argv)
+{
+	static char name[64];
+	const char *a = argv[optind - 1], *eq = strchr(a, '=');
+
+	snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
+	return name;
+}
+
+/* How many long options "--abbr" abbreviates (getopt_long refuses more than one). */
+static int hx_prefix_of(const char *abbr)
+{
+	const struct option *o;
+	int n = 0;
+
+	if (strncmp(abbr, "--", 2) != 0)
+		return 0;
+	for (o = hx_long_opts; o->name; o++)
+		n += !strncmp(o->name, abbr + 2, strlen(abbr + 2));
+	return n;
+}
+
 static void hx_parse_args(int argc, char **argv, const char **tests)
 {
-	int i, list = 0, nranks_set = 0, fault_bytes_set = 0;
+	int c, list = 0, nranks_set = 0, fault_bytes_set = 0;
 
 	hx_opt.nranks = 2;
 	hx_opt.timeout = 120;
@@ -285,84 +378,82 @@ static void hx_parse_args(int argc, char **argv, const char **tests)
 	hx_opt.fault_bytes = 64u << 10;
 	*tests = NULL;
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = NULL, *eq;
-		char name[64];
+	opterr = 0; /* the errors below are one line each, with exit 2 */
+	while ((c = getopt_long(argc, argv, "+:hv", hx_long_opts, NULL)) != -1) {
+		const char *name = hx_opt_name(c), *v = optarg;
 
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+		switch (c) {
+		case 'h':
 			hx_usage(stdout);
 			exit(0);
-		}
-		if (!strcmp(a, "--version")) {
+		case HX_O_VERSION:
 			printf("simfabric-harness %s\n", SF_VERSION);
 			exit(0);
-		}
-		if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+		case 'v':
 			hx_opt.verbose = 1;
-			continue;
-		}
-		if (!strcmp(a, "--list")) {
+			break;
+		case HX_O_LIST:
 			list = 1;
-			continue;
-		}
-		if (!strcmp(a, "--bench")) {
+			break;
+		case HX_O_BENCH:
 			hx_opt.bench = 1;
-			continue;
-		}
-		if (!strcmp(a, "--corrupt-ok")) {
+			break;
+		case HX_O_CORRUPT_OK:
 			hx_opt.corrupt_ok = 1;
-			continue;
-		}
-		if (!strcmp(a, "--profiler")) {
+			break;
+		case HX_O_PROFILER:
 			hx_opt.profiler = 1;
-			continue;
-		}
-		if (strncmp(a, "--", 2) != 0)
-			hx_usage_error("unexpected argument '%s'", a);
-		eq = strchr(a, '=');
-		snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
-		if (eq) {
-			v = eq + 1;
-		} else {
-			if (i + 1 >= argc)
-				hx_usage_error("%s needs a value", name);
-			v = argv[++i];
-		}
-		if (!strcmp(name, "--plugin")) {
+			break;
+		case HX_O_PLUGIN:
 			hx_opt.plugin = v;
-		} else if (!strcmp(name, "--nranks")) {
+			break;
+		case HX_O_NRANKS:
 			hx_opt.nranks = (int)hx_parse_long(name, v, 2, HX_MAX_RANKS);
 			nranks_set = 1;
-		} else if (!strcmp(name, "--tests")) {
+			break;
+		case HX_O_TESTS:
 			*tests = v;
-		} else if (!strcmp(name, "--json")) {
+			break;
+		case HX_O_JSON:
 			hx_opt.json = v;
-		} else if (!strcmp(name, "--timeout")) {
+			break;
+		case HX_O_TIMEOUT:
 			hx_opt.timeout = hx_parse_secs(name, v);
-		} else if (!strcmp(name, "--bound")) {
+			break;
+		case HX_O_BOUND:
 			hx_opt.bound = hx_parse_secs(name, v);
-		} else if (!strcmp(name, "--threads")) {
+			break;
+		case HX_O_THREADS:
 			hx_opt.threads = (int)hx_parse_long(name, v, 1, HX_MAX_THREADS);
-		} else if (!strcmp(name, "--max-bytes")) {
+			break;
+		case HX_O_MAX_BYTES:
 			hx_opt.max_bytes = hx_parse_bytes(name, v);
-		} else if (!strcmp(name, "--node-prefix")) {
+			break;
+		case HX_O_NODE_PREFIX:
 			if (!*v || strlen(v) > 48 || strpbrk(v, " \t\n=/"))
 				hx_usage_error("--node-prefix: '%s' is not a usable node name prefix", v);
 			hx_opt.node_prefix = v;
-		} else if (!strcmp(name, "--flows")) {
+			break;
+		case HX_O_FLOWS:
 			hx_opt.flows = v;
-		} else if (!strcmp(name, "--flow-bytes")) {
+			break;
+		case HX_O_FLOW_BYTES:
 			hx_opt.flow_bytes = hx_parse_bytes(name, v);
-		} else if (!strcmp(name, "--flow-msg")) {
+			break;
+		case HX_O_FLOW_MSG:
 			hx_opt.flow_msg = hx_parse_bytes(name, v);
-		} else if (!strcmp(name, "--fault-msgs")) {
+			break;
+		case HX_O_FAULT_MSGS:
 			hx_opt.fault_msgs = hx_parse_long(name, v, 1, 1000000);
-		} else if (!strcmp(name, "--fault-bytes")) {
+			break;
+		case HX_O_FAULT_BYTES:
 			hx_opt.fault_bytes = hx_parse_bytes(name, v);
 			fault_bytes_set = 1;
-		} else if (!strcmp(name, "--fault-gap-us")) {
+			break;
+		case HX_O_FAULT_GAP_US:
 			hx_opt.fault_gap = (double)hx_parse_long(name, v, 0, 10000000) / 1e6;
-		} else if (!strcmp(name, "--fault-expect")) {
+			break;
+		case HX_O_FAULT_EXPECT:
 			if (!strcmp(v, "ok"))
 				hx_opt.fault_expect = HX_FE_OK;
 			else if (!strcmp(v, "error"))
@@ -371,12 +462,24 @@ static void hx_parse_args(int argc, char **argv, const char **tests)
 				hx_opt.fault_expect = HX_FE_EITHER;
 			else
 				hx_usage_error("--fault-expect: '%s' is not ok, error or either", v);
-		} else if (!strcmp(name, "--api-version")) {
+			break;
+		case HX_O_API_VERSION:
 			hx_opt.api_version = (int)hx_parse_long(name, v, 8, 12);
-		} else {
-			hx_usage_error("unknown option '%s'", name);
+			break;
+		case ':':
+			hx_usage_error("%s needs a value", optopt ? hx_opt_name(optopt) : hx_bad_opt(argv));
+		default: /* '?': unknown, ambiguous, or a value given to a flag */
+			if (optopt && optopt < 256)
+				hx_usage_error("unknown option '-%c'", optopt);
+			if (optopt && strchr(argv[optind - 1], '='))
+				hx_usage_error("%s takes no value", hx_opt_name(optopt));
+			if (hx_prefix_of(hx_bad_opt(argv)) > 1)
+				hx_usage_error("ambiguous option '%s'", hx_bad_opt(argv));
+			hx_usage_error("unknown option '%s'", hx_bad_opt(argv));
 		}
 	}
+	if (optind < argc)
+		hx_usage_error("unexpected argument '%s'", argv[optind]);
 	if (list) {
 		hx_list();
 		exit(0);
