@@ -19,6 +19,8 @@ struct fstate_d {
 	uint64_t open_win;  /* a window whose end is to be logged, +1 (0: none) */
 	int64_t open_end;   /* its end */
 	uint64_t windows;   /* windows begun so far */
+	int64_t first_open; /* the first window's start (0: none yet) */
+	int missed_said;    /* the "it hit nothing" warning is logged */
 	int64_t logged_origin;
 };
 
@@ -234,6 +236,21 @@ static int log_this(uint64_t i)
 	return i < FAULTD_LOG_WINDOWS || (i & (i - 1)) == 0;
 }
 
+/* After window end e: when it was the fault's last and nothing was hit, one warning. */
+static void warn_if_missed(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_t origin,
+			   int64_t until, int64_t e)
+{
+	struct fstate_d *st = &d->st[id];
+	char line[512];
+	if (st->missed_said || !st->first_open || win_start(&ff->spec, origin, until, st->next_win) >= 0)
+		return;
+	st->missed_said = 1;
+	if (fault_missed_text(&ff->spec, id, atomic_load(&ff->hit), atomic_load(&ff->delayed),
+			      atomic_load(&ff->failed), vt(d, st->first_open), vt(d, e), line,
+			      sizeof(line)))
+		log_warn("%s", line);
+}
+
 static void tick_one(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_t now)
 {
 	const struct fault_spec *f = &ff->spec;
@@ -268,6 +285,7 @@ static void tick_one(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_
 			}
 			st->open_win = 0;
 			ftr_end(d, id, i, e);
+			warn_if_missed(d, id, ff, origin, until, e);
 		}
 	}
 	for (int guard = 0; guard < 100000; guard++) {
@@ -279,6 +297,8 @@ static void tick_one(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_
 			continue;
 		int64_t b = win_end(f, a, until);
 		st->windows++;
+		if (!st->first_open)
+			st->first_open = a;
 		ftr_begin(d, id, i, a, b);
 		if (log_this(i)) {
 			log_wall_time(w, sizeof(w));
@@ -306,9 +326,12 @@ static void tick_one(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_
 		if (b > now) {
 			st->open_win = i + 1;
 			st->open_end = b;
-		} else if (log_this(i)) {
-			log_warn("fault #%u '%s': %s: window %llu ends at %s (fabric time)", id, f->name,
-				 sc, (unsigned long long)i, fault_fmt_ns(vt(d, b), t1, sizeof(t1)));
+		} else {
+			if (log_this(i))
+				log_warn("fault #%u '%s': %s: window %llu ends at %s (fabric time)", id,
+					 f->name, sc, (unsigned long long)i,
+					 fault_fmt_ns(vt(d, b), t1, sizeof(t1)));
+			warn_if_missed(d, id, ff, origin, until, b);
 		}
 	}
 }

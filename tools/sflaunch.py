@@ -1080,6 +1080,12 @@ def launch(cmd, nodes, gpus_per_node=1, scenario=None, socket=None, run_dir=None
     return res
 
 
+FAULTS_CLOCK = ("fabric time: every *_ns is ns since the daemon's start (epoch_ns, "
+                "CLOCK_MONOTONIC), not the job's (stats.json's job.start_ns); a fault's "
+                "origin_ns is when its clock started: the daemon's start for at:, its trigger "
+                "for after:")
+
+
 def counters(lr, fabric, shared=False):
     """stats.json's content: per directed link its ends and rate (from the fabric dump) and
     op=stats' counters; per connection op=show's msgs and bytes; per NIC their sums
@@ -1119,7 +1125,7 @@ def write_counters(lr, fabric, shared=False):
         return []
     out = [("stats.json", counters(lr, fabric, shared))]
     if lr.faults and lr.faults.get("faults"):
-        out.append(("faults.json", lr.faults))
+        out.append(("faults.json", dict(lr.faults, clock=FAULTS_CLOCK)))
     if lr.series:
         out.append(("series.json", lr.series))
     for name, doc in out + [("fabric.json", fabric)]:
@@ -1422,6 +1428,71 @@ class RunResult:
                 "launch": self.launch.to_json() if self.launch else None}
 
 
+def _ms(ns):
+    return "%.6g ms" % (ns / 1e6)
+
+
+def missed_faults(faults, specs, job_start_ns=None):
+    """The faults (op=fault verb=list's records, with the dump's specs by id) whose windows all
+    passed without touching a message (hit, delayed and failed all 0): [(name, line)], a line
+    as the daemon's warning says it. A fault still armed, waiting or on is not judged."""
+    by_id = {s.get("id"): s for s in specs or []}
+    out = []
+    for f in faults or []:
+        if any(int(f.get(k) or 0) for k in ("hit", "delayed", "failed")):
+            continue
+        if f.get("state") not in ("over", None) or not int(f.get("windows") or 0):
+            continue
+        sp = by_id.get(f.get("id"), {})
+        origin = int(f.get("origin_ns", -1))
+        opened = origin + int(sp.get("start_ns") or 0)
+        closed = None
+        if sp.get("duration_ns") is not None and sp.get("count"):
+            closed = opened + int(sp.get("period_ns") or 0) * (sp["count"] - 1) + \
+                sp["duration_ns"]
+        until = int(f.get("until_ns", -1))
+        if until >= 0 and (closed is None or until < closed):
+            closed = until
+        when = "opened at %s%s" % (_ms(opened), " and closed at %s" % _ms(closed)
+                                   if closed is not None else "")
+        if sp.get("clock") == "fabric_start":
+            why = (", before the job started at %s: it hit nothing (`at:` counts from the "
+                   "daemon's start; `after: {first_traffic: LINK}` counts from the first "
+                   "message on LINK)" % _ms(job_start_ns)
+                   if job_start_ns is not None and closed is not None and closed <= job_start_ns
+                   else ": it hit nothing (`at:` counts from the daemon's start, not the "
+                   "job's; `after: {first_traffic: LINK}` counts from the first message on "
+                   "LINK)")
+        else:
+            why = ": it hit nothing"
+        out.append((f.get("name"), "fault #%s '%s' %s (fabric time)%s" % (
+            f.get("id"), f.get("name"), when, why)))
+    return out
+
+
+def check_faults(expect, lr, fb):
+    """The faults check of a run whose fabric has faults: every fault hit something, but for
+    those expect: faults: may_miss names (or all). None when there are no faults."""
+    fl = lr.faults or {}
+    if not fl.get("faults"):
+        return None
+    may = ((expect or {}).get("faults") or {}).get("may_miss") or []
+    job_start = None
+    if fl.get("epoch_ns") is not None and lr.t_start is not None:
+        job_start = int(round(lr.t_start * 1e9)) - fl["epoch_ns"]
+    missed = missed_faults(fl["faults"], (fb or {}).get("faults"), job_start)
+    bad = [ln for name, ln in missed if may != "all" and name not in may]
+    allowed = len(missed) - len(bad)
+    n = len(fl["faults"])
+    if bad:
+        return Check("faults", False, "; ".join(bad) + (
+            " (expect: faults: {may_miss: [name]} allows it)" if len(bad) == 1 else
+            " (expect: faults: {may_miss: [names]} allows them)"))
+    hits = sum(int(f.get("hit") or 0) for f in fl["faults"])
+    return Check("faults", True, "%d fault(s), %d message(s) hit%s" % (
+        n, hits, "; %d hit nothing, as may_miss allows" % allowed if allowed else ""))
+
+
 def evaluate(job, expect, lr, fb):
     """The checks of a finished job against expect:."""
     rundir = lr.run_dir
@@ -1492,6 +1563,9 @@ def evaluate(job, expect, lr, fb):
     if failure is not None:
         ok, detail = check_failure(failure, job, lr, raw or {}, fails, status)
         checks.append(Check("failure", ok, detail))
+    fc = check_faults(expect, lr, fb)
+    if fc:
+        checks.append(fc)
     # the fabric itself: nothing delivered before the model's time
     if lr.stats:
         st = lr.stats.values()

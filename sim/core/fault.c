@@ -232,3 +232,24 @@ const char *fault_fmt_ns(int64_t ns, char *buf, size_t cap)
 		snprintf(buf, cap, "%" PRId64 "ns", ns);
 	return buf;
 }
+
+int fault_missed_text(const struct fault_spec *f, uint32_t id, uint64_t hit, uint64_t delayed,
+		      uint64_t failed, int64_t opened, int64_t closed, char *buf, size_t cap)
+{
+	char t1[32], t2[32];
+	if (hit || delayed || failed)
+		return 0;
+	int n = snprintf(buf, cap, "fault #%u '%s' opened at %s", id, f->name,
+			 fault_fmt_ns(opened, t1, sizeof(t1)));
+	if (n >= 0 && (size_t)n < cap && closed >= 0)
+		n += snprintf(buf + n, cap - (size_t)n, " and closed at %s",
+			      fault_fmt_ns(closed, t2, sizeof(t2)));
+	if (n >= 0 && (size_t)n < cap)
+		snprintf(buf + n, cap - (size_t)n, "%s",
+			 f->trigger == FAULT_T_TIME
+				 ? " (fabric time, from the daemon's start): it hit nothing; `at:` "
+				   "counts from the daemon's start, not the job's: `after: "
+				   "{first_traffic: LINK}` counts from the first message on LINK"
+				 : " (fabric time, from the daemon's start): it hit nothing");
+	return 1;
+}

@@ -159,6 +159,16 @@ int fault_conn_match(int32_t want_src, int32_t want_dst, int32_t src, int32_t ds
  * "key: reason" in err. */
 int fault_spec_check(const struct fault_spec *f, char *err, size_t errlen);
 
+/*
+ * A fault whose windows are all over without touching a message (hit, delayed and failed all
+ * 0): 1, with one line in buf naming the fault, when its first window opened and its last
+ * closed (ns of fabric time, counted from the daemon's start; closed < 0: unknown) and, for a
+ * clock (`at:`) fault, that `after: {first_traffic: LINK}` counts from traffic instead.
+ * 0 (buf untouched) when it hit something.
+ */
+int fault_missed_text(const struct fault_spec *f, uint32_t id, uint64_t hit, uint64_t delayed,
+		      uint64_t failed, int64_t opened, int64_t closed, char *buf, size_t cap);
+
 /* "12.5ms", "3s", "250ns": a time for messages. Returns buf. */
 const char *fault_fmt_ns(int64_t ns, char *buf, size_t cap);
 

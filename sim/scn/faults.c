@@ -682,7 +682,9 @@ static void json_spec(struct jbuf *b, int id, const struct fault_spec *f, const 
 		else
 			json_conn(b, "conn", fab, f->trig_src, f->trig_dst);
 	}
-	jbuf_printf(b, "},\"start_ns\":%" PRId64 ",\"duration_ns\":", f->start_ns);
+	/* the clock start_ns counts on, said so a reader cannot take it for the job's */
+	jbuf_printf(b, "},\"clock\":\"%s\",\"start_ns\":%" PRId64 ",\"duration_ns\":",
+		    f->trigger == FAULT_T_TIME ? "fabric_start" : "trigger", f->start_ns);
 	if (f->duration_ns == FAULT_FOREVER)
 		jbuf_puts(b, "null");
 	else

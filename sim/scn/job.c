@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/core/fault.h"
 #include "sim/scn/jbuf.h"
 #include "sim/scn/param.h"
 #include "sim/scn/scn_int.h"
@@ -994,11 +995,67 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 	return 0;
 }
 
+/* expect: faults: {may_miss: [name, ...] | all}: the faults allowed to hit nothing (a fault
+ * whose windows all pass without touching a message fails the run's faults check otherwise). */
+struct miss_ctx {
+	struct jbuf *b;
+	int n;
+};
+
+static int miss_word(struct scn *s, const yaml_node_t *at, const char *key, const char *word,
+		     void *ctx)
+{
+	struct miss_ctx *c = ctx;
+	const struct fault_plan *p = s->faults;
+	char names[256] = "";
+	size_t len = 0;
+	for (int i = 0; p && i < p->n; i++) {
+		if (!strcmp(p->f[i].name, word)) {
+			jbuf_puts(c->b, c->n++ ? "," : "");
+			jbuf_str(c->b, word);
+			return 0;
+		}
+		if (len < sizeof(names))
+			len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "",
+						p->f[i].name);
+	}
+	return scn_fail(s, at, key, "'%s' is not a fault of this scenario (its faults: %s)", word,
+			p && p->n ? names : "none");
+}
+
+static int parse_expect_faults(struct scn *s, const yaml_node_t *v, struct jbuf *b)
+{
+	const yaml_node_t *vm = NULL;
+	const struct scn_key keys[] = {{"may_miss", &vm, NULL}};
+	if (scn_expect(s, v, YAML_MAPPING_NODE, "faults",
+		       "a mapping like {may_miss: [flap]} (faults allowed to hit nothing)") ||
+	    scn_get_keys(s, v, "faults", keys, SCN_NKEYS(keys)))
+		return s->rc;
+	if (!s->faults || !s->faults->n)
+		return scn_fail(s, v, "faults", "the scenario has no faults: section");
+	jbuf_puts(b, "{\"may_miss\":");
+	if (!vm || scn_is_null(vm)) {
+		jbuf_puts(b, "[]");
+	} else if (vm->type == YAML_SCALAR_NODE && !strcmp(scn_text(vm), "all")) {
+		jbuf_puts(b, "\"all\"");
+	} else {
+		struct miss_ctx c = {b, 0};
+		jbuf_puts(b, "[");
+		if (for_words(s, vm, "may_miss", miss_word, &c))
+			return s->rc;
+		jbuf_puts(b, "]");
+	}
+	jbuf_puts(b, "}");
+	return 0;
+}
+
 int scn_parse_expect(struct scn *s, const yaml_node_t *v)
 {
-	const yaml_node_t *vd = NULL, *vt = NULL, *vf = NULL;
-	const struct scn_key keys[] = {
-		{"data", &vd, NULL}, {"timing", &vt, NULL}, {"failure", &vf, NULL}};
+	const yaml_node_t *vd = NULL, *vt = NULL, *vf = NULL, *vq = NULL;
+	const struct scn_key keys[] = {{"data", &vd, NULL},
+				       {"timing", &vt, NULL},
+				       {"failure", &vf, NULL},
+				       {"faults", &vq, NULL}};
 	const char *job = s->section[FABRIC_SECTION_JOB];
 	char prog[16];
 	long long nranks = 0, timeout_s = JOB_DEFAULT_TIMEOUT_S;
@@ -1045,6 +1102,11 @@ int scn_parse_expect(struct scn *s, const yaml_node_t *v)
 			goto out;
 	} else {
 		jbuf_puts(&b, "null");
+	}
+	if (vq && !scn_is_null(vq)) {
+		jbuf_puts(&b, ",\"faults\":");
+		if (parse_expect_faults(s, vq, &b))
+			goto out;
 	}
 	jbuf_puts(&b, "}");
 	return set_section(s, &b, FABRIC_SECTION_EXPECT);

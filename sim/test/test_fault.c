@@ -1238,6 +1238,34 @@ static void test_chan_corrupt(void)
 	env_fini(&e);
 }
 
+/* fault_missed_text: the line for a fault that hit nothing, and none for one that hit. */
+static void test_missed_text(void)
+{
+	struct fault_spec f = {0};
+	char buf[512] = "";
+	snprintf(f.name, sizeof(f.name), "flap");
+	f.trigger = FAULT_T_TIME;
+	CHECK(fault_missed_text(&f, 0, 0, 0, 0, 50000000, 70000000, buf, sizeof(buf)) == 1, "missed");
+	CHECK(strstr(buf, "fault #0 'flap' opened at 50ms and closed at 70ms") != NULL, "%s", buf);
+	CHECK(strstr(buf, "it hit nothing") && strstr(buf, "after: {first_traffic: LINK}"), "%s",
+	      buf);
+	CHECK(strstr(buf, "daemon's start"), "the clock's origin named: %s", buf);
+	strcpy(buf, "untouched");
+	CHECK(fault_missed_text(&f, 0, 1, 0, 0, 1, 2, buf, sizeof(buf)) == 0, "a hit");
+	CHECK(fault_missed_text(&f, 0, 0, 3, 0, 1, 2, buf, sizeof(buf)) == 0, "delayed");
+	CHECK(fault_missed_text(&f, 0, 0, 0, 1, 1, 2, buf, sizeof(buf)) == 0, "failed");
+	CHECK(!strcmp(buf, "untouched"), "%s", buf);
+	f.trigger = FAULT_T_FIRST_TRAFFIC;
+	CHECK(fault_missed_text(&f, 2, 0, 0, 0, 5000, -1, buf, sizeof(buf)) == 1, "missed");
+	CHECK(!strcmp(buf, "fault #2 'flap' opened at 5us (fabric time, from the daemon's start): "
+			   "it hit nothing"),
+	      "%s", buf);
+	char small[16];
+	CHECK(fault_missed_text(&f, 2, 0, 0, 0, 5000, 9000, small, sizeof(small)) == 1 &&
+		      strlen(small) == sizeof(small) - 1,
+	      "truncated safely: %s", small);
+}
+
 int main(void)
 {
 	test_window_single();
@@ -1257,6 +1285,7 @@ int main(void)
 	test_reserve_scan_cutoff();
 	test_reserve_sweep();
 	test_chan_corrupt();
+	test_missed_text();
 	if (failures) {
 		fprintf(stderr, "test_fault: %d of %d checks failed\n", failures, checks);
 		return 1;

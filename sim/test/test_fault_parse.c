@@ -414,25 +414,25 @@ static void test_good(void)
 	CHECK(fabric_json(f, false, &js, &jl) == 0, "json");
 	static const char *const want[] = {
 		"\"faults\":[{\"id\":0,\"name\":\"cable0\",\"action\":\"link_down\",\"line\":12,"
-		"\"links\":[0,1],\"trigger\":{\"kind\":\"time\"},\"start_ns\":5000000,"
+		"\"links\":[0,1],\"trigger\":{\"kind\":\"time\"},\"clock\":\"fabric_start\",\"start_ns\":5000000,"
 		"\"duration_ns\":200000000,\"period_ns\":0,\"count\":1,\"probability\":1}",
 		"{\"id\":1,\"name\":\"flap-1\",\"action\":\"flap\",\"line\":17,\"links\":[2],"
-		"\"trigger\":{\"kind\":\"first_traffic\",\"link\":0},\"start_ns\":2000000,"
+		"\"trigger\":{\"kind\":\"first_traffic\",\"link\":0},\"clock\":\"trigger\",\"start_ns\":2000000,"
 		"\"duration_ns\":5000000,\"period_ns\":20000000,\"count\":4,\"probability\":1}",
-		"\"conn\":{\"from\":\"node0\",\"to\":\"node2\"},\"trigger\":{\"kind\":\"time\"},"
+		"\"conn\":{\"from\":\"node0\",\"to\":\"node2\"},\"trigger\":{\"kind\":\"time\"},\"clock\":\"fabric_start\","
 		"\"start_ns\":1500000000,\"duration_ns\":250000,\"period_ns\":1000000,\"count\":null",
 		"\"conn\":{\"from\":\"node2\",\"to\":\"node0\"}",
 		"\"set\":{\"rate_bps\":12500000000,\"add_latency_ns\":3000,\"loss\":{\"kind\":1,"
 		"\"p\":[0.01,0,0,0,0]}}",
 		"\"trigger\":{\"kind\":\"bytes\",\"threshold\":65536,\"conn\":{\"from\":\"node0\","
-		"\"to\":\"node1\"}},\"start_ns\":0,\"duration_ns\":null",
+		"\"to\":\"node1\"}},\"clock\":\"trigger\",\"start_ns\":0,\"duration_ns\":null",
 		"\"conn\":{\"from\":\"node1\",\"to\":\"any\"},\"trigger\":{\"kind\":\"messages\","
 		"\"threshold\":100,\"link\":2}",
 		"\"node\":\"node1\"",
-		"\"node\":\"any\",\"trigger\":{\"kind\":\"time\"},\"start_ns\":0,\"duration_ns\":null,"
+		"\"node\":\"any\",\"trigger\":{\"kind\":\"time\"},\"clock\":\"fabric_start\",\"start_ns\":0,\"duration_ns\":null,"
 		"\"period_ns\":0,\"count\":1,\"probability\":1,\"delay_ns\":300000000}",
 		"\"name\":\"node_kill-8\",\"action\":\"node_kill\",\"line\":24,\"links\":[],"
-		"\"node\":\"node2\",\"trigger\":{\"kind\":\"time\"},\"start_ns\":30000000000,"
+		"\"node\":\"node2\",\"trigger\":{\"kind\":\"time\"},\"clock\":\"fabric_start\",\"start_ns\":30000000000,"
 		"\"duration_ns\":1,",
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)

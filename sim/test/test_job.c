@@ -16,6 +16,10 @@
 #define TWO "fabric: {nodes: {count: 2, name: \"node{i}\"}}\n"
 #define FOUR "fabric: {nodes: {count: 4, name: \"node{i}\"}}\n"
 #define IDEAL "fabric: {kind: ideal}\n"
+#define FLT                                                                                        \
+	"fabric: {nodes: {count: 2, name: \"node{i}\"}, switches: [{name: sw0}],\n"                \
+	"  links: [{ends: [[node0, node1], sw0]}]}\nfaults:\n"                                    \
+	"  - {name: cut, action: link_down, link: node0, at: 1ms, for: 1ms}\n"
 
 /* Resolved: the job's and the expect's JSON texts must be these (NULL: not checked). */
 static void test_resolve(void)
@@ -104,6 +108,14 @@ static void test_resolve(void)
 		 NULL,
 		 "{\"data\":\"wrong\",\"timing\":null,\"failure\":null}"},
 		{TWO "job: ~\nexpect: ~", "", ""}, /* empty sections: none */
+		{FLT "job: {program: harness}\nexpect: {faults: {may_miss: [cut]}}",
+		 NULL,
+		 "{\"data\":\"exact\",\"timing\":null,\"failure\":null,"
+		 "\"faults\":{\"may_miss\":[\"cut\"]}}"},
+		{FLT "job: {program: harness}\nexpect: {faults: {may_miss: all}}",
+		 NULL,
+		 "{\"data\":\"exact\",\"timing\":null,\"failure\":null,"
+		 "\"faults\":{\"may_miss\":\"all\"}}"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char err[SCN_ERR_LEN];
@@ -235,7 +247,13 @@ static void test_errors(void)
 		/* expect: */
 		{TWO "expect: {}", "t.yaml:2:9: expect: needs a job: section (what to run)"},
 		{TWO "job: {program: nccl}\nexpect: {dat: exact}",
-		 "t.yaml:3:10: dat: unknown key in expect (known: data, timing, failure)"},
+		 "t.yaml:3:10: dat: unknown key in expect (known: data, timing, failure, faults)"},
+		{FLT "job: {program: harness}\nexpect: {faults: {may_miss: [cut, nope]}}",
+		 "t.yaml:6:35: may_miss: 'nope' is not a fault of this scenario (its faults: cut)"},
+		{TWO "job: {program: harness}\nexpect: {faults: {may_miss: [x]}}",
+		 "t.yaml:3:18: faults: the scenario has no faults: section"},
+		{FLT "job: {program: harness}\nexpect: {faults: {may_mis: [cut]}}",
+		 "t.yaml:6:19: may_mis: unknown key in faults (known: may_miss)"},
 		{TWO "job: {program: nccl}\nexpect: {data: right}",
 		 "t.yaml:3:16: data: 'right' is not one of exact, wrong, unchecked"},
 		{TWO "job: {program: harness}\nexpect: {data: unchecked}",
