@@ -34,7 +34,7 @@ def _faults_check(r):
     return [c for c in r.json["checks"] if c["name"] == "faults"]
 
 
-def test_30_01_a_clock_window_before_the_job_fails_the_faults_check(sf_run, tmp_path):
+def test_31_01_a_clock_window_before_the_job_fails_the_faults_check(sf_run, tmp_path):
     r = sf_run(_scenario(tmp_path, "early.yaml", "at: 0, "))
     assert r.rc == 1 and not r.passed, r.explain()
     (c,) = _faults_check(r)
@@ -55,14 +55,14 @@ def test_30_01_a_clock_window_before_the_job_fails_the_faults_check(sf_run, tmp_
     assert "since the daemon's start" in fj["clock"], fj
 
 
-def test_30_02_may_miss_allows_it(sf_run, tmp_path):
+def test_31_02_may_miss_allows_it(sf_run, tmp_path):
     r = sf_run(_scenario(tmp_path, "allowed.yaml", "at: 0, ",
                          "  faults: {may_miss: [cut]}\n")).check_ok()
     (c,) = _faults_check(r)
     assert c["ok"] and "1 hit nothing, as may_miss allows" in c["detail"], c
 
 
-def test_30_03_a_traffic_trigger_hits(sf_run, tmp_path):
+def test_31_03_a_traffic_trigger_hits(sf_run, tmp_path):
     r = sf_run(_scenario(tmp_path, "job.yaml", "after: {first_traffic: node0}, at: 1ms, "))
     r.check_ok()
     (c,) = _faults_check(r)
@@ -72,7 +72,7 @@ def test_30_03_a_traffic_trigger_hits(sf_run, tmp_path):
     assert fb["faults"][0]["clock"] == "trigger", fb["faults"]
 
 
-def test_30_04_the_dump_says_each_faults_clock(sf_env, tmp_path):
+def test_31_04_the_dump_says_each_faults_clock(sf_env, tmp_path):
     import subprocess
     sc = _scenario(tmp_path, "dump.yaml", "at: 0, ")
     r = subprocess.run([sf_env.daemon, "--scenario", sc, "--dump-fabric"],
