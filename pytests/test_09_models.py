@@ -296,23 +296,36 @@ def test_09_07_an_oversubscribed_spine_shares_its_uplinks_as_the_model_says(harn
     table = "\n".join(rows)
     print("\n" + table)
     full = model[flows.index((0, 1))]
+    # Slower than the model is no model error when this machine could not keep up: the fidelity
+    # monitor's lateness says so (idle 2 cores: 8 % of a message's time; with two busy loops
+    # beside it: 78 %). Then only the ceilings are held; faster than the model never passes.
+    st = sfctl.stats(f.socket)
+    late_ns = sum(l["late_sum_ns"] for l in st.values()) / max(1, sum(l["late_n"] for l in
+                                                                    st.values()))
+    kept_up = late_ns <= 0.25 * msg * 8 / full
+    if not kept_up:
+        print("deliveries %.0f us late on average: the floors are not held" % (late_ns / 1e3))
     # What the dump implies: a shared uplink halves a flow's rate, a lone one does not.
     for i in range(len(flows)):
         want = 0.5 if phase_of[i] in (0, 1) else 1.0
         assert model[i] == pytest.approx(want * full, rel=1e-9), table
     for i in range(len(flows)):
         e = got[i]
-        assert abs(e["steady_gbit_s"] / model[i] - 1) <= OVERSUB_TOL, table
+        ratio = e["steady_gbit_s"] / model[i]
+        assert ratio <= 1 + OVERSUB_TOL and (ratio >= 1 - OVERSUB_TOL or not kept_up), table
         # From the start, the first window's head start can add at most one window (8 of
         # 128 messages); it never goes faster than that.
-        assert 1 - 2 * OVERSUB_TOL <= e["gbit_s"] / model[i] <= 1 + 8 / 120 + OVERSUB_TOL, table
+        ratio = e["gbit_s"] / model[i]
+        assert ratio <= 1 + 8 / 120 + OVERSUB_TOL, table
+        assert ratio >= 1 - 2 * OVERSUB_TOL or not kept_up, table
         assert e["corrupt_msgs"] == 0 and e["msgs"] == 128
     for b in set(limit):
         group = [i for i in range(len(flows)) if limit[i] == b]
         if len(group) < 2:
             continue
-        got_sum = sum(got[i]["steady_gbit_s"] for i in group)
-        assert abs(got_sum / sum(model[i] for i in group) - 1) <= OVERSUB_SUM_TOL, (b, table)
+        ratio = sum(got[i]["steady_gbit_s"] for i in group) / sum(model[i] for i in group)
+        assert ratio <= 1 + OVERSUB_SUM_TOL, (b, table)
+        assert ratio >= 1 - OVERSUB_SUM_TOL or not kept_up, (b, late_ns, table)
     # What limits the flows across the spine is a shared switch-to-switch link.
     links = {l["id"]: l for l in fb["links"]}
     switches = {s["name"] for s in fb["switches"]}
