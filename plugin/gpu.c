@@ -916,6 +916,14 @@ int sfgpu_tx_new(const char *desc, struct sfgpu_tx **out)
 	return 0;
 }
 
+/* A non-blocking stream at the current context's highest priority (copies never wait). */
+static cu_result top_stream(cu_stream *s)
+{
+	int least = 0, greatest = 0;
+	G.cu.CtxGetStreamPriorityRange(&least, &greatest);
+	return G.cu.StreamCreateWithPriority(s, CU_STREAM_NON_BLOCKING_, greatest);
+}
+
 /*
  * Under G.imp_lock, with entry i's application context current: make our own context on its
  * device and a stream in it, if SIMFABRIC_GPU_COPY_CONTEXT=own asks. Said once in the log
@@ -927,24 +935,22 @@ static void own_context(int i)
 	int mps = 0;
 	if (G.copy_ctx != COPY_CTX_OWN) /* auto: the application's context (see copy_stream) */
 		return;
-	if (G.cu.DeviceGetAttribute && G.cu.CtxGetDevice(&dev) == CU_SUCCESS)
+	const char *step = "cuCtxGetDevice";
+	cu_result r = G.cu.CtxGetDevice(&dev);
+	if (r == CU_SUCCESS && G.cu.DeviceGetAttribute)
 		G.cu.DeviceGetAttribute(&mps, CU_DA_MPS_ENABLED, dev);
-	const char *step = "cuCtxCreate_v2 or cuMemcpyPeerAsync (a driver without them)";
-	cu_result r = -1;
+	if (r == CU_SUCCESS && !(G.cu.CtxCreate && G.cu.MemcpyPeerAsync)) {
+		step = "cuCtxCreate_v2 or cuMemcpyPeerAsync (a driver without them)";
+		r = -1;
+	}
 	cu_ctx own = NULL, popped;
 	cu_stream s = NULL;
-	if (G.cu.CtxCreate && G.cu.MemcpyPeerAsync) {
-		step = "cuCtxGetDevice";
-		r = G.cu.CtxGetDevice(&dev);
-	}
 	if (r == CU_SUCCESS) {
 		step = "cuCtxCreate";
 		r = G.cu.CtxCreate(&own, 0, dev); /* and makes it current */
 		if (r == CU_SUCCESS) {
-			int least = 0, greatest = 0;
-			G.cu.CtxGetStreamPriorityRange(&least, &greatest);
 			step = "cuStreamCreateWithPriority";
-			r = G.cu.StreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING_, greatest);
+			r = top_stream(&s);
 			G.cu.CtxPopCurrent(&popped);
 		}
 	}
@@ -993,10 +999,7 @@ static int copy_stream(cu_ctx app, int self, cu_ctx *ctx, cu_stream *out, char *
 				 SFGPU_MAX_CTX);
 			rc = -ENOSPC;
 		} else {
-			int least = 0, greatest = 0;
-			G.cu.CtxGetStreamPriorityRange(&least, &greatest);
-			cu_result r = G.cu.StreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING_,
-								    greatest);
+			cu_result r = top_stream(&s);
 			if (r != CU_SUCCESS) {
 				snprintf(why, cap, "cuStreamCreateWithPriority: %s", cuerr(r));
 				rc = -EIO;
