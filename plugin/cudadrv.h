@@ -41,6 +41,14 @@ struct cu_access_desc { /* CUmemAccessDesc */
 	int flags;
 };
 
+struct cu_memcpy_attr { /* CUmemcpyAttributes (CUDA 12.8+) */
+	int src_access_order;
+	struct cu_mem_location src_loc_hint, dst_loc_hint;
+	unsigned flags;
+};
+#define CU_MEMCPY_SRC_ACCESS_ORDER_STREAM_ 1
+#define CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE_ 1
+
 /* CUpointer_attribute */
 #define CU_PA_MEMORY_TYPE 2
 #define CU_PA_BUFFER_ID 7
@@ -108,6 +116,13 @@ struct cudrv {
 	cu_result (*CtxCreate)(cu_ctx *ctx, unsigned flags, cu_device dev);
 	cu_result (*MemcpyPeerAsync)(cu_ptr dst, cu_ctx dst_ctx, cu_ptr src, cu_ctx src_ctx,
 				     size_t n, cu_stream s);
+	/* Optional: batched copies with attributes, CUDA 13's (v2) and 12.8's (with failIdx). */
+	cu_result (*MemcpyBatchAsync2)(cu_ptr *dsts, cu_ptr *srcs, size_t *sizes, size_t count,
+				       struct cu_memcpy_attr *attrs, size_t *attr_idxs,
+				       size_t nattrs, cu_stream s);
+	cu_result (*MemcpyBatchAsync1)(cu_ptr *dsts, cu_ptr *srcs, size_t *sizes, size_t count,
+				       struct cu_memcpy_attr *attrs, size_t *attr_idxs,
+				       size_t nattrs, size_t *fail_idx, cu_stream s);
 };
 
 /*

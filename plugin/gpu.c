@@ -212,8 +212,14 @@ static void setup_once(void)
 		(void)copy_stream(cur, 0, &ctx_ignored, &ignored, why2, sizeof(why2));
 	snprintf(G.describe, sizeof(G.describe),
 		 "on (one-sided copies into the receiver's GPU memory; driver %d, compute "
-		 "capability %d.x, cuMem POSIX-fd export %s)",
-		 drv, major, vmm && fd ? "yes" : "no, cudaMalloc memory only");
+		 "capability %d.x, cuMem POSIX-fd export %s; copy context %s, copy engine %s)",
+		 drv, major, vmm && fd ? "yes" : "no, cudaMalloc memory only",
+		 G.copy_ctx == COPY_CTX_OWN	      ? "own"
+			 : G.copy_ctx == COPY_CTX_APP ? "the application's"
+						      : "auto (own under MPS)",
+		 G.cu.MemcpyBatchAsync2 || G.cu.MemcpyBatchAsync1 ? "asked for (batch copy hint)"
+								  : "not asked for (driver < "
+								    "12.8)");
 }
 
 int sfgpu_setup(char *why, size_t cap)
@@ -699,11 +705,10 @@ static struct gimport *import_new(const char *where, uint64_t region, char *why,
 			 * (own) and the application's cannot both */
 			snprintf(why, cap, "cuIpcOpenMemHandle of region %llu: %s%s",
 				 (unsigned long long)region, cuerr(r),
-				 G.copy_ctx == COPY_CTX_OWN ? " (with "
-							      "SIMFABRIC_GPU_COPY_CONTEXT=own; if "
-							      "the application "
-							      "opens this peer's IPC handles too, "
-							      "use app)"
+				 G.copy_ctx != COPY_CTX_APP ? " (copies in our own context: if the "
+							      "application opens "
+							      "this peer's IPC handles too, set "
+							      "SIMFABRIC_GPU_COPY_CONTEXT=app)"
 							    : "");
 		} else {
 			/* the size is the peer's word: believe the driver instead, or a copy could
@@ -929,16 +934,39 @@ static cu_result top_stream(cu_stream *s)
  * device and a stream in it, if SIMFABRIC_GPU_COPY_CONTEXT=own asks. Said once in the log
  * either way; on failure the copies fail (copy_stream).
  */
+/*
+ * cuCtxCreate with CUDA_DEVICE_MAX_CONNECTIONS at 1 for the while, in case the driver reads it
+ * per context: ours runs one stream, and under MPS every context's queues come out of one pool
+ * (on an H200, 2 ranks at 32 queues each could not make a third context: out of memory).
+ */
+static cu_result own_ctx_create(cu_ctx *own, cu_device dev)
+{
+	const char *was = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+	char saved[32] = "";
+	/* Only an existing variable is changed: setenv then replaces one pointer in place, which
+	 * another thread's getenv reads whole; adding one could move environ under it. */
+	if (was && snprintf(saved, sizeof(saved), "%s", was) < (int)sizeof(saved))
+		setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+	else
+		saved[0] = 0;
+	cu_result r = G.cu.CtxCreate(own, 0, dev);
+	if (saved[0])
+		setenv("CUDA_DEVICE_MAX_CONNECTIONS", saved, 1);
+	return r;
+}
+
 static void own_context(int i)
 {
 	cu_device dev = 0;
 	int mps = 0;
-	if (G.copy_ctx != COPY_CTX_OWN) /* auto: the application's context (see copy_stream) */
+	if (G.copy_ctx == COPY_CTX_APP)
 		return;
 	const char *step = "cuCtxGetDevice";
 	cu_result r = G.cu.CtxGetDevice(&dev);
 	if (r == CU_SUCCESS && G.cu.DeviceGetAttribute)
 		G.cu.DeviceGetAttribute(&mps, CU_DA_MPS_ENABLED, dev);
+	if (r == CU_SUCCESS && G.copy_ctx == COPY_CTX_AUTO && !mps)
+		return; /* auto: our own context under MPS only (see copy_stream) */
 	if (r == CU_SUCCESS && !(G.cu.CtxCreate && G.cu.MemcpyPeerAsync)) {
 		step = "cuCtxCreate_v2 or cuMemcpyPeerAsync (a driver without them)";
 		r = -1;
@@ -947,7 +975,7 @@ static void own_context(int i)
 	cu_stream s = NULL;
 	if (r == CU_SUCCESS) {
 		step = "cuCtxCreate";
-		r = G.cu.CtxCreate(&own, 0, dev); /* and makes it current */
+		r = own_ctx_create(&own, dev); /* and makes it current */
 		if (r == CU_SUCCESS) {
 			step = "cuStreamCreateWithPriority";
 			r = top_stream(&s);
@@ -965,25 +993,35 @@ static void own_context(int i)
 		return;
 	}
 	/* the context, if made, stays: destroying it could disturb the application's */
-	PWARN("SIMFABRIC_GPU_COPY_CONTEXT=own: %s failed on device %d (%s); no GPU copy can start",
-	      step, (int)dev, r == -1 ? "missing" : cuerr(r));
+	if (G.copy_ctx == COPY_CTX_OWN)
+		PWARN("SIMFABRIC_GPU_COPY_CONTEXT=own: %s failed on device %d (%s); no GPU copy "
+		      "can "
+		      "start",
+		      step, (int)dev, r == -1 ? "missing" : cuerr(r));
+	else
+		PWARN("GPU copies: %s failed on device %d (%s), so they run in the application's "
+		      "context, where under MPS a copy can wait behind a kernel that waits for it "
+		      "(a hang). Under MPS every context's hardware queues come out of one pool: "
+		      "give each rank fewer (CUDA_DEVICE_MAX_CONNECTIONS=%s; docs/gpu-path.md)",
+		      step, (int)dev, r == -1 ? "missing" : cuerr(r), "32 / ranks per GPU");
 }
 
 /*
  * Where a sendComm's copies run: a stream in a context, one per application context (so per
  * device), made early (at setup when a context is current, else by the first copy), at the
- * highest priority. Why one stream, made early, and why our own context: the GPU runs a
- * context's streams on a few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), assigned in order of
- * creation, and a copy queued behind NCCL's kernel never runs, since that kernel spins until
- * this very copy lands. Seen on an H200 under MPS: a stream per comm hung LL128 and Simple at
- * once; one early stream with 8 queues stalled 4 PyTorch ranks' first point-to-point copies
- * (PyTorch makes dozens of streams, so some share ours). A context of our own
- * (SIMFABRIC_GPU_COPY_CONTEXT=own) has queues nothing else uses, as a NIC's DMA engine is not
- * behind the application's kernels, and copies from the application's context with
- * cuMemcpyPeerAsync; but those copies measured 37 GB/s at 64 MiB against 51 in the
- * application's context, and without MPS two contexts time-slice: auto (the default) stays in
- * the application's context. self: the receiver is in this process (its memory is in the
- * application's context): always the application's stream.
+ * highest priority. A copy must never wait for NCCL's kernel, which spins until this very copy
+ * lands; on an H200 under MPS two things made it wait. (1) The GPU runs a context's streams on a
+ * few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), assigned in order of creation, and a copy
+ * queued behind the kernel never runs: a stream per comm hung LL128 and Simple at once, and one
+ * early stream still shared a queue with one of PyTorch's dozens. (2) A device-to-device copy
+ * may run as a kernel, and the ranks' spinning kernels can hold every SM (copy_in asks for the
+ * copy engine). 4 PyTorch ranks' all_to_all hung with either fix alone and passed with both.
+ * So under MPS (auto) the copies run in a context of our own, whose queues no application
+ * stream shares, as a NIC's DMA engine is not behind the application's kernels; without MPS
+ * (a GPU per rank) two contexts would time-slice, and auto stays in the application's. If our
+ * context cannot be made (MPS hands out queues from one pool), auto falls back to the
+ * application's with a WARN; SIMFABRIC_GPU_COPY_CONTEXT=own fails instead. self: the receiver is
+ * in this process (its memory is in the application's context): always the application's stream.
  */
 static int copy_stream(cu_ctx app, int self, cu_ctx *ctx, cu_stream *out, char *why, size_t cap)
 {
@@ -1023,10 +1061,8 @@ static int copy_stream(cu_ctx app, int self, cu_ctx *ctx, cu_stream *out, char *
 			PWARN("GPU copies run in the application's CUDA context and "
 			      "CUDA_DEVICE_MAX_CONNECTIONS is unset (CUDA's default: 8 hardware "
 			      "queues): a copy may queue behind an NCCL kernel that waits for it, "
-			      "and "
-			      "the job hangs. simfabric launch and run set it; under your own "
-			      "launcher "
-			      "set it for every rank (16 for 3-4 ranks per GPU, 32 for 1-2; "
+			      "and the job hangs. simfabric launch and run set it; under your own "
+			      "launcher set it for every rank (32 with a GPU per rank; "
 			      "docs/gpu-path.md), or SIMFABRIC_GPU=off");
 	}
 	if (!self && G.streams[i].own_s) {
@@ -1116,14 +1152,28 @@ static void tx_sync(struct sfgpu_tx *t)
 }
 
 /*
- * One copy into the receiver's memory (mapped in im->ctx) on the sendComm's stream. In the
- * application's context a plain copy; from our own context a peer copy names both contexts (the
- * source is the application's), and a host source as host memory (memory pinned by
- * cuMemHostRegister without PORTABLE looks pageable from our context: staged, still correct).
+ * One copy into the receiver's memory (mapped in im->ctx) on the sendComm's stream, on a copy
+ * engine where the driver takes the hint (cuMemcpyBatchAsync, CU_MEMCPY_FLAG_PREFER_OVERLAP_
+ * WITH_COMPUTE, as NCCL's own copy-engine collectives ask): a device-to-device copy may
+ * otherwise run as a kernel, which needs an SM, and under MPS NCCL's spinning kernels of
+ * several ranks can hold them all (4 PyTorch ranks' all_to_all hung so, in our own context too).
+ * Without the batch call (drivers before 12.8): in the application's context a plain copy; from
+ * our own context a peer copy names both contexts (the source is the application's), and a host
+ * source as host memory (memory pinned by cuMemHostRegister without PORTABLE looks pageable from
+ * our context: staged, still correct).
  */
 static cu_result copy_in(struct sfgpu_tx *t, const struct gimport *im, cu_ptr dst, const void *src,
 			 uint64_t len)
 {
+	if (G.cu.MemcpyBatchAsync2 || G.cu.MemcpyBatchAsync1) {
+		cu_ptr d = dst, sp = (cu_ptr)(uintptr_t)src;
+		size_t n = len, idx = 0, fail = 0;
+		struct cu_memcpy_attr a = {.src_access_order = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM_,
+					   .flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE_};
+		if (G.cu.MemcpyBatchAsync2)
+			return G.cu.MemcpyBatchAsync2(&d, &sp, &n, 1, &a, &idx, 1, t->stream);
+		return G.cu.MemcpyBatchAsync1(&d, &sp, &n, 1, &a, &idx, 1, &fail, t->stream);
+	}
 	if (t->ctx == t->app)
 		return G.cu.MemcpyAsync(dst, (cu_ptr)(uintptr_t)src, len, t->stream);
 	if (sfgpu_is_device(src))

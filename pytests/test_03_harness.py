@@ -50,6 +50,12 @@ def test_03_03_counters_match_the_traffic(harness, fabric):
     assert st["chans"], st
     for c in st["chans"]:
         assert c["shm_bytes"] > 0
+        # where each connection stands (what a hung job is diagnosed with): after a clean
+        # run every send met a receive and was delivered, every staged slot was consumed
+        ring = dict(kv.split("=") for kv in c["ring"].split())
+        ring = {k: int(v) for k, v in ring.items()}
+        assert ring["recvs"] == ring["sends"] == c["msgs"], c
+        assert ring["consumed"] == ring["slots"] >= ring["sends"], c
     total = sum(c["bytes"] for c in st["chans"])
     msgs = sum(c["msgs"] for c in st["chans"])
     sent = sum(t.get("metrics", {}).get("bytes_sent", 0) for t in r.tests("sizes"))

@@ -172,12 +172,15 @@ def gpu_map(nnodes, gpus_per_node, gpus):
 
 def device_connections(nranks, ngpus):
     """CUDA_DEVICE_MAX_CONNECTIONS per rank: the hardware queues a CUDA context spreads its streams
-    over. The GPU data path's copies must not share a queue with NCCL's kernel, which spins until
-    they land (plugin/gpu.c, copy_stream), so more queues than CUDA's default 8; but ranks sharing
-    a GPU under MPS draw from one pool (measured on an H200: 2 ranks x 32 ran, 4 x 32 failed
-    cudaSetDevice with out of memory): 64 shared out, 8 at least, 32 at most."""
+    over. A rank with a GPU to itself gets 32, so that the GPU data path's copies, which run in
+    the application's context there, rarely share a queue with NCCL's kernel (plugin/gpu.c,
+    copy_stream). Ranks sharing a GPU run under MPS, which hands every context's queues out of
+    one pool (measured on an H200: 2 ranks x 32 ran, 4 x 32 failed cudaSetDevice with out of
+    memory, and 2 x 32 left no room for the plugin's own copy context): 32 shared out, 4 at
+    least. Under MPS the copies run in the plugin's own context, so the application's queue
+    count no longer matters for them."""
     share = max(1, -(-nranks // max(1, ngpus)))
-    return max(8, min(32, 64 // share))
+    return 32 if share == 1 else max(4, 32 // share)
 
 
 def mps_plan(nranks, ngpus, have_ctl):

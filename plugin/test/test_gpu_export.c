@@ -177,10 +177,32 @@ static cu_result s_peer(cu_ptr d, cu_ctx dc, cu_ptr s, cu_ctx sc, size_t n, cu_s
 	last_dst = d, peer_dst_ctx = dc, peer_src_ctx = sc, peer_stream = st;
 	return 0;
 }
+static int mps_on = 1;
 static cu_result s_dattr(int *v, int a, cu_device d)
 {
 	(void)d;
-	*v = a == CU_DA_MPS_ENABLED;
+	*v = a == CU_DA_MPS_ENABLED && mps_on;
+	return 0;
+}
+static cu_result s_ctx_oom(cu_ctx *c, unsigned f, cu_device d)
+{
+	(void)c, (void)f, (void)d;
+	return 2; /* CUDA_ERROR_OUT_OF_MEMORY: MPS's pool of queues is spent */
+}
+/* cuMemcpyBatchAsync_v2: one copy, on a copy engine if the hint says so */
+static int batch_copies;
+static unsigned batch_flags;
+static int batch_order;
+static cu_stream batch_stream;
+static cu_result s_batch(cu_ptr *d, cu_ptr *s, size_t *n, size_t count, struct cu_memcpy_attr *a,
+			 size_t *idx, size_t na, cu_stream st)
+{
+	(void)s, (void)n;
+	if (count != 1 || na != 1 || idx[0] != 0)
+		return 1;
+	batch_copies++;
+	last_dst = d[0], batch_flags = a->flags, batch_order = a->src_access_order;
+	batch_stream = st;
 	return 0;
 }
 
@@ -426,6 +448,60 @@ int main(void)
 	      "unmapped in our context, the caller's current again: %p %p", (void *)close_ctx,
 	      (void *)cur);
 	G.copy_ctx = COPY_CTX_AUTO;
+
+	/* auto: our own context under MPS, the caller's without (a fresh application context
+	 * each, so that each gets its own decision) */
+#define CTX_E ((cu_ctx)(uintptr_t)0xE0)
+#define CTX_F ((cu_ctx)(uintptr_t)0xF0)
+#define CTX_G ((cu_ctx)(uintptr_t)0xF8)
+	int ctxs0 = ctxs_made, peers0 = peer_copies;
+	CHECK(sfgpu_tx_new("E", &t) == 0, "tx");
+	cur = CTX_E;
+	rc = dma_start(t, srv, region, 128, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && ctxs_made == ctxs0 + 1 && peer_copies == peers0 + 1 && cur == CTX_E,
+	      "auto under MPS: a context of our own, peer copies out of it: %d %d %d", rc,
+	      ctxs_made - ctxs0, peer_copies - peers0);
+	sfgpu_tx_free(t);
+	mps_on = 0;
+	CHECK(sfgpu_tx_new("F", &t) == 0, "tx");
+	cur = CTX_F;
+	last_dst = 0;
+	rc = dma_start(t, srv, region, 128, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && ctxs_made == ctxs0 + 1 && peer_copies == peers0 + 1 && last_dst,
+	      "auto without MPS: the caller's context, a plain copy: %d %d %d", rc,
+	      ctxs_made - ctxs0, peer_copies - peers0);
+	sfgpu_tx_free(t);
+	mps_on = 1;
+	/* our context cannot be made: auto copies from the caller's (with a WARN), never fails */
+	G.cu.CtxCreate = s_ctx_oom;
+	CHECK(sfgpu_tx_new("G", &t) == 0, "tx");
+	cur = CTX_G;
+	last_dst = 0;
+	rc = dma_start(t, srv, region, 128, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && last_dst && peer_copies == peers0 + 1 && cur == CTX_G && depth == 0,
+	      "auto falls back to the caller's context: %d", rc);
+	sfgpu_tx_free(t);
+	G.cu.CtxCreate = s_ctx_create;
+
+	/* with the batch call, every copy asks for the copy engine, in stream order, on the
+	 * sendComm's stream, whichever context it runs in */
+	G.cu.MemcpyBatchAsync2 = s_batch;
+	CHECK(sfgpu_tx_new("H", &t) == 0, "tx");
+	cur = CTX_E; /* our own context (made above) */
+	last_dst = 0;
+	rc = dma_start(t, srv, region, 192, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && batch_copies == 1 && peer_copies == peers0 + 1 &&
+		      batch_flags == CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE_ &&
+		      batch_order == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM_ && last_dst,
+	      "a batch copy with the copy-engine hint: %d copies %d flags %u order %d", rc,
+	      batch_copies, batch_flags, batch_order);
+	sfgpu_tx_free(t);
+	CHECK(sfgpu_tx_new("I", &t) == 0, "tx");
+	cur = CTX_F; /* the caller's context */
+	rc = dma_start(t, srv, region, 192, src, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && batch_copies == 2, "... from a host source too: %d %d", rc, batch_copies);
+	sfgpu_tx_free(t);
+	G.cu.MemcpyBatchAsync2 = NULL;
 
 	if (failures) {
 		fprintf(stderr, "test_gpu_export: %d of %d checks failed\n", failures, checks);
