@@ -27,6 +27,7 @@
 #define SFGPU_IO_TIMEOUT_MS 5000   /* an export request: the peer's server answers at once */
 #define SFGPU_TX_IMPORTS 64	   /* regions one sendComm keeps mapped (least recently used go) */
 #define SFGPU_MAX_CTX 16	   /* CUDA contexts (devices) one process copies from */
+#define SFGPU_MAX_STREAMS 8	   /* copy streams in our own context (SIMFABRIC_GPU_STREAMS) */
 #define SFGPU_SECRET_HEX 32	   /* the export server's secret, in hex digits */
 #define SFGPU_SLOW_NS 2000000000LL /* a copy still running after this is worth a WARN */
 
@@ -98,13 +99,16 @@ static struct {
 	uint64_t next_region;
 	struct gimport *imports;
 	struct sfgpu_tx *txs;
-	int copy_ctx; /* enum copy_ctx: SIMFABRIC_GPU_COPY_CONTEXT */
+	int copy_ctx;	 /* enum copy_ctx: SIMFABRIC_GPU_COPY_CONTEXT */
+	int own_streams; /* SIMFABRIC_GPU_STREAMS: sendComms spread over this many (own context) */
 	int nstreams;
 	struct {
-		cu_ctx ctx;  /* the application's context */
-		cu_stream s; /* every copy issued in it, in one FIFO (see copy_stream) */
-		cu_ctx own;  /* our own context on its device (own_stream), or NULL */
-		cu_stream own_s;
+		cu_ctx ctx;	 /* the application's context */
+		cu_stream s;	 /* every copy issued in it, in one FIFO (see copy_stream) */
+		cu_ctx own;	 /* our own context on its device (own_stream), or NULL */
+		cu_stream own_s; /* its first stream: non-NULL when it is in use */
+		cu_stream own_more[SFGPU_MAX_STREAMS]; /* all of them, own_more[0] == own_s */
+		unsigned own_next;		       /* the next sendComm's, round robin */
 		int own_tried;
 	} streams[SFGPU_MAX_CTX];
 	int srv_fd;
@@ -158,6 +162,20 @@ static void setup_once(void)
 				 cc);
 			return;
 		}
+	}
+	const char *ns = getenv("SIMFABRIC_GPU_STREAMS");
+	G.own_streams = 1;
+	if (ns && *ns) {
+		char *end = NULL;
+		long nv = strtol(ns, &end, 10);
+		if (*end || nv < 1 || nv > SFGPU_MAX_STREAMS) {
+			G.setup_err = -EINVAL;
+			snprintf(G.setup_why, sizeof(G.setup_why),
+				 "SIMFABRIC_GPU_STREAMS='%.40s' is not a number from 1 to %d", ns,
+				 SFGPU_MAX_STREAMS);
+			return;
+		}
+		G.own_streams = (int)nv;
 	}
 	char why[160];
 	int rc = cudadrv_load(&G.cu, !want_on, why, sizeof(why));
@@ -929,15 +947,15 @@ static cu_result top_stream(cu_stream *s)
 	return G.cu.StreamCreateWithPriority(s, CU_STREAM_NON_BLOCKING_, greatest);
 }
 
+static int own_streams(void)
+{
+	return G.own_streams > 0 ? G.own_streams : 1;
+}
+
 /*
- * Under G.imp_lock, with entry i's application context current: make our own context on its
- * device and a stream in it, if SIMFABRIC_GPU_COPY_CONTEXT=own asks. Said once in the log
- * either way; on failure the copies fail (copy_stream).
- */
-/*
- * cuCtxCreate with CUDA_DEVICE_MAX_CONNECTIONS at 1 for the while, in case the driver reads it
- * per context: ours runs one stream, and under MPS every context's queues come out of one pool
- * (on an H200, 2 ranks at 32 queues each could not make a third context: out of memory).
+ * cuCtxCreate with CUDA_DEVICE_MAX_CONNECTIONS at our stream count for the while, in case the
+ * driver reads it per context: under MPS every context's queues come out of one pool (on an
+ * H200, 2 ranks at 32 queues each could not make a third context: out of memory).
  */
 static cu_result own_ctx_create(cu_ctx *own, cu_device dev)
 {
@@ -945,8 +963,10 @@ static cu_result own_ctx_create(cu_ctx *own, cu_device dev)
 	char saved[32] = "";
 	/* Only an existing variable is changed: setenv then replaces one pointer in place, which
 	 * another thread's getenv reads whole; adding one could move environ under it. */
+	char want[16];
+	snprintf(want, sizeof(want), "%d", own_streams());
 	if (was && snprintf(saved, sizeof(saved), "%s", was) < (int)sizeof(saved))
-		setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+		setenv("CUDA_DEVICE_MAX_CONNECTIONS", want, 1);
 	else
 		saved[0] = 0;
 	cu_result r = G.cu.CtxCreate(own, 0, dev);
@@ -955,6 +975,12 @@ static cu_result own_ctx_create(cu_ctx *own, cu_device dev)
 	return r;
 }
 
+/*
+ * Under G.imp_lock, with entry i's application context current: make our own context on its
+ * device and its streams (SIMFABRIC_GPU_STREAMS), when auto under MPS or
+ * SIMFABRIC_GPU_COPY_CONTEXT=own asks. Said once in the log either way; on failure auto copies
+ * in the application's context and own fails the copies (copy_stream).
+ */
 static void own_context(int i)
 {
 	cu_device dev = 0;
@@ -972,24 +998,30 @@ static void own_context(int i)
 		r = -1;
 	}
 	cu_ctx own = NULL, popped;
-	cu_stream s = NULL;
+	cu_stream s[SFGPU_MAX_STREAMS] = {0};
+	int n = 0;
 	if (r == CU_SUCCESS) {
 		step = "cuCtxCreate";
 		r = own_ctx_create(&own, dev); /* and makes it current */
 		if (r == CU_SUCCESS) {
 			step = "cuStreamCreateWithPriority";
-			r = top_stream(&s);
+			while (n < own_streams() && (r = top_stream(&s[n])) == CU_SUCCESS)
+				n++;
+			if (n) /* fewer streams than asked is still a copy context */
+				r = CU_SUCCESS;
 			G.cu.CtxPopCurrent(&popped);
 		}
 	}
 	if (r == CU_SUCCESS) {
 		G.streams[i].own = own;
-		G.streams[i].own_s = s;
+		memcpy(G.streams[i].own_more, s, sizeof(s));
+		G.streams[i].own_s = s[0];
 		PINFO(NCCL_INIT | NCCL_NET,
-		      "GPU copies run in a CUDA context of their own on device %d "
-		      "(SIMFABRIC_GPU_COPY_CONTEXT=own%s): no application stream shares their "
+		      "GPU copies run in a CUDA context of their own on device %d, %d stream(s) "
+		      "(SIMFABRIC_GPU_COPY_CONTEXT=%s%s): no application stream shares their "
 		      "hardware queues",
-		      (int)dev, mps ? ", under MPS" : "; without MPS contexts time-slice");
+		      (int)dev, n, G.copy_ctx == COPY_CTX_OWN ? "own" : "auto",
+		      mps ? ", under MPS" : "; without MPS contexts time-slice");
 		return;
 	}
 	/* the context, if made, stays: destroying it could disturb the application's */
@@ -1067,7 +1099,11 @@ static int copy_stream(cu_ctx app, int self, cu_ctx *ctx, cu_stream *out, char *
 	}
 	if (!self && G.streams[i].own_s) {
 		*ctx = G.streams[i].own;
-		*out = G.streams[i].own_s;
+		/* sendComms spread over the streams; each keeps one, so its copies stay in order */
+		int k = 0;
+		while (k < SFGPU_MAX_STREAMS && G.streams[i].own_more[k])
+			k++;
+		*out = G.streams[i].own_more[G.streams[i].own_next++ % (unsigned)k];
 	} else if (!self && G.copy_ctx == COPY_CTX_OWN) {
 		snprintf(why, cap,
 			 "SIMFABRIC_GPU_COPY_CONTEXT=own, but no copy context could be made on "
@@ -1289,13 +1325,13 @@ const struct chan_dma sfgpu_dma = {dma_start, dma_poll, dma_drain};
 
 void sfgpu_drain_all(void)
 {
-	cu_stream s[2 * SFGPU_MAX_CTX];
+	cu_stream s[(1 + SFGPU_MAX_STREAMS) * SFGPU_MAX_CTX];
 	int n = 0;
 	pthread_mutex_lock(&G.imp_lock);
 	for (int i = 0; i < G.nstreams; i++) {
 		s[n++] = G.streams[i].s;
-		if (G.streams[i].own_s)
-			s[n++] = G.streams[i].own_s;
+		for (int k = 0; k < SFGPU_MAX_STREAMS && G.streams[i].own_more[k]; k++)
+			s[n++] = G.streams[i].own_more[k];
 	}
 	pthread_mutex_unlock(&G.imp_lock);
 	/* each stream once: a stream handle names its context, any thread may wait on it */

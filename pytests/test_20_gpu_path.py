@@ -27,6 +27,14 @@ def test_20_01b_a_malformed_copy_context_fails_init_naming_it(harness):
         r.report()
 
 
+@pytest.mark.parametrize("value", ["0", "9", "two", "3x"])
+def test_20_01c_a_malformed_stream_count_fails_init_naming_it(harness, value):
+    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU_STREAMS": value}, timeout=60)
+    assert r.rc == 1, r.report()
+    assert "SIMFABRIC_GPU_STREAMS='%s' is not a number from 1 to 8" % value in r.stderr, \
+        r.report()
+
+
 def test_20_02_on_without_a_usable_cuda_fails_init_saying_why(harness):
     r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU": "on"}, timeout=60)
     if r.rc == 0:

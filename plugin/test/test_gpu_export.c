@@ -501,6 +501,32 @@ int main(void)
 	rc = dma_start(t, srv, region, 192, src, 16, NULL, 0, &ticket);
 	CHECK(rc == 0 && batch_copies == 2, "... from a host source too: %d %d", rc, batch_copies);
 	sfgpu_tx_free(t);
+
+	/* SIMFABRIC_GPU_STREAMS=3: our context gets three streams and sendComms take them in turn
+	 * (each keeps its own, so its copies stay in order) */
+	G.own_streams = 3;
+	cur = (cu_ctx)(uintptr_t)0x90; /* a context not seen yet */
+	int made3 = nstreams_made, ctxs3 = ctxs_made;
+	struct sfgpu_tx *tt[4];
+	cu_stream got[4];
+	for (int k = 0; k < 4; k++) {
+		CHECK(sfgpu_tx_new("J", &tt[k]) == 0, "tx %d", k);
+		rc = dma_start(tt[k], srv, region, 64, dsrc, 16, NULL, 0, &ticket);
+		got[k] = batch_stream;
+		CHECK(rc == 0, "copy %d: %d", k, rc);
+	}
+	CHECK(ctxs_made == ctxs3 + 1 && nstreams_made == made3 + 4,
+	      "one context, three streams (and the caller's): %d %d", ctxs_made - ctxs3,
+	      nstreams_made - made3);
+	CHECK(got[0] != got[1] && got[1] != got[2] && got[0] != got[2] && got[3] == got[0],
+	      "sendComms take the streams in turn: %p %p %p %p", (void *)got[0], (void *)got[1],
+	      (void *)got[2], (void *)got[3]);
+	rc = dma_start(tt[1], srv, region, 64, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && batch_stream == got[1], "a sendComm keeps its stream: %p %p",
+	      (void *)batch_stream, (void *)got[1]);
+	for (int k = 0; k < 4; k++)
+		sfgpu_tx_free(tt[k]);
+	G.own_streams = 1;
 	G.cu.MemcpyBatchAsync2 = NULL;
 
 	if (failures) {
