@@ -131,6 +131,8 @@ def test_12_01_help_names_every_option_variable_and_exit_status(nccljob):
     (["--timeout-s", "0"], {}, "not a number of seconds"),
     (["--inject", "1:nccl"], {}, "only for --dry-run"),
     (["--inject", "x"], {}, "is not RANK:WHAT"),
+    (["--buffers", "host"], {}, "--buffers: 'host' is neither cuda nor nccl"),
+    (["--register", "2"], {}, "--register: '2' is not an integer from 0 to 1"),
     (["stray"], {}, "unexpected argument 'stray'"),
     ([], {"RANK": "0"}, "RANK is set but WORLD_SIZE is not"),
     ([], {"RANK": "2", "WORLD_SIZE": "2"}, "RANK='2' is not an integer from 0 to 1"),
