@@ -56,7 +56,7 @@ UNITS := $(UNIT_SRC:sim/test/%.c=$(B)/test/%) $(PLUGIN_UNIT_SRC:plugin/test/%.c=
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
 
-.PHONY: all plugin sim tools units test check unit pytest asan fuzz bench demo deps depcheck \
+.PHONY: ptx all plugin sim tools units test check unit pytest asan fuzz bench demo deps depcheck \
 	install clean symbols format format-check test-stress
 # Nothing built is a throw-away intermediate: make never deletes an object it made (no `rm` line
 # after a build, and the next build does not compile the unit tests' objects again).
@@ -284,6 +284,11 @@ FORMAT_CLEAN := docs/examples/buggy-plugin.c plugin/client.h plugin/net.h plugin
 	plugin/agent.c plugin/agent.h plugin/cudadrv.c plugin/cudadrv.h plugin/gpu.c plugin/gpu.h \
 	plugin/test/check_cudadrv.c plugin/test/test_gpu_export.c sim/test/test_chan_direct.c \
 	sim/scn/units.c sim/scn/units.h sim/test/test_units.c sim/fuzz/fuzz_units.c
+# The small-copy kernel's PTX (plugin/copier_ptx.h) from plugin/copier.cu: run after changing
+# the kernel, and commit both. The plugin builds without nvcc; only this target needs it.
+ptx:
+	tools/scripts/mkptx.sh $(CUDA_HOME)/bin/nvcc plugin/copier.cu plugin/copier_ptx.h
+
 format:
 	clang-format -i $(FORMAT_SRC)
 

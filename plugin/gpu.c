@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "plugin/copier_ptx.h"
 #include "plugin/cudadrv.h"
 #include "plugin/plog.h"
 #include "sim/core/ctl.h"
@@ -66,6 +67,28 @@ struct gimport {
 	int refs; /* sendComms using it */
 };
 
+/*
+ * Small copies (SIMFABRIC_GPU_SMALL=kernel, in our own context only): a resident kernel
+ * (plugin/copier.cu) polls a ring of descriptors in host-mapped memory and copies each message
+ * from a host staging slot into the receiver's buffer, so that a small message from host memory
+ * (LL's sends) costs a memcpy and a store instead of a copy launch and an event.
+ */
+#define SFK_RING 64u		  /* descriptors, a power of two: one staging slot each */
+#define SFK_SLOT (64u << 10)	  /* the largest small copy */
+#define SFK_WAIT_NS 10000000000LL /* how long a drain waits for the kernel before it gives up */
+struct sfk_desc {		  /* as copier.cu reads it */
+	uint64_t src, dst, len, seq;
+};
+struct gkern {
+	pthread_mutex_t lock;		/* descriptors and staging: any sendComm's thread */
+	volatile struct sfk_desc *ring; /* host-mapped; written by us, read by the kernel */
+	volatile uint64_t *done;	/* written by the kernel: the last seq copied */
+	volatile uint32_t *stop;	/* ends the kernel */
+	uint8_t *staging;		/* SFK_RING slots of SFK_SLOT bytes */
+	cu_ptr staging_d;		/* ... as the kernel sees it */
+	uint64_t next;			/* the next descriptor's seq (from 1) */
+};
+
 struct sfgpu_tx {
 	struct sfgpu_tx *next; /* in G.txs */
 	cu_ctx ctx;	       /* where its stream and events are: its copy context (copy_stream) */
@@ -76,6 +99,9 @@ struct sfgpu_tx {
 	cu_event ev[CHAN_MAX_SENDS];
 	int64_t t_start[CHAN_MAX_SENDS]; /* per event slot: when its copy was issued (ns) */
 	uint64_t len[CHAN_MAX_SENDS];
+	uint64_t kseq[CHAN_MAX_SENDS]; /* per event slot: the kernel's seq of a small copy, or 0 */
+	struct gkern *kern;	       /* the small-copy kernel of its context, or NULL */
+	uint64_t kern_last;	       /* the seq of its last small copy */
 	int slow_warned;
 	int nimp;
 	struct {
@@ -99,8 +125,9 @@ static struct {
 	uint64_t next_region;
 	struct gimport *imports;
 	struct sfgpu_tx *txs;
-	int copy_ctx;	 /* enum copy_ctx: SIMFABRIC_GPU_COPY_CONTEXT */
-	int own_streams; /* SIMFABRIC_GPU_STREAMS: sendComms spread over this many (own context) */
+	int copy_ctx;	  /* enum copy_ctx: SIMFABRIC_GPU_COPY_CONTEXT */
+	int own_streams;  /* SIMFABRIC_GPU_STREAMS: sendComms spread over this many (own context) */
+	int small_kernel; /* SIMFABRIC_GPU_SMALL=kernel */
 	int nstreams;
 	struct {
 		cu_ctx ctx;	 /* the application's context */
@@ -109,6 +136,7 @@ static struct {
 		cu_stream own_s; /* its first stream: non-NULL when it is in use */
 		cu_stream own_more[SFGPU_MAX_STREAMS]; /* all of them, own_more[0] == own_s */
 		unsigned own_next;		       /* the next sendComm's, round robin */
+		struct gkern *kern;		       /* its small-copy kernel, or NULL */
 		int own_tried;
 	} streams[SFGPU_MAX_CTX];
 	int srv_fd;
@@ -177,6 +205,14 @@ static void setup_once(void)
 		}
 		G.own_streams = (int)nv;
 	}
+	const char *sm = getenv("SIMFABRIC_GPU_SMALL");
+	if (sm && *sm && strcmp(sm, "off") && strcmp(sm, "kernel")) {
+		G.setup_err = -EINVAL;
+		snprintf(G.setup_why, sizeof(G.setup_why),
+			 "SIMFABRIC_GPU_SMALL='%.40s' is neither off nor kernel", sm);
+		return;
+	}
+	G.small_kernel = sm && !strcmp(sm, "kernel");
 	char why[160];
 	int rc = cudadrv_load(&G.cu, !want_on, why, sizeof(why));
 	if (rc == 0) {
@@ -964,7 +1000,7 @@ static cu_result own_ctx_create(cu_ctx *own, cu_device dev)
 	/* Only an existing variable is changed: setenv then replaces one pointer in place, which
 	 * another thread's getenv reads whole; adding one could move environ under it. */
 	char want[16];
-	snprintf(want, sizeof(want), "%d", own_streams());
+	snprintf(want, sizeof(want), "%d", own_streams() + G.small_kernel); /* + the kernel's */
 	if (was && snprintf(saved, sizeof(saved), "%s", was) < (int)sizeof(saved))
 		setenv("CUDA_DEVICE_MAX_CONNECTIONS", want, 1);
 	else
@@ -973,6 +1009,97 @@ static cu_result own_ctx_create(cu_ctx *own, cu_device dev)
 	if (saved[0])
 		setenv("CUDA_DEVICE_MAX_CONNECTIONS", saved, 1);
 	return r;
+}
+
+static void kern_stop_all(void)
+{
+	for (int i = 0; i < G.nstreams; i++)
+		if (G.streams[i].kern)
+			*G.streams[i].kern->stop = 1;
+}
+
+/*
+ * Start the small-copy kernel in our own context (current), on a stream of its own: it never
+ * ends, so no copy may queue behind it (our context asked for a queue more than its copy
+ * streams). NULL when it cannot run, said in the log: copies then all take the copy engine.
+ */
+static struct gkern *kern_start(void)
+{
+	const char *step = "a driver without cuModuleLoadData, cuLaunchKernel or cuMemHostAlloc";
+	cu_result r = -1;
+	cu_module m = NULL;
+	cu_function f = NULL;
+	cu_stream ks = NULL;
+	void *host = NULL;
+	cu_ptr dev = 0;
+	size_t head = SFK_RING * sizeof(struct sfk_desc) + 64; /* ring, done, stop */
+	const char *q = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+	if (q && atoi(q) > 0 && atoi(q) < own_streams() + 1) {
+		PINFO(NCCL_INIT | NCCL_NET,
+		      "GPU small copies: no kernel (CUDA_DEVICE_MAX_CONNECTIONS=%s leaves no "
+		      "hardware "
+		      "queue of its own next to %d copy stream(s))",
+		      q, own_streams());
+		return NULL;
+	}
+	if (G.cu.ModuleLoadData && G.cu.ModuleGetFunction && G.cu.LaunchKernel &&
+	    G.cu.MemHostAlloc && G.cu.MemHostGetDevicePointer) {
+		step = "cuModuleLoadData";
+		r = G.cu.ModuleLoadData(&m, sfgpu_copier_ptx);
+		if (r == CU_SUCCESS) {
+			step = "cuModuleGetFunction";
+			r = G.cu.ModuleGetFunction(&f, m, "sf_copier");
+		}
+		if (r == CU_SUCCESS) {
+			step = "cuMemHostAlloc";
+			r = G.cu.MemHostAlloc(&host, head + (size_t)SFK_RING * SFK_SLOT,
+					      CU_MEMHOSTALLOC_DEVICEMAP_);
+		}
+		if (r == CU_SUCCESS) {
+			memset(host, 0, head);
+			step = "cuMemHostGetDevicePointer";
+			r = G.cu.MemHostGetDevicePointer(&dev, host, 0);
+		}
+		if (r == CU_SUCCESS) {
+			step = "cuStreamCreateWithPriority";
+			r = top_stream(&ks);
+		}
+	}
+	struct gkern *k = r == CU_SUCCESS ? calloc(1, sizeof(*k)) : NULL;
+	if (k) {
+		k->ring = host;
+		k->done = (volatile uint64_t *)((char *)host + SFK_RING * sizeof(struct sfk_desc));
+		k->stop = (volatile uint32_t *)((char *)host + SFK_RING * sizeof(struct sfk_desc) +
+						8);
+		k->staging = (uint8_t *)host + head;
+		k->staging_d = dev + head;
+		k->next = 1;
+		pthread_mutex_init(&k->lock, NULL);
+		cu_ptr ring_d = dev, done_d = dev + SFK_RING * sizeof(struct sfk_desc),
+		       stop_d = done_d + 8;
+		unsigned n = SFK_RING;
+		void *params[] = {&ring_d, &n, &done_d, &stop_d};
+		step = "cuLaunchKernel";
+		r = G.cu.LaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, ks, params, NULL);
+		if (r != CU_SUCCESS) {
+			free(k);
+			k = NULL;
+		}
+	}
+	if (!k) {
+		/* what was made stays: our context holds it, and it is small */
+		PWARN("GPU small copies: %s failed (%s): every copy takes the copy engine", step,
+		      r == -1 ? "missing" : cuerr(r));
+		return NULL;
+	}
+	static int once;
+	if (!once++)
+		atexit(kern_stop_all);
+	PINFO(NCCL_INIT | NCCL_NET,
+	      "GPU small copies: a resident kernel copies host messages up to %u bytes "
+	      "(SIMFABRIC_GPU_SMALL=kernel)",
+	      SFK_SLOT);
+	return k;
 }
 
 /*
@@ -1016,6 +1143,10 @@ static void own_context(int i)
 		G.streams[i].own = own;
 		memcpy(G.streams[i].own_more, s, sizeof(s));
 		G.streams[i].own_s = s[0];
+		if (G.small_kernel && G.cu.CtxPushCurrent(own) == CU_SUCCESS) {
+			G.streams[i].kern = kern_start();
+			G.cu.CtxPopCurrent(&popped);
+		}
 		PINFO(NCCL_INIT | NCCL_NET,
 		      "GPU copies run in a CUDA context of their own on device %d, %d stream(s) "
 		      "(SIMFABRIC_GPU_COPY_CONTEXT=%s%s): no application stream shares their "
@@ -1157,6 +1288,11 @@ static int tx_enter(struct sfgpu_tx *t, int self, int *pushed)
 	}
 	t->ctx = ctx;
 	t->app = cur;
+	pthread_mutex_lock(&G.imp_lock);
+	for (int i = 0; i < G.nstreams && !self; i++)
+		if (G.streams[i].own == ctx && ctx)
+			t->kern = G.streams[i].kern;
+	pthread_mutex_unlock(&G.imp_lock);
 	if (ctx != cur) {
 		cu_result r = G.cu.CtxPushCurrent(ctx);
 		if (r != CU_SUCCESS) {
@@ -1176,13 +1312,64 @@ static void tx_leave(int pushed)
 		G.cu.CtxPopCurrent(&ignored);
 }
 
+/* Has the kernel copied up to seq? */
+static inline int kern_done(const struct gkern *k, uint64_t seq)
+{
+	return __atomic_load_n(k->done, __ATOMIC_ACQUIRE) >= seq;
+}
+
+/* Wait (bounded) until the kernel has copied up to seq. */
+static void kern_wait(const struct gkern *k, uint64_t seq)
+{
+	int64_t t0 = mono_ns();
+	while (!kern_done(k, seq)) {
+		if (mono_ns() - t0 > SFK_WAIT_NS) {
+			PWARN("GPU small copies: the kernel has not copied descriptor %llu after "
+			      "%lld s (done: %llu)",
+			      (unsigned long long)seq, SFK_WAIT_NS / 1000000000LL,
+			      (unsigned long long)*k->done);
+			return;
+		}
+		struct timespec ts = {0, 20000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/*
+ * A small copy from host memory through the kernel: staged, then one descriptor. 0 with *seq,
+ * or -EAGAIN when the ring is full (the caller takes the copy engine instead).
+ */
+static int kern_copy(struct gkern *k, cu_ptr dst, const void *src, uint64_t len, uint64_t *seq)
+{
+	pthread_mutex_lock(&k->lock);
+	uint64_t n = k->next;
+	if (n - __atomic_load_n(k->done, __ATOMIC_ACQUIRE) > SFK_RING) {
+		pthread_mutex_unlock(&k->lock);
+		return -EAGAIN;
+	}
+	uint32_t i = (uint32_t)((n - 1) & (SFK_RING - 1));
+	memcpy(k->staging + (size_t)i * SFK_SLOT, src, len);
+	volatile struct sfk_desc *d = &k->ring[i];
+	d->src = k->staging_d + (uint64_t)i * SFK_SLOT;
+	d->dst = dst;
+	d->len = len;
+	__atomic_store_n(&((struct sfk_desc *)d)->seq, n, __ATOMIC_RELEASE);
+	k->next = n + 1;
+	pthread_mutex_unlock(&k->lock);
+	*seq = n;
+	return 0;
+}
+
 /* Wait for this sendComm's copies (and any others on its stream). */
 static void tx_sync(struct sfgpu_tx *t)
 {
 	int pushed;
 	if (!t->stream || tx_enter(t, 0, &pushed))
 		return;
-	if (G.cu.StreamSynchronize(t->stream) == CU_SUCCESS)
+	if (t->kern && t->kern_last)
+		kern_wait(t->kern, t->kern_last);
+	if (G.cu.StreamSynchronize(t->stream) == CU_SUCCESS &&
+	    (!t->kern || kern_done(t->kern, t->kern_last)))
 		t->done_ticket = t->next_ticket;
 	tx_leave(pushed);
 }
@@ -1266,11 +1453,22 @@ static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off
 		return -ERANGE;
 	}
 	cu_result r = CU_SUCCESS;
+	uint32_t slot = (uint32_t)(t->next_ticket % CHAN_MAX_SENDS);
+	uint64_t kseq = 0;
+	t->kseq[slot] = 0;
+	if (t->kern && len && len <= SFK_SLOT && !nflips && !sfgpu_is_device(src) &&
+	    kern_copy(t->kern, im->va + off, src, len, &kseq) == 0) {
+		tx_leave(pushed);
+		t->kseq[slot] = t->kern_last = kseq;
+		t->t_start[slot] = 0;
+		t->len[slot] = len;
+		*ticket = t->next_ticket++;
+		return 0;
+	}
 	if (len)
 		r = copy_in(t, im, im->va + off, src, len);
 	if (r == CU_SUCCESS && nflips)
 		r = flip_bits(t, im->va + off, flips, nflips);
-	uint32_t slot = (uint32_t)(t->next_ticket % CHAN_MAX_SENDS);
 	if (r == CU_SUCCESS && !t->ev[slot])
 		r = G.cu.EventCreate(&t->ev[slot], CU_EVENT_DISABLE_TIMING_);
 	if (r == CU_SUCCESS)
@@ -1291,9 +1489,15 @@ static int dma_poll(void *ctx, uint64_t ticket)
 {
 	struct sfgpu_tx *t = ctx;
 	uint32_t slot = (uint32_t)(ticket % CHAN_MAX_SENDS);
-	cu_result r = G.cu.EventQuery(t->ev[slot]);
+	cu_result r;
+	if (t->kseq[slot])
+		r = kern_done(t->kern, t->kseq[slot]) ? CU_SUCCESS : CU_ERROR_NOT_READY;
+	else
+		r = G.cu.EventQuery(t->ev[slot]);
 	if (r == CU_SUCCESS) {
-		if (ticket >= t->done_ticket) /* one stream: earlier copies are done too */
+		/* one stream: earlier copies are done too, unless the kernel still has some */
+		if (!t->kseq[slot] && ticket >= t->done_ticket &&
+		    (!t->kern || kern_done(t->kern, t->kern_last)))
 			t->done_ticket = ticket + 1;
 		return 1;
 	}
@@ -1333,10 +1537,23 @@ void sfgpu_drain_all(void)
 		for (int k = 0; k < SFGPU_MAX_STREAMS && G.streams[i].own_more[k]; k++)
 			s[n++] = G.streams[i].own_more[k];
 	}
+	struct gkern *ks[SFGPU_MAX_CTX];
+	uint64_t kn[SFGPU_MAX_CTX];
+	int nk = 0;
+	for (int i = 0; i < G.nstreams; i++)
+		if (G.streams[i].kern) {
+			ks[nk] = G.streams[i].kern;
+			pthread_mutex_lock(&ks[nk]->lock);
+			kn[nk] = ks[nk]->next - 1;
+			pthread_mutex_unlock(&ks[nk]->lock);
+			nk++;
+		}
 	pthread_mutex_unlock(&G.imp_lock);
 	/* each stream once: a stream handle names its context, any thread may wait on it */
 	for (int i = 0; i < n; i++)
 		G.cu.StreamSynchronize(s[i]);
+	for (int i = 0; i < nk; i++)
+		kern_wait(ks[i], kn[i]);
 }
 
 void sfgpu_tx_free(struct sfgpu_tx *t)
@@ -1353,6 +1570,8 @@ void sfgpu_tx_free(struct sfgpu_tx *t)
 	int pushed;
 	if (t->stream) /* before any unmap, whatever happens below; the context's stream stays */
 		G.cu.StreamSynchronize(t->stream);
+	if (t->kern && t->kern_last)
+		kern_wait(t->kern, t->kern_last);
 	if (t->stream && tx_enter(t, 0, &pushed) == 0) {
 		for (int i = 0; i < CHAN_MAX_SENDS; i++)
 			if (t->ev[i])

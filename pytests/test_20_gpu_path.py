@@ -35,6 +35,12 @@ def test_20_01c_a_malformed_stream_count_fails_init_naming_it(harness, value):
         r.report()
 
 
+def test_20_01d_a_malformed_small_copy_mode_fails_init_naming_it(harness):
+    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU_SMALL": "fast"}, timeout=60)
+    assert r.rc == 1, r.report()
+    assert "SIMFABRIC_GPU_SMALL='fast' is neither off nor kernel" in r.stderr, r.report()
+
+
 def test_20_02_on_without_a_usable_cuda_fails_init_saying_why(harness):
     r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU": "on"}, timeout=60)
     if r.rc == 0:

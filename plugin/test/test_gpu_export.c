@@ -206,6 +206,89 @@ static cu_result s_batch(cu_ptr *d, cu_ptr *s, size_t *n, size_t count, struct c
 	return 0;
 }
 
+/* SIMFABRIC_GPU_SMALL=kernel: the copier kernel, played by a thread over the same ring. It
+ * records what it would copy (the destinations are fake addresses) and says done. */
+static int k_loaded, k_launched;
+static volatile int k_paused;
+static struct {
+	cu_ptr dst;
+	uint64_t len;
+	unsigned char first[64];
+} k_log[512];
+static volatile uint64_t k_copies;
+struct k_args {
+	volatile struct sfk_desc *ring;
+	unsigned n;
+	volatile uint64_t *done;
+	volatile uint32_t *stop;
+};
+static void *k_thread(void *arg)
+{
+	struct k_args a = *(struct k_args *)arg;
+	free(arg);
+	uint64_t seq = 1;
+	unsigned i = 0;
+	while (!*a.stop) {
+		if (k_paused ||
+		    __atomic_load_n(&((struct sfk_desc *)a.ring)[i].seq, __ATOMIC_ACQUIRE) != seq) {
+			usleep(50);
+			continue;
+		}
+		uint64_t c = k_copies;
+		k_log[c % 512].dst = a.ring[i].dst;
+		k_log[c % 512].len = a.ring[i].len;
+		memcpy(k_log[c % 512].first, (const void *)(uintptr_t)a.ring[i].src,
+		       a.ring[i].len < 64 ? a.ring[i].len : 64);
+		k_copies = c + 1;
+		__atomic_store_n((uint64_t *)a.done, seq, __ATOMIC_RELEASE);
+		seq++;
+		i = (i + 1) & (a.n - 1);
+	}
+	return NULL;
+}
+static cu_result s_modload(cu_module *m, const void *image)
+{
+	k_loaded += strstr(image, ".entry sf_copier") != NULL;
+	*m = (cu_module)(uintptr_t)0x11;
+	return 0;
+}
+static cu_result s_getfn(cu_function *f, cu_module m, const char *name)
+{
+	(void)m;
+	*f = (cu_function)(uintptr_t)0x22;
+	return strcmp(name, "sf_copier") ? 500 : 0;
+}
+static cu_result s_hostalloc(void **p, size_t size, unsigned flags)
+{
+	*p = flags == CU_MEMHOSTALLOC_DEVICEMAP_ ? aligned_alloc(4096, (size + 4095) & ~4095ul)
+						 : NULL;
+	return *p ? 0 : 1;
+}
+static cu_result s_hostdev(cu_ptr *d, void *p, unsigned flags)
+{
+	(void)flags;
+	*d = (cu_ptr)(uintptr_t)p; /* the thread reads it as it is */
+	return 0;
+}
+static cu_result s_launch(cu_function f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+			  unsigned by, unsigned bz, unsigned shmem, cu_stream st, void **params,
+			  void **extra)
+{
+	(void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shmem, (void)st;
+	(void)extra;
+	struct k_args *a = malloc(sizeof(*a));
+	a->ring = (volatile struct sfk_desc *)(uintptr_t) * (cu_ptr *)params[0];
+	a->n = *(unsigned *)params[1];
+	a->done = (volatile uint64_t *)(uintptr_t) * (cu_ptr *)params[2];
+	a->stop = (volatile uint32_t *)(uintptr_t) * (cu_ptr *)params[3];
+	pthread_t th;
+	k_launched++;
+	if (pthread_create(&th, NULL, k_thread, a))
+		return 1;
+	pthread_detach(th);
+	return 0;
+}
+
 static void stub_cuda(void)
 {
 	G.cu.PointerGetAttribute = s_attr;
@@ -527,6 +610,62 @@ int main(void)
 	for (int k = 0; k < 4; k++)
 		sfgpu_tx_free(tt[k]);
 	G.own_streams = 1;
+
+	/* SIMFABRIC_GPU_SMALL=kernel: small messages from host memory go through the kernel's
+	 * ring (staged, one descriptor), the rest through the copy engine */
+	G.small_kernel = 1;
+	G.cu.ModuleLoadData = s_modload;
+	G.cu.ModuleGetFunction = s_getfn;
+	G.cu.MemHostAlloc = s_hostalloc;
+	G.cu.MemHostGetDevicePointer = s_hostdev;
+	G.cu.LaunchKernel = s_launch;
+	cur = (cu_ctx)(uintptr_t)0x88; /* a fresh application context */
+	CHECK(sfgpu_tx_new("K", &t) == 0, "tx");
+	unsigned char msg[100];
+	for (int k = 0; k < 100; k++)
+		msg[k] = (unsigned char)(k * 7 + 1);
+	int b0 = batch_copies;
+	rc = dma_start(t, srv, region, 320, msg, 100, NULL, 0, &ticket);
+	CHECK(rc == 0 && k_loaded == 1 && k_launched == 1,
+	      "the kernel is loaded and launched: %d %d %d", rc, k_loaded, k_launched);
+	int polls = 0;
+	while (dma_poll(t, ticket) == 0 && polls++ < 200000)
+		usleep(10);
+	CHECK(k_copies == 1 && k_log[0].len == 100 && !memcmp(k_log[0].first, msg, 64) &&
+		      k_log[0].dst == t->imp[0].im->va + 320 && batch_copies == b0,
+	      "a small host message: staged, copied by the kernel, not the copy engine: %llu %llu",
+	      (unsigned long long)k_copies, (unsigned long long)k_log[0].len);
+	rc = dma_start(t, srv, region, 64, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && batch_copies == b0 + 1 && k_copies == 1,
+	      "device memory takes the copy engine: %d %d", rc, batch_copies - b0);
+	static unsigned char big[SFK_SLOT + 1];
+	rc = dma_start(t, srv, region, 0, big, sizeof(big), NULL, 0, &ticket);
+	CHECK(rc == 0 && batch_copies == b0 + 2, "so does a host message over %u bytes: %d",
+	      SFK_SLOT, batch_copies - b0);
+	/* a kernel that does not keep up: a full ring sends the rest to the copy engine */
+	k_paused = 1;
+	uint64_t tk[SFK_RING + 1];
+	for (unsigned k = 0; k < SFK_RING + 1; k++)
+		CHECK(dma_start(t, srv, region, 0, msg, 8, NULL, 0, &tk[k]) == 0, "copy %u", k);
+	CHECK(batch_copies == b0 + 3 && dma_poll(t, tk[0]) == 0,
+	      "a full ring: the 65th takes the copy engine, the first is not done: %d",
+	      batch_copies - b0);
+	k_paused = 0;
+	polls = 0;
+	while (dma_poll(t, tk[SFK_RING - 1]) == 0 && polls++ < 200000)
+		usleep(10);
+	CHECK(k_copies == 1 + SFK_RING && dma_poll(t, tk[0]) == 1,
+	      "the kernel catches up, in order: %llu", (unsigned long long)k_copies);
+	k_paused = 1;
+	rc = dma_start(t, srv, region, 0, msg, 8, NULL, 0, &ticket);
+	CHECK(rc == 0 && dma_poll(t, ticket) == 0 && t->done_ticket <= ticket,
+	      "a small copy in flight: not done, and done_ticket stays behind it");
+	k_paused = 0;
+	sfgpu_tx_free(t); /* waits for the kernel before it unmaps */
+	CHECK(k_copies == 2 + SFK_RING, "freeing waited for the kernel: %llu",
+	      (unsigned long long)k_copies);
+	kern_stop_all();
+	G.small_kernel = 0;
 	G.cu.MemcpyBatchAsync2 = NULL;
 
 	if (failures) {
