@@ -14,17 +14,36 @@ struct sfk_desc {
 extern "C" __global__ void sf_copier(const volatile sfk_desc *ring, unsigned nring,
 				     volatile unsigned long long *done, const volatile unsigned *stop)
 {
+	// Thread 0 polls and hands the descriptor to the block through shared memory, so that
+	// every thread copies the same one; the barriers keep the rounds apart.
+	__shared__ unsigned long long s_src, s_dst, s_len;
+	__shared__ int s_go;
 	unsigned long long seq = 1;
 	unsigned i = 0;
 	for (;;) {
-		if (ring[i].seq != seq) {
-			if (*stop)
-				return;
-			__nanosleep(128);
-			continue;
+		if (threadIdx.x == 0) {
+			int go = 0;
+			for (;;) {
+				if (ring[i].seq == seq) {
+					go = 1;
+					break;
+				}
+				if (*stop)
+					break;
+				__nanosleep(128);
+			}
+			if (go) {
+				__threadfence_system(); // the fields after seq
+				s_src = ring[i].src;
+				s_dst = ring[i].dst;
+				s_len = ring[i].len;
+			}
+			s_go = go;
 		}
-		__threadfence_system(); // the fields after seq
-		const unsigned long long s = ring[i].src, d = ring[i].dst, len = ring[i].len;
+		__syncthreads();
+		if (!s_go)
+			return;
+		const unsigned long long s = s_src, d = s_dst, len = s_len;
 		if (((s | d | len) & 15) == 0) {
 			for (unsigned long long o = threadIdx.x * 16ull; o < len; o += blockDim.x * 16ull)
 				*(uint4 *)(d + o) = __ldcv((const uint4 *)(s + o));
@@ -32,8 +51,9 @@ extern "C" __global__ void sf_copier(const volatile sfk_desc *ring, unsigned nri
 			for (unsigned long long o = threadIdx.x; o < len; o += blockDim.x)
 				*(unsigned char *)(d + o) = __ldcv((const unsigned char *)(s + o));
 		}
+		// every thread's bytes visible (to the receiver and the CPU) before done says so
+		__threadfence_system();
 		__syncthreads();
-		__threadfence_system(); // the bytes before done, for the receiver and for the CPU
 		if (threadIdx.x == 0)
 			*done = seq;
 		seq++;
