@@ -1216,8 +1216,8 @@ def can_run(job, paths):
         return "program %s needs an NVIDIA GPU (nvidia-smi %s)" % (
             prog, "lists no GPU" if shutil.which("nvidia-smi") else "not found")
     if prog == "nccl" and not os.path.exists(paths.nccljob):
-        return ("the NCCL job program %s is not built (tools/nccljob/main.c; `make` builds it where "
-                "NCCL is installed)" % paths.nccljob)
+        return ("the NCCL job program %s is not built (tools/nccljob/main.c; run `make`: "
+                "without CUDA and NCCL it is built for --dry-run only)" % paths.nccljob)
     if prog == "torch" and not python_with("torch"):
         return "program torch needs PyTorch (no Python here imports torch; set SIMFABRIC_PYTHON)"
     return None
