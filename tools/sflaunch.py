@@ -1302,6 +1302,12 @@ def collect_results(job, lr, rundir):
     return res, raw, fails, raw.get("status"), None
 
 
+# How long after reporting its failure a rank may take to exit, per program: the NCCL job
+# program bounds its end itself (NJ_FINAL_GRACE_S + NJ_ABORT_BOUND_S, tools/nccljob/nccljob.h,
+# plus 5 s); anything else gets 10 s.
+EXIT_AFTER_S = {"nccl": 40}
+
+
 def check_failure(f, job, lr, raw, fails, status):
     """expect.failure against what happened: (ok, detail)."""
     prog = job["program"]
@@ -1352,6 +1358,12 @@ def check_failure(f, job, lr, raw, fails, status):
             if t is None or t > f["within_s"]:
                 why.append("it failed after %s s, not within %g s" % (
                     "%.1f" % t if t is not None else "?", f["within_s"]))
+            # the program's own clock says when it noticed; the launcher's, when it ended: a
+            # rank that reports in time but then lingers has not failed "within" anything
+            elif w["t"] is not None and w["t"] > f["within_s"] + EXIT_AFTER_S.get(prog, 10):
+                why.append("it reported the failure after %.1f s but exited only after %.1f s "
+                           "(more than within_s %g + %g s)" % (
+                               t, w["t"], f["within_s"], EXIT_AFTER_S.get(prog, 10)))
         return why
 
     ranks = f.get("ranks", "any")
