@@ -279,3 +279,17 @@ def test_34_13_every_link_into_usage_md_lands_on_a_heading():
             seen += 1
             assert not anchor or anchor[1:] in heads, (name, target + anchor, sorted(heads))
     assert seen >= 4, seen
+
+
+def test_34_14_usage_md_is_a_reference_and_the_history_is_in_the_changelog():
+    """docs/usage.md says what to run, not what was measured once: no benchmark figures (they
+    are the CHANGELOG's, which keeps them)."""
+    with open(os.path.join(ROOT, "docs", "usage.md")) as f:
+        usage = " ".join(f.read().split())
+    with open(os.path.join(ROOT, "CHANGELOG.md")) as f:
+        changelog = " ".join(f.read().split())
+    figures = re.findall(r"\b\d+\.\d+ GB/s\b|\b\d+(?:\.\d+)? ?(?:us|µs|ms) against|H200|"
+                         r"\bone round\b|\bTold 400 Gb/s\b|capped a 2-rank", usage)
+    assert not figures, figures
+    for kept in ("51.1 GB/s", "Told 400 Gb/s", "capped a 2-rank allreduce at 5 GB/s"):
+        assert kept in changelog, kept
