@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -293,3 +294,147 @@ def test_34_14_usage_md_is_a_reference_and_the_history_is_in_the_changelog():
     assert not figures, figures
     for kept in ("51.1 GB/s", "Told 400 Gb/s", "capped a 2-rank allreduce at 5 GB/s"):
         assert kept in changelog, kept
+
+
+# ---- pkg-config: the header that make install puts in, and where the plugin is ----------------
+
+PLUGIN_SRC = '''\
+#include <stddef.h>
+#include <ncclnet.h>
+/* a plugin writer's file: the ABI's types come from the installed header */
+size_t sizes[] = {sizeof(ncclNet_v12_t), sizeof(ncclNet_v8_t)};
+'''
+
+
+@pytest.mark.skipif(not shutil.which("pkg-config"), reason="no pkg-config here")
+def test_34_15_make_install_writes_a_pkg_config_file(tmp_path):
+    """The issue asked for one where headers are installed: --cflags finds ncclnet.h (a plugin
+    writer's file compiles with it), --variable=plugin names the installed plugin, the version
+    is simfabric's; uninstall removes it (test_25_08 checks no file is left)."""
+    from test_25_install import LIBDIR, PREFIX, make
+    dest = tmp_path / "dest"
+    make("install", dest)
+    pcdir = str(dest) + LIBDIR + "/pkgconfig"
+    env = dict(os.environ, PKG_CONFIG_PATH=pcdir, PKG_CONFIG_SYSROOT_DIR=str(dest))
+
+    def pc(*args):
+        p = subprocess.run(["pkg-config"] + list(args) + ["simfabric"], capture_output=True,
+                           text=True, env=env, timeout=30)
+        assert p.returncode == 0, (args, p.stderr)
+        return p.stdout.strip()
+
+    with open(os.path.join(ROOT, "sim", "core", "version.h")) as f:
+        assert pc("--modversion") == re.search(r'SF_VERSION "([^"]+)"', f.read()).group(1)
+    cflags = pc("--cflags")
+    assert cflags == "-I%s%s/include/simfabric" % (dest, PREFIX), cflags
+    src = tmp_path / "mine.c"
+    src.write_text(PLUGIN_SRC)
+    cc = subprocess.run(["cc", "-c", "-o", str(tmp_path / "mine.o"), str(src)] + cflags.split(),
+                        capture_output=True, text=True, timeout=60)
+    assert cc.returncode == 0, cc.stderr
+    def staged(path):  # pkg-config puts the sysroot before variables too, in some versions
+        return path if path.startswith(str(dest)) else str(dest) + path
+
+    plugin = pc("--variable=plugin")
+    assert plugin.endswith(LIBDIR + "/libnccl-net-simfabric.so"), plugin
+    assert os.path.isfile(staged(plugin)), plugin
+    assert os.path.isdir(staged(pc("--variable=scenariodir")))
+    make("uninstall", dest)
+    assert not os.path.exists(os.path.join(pcdir, "simfabric.pc"))
+
+
+TORCH_VARS = ("RANK", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_NAME", "ROLE_RANK",
+              "ROLE_WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+              "TORCHELASTIC_RUN_ID")
+
+
+def test_34_16_ranks_get_the_rest_of_torchruns_variables(sf_launch):
+    """What torchrun's elastic agent sets beside RANK and WORLD_SIZE (the review listed
+    GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, TORCHELASTIC_RUN_ID as missing)."""
+    show = "import os; print('VARS', *[os.environ.get(k, '-') for k in %r])" % (TORCH_VARS,)
+    r = sf_launch([sys.executable, "-c", show], nodes=2, gpus_per_node=2, timeout=60).check_ok()
+    run_id = os.path.basename(r.run_dir.rstrip("/"))
+    got = sorted(ln.split("VARS ", 1)[1] for rank in range(4)
+                 for ln in r.output(rank).splitlines() if "VARS " in ln)
+    assert got == ["%d %d 2 default %d 4 0 0 %s" % (k, k // 2, k, run_id) for k in range(4)], got
+
+
+def test_34_17_report_of_a_hand_run_says_its_faults_were_not_recorded(sf_run, tmp_path):
+    """The review's hand-run route (simfabric up, the harness, then report --fabric) said
+    "the fabric had no faults" of a fabric that had one."""
+    sc = os.path.join(ROOT, "scenarios", "job-harness-flap.yaml")
+    r = sf_run(sc).check_ok()
+    os.remove(os.path.join(r.run_dir, "faults.json"))
+    p = subprocess.run([sys.executable, CLI, "report", r.run_dir, "--fabric", sc, "--format",
+                        "text", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "the fabric had no faults" not in p.stdout, p.stdout
+    assert "1 in the fabric ('flap'), but no faults.json: what they hit was not recorded" in \
+        p.stdout, p.stdout
+
+
+@pytest.mark.skipif(not shutil.which("dpkg-deb"), reason="no dpkg-deb here (not Debian)")
+def test_34_18_make_deb_packages_the_install(tmp_path):
+    """The issue's optional .deb: make deb packs what make install puts in, for /usr and the
+    multiarch library directory, with its run-time dependencies; unpacked, its programs run."""
+    deb, root = tmp_path / "sf.deb", tmp_path / "root"
+    p = subprocess.run(["make", "--no-print-directory", "deb", "DEB=%s" % deb,
+                        "DEB_ROOT=%s" % root], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0 and deb.exists(), p.stdout[-3000:] + p.stderr[-3000:]
+    f = subprocess.run(["dpkg-deb", "-f", str(deb), "Package", "Version", "Depends"],
+                       capture_output=True, text=True, check=True).stdout
+    assert "Package: simfabric" in f and "libevent-core-2.1-7" in f and "python3" in f, f
+    names = subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True,
+                           check=True).stdout
+    arch = subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], capture_output=True,
+                          text=True).stdout.strip() or "x86_64-linux-gnu"
+    for want in ("./usr/bin/simfabric\n", "./usr/bin/simfabricd\n", "./usr/bin/simfabric-harness",
+                 "./usr/lib/%s/libnccl-net-simfabric.so" % arch,
+                 "./usr/lib/%s/pkgconfig/simfabric.pc" % arch,
+                 "./usr/lib/simfabric/python/simfabric_pytest.py",
+                 "./usr/share/simfabric/scenarios/job-harness-flap.yaml",
+                 "./usr/share/man/man1/simfabricd.1", "./usr/include/simfabric/ncclnet.h"):
+        assert want in names + "\n", (want, names)
+    assert "deb-root" not in names and "DEBIAN" not in names, names
+    x = tmp_path / "x"
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(x)], check=True, timeout=120)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    for prog in ("simfabric", "simfabricd", "simfabric-harness"):
+        v = subprocess.run([str(x / "usr" / "bin" / prog), "--version"], capture_output=True,
+                           text=True, env=env, timeout=60)
+        assert v.returncode == 0 and re.search(r"\d+\.\d+\.\d+", v.stdout), (prog, v)
+
+
+# job-harness-flap.yaml's fabric with 4 nodes; node1's cable down past the retry budget
+ABORT_TAIL = """
+faults:
+  - {name: cut, action: link_down, link: [node1, sw0], after: {first_traffic: node1}, at: 1ms,
+     for: 10s}
+job:
+  program: harness
+  nodes: 4
+  tests: [faults]
+  args: [--fault-msgs, "1500", --fault-gap-us, "100", --fault-expect, ok]
+  timeout_s: 60
+"""
+
+
+def test_34_19_a_rank_stopped_by_anothers_failure_does_not_say_timed_out(sf_run, tmp_path):
+    """The review's "FAIL test=faults rank=3: timed out: 671 of 1500 sends ..." after 0.27 s:
+    a rank whose message stream stopped because another rank failed says so."""
+    with open(os.path.join(ROOT, "scenarios", "job-harness-flap.yaml")) as f:
+        head = f.read().split("\nfaults:")[0]
+    four = head.replace("count: 2,", "count: 4,").replace("[[node0, node1], sw0]",
+                                                          "[[node0, node1, node2, node3], sw0]")
+    assert four.count("node3") == 1 and "count: 4," in four
+    sc = tmp_path / "abort.yaml"
+    sc.write_text(four + ABORT_TAIL)
+    r = sf_run(str(sc))
+    assert r.rc == 1, r.explain()
+    with open(os.path.join(r.run_dir, "harness.log")) as f:
+        log = f.read()
+    fails = [ln for ln in log.splitlines() if ln.startswith("FAIL test=faults")]
+    assert len(fails) == 4, log
+    assert not [ln for ln in fails if "timed out" in ln], fails

@@ -497,6 +497,11 @@ def rank_env(base, rank, nnodes, gpus_per_node, node, port, plugin, sock, cuda=N
              NODE_RANK=str(rank // gpus_per_node), MASTER_ADDR="127.0.0.1",
              MASTER_PORT=str(port), NCCL_NET_PLUGIN=plugin, NCCL_NET="simfabric",
              SIMFABRIC_SOCKET=sock, NCCL_HOSTID=node, SIMFABRIC_NODE=node)
+    # the rest of what torchrun's elastic agent sets: one role, no restarts
+    e.update(GROUP_WORLD_SIZE=str(nnodes), ROLE_NAME="default", ROLE_RANK=str(rank),
+             ROLE_WORLD_SIZE=str(world), TORCHELASTIC_RESTART_COUNT="0",
+             TORCHELASTIC_MAX_RESTARTS="0",
+             TORCHELASTIC_RUN_ID=os.path.basename(rundir.rstrip("/")) if rundir else "none")
     if rundir:
         e["SIMFABRIC_RUN_DIR"] = rundir
     for k, v in FIXED_NCCL_ENV.items():
@@ -523,11 +528,11 @@ exit 127; }
 i=0
 for x in $SIMFABRIC_MPI_GPUS; do [ $i = $r ] && export CUDA_VISIBLE_DEVICES=$x; i=$((i + 1)); done
 export NCCL_HOSTID=$node SIMFABRIC_NODE=$node RANK=$r LOCAL_RANK=$((r % g)) GROUP_RANK=$n \
-NODE_RANK=$n
+NODE_RANK=$n ROLE_RANK=$r
 exec "$@"
 """
-MPI_PER_RANK = ("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "NCCL_HOSTID", "SIMFABRIC_NODE",
-                "CUDA_VISIBLE_DEVICES")
+MPI_PER_RANK = ("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "ROLE_RANK", "NCCL_HOSTID",
+                "SIMFABRIC_NODE", "CUDA_VISIBLE_DEVICES")
 
 
 def find_mpirun(env=None):
