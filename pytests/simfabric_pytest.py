@@ -154,6 +154,14 @@ def pytest_configure(config):
         config.addinivalue_line("markers", m)
 
 
+def pytest_report_header(config):
+    """One line under pytest's own: which simfabric, and from where (a checkout or a prefix)."""
+    if sfctl is None:
+        return "simfabric: not found (%s)" % _not_found()
+    return "simfabric %s: %s" % (sfctl.version(), ("checkout %s" % ROOT) if ROOT else (
+        "installed in %s" % PREFIX) if PREFIX else "modules in %s" % TOOLS)
+
+
 def pytest_collection_modifyitems(config, items):
     if config.getoption("simfabric_no_timing"):
         skip = pytest.mark.skip(reason="%s given" % OPT_NO_TIMING)

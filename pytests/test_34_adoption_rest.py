@@ -438,3 +438,38 @@ def test_34_19_a_rank_stopped_by_anothers_failure_does_not_say_timed_out(sf_run,
     fails = [ln for ln in log.splitlines() if ln.startswith("FAIL test=faults")]
     assert len(fails) == 4, log
     assert not [ln for ln in fails if "timed out" in ln], fails
+
+
+def test_34_20_status_and_the_pytest_plugin_say_the_version(sf_env, sf_fabric, tmp_path):
+    """The issue's "one version, everywhere": beyond --version and the plugin's init line
+    (test_24), `simfabric status` says the daemon's, and pytest's header the plugin's."""
+    with open(os.path.join(ROOT, "sim", "core", "version.h")) as f:
+        v = re.search(r'SF_VERSION "([^"]+)"', f.read()).group(1)
+    p = subprocess.run([sys.executable, CLI, "status", "--socket", sf_fabric.socket],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "simfabricd %s)" % v in p.stdout.splitlines()[0], p.stdout
+    d = tmp_path / "project"
+    d.mkdir()
+    (d / "pytest.ini").write_text("[pytest]\n")
+    (d / "test_x.py").write_text("def test_x():\n    pass\n")
+    r = user_pytest(d, PYTESTS, "-p", "simfabric_pytest")
+    assert r.rc == 0 and ("simfabric %s: checkout %s" % (v, ROOT)) in r.out, str(r)
+
+
+def test_34_21_license_changelog_and_no_stale_dependency():
+    """A LICENSE that says what the sources' SPDX lines say, a CHANGELOG, and python3-yaml
+    gone from the dependencies now that no Python file imports yaml."""
+    with open(os.path.join(ROOT, "LICENSE")) as f:
+        assert "MIT License" in f.read()
+    assert os.path.isfile(os.path.join(ROOT, "CHANGELOG.md"))
+    files = subprocess.run(["git", "ls-files", "*.py", "tools/simfabric", "tools/scripts/*.sh",
+                            "README.md", "docs/*.md"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    me = os.path.relpath(os.path.realpath(__file__), ROOT)
+    for f in files:
+        if f == me:
+            continue
+        with open(os.path.join(ROOT, f), encoding="utf-8") as fh:
+            text = fh.read()
+        assert not re.search(r"^\s*(import yaml|from yaml )", text, re.M), f
+        assert "python3-yaml" not in text, f
