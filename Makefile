@@ -153,7 +153,13 @@ asan:
 # The C unit tests run once, under ASan: `make asan` builds them into build-asan/test/ and
 # pytests/test_05_unit.py runs them (`make unit` runs build/'s by hand).
 test check: deps
-	$(Q)$(MAKE) --no-print-directory all asan symbols format-check
+	@echo "== make test 1/4: build (build/)"
+	$(Q)$(MAKE) --no-print-directory all
+	@echo "== make test 2/4: the same under ASan and UBSan (build-asan/)"
+	$(Q)$(MAKE) --no-print-directory asan
+	@echo "== make test 3/4: the exported symbols, the format"
+	$(Q)$(MAKE) --no-print-directory symbols format-check
+	@echo "== make test 4/4: the pytest suite (the C unit tests run in it, under ASan)"
 	$(Q)cd pytests && $(PYTHON) -m pytest $(PYTEST_ARGS)
 
 pytest: all

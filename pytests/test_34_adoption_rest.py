@@ -506,3 +506,15 @@ def test_34_22_a_lossy_fabric_with_a_seconds_long_ack_timeout_is_warned_about(sf
         "carry traffic from NICs with timeout_exp 18 or more (node0-nic0: 20): a lost packet " \
         "that ends a message is retried only after an ACK timeout of 4.29 s" in w, w
     assert "a timeout_exp of 10 to 14 (4.2 to 67 ms)" in w, w
+
+
+def test_34_23_ranks_per_node_is_gpus_per_node(tmp_path):
+    """The review: --gpus-per-node counts ranks (they may share a GPU); --ranks-per-node says
+    so, as the same option."""
+    show = "import os; print('ENV', os.environ['RANK'], os.environ['LOCAL_RANK'])"
+    p = subprocess.run([sys.executable, CLI, "launch", "--nodes", "2", "--ranks-per-node", "2",
+                        "--run-dir", str(tmp_path / "run"), "--", sys.executable, "-c", show],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert sorted(ln.split("ENV ", 1)[1] for ln in p.stdout.splitlines() if "ENV " in ln) == \
+        ["0 0", "1 1", "2 0", "3 1"], p.stdout
