@@ -283,7 +283,8 @@ FORMAT_CLEAN := docs/examples/buggy-plugin.c plugin/client.h plugin/net.h plugin
 	tools/nccljob/wait.c tools/profcheck/ncclprof.h \
 	plugin/agent.c plugin/agent.h plugin/cudadrv.c plugin/cudadrv.h plugin/gpu.c plugin/gpu.h \
 	plugin/test/check_cudadrv.c plugin/test/test_gpu_export.c sim/test/test_chan_direct.c \
-	sim/scn/units.c sim/scn/units.h sim/test/test_units.c sim/fuzz/fuzz_units.c
+	sim/scn/units.c sim/scn/units.h sim/test/test_units.c sim/fuzz/fuzz_units.c \
+	sim/test/test_fault_proc.c
 format:
 	clang-format -i $(FORMAT_SRC)
 
