@@ -438,17 +438,18 @@ void faultd_release(struct faultd *d)
 	}
 }
 
-uint32_t faultd_hold_bits(const struct faultd *d, int src, int dst, int64_t now)
+uint32_t faultd_hold_bits(struct faultd *d, int src, int dst)
 {
 	uint32_t bits = 0, n = d ? atomic_load(&d->shm->nfaults) : 0;
-	(void)now;
 	for (uint32_t id = 0; id < n; id++) {
 		struct fst_fault *ff = fst_fault(d->shm, id);
 		if (!ff || !d->st[id].acting)
 			continue;
 		const struct fault_spec *f = &ff->spec;
-		if (f->action == FAULT_A_HANG && fault_conn_match(f->src_node, f->dst_node, src, dst))
+		if (f->action == FAULT_A_HANG && fault_conn_match(f->src_node, f->dst_node, src, dst)) {
 			bits |= CHAN_HOLD_HANG;
+			atomic_fetch_add(&ff->hit, 1);
+		}
 		if (f->action == FAULT_A_FREEZE && f->node == dst)
 			bits |= CHAN_HOLD_RX_FROZEN;
 	}

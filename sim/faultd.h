@@ -54,8 +54,9 @@ void faultd_free(struct faultd *d); /* NULL-safe */
 /* End what open windows do to processes and channels (SIGCONT the stopped, release the held)
  * now, while the ops' ctx is whole: the daemon is going away. NULL-safe. */
 void faultd_release(struct faultd *d);
-/* The CHAN_HOLD_* bits a new channel from node src to node dst starts with (faults on now). */
-uint32_t faultd_hold_bits(const struct faultd *d, int src, int dst, int64_t now);
+/* The CHAN_HOLD_* bits a new channel from node src to node dst starts with (faults on now);
+ * each fault that holds it counts it hit. */
+uint32_t faultd_hold_bits(struct faultd *d, int src, int dst);
 
 /*
  * A live fault, effective at now (its at: counts from there). Checked with

@@ -670,7 +670,7 @@ static void do_connect(struct srv *s, struct srv_conn *c, struct session *se, st
 		if (prc == 0) /* a comm_hang or node_freeze already on holds it from the start */
 			chan_set_hold(ch->shm,
 				      faultd_hold_bits(fabmon_faults(s->mon), se->node->id,
-						       l->sess->node->id, now_ns()),
+						       l->sess->node->id),
 				      1);
 		if (prc) {
 			log_error("chan 0x%llx: no route %s/%d -> %s/%d: %s", (unsigned long long)id,

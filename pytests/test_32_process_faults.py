@@ -1,0 +1,274 @@
+# SPDX-License-Identifier: MIT
+"""Faults on processes, setup calls and connections (issue 14), through the CPU harness: the
+plugin driven through the ABI, one process per rank, each its own node.
+
+node_freeze and straggle stop the node's processes (SIGSTOP/SIGCONT from the daemon, which
+knows each session's pid); comm_hang holds a connection; regmr_fail, connect_fail and
+accept_fail fail the plugin's calls with the error a real plugin returns. Every test checks
+an invariant that the fault, broken or missing, cannot meet: a hang that lets one message by,
+a freeze whose process never shows state T, a setup call that succeeds. Times are lower
+bounds set by the fault (a message held 400 ms took at least 350 ms) and generous upper
+bounds (the run ends within tens of seconds), never a measured absolute: a loaded 2-core
+machine only makes things later."""
+import os
+import re
+import signal
+import sys
+import time
+
+import pytest
+
+import sfctl
+from simfabric_pytest import finish
+from test_13_faults import Run, latencies, run, scenario
+
+
+def pid_of(log, node):
+    m = re.findall(r"session pid (\d+): node %s " % re.escape(node), log)
+    assert m, "no session of %s in the daemon's log:\n%s" % (node, log)
+    return int(m[-1])
+
+
+def proc_state(pid):
+    """The process's state letter (/proc/PID/stat): T when stopped; None once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def wait_for(cond, timeout=30.0, step=0.02):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(step)
+    return cond()
+
+
+def live_harness(harness, fabric_factory, tmp_path, name, msgs=400, gap_us=500, faults=""):
+    """A fabric with faults (maybe none) and a harness running the faults test on it, in the
+    background: (fabric, Popen)."""
+    f = fabric_factory(args=["--scenario", scenario(tmp_path, faults, name)])
+    p = harness(nranks=2, tests="faults", fabric=f, timeout=120, popen=True,
+                extra=["--fault-msgs", str(msgs), "--fault-bytes", "4096", "--fault-gap-us",
+                       str(gap_us), "--fault-expect", "ok", "--bound", "5",
+                       "--max-bytes", "4096"])
+    return f, p
+
+
+def exact(rn, msgs):
+    for k in (0, 1):
+        m = rn.m(k)
+        assert m["received"] == msgs and m["wrong"] == 0, rn.report()
+
+
+# ---- comm_hang ---------------------------------------------------------------------------------
+
+def test_32_01_comm_hang_holds_one_direction_without_error_then_lets_go(
+        harness, fabric_factory, tmp_path):
+    rn = run(harness, fabric_factory, tmp_path, """
+- {name: wedge, action: comm_hang, conn: {from: node0, to: node1},
+   after: {first_traffic: node0}, at: 20ms, for: 400ms}
+""", expect="ok", msgs=200, size=4096, gap_us=500)
+    rn.r.check_ok()
+    exact(rn, 200)
+    f = rn.faults["faults"][0]
+    assert f["action"] == "comm_hang" and f["windows"] == 1 and f["hit"] >= 1, rn.report()
+    # node0 -> node1 is rank 1's receive: a message posted before the window waited it out
+    held = max(latencies(rn.m(1)))
+    assert held >= 0.35, ("the longest node0 -> node1 message took %.3f s; the hang is 400 ms"
+                          % held, rn.report())
+    log = rn.f.log()
+    assert "(node0 -> node1) hangs" in log and "(node0 -> node1) released" in log, log
+    # the other direction was never held
+    assert "(node1 -> node0) hangs" not in log, log
+
+
+def test_32_02_comm_hang_without_end_holds_until_cleared(harness, fabric_factory, tmp_path):
+    f, p = live_harness(harness, fabric_factory, tmp_path, "hang-live", msgs=50, gap_us=0)
+    # applied before the ranks connect: channels made during the hang start held
+    ids, _ = sfctl.fault_apply(f.socket, "{name: stuck, action: comm_hang, conn: all}")
+    time.sleep(1.5)  # unhindered, 50 messages of 4 KiB take milliseconds
+    assert p.poll() is None, ("the harness finished during the hang", finish(p, 5).report())
+    fl = sfctl.faults(f.socket)["faults"][0]
+    assert fl["state"] == "on" and fl["hit"] == 2, fl  # both channels, held as they were made
+    assert sfctl.fault_clear(f.socket, ids[0]) == 1
+    r = finish(p, 120)
+    r.check_ok()
+    rn = Run(r, f)
+    exact(rn, 50)
+    assert "'stuck' (comm_hang of any -> any), window ended at" in f.log(), f.log()
+    # the first messages were posted in the hang and waited for the clear: 1.5 s
+    for k in (0, 1):
+        assert max(latencies(rn.m(k))) >= 1.4, rn.report()
+
+
+# ---- node_freeze -------------------------------------------------------------------------------
+
+def test_32_03_node_freeze_stops_the_process_and_the_job_resumes_exact(
+        harness, fabric_factory, tmp_path):
+    f, p = live_harness(harness, fabric_factory, tmp_path, "freeze", msgs=400, gap_us=2000)
+    wait_for(lambda: "session pid" in f.log() and "node1" in f.log())
+    wait_for(lambda: re.search(r"chan 0x[0-9a-f]+: node1", f.log()))
+    pid = pid_of(f.log(), "node1")
+    ids, _ = sfctl.fault_apply(f.socket, "{name: ice, action: node_freeze, node: node1}")
+    assert wait_for(lambda: proc_state(pid) == "T", 10), proc_state(pid)
+    time.sleep(0.8)
+    assert proc_state(pid) == "T", "node1 ran again during the freeze"
+    assert p.poll() is None, "a rank ended while node1 was frozen"
+    fl = sfctl.faults(f.socket)["faults"][0]
+    assert fl["state"] == "on" and fl["hit"] == 1, fl  # one process stopped
+    assert sfctl.fault_clear(f.socket, ids[0]) == 1
+    assert wait_for(lambda: proc_state(pid) not in ("T", "t"), 10), proc_state(pid)
+    r = finish(p, 120)
+    r.check_ok()
+    rn = Run(r, f)
+    exact(rn, 400)
+    log = f.log()
+    assert "SIGSTOP pid %d (node node1)" % pid in log and "SIGCONT pid %d (node node1)" % pid \
+        in log, log
+    # a message in flight across the freeze took at least most of it
+    assert max(max(latencies(rn.m(k))) for k in (0, 1)) >= 0.5, rn.report()
+
+
+def test_32_04_node_freeze_window_from_the_scenario(harness, fabric_factory, tmp_path):
+    rn = run(harness, fabric_factory, tmp_path, """
+- {name: nap, action: node_freeze, node: node1, after: {messages: 20, link: node0}, for: 500ms}
+""", expect="ok", msgs=200, size=4096, gap_us=500)
+    rn.r.check_ok()
+    exact(rn, 200)
+    f = rn.faults["faults"][0]
+    assert f["windows"] == 1 and f["hit"] == 1 and f["state"] == "over", rn.report()
+    worst = max(max(latencies(rn.m(k))) for k in (0, 1))
+    assert worst >= 0.4, ("nothing waited for the 500 ms freeze: %.3f s" % worst, rn.report())
+    log = rn.f.log()
+    assert log.count("SIGSTOP pid") == 1 and log.count("SIGCONT pid") == 1, log
+
+
+def test_32_05_a_daemon_that_stops_continues_what_it_froze(harness, fabric_factory, tmp_path):
+    f, p = live_harness(harness, fabric_factory, tmp_path, "freeze-stop", msgs=100000, gap_us=500)
+    wait_for(lambda: re.search(r"chan 0x[0-9a-f]+: node1", f.log()))
+    pid = pid_of(f.log(), "node1")
+    sfctl.fault_apply(f.socket, "{action: node_freeze, node: node1}")
+    assert wait_for(lambda: proc_state(pid) == "T", 10), proc_state(pid)
+    assert f.stop() == 0, f.log()
+    assert "the daemon is stopping: its window ends now" in f.log(), f.log()
+    # continued: it runs (and, its daemon gone, fails and exits) instead of staying stopped
+    assert wait_for(lambda: proc_state(pid) not in ("T", "t"), 10), proc_state(pid)
+    r = finish(p, 60)
+    assert r.rc != "timeout", r.report()
+
+
+# ---- straggle ----------------------------------------------------------------------------------
+
+def test_32_06_straggle_duty_cycles_the_node_and_says_how(harness, fabric_factory, tmp_path):
+    rn = run(harness, fabric_factory, tmp_path, """
+- {name: slowpoke, action: straggle, node: node1, period: 20ms, duty: 0.5,
+   after: {first_traffic: node0}, for: 600ms}
+""", expect="ok", msgs=300, size=4096, gap_us=2000)
+    rn.r.check_ok()
+    exact(rn, 300)
+    f = rn.faults["faults"][0]
+    # stopped once per period while the job ran: tens of cycles (30 at most in 600 ms)
+    assert 5 <= f["delayed"] <= 31 and f["hit"] == 1, rn.report()
+    assert f["delay_ns"] >= f["delayed"] * 5e6, rn.report()  # each stop lasted ~10 ms
+    log = rn.f.log()
+    assert "mechanism: duty-cycled SIGSTOP/SIGCONT of the node's processes, stopped 10ms of " \
+        "every 20ms (50%)" in log, log
+
+
+# ---- failing setup calls -----------------------------------------------------------------------
+
+def test_32_07_regmr_fail_the_first_registration_on_a_node(harness, fabric_factory, tmp_path):
+    rn = run(harness, fabric_factory, tmp_path, """
+- {name: nomem, action: regmr_fail, node: node1, nth: 1}
+""", expect="ok", msgs=10, size=4096)
+    assert rn.r.rc != 0, rn.r.report()
+    out = rn.r.stdout + rn.r.stderr
+    assert re.search(r"FAIL test=faults rank=1: regMr\(\w+ comm, rank \d, \d+ B, NCCL_PTR_HOST\) "
+                     r"returned ncclSystemError", out), rn.r.report()
+    assert "fault #0 'nomem' (regmr_fail of node node1, call 1)" in out, rn.r.report()
+    # node0's registrations went through: its rank failed only because its peer did
+    assert not re.search(r"FAIL test=faults rank=0: regMr", out), rn.r.report()
+    f = rn.faults["faults"][0]
+    assert f["failed"] == 1 and f["hit"] == 1, rn.report()
+
+
+def test_32_08_regmr_fail_error_kind_and_the_nth(harness, fabric_factory, tmp_path):
+    # the 3rd registration on node0 fails with ncclInternalError; the first two went through
+    rn = run(harness, fabric_factory, tmp_path, """
+- {name: third, action: regmr_fail, node: node0, nth: 3, error: internal}
+""", expect="ok", msgs=10, size=4096)
+    assert rn.r.rc != 0, rn.r.report()
+    out = rn.r.stdout + rn.r.stderr
+    assert re.search(r"FAIL test=faults rank=0: regMr\(.*returned ncclInternalError", out), \
+        rn.r.report()
+    assert "call 3)" in out, rn.r.report()
+
+
+def test_32_09_connect_fail_before_the_daemon_hears_of_it(harness, fabric_factory, tmp_path):
+    rn = run(harness, fabric_factory, tmp_path, """
+- {name: noqp, action: connect_fail, node: node0}
+""", expect="ok", tests="connect")
+    assert rn.r.rc != 0, rn.r.report()
+    out = rn.r.stdout + rn.r.stderr
+    assert "connect node0/" in out and "failed: fault #0 'noqp' (connect_fail of node node0" \
+        in out, rn.r.report()
+    assert "ncclSystemError" in out, rn.r.report()
+    f = rn.faults["faults"][0]
+    assert f["failed"] >= 1, rn.report()
+    # refused in the plugin: no connect from node0 reached the daemon
+    assert not re.search(r"chan 0x[0-9a-f]+: node0/", rn.f.log()), rn.f.log()
+
+
+def test_32_10_accept_fail_closes_the_channel_so_the_sender_is_told(
+        harness, fabric_factory, tmp_path):
+    rn = run(harness, fabric_factory, tmp_path, """
+- {name: nobind, action: accept_fail, node: node1, error: remote}
+""", expect="ok", tests="connect")
+    assert rn.r.rc != 0, rn.r.report()
+    out = rn.r.stdout + rn.r.stderr
+    assert "fault #0 'nobind' (accept_fail of node node1" in out, rn.r.report()
+    assert "ncclRemoteError" in out, rn.r.report()
+    log = rn.f.log()
+    # the daemon made the channel; node1's plugin closed its end at once
+    assert re.search(r"chan 0x[0-9a-f]+: recv end closed by pid", log), log
+
+
+def test_32_11_a_fraction_of_calls_is_seeded(harness, fabric_factory, tmp_path):
+    """fraction: the calls that fail are a draw keyed by the seed and the call's number: the
+    same seed fails the same call, whatever the timing of the ranks."""
+    calls = []
+    for i in range(2):
+        rn = run(harness, fabric_factory, tmp_path, """
+- {name: coin, action: regmr_fail, fraction: 0.3}
+""", expect="ok", msgs=20, size=4096, name="coin-%d" % i, seed=11)
+        assert rn.r.rc != 0, rn.r.report()
+        out = rn.r.stdout + rn.r.stderr
+        m = re.findall(r"'coin' \(regmr_fail of node node\d, call (\d+)\)", out)
+        assert m, rn.r.report()
+        calls.append(min(int(x) for x in m))
+    assert calls[0] == calls[1], calls
+
+
+# ---- live control and errors ---------------------------------------------------------------
+
+def test_32_12_live_specs_of_the_new_actions_and_their_errors(fabric_factory, tmp_path):
+    f = fabric_factory(args=["--scenario", scenario(tmp_path, "", "live-new")])
+    with pytest.raises(sfctl.CtlError) as ei:
+        sfctl.fault_apply(f.socket, "{action: straggle, node: node1, duty: 2}")
+    assert "spec:1:40: duty: '2' is not a number in 0..1 (or a percentage)" in str(ei.value)
+    with pytest.raises(sfctl.CtlError) as ei:
+        sfctl.fault_apply(f.socket, "{action: node_freeze}")
+    assert "spec:1:2: node: missing: node_freeze needs node" in str(ei.value)
+    ids, _ = sfctl.fault_apply(
+        f.socket, "[{action: straggle, node: node0, for: 1s}, {action: connect_fail, nth: 2}, "
+        "{action: comm_hang, conn: [node0, node1], for: 10ms}]")
+    assert len(ids) == 4, ids  # [a, b] is both ways: two faults
+    fl = sfctl.faults(f.socket)["faults"]
+    assert [x["action"] for x in fl] == ["straggle", "connect_fail", "comm_hang", "comm_hang"]
+    assert "straggle of node node0" in fl[0]["scope"], fl
+    assert sfctl.fault_clear(f.socket, "all") >= 2
