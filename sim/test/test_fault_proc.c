@@ -263,6 +263,23 @@ static void test_chan_hang(void)
 	}
 	CHECK(rdone && sdone && got == sizeof(src) && !memcmp(src, dst, sizeof(src)),
 	      "released: both complete, data exact (%d %d %" PRIu64 ")", rdone, sdone, got);
+	/* a hang between the receiver's copy and the sender's test: the ACK is there, the send
+	 * still does not complete (each end holds on its own) */
+	rdone = sdone = 0;
+	CHECK(chan_rx_post(p.rx, 1, bufs, cap, NULL, &r, NULL) == 0 &&
+		      chan_tx_post(p.tx, src, sizeof(src), 0, &s, NULL) == 0,
+	      "post again");
+	for (int i = 0; i < 100000 && !rdone; i++)
+		chan_rx_test(p.rx, r, &rdone, &got, NULL);
+	CHECK(rdone, "received");
+	chan_set_hold(p.shm, CHAN_HOLD_HANG, 1);
+	for (int i = 0; i < 10000 && !sdone; i++)
+		CHECK(chan_tx_test(p.tx, s, &sdone, NULL, NULL) == 0, "no error");
+	CHECK(!sdone, "an acknowledged send does not complete while hung");
+	chan_set_hold(p.shm, CHAN_HOLD_HANG, 0);
+	for (int i = 0; i < 100000 && !sdone; i++)
+		chan_tx_test(p.tx, s, &sdone, NULL, NULL);
+	CHECK(sdone, "and completes once released");
 	pair_close(&p);
 }
 
