@@ -277,3 +277,47 @@ def test_32_12_live_specs_of_the_new_actions_and_their_errors(fabric_factory, tm
     assert [x["action"] for x in fl] == ["straggle", "connect_fail", "comm_hang", "comm_hang"]
     assert "straggle of node node0" in fl[0]["scope"], fl
     assert sfctl.fault_clear(f.socket, "all") >= 2
+
+
+# ---- expect: failure: hang: (simfabric run) ----------------------------------------------------
+
+HANG_SCENARIO = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))),
+                             "scenarios", "job-harness-freeze-hang.yaml")
+
+
+def simfabric_run(sf_env, path, tmp_path):
+    import subprocess
+    run_dir = str(tmp_path / ("run-" + os.path.basename(path).rsplit(".", 1)[0]))
+    t0 = time.monotonic()
+    cp = subprocess.run([sys.executable, sf_env.cli, "run", "--run-dir", run_dir, path],
+                        capture_output=True, text=True, timeout=180)
+    return cp, time.monotonic() - t0, run_dir
+
+
+def test_32_13_an_expected_hang_passes_and_says_where_each_rank_was(sf_env, tmp_path):
+    cp, took, run_dir = simfabric_run(sf_env, HANG_SCENARIO, tmp_path)
+    out = cp.stdout + cp.stderr
+    assert cp.returncode == 0, out
+    assert took >= 3.0, (took, out)  # the launcher waited out the hang's 3 s
+    assert "hang: no rank ended in 3 s, as expected" in out, out
+    assert re.search(r"ok +failure +no rank ended in 3 s \(an expected hang\); where each was: .*"
+                     r"T \(stopped\)", out), out
+    stacks = os.path.join(run_dir, "stacks.txt")
+    assert os.path.exists(stacks) and "=== pid" in open(stacks).read(), out
+
+
+def test_32_14_a_job_that_ends_fails_an_expected_hang(sf_env, tmp_path):
+    # the same job with a freeze of 300 ms: it resumes and ends before the hang's 3 s
+    text = open(HANG_SCENARIO).read().replace(
+        "{name: ice, action: node_freeze, node: node1, after: {messages: 50, link: node0}}",
+        "{name: ice, action: node_freeze, node: node1, after: {messages: 50, link: node0}, "
+        "for: 300ms}").replace('"100000"', '"400"')
+    assert "for: 300ms" in text
+    p = tmp_path / "short-freeze.yaml"
+    p.write_text(text)
+    cp, took, _ = simfabric_run(sf_env, str(p), tmp_path)
+    out = cp.stdout + cp.stderr
+    assert cp.returncode != 0, out
+    assert re.search(r"FAIL +failure +expected a hang of 3 s, but harness \(\S*\) ended on its "
+                     r"own: exit 0 after", out), out
+    assert took < 60, (took, out)
