@@ -11,6 +11,7 @@ bounds set by the fault (a message held 400 ms took at least 350 ms) and generou
 bounds (the run ends within tens of seconds), never a measured absolute: a loaded 2-core
 machine only makes things later."""
 import os
+import random
 import re
 import signal
 import sys
@@ -277,6 +278,42 @@ def test_32_12_live_specs_of_the_new_actions_and_their_errors(fabric_factory, tm
     assert [x["action"] for x in fl] == ["straggle", "connect_fail", "comm_hang", "comm_hang"]
     assert "straggle of node node0" in fl[0]["scope"], fl
     assert sfctl.fault_clear(f.socket, "all") >= 2
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_32_15_soak_of_freezes_straggles_and_hangs_loses_nothing(harness, fabric_factory,
+                                                                 tmp_path, seed):
+    """Freezes, straggles and hangs of random nodes and connections, each with an end, with the
+    ring running: they only delay. Nothing lost, nothing changed, nothing early, no fault failed
+    a message (a frozen peer is alive: no retry budget runs out on a process)."""
+    rnd = random.Random(seed)
+    nodes = ["node0", "node1", "node2"]
+    lines = []
+    for i in range(6):
+        kind = rnd.choice(["node_freeze", "straggle", "comm_hang"])
+        trig = "after: {first_traffic: node0}, at: %dms" % (i * 60 + rnd.randint(0, 20))
+        dur = "for: %dms" % rnd.randint(30, 250)
+        if kind == "comm_hang":
+            a, b = rnd.sample(nodes, 2)
+            lines.append("- {action: comm_hang, conn: {from: %s, to: %s}, %s, %s}" % (
+                a, b, trig, dur))
+        elif kind == "straggle":
+            lines.append("- {action: straggle, node: %s, %s, %s, period: %dms, duty: %.2f}" % (
+                rnd.choice(nodes), trig, dur, rnd.randint(5, 20), rnd.uniform(0.2, 0.7)))
+        else:
+            lines.append("- {action: node_freeze, node: %s, %s, %s}" % (rnd.choice(nodes),
+                                                                       trig, dur))
+    text = "\n".join(lines)
+    rn = run(harness, fabric_factory, tmp_path, text + "\n", expect="ok", gap_us=500, msgs=600,
+             nodes=3, size=rnd.choice([4096, 65536]), seed=seed)
+    rn.r.check_ok()
+    for k in range(3):
+        assert rn.m(k)["received"] == 600 and rn.m(k)["wrong"] == 0, (text, rn.report())
+    st = sfctl.stats(rn.f.socket)
+    assert all(l["early"] == 0 for l in st.values()), st
+    assert all(f["failed"] == 0 for f in rn.faults["faults"]), rn.report()
+    assert sum(f["hit"] for f in rn.faults["faults"]) > 0, rn.report()
+    assert "cannot send" not in rn.f.log(), rn.f.log()  # every signal reached its process
 
 
 # ---- expect: failure: hang: (simfabric run) ----------------------------------------------------

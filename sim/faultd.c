@@ -50,6 +50,9 @@ struct faultd {
 	int tw_dirty;
 	int64_t tw_written_ns;
 	int64_t last_tick_ns; /* the last faultd_tick */
+	int nnodes;
+	int *stops; /* per node: freezes on and straggles in their stopped phase (SIGSTOP at 0 -> 1,
+		       SIGCONT at 1 -> 0, so overlapping faults on a node never continue it early) */
 };
 
 static void ftr_begin(struct faultd *d, uint32_t id, uint64_t i, int64_t a, int64_t b);
@@ -156,6 +159,13 @@ int faultd_new(struct fst_shm *shm, const struct fabric *f, const struct fault_p
 	d->f = f;
 	if (ops)
 		d->ops = *ops;
+	d->nnodes = fabric_nnodes(f);
+	d->stops = calloc(d->nnodes > 0 ? (size_t)d->nnodes : 1, sizeof(*d->stops));
+	if (!d->stops) {
+		free(d);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	if (ftr_path[0]) {
 		d->captw = 256;
 		d->tw = calloc(d->captw, sizeof(*d->tw));
@@ -168,6 +178,7 @@ int faultd_new(struct fst_shm *shm, const struct fabric *f, const struct fault_p
 		int rc = publish(d, sp, sp->trigger == FAULT_T_TIME ? shm->epoch_ns : 0, &id, err,
 				 errlen);
 		if (rc) {
+			free(d->stops);
 			free(d);
 			return rc;
 		}
@@ -184,6 +195,8 @@ void faultd_free(struct faultd *d)
 		ftr_write(d, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, 1);
 		free(d->tw);
 	}
+	if (d)
+		free(d->stops);
 	free(d);
 }
 
@@ -295,6 +308,18 @@ static void begin_reset(struct faultd *d, uint32_t id, struct fst_fault *ff, con
 	d->st[id].acting = 0;
 }
 
+/* One more (stop) or one fewer (!stop) reason for node to be stopped: SIGSTOP on the first,
+ * SIGCONT on the last; in between only counts its processes (signal 0). Returns that count. */
+static int node_hold(struct faultd *d, int node, int stop, int quiet, const char *why)
+{
+	if (node < 0 || node >= d->nnodes || !d->ops.signal)
+		return 0;
+	int *n = &d->stops[node];
+	int edge = stop ? (*n)++ == 0 : *n > 0 && --*n == 0;
+	return d->ops.signal(d->ops.ctx, node, edge ? (stop ? SIGSTOP : SIGCONT) : 0,
+			     edge ? quiet : 1, why);
+}
+
 /* node_freeze: the processes stop; a send into a receive they had posted still completes. */
 static void begin_freeze(struct faultd *d, uint32_t id, struct fst_fault *ff, const char *why)
 {
@@ -302,17 +327,23 @@ static void begin_freeze(struct faultd *d, uint32_t id, struct fst_fault *ff, co
 	int node = ff->spec.node;
 	if (d->ops.hold)
 		d->ops.hold(d->ops.ctx, FAULT_ANY, node, CHAN_HOLD_RX_FROZEN, 1, why);
-	if (d->ops.signal)
-		atomic_fetch_add(&ff->hit, (uint64_t)d->ops.signal(d->ops.ctx, node, SIGSTOP, 0, why));
+	atomic_fetch_add(&ff->hit, (uint64_t)node_hold(d, node, 1, 0, why));
 }
 
 static void end_freeze(struct faultd *d, uint32_t id, struct fst_fault *ff, const char *why)
 {
-	(void)id;
-	if (d->ops.signal)
-		d->ops.signal(d->ops.ctx, ff->spec.node, SIGCONT, 0, why);
+	int node = ff->spec.node;
+	node_hold(d, node, 0, 0, why);
+	/* another freeze of this node still on keeps its receives held */
+	uint32_t n = atomic_load(&d->shm->nfaults);
+	for (uint32_t k = 0; k < n; k++) {
+		struct fst_fault *o = fst_fault(d->shm, k);
+		if (k != id && o && o->spec.action == FAULT_A_FREEZE && o->spec.node == node &&
+		    d->st[k].acting)
+			return;
+	}
 	if (d->ops.hold)
-		d->ops.hold(d->ops.ctx, FAULT_ANY, ff->spec.node, CHAN_HOLD_RX_FROZEN, 0, why);
+		d->ops.hold(d->ops.ctx, FAULT_ANY, node, CHAN_HOLD_RX_FROZEN, 0, why);
 }
 
 static void begin_slow(struct faultd *d, uint32_t id, struct fst_fault *ff, const char *why)
@@ -333,8 +364,8 @@ static void begin_slow(struct faultd *d, uint32_t id, struct fst_fault *ff, cons
 static void end_slow(struct faultd *d, uint32_t id, struct fst_fault *ff, const char *why)
 {
 	struct fstate_d *st = &d->st[id];
-	if (st->slow_stopped && d->ops.signal)
-		d->ops.signal(d->ops.ctx, ff->spec.node, SIGCONT, 0, why);
+	if (st->slow_stopped)
+		node_hold(d, ff->spec.node, 0, 0, why);
 	st->slow_stopped = 0;
 }
 
@@ -405,10 +436,10 @@ static void slow_cycle(struct faultd *d, uint32_t id, struct fst_fault *ff, int6
 	int64_t per = f->slow_period_ns, stop = slow_stop_ns(f);
 	int64_t ph = (now - st->open_start) % per;
 	int want = ph < stop;
-	if (want != st->slow_stopped && d->ops.signal) {
+	if (want != st->slow_stopped) {
 		char why[320];
 		fault_why(d, id, f, why, sizeof(why));
-		d->ops.signal(d->ops.ctx, f->node, want ? SIGSTOP : SIGCONT, 1, why);
+		node_hold(d, f->node, want, 1, why);
 		if (want) {
 			st->slow_since = now;
 			atomic_fetch_add(&ff->delayed, 1);

@@ -486,6 +486,42 @@ static void test_faultd_straggle(void)
 	dfx_close(&x);
 }
 
+/* Faults that overlap on one node: it runs only when none of them holds it stopped. */
+static void test_faultd_overlap(void)
+{
+	struct dfx x;
+	dfx_open(&x,
+		 "  - {action: node_freeze, node: node1, for: 100ms}\n"
+		 "  - {action: node_freeze, node: node1, at: 50ms, for: 150ms}\n"
+		 "  - {action: straggle, node: node1, for: 300ms, period: 10ms, duty: 0.5}\n");
+	int64_t t0 = x.v->shm->epoch_ns;
+	int stopped = 0, bad = 0, released_at = -1, stops = 0;
+	for (int64_t t = 0; t <= 320; t++) {
+		faultd_tick(x.d, t0 + t * MS + 1);
+		for (int i = 0; i < nrec; i++) {
+			if (recs[i].op == 's' && recs[i].sig == SIGSTOP) {
+				bad += stopped; /* a second SIGSTOP: the count went wrong */
+				stopped = 1;
+				stops++;
+			} else if (recs[i].op == 's' && recs[i].sig == SIGCONT) {
+				bad += !stopped;
+				stopped = 0;
+			} else if (recs[i].op == 'h' && !recs[i].on) {
+				released_at = (int)t;
+			}
+		}
+		nrec = 0;
+		int want = t < 200 || (t < 300 && t % 10 < 5);
+		CHECK(stopped == want, "t %" PRId64 " ms: node1 %s, want %s", t,
+		      stopped ? "stopped" : "running", want ? "stopped" : "running");
+	}
+	CHECK(bad == 0, "signals in pairs: %d out of turn", bad);
+	CHECK(released_at == 200, "the receives held until the last freeze ends: %d", released_at);
+	CHECK(stops == 1 + 10, "one SIGSTOP for the freezes, one per straggle period after: %d",
+	      stops);
+	dfx_close(&x);
+}
+
 static void test_faultd_hang(void)
 {
 	struct dfx x;
@@ -516,6 +552,7 @@ int main(void)
 	test_chan_rx_frozen();
 	test_faultd_freeze();
 	test_faultd_straggle();
+	test_faultd_overlap();
 	test_faultd_hang();
 	if (failures) {
 		fprintf(stderr, "test_fault_proc: %d of %d checks failed\n", failures, checks);
