@@ -168,6 +168,24 @@ def test_32_05_a_daemon_that_stops_continues_what_it_froze(harness, fabric_facto
     assert r.rc != "timeout", r.report()
 
 
+def test_32_16_a_process_that_joins_a_frozen_node_stops_with_it(harness, fabric_factory,
+                                                                 tmp_path):
+    f = fabric_factory(args=["--scenario", scenario(tmp_path, "", "join-frozen")])
+    ids, _ = sfctl.fault_apply(f.socket, "{name: cold, action: node_freeze, node: node1}")
+    _, p = live_harness(harness, lambda **kw: f, tmp_path, "join-frozen", msgs=50, gap_us=0)
+    assert wait_for(lambda: "session pid" in f.log() and " node node1 " in f.log(), 30), f.log()
+    pid = pid_of(f.log(), "node1")
+    assert wait_for(lambda: proc_state(pid) == "T", 10), (proc_state(pid), f.log())
+    assert "joins node node1 while a fault holds it stopped: SIGSTOP" in f.log(), f.log()
+    time.sleep(1.0)
+    assert p.poll() is None and proc_state(pid) == "T", "node1 ran during its freeze"
+    assert sfctl.faults(f.socket)["faults"][0]["hit"] == 1
+    assert sfctl.fault_clear(f.socket, ids[0]) == 1
+    r = finish(p, 120)
+    r.check_ok()
+    exact(Run(r, f), 50)
+
+
 # ---- straggle ----------------------------------------------------------------------------------
 
 def test_32_06_straggle_duty_cycles_the_node_and_says_how(harness, fabric_factory, tmp_path):

@@ -469,6 +469,19 @@ void faultd_release(struct faultd *d)
 	}
 }
 
+int faultd_node_joined(struct faultd *d, int node)
+{
+	if (!d || node < 0 || node >= d->nnodes || d->stops[node] <= 0)
+		return 0;
+	uint32_t n = atomic_load(&d->shm->nfaults);
+	for (uint32_t k = 0; k < n; k++) {
+		struct fst_fault *ff = fst_fault(d->shm, k);
+		if (ff && ff->spec.action == FAULT_A_FREEZE && ff->spec.node == node && d->st[k].acting)
+			atomic_fetch_add(&ff->hit, 1);
+	}
+	return 1;
+}
+
 uint32_t faultd_hold_bits(struct faultd *d, int src, int dst)
 {
 	uint32_t bits = 0, n = d ? atomic_load(&d->shm->nfaults) : 0;

@@ -54,6 +54,9 @@ void faultd_free(struct faultd *d); /* NULL-safe */
 /* End what open windows do to processes and channels (SIGCONT the stopped, release the held)
  * now, while the ops' ctx is whole: the daemon is going away. NULL-safe. */
 void faultd_release(struct faultd *d);
+/* A process joined node: is the node held stopped now (a freeze on, a straggle in its stopped
+ * phase)? Then the freezes on it count the process hit. NULL-safe. */
+int faultd_node_joined(struct faultd *d, int node);
 /* The CHAN_HOLD_* bits a new channel from node src to node dst starts with (faults on now);
  * each fault that holds it counts it hit. */
 uint32_t faultd_hold_bits(struct faultd *d, int src, int dst);

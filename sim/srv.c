@@ -840,6 +840,13 @@ static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 			 (unsigned long long)c->id, pid, (int)c->pid, (int)c->pid);
 	log_info("session pid %d: node %s (id %d), client %s, conn#%llu", (int)se->pid, node->name,
 		 node->id, se->client, (unsigned long long)c->id);
+	if (faultd_node_joined(fabmon_faults(s->mon), node->id)) {
+		/* a process that joins a frozen (or straggling, now stopped) node stops with it; the
+		 * SIGCONT that ends the fault goes to every session of the node */
+		if (kill(se->pid, SIGSTOP) == 0)
+			log_warn("session pid %d joins node %s while a fault holds it stopped: SIGSTOP",
+				 (int)se->pid, node->name);
+	}
 
 	ctl_add(rep, "fabric", fabric_kind(s->fabric));
 	ctl_add(rep, "instance", s->instance);
