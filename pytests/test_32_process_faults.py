@@ -204,6 +204,35 @@ def test_32_06_straggle_duty_cycles_the_node_and_says_how(harness, fabric_factor
         "every 20ms (50%)" in log, log
 
 
+def test_32_17_a_straggling_process_is_stopped_about_duty_of_the_time(harness, fabric_factory,
+                                                                     tmp_path):
+    """Sampled from outside (/proc/PID/stat): stopped for a share of the window near its duty
+    (generous bounds: the sampler and the daemon share a loaded machine), running before and
+    after, and the job exact."""
+    f, p = live_harness(harness, fabric_factory, tmp_path, "straggle-live", msgs=3000,
+                        gap_us=300)
+    assert wait_for(lambda: flowing(f), 30), f.log()
+    pid = pid_of(f.log(), "node1")
+    sfctl.fault_apply(f.socket, "{name: slow, action: straggle, node: node1, for: 1500ms, "
+                      "period: 20ms, duty: 0.6}")
+    samples = []
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:
+        samples.append(proc_state(pid) == "T")
+        time.sleep(0.002)
+    share = sum(samples) / float(len(samples))
+    assert 0.25 <= share <= 0.95, ("stopped in %.0f%% of %d samples; duty 60%%" % (
+        100 * share, len(samples)), f.log())
+    # the cycle: it ran between its stops
+    flips = sum(1 for a, b in zip(samples, samples[1:]) if a != b)
+    assert flips >= 10, ("%d changes of state in 1 s at a 20 ms period" % flips)
+    assert wait_for(lambda: sfctl.faults(f.socket)["faults"][0]["state"] == "over", 10)
+    assert proc_state(pid) not in ("T", "t"), "still stopped after the window"
+    r = finish(p, 120)
+    r.check_ok()
+    exact(Run(r, f), 3000)
+
+
 # ---- failing setup calls -----------------------------------------------------------------------
 
 def test_32_07_regmr_fail_the_first_registration_on_a_node(harness, fabric_factory, tmp_path):
