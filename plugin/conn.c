@@ -49,16 +49,17 @@ ncclResult_t sfnet_call_fault(uint32_t kind, const char *what)
 	struct sfc_session *s = sfnet_g.session;
 	struct timespec ts;
 	uint32_t fid;
+	uint64_t call = 0;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-	if (!s || !s->fab || !fst_call_fault(s->fab->shm, kind, s->node_id, now, &fid))
+	if (!s || !s->fab || !fst_call_fault(s->fab->shm, kind, s->node_id, now, &fid, &call))
 		return ncclSuccess;
 	const struct fst_fault *ff = fst_fault(s->fab->shm, fid);
 	uint32_t e = ff && ff->spec.err_kind < FAULT_E_COUNT ? ff->spec.err_kind : 0;
-	PWARN("%s on %s failed: fault #%u '%s' (%s of node %s, call %u): as the verbs call behind it "
-	      "failing on a real NIC (nccl%sError)",
+	PWARN("%s on %s failed: fault #%u '%s' (%s of node %s, call %llu): as the verbs call behind "
+	      "it failing on a real NIC (nccl%sError)",
 	      what, s->node, fid, ff ? ff->spec.name : "?", fault_kind_names[kind], s->node,
-	      ff ? (unsigned)atomic_load(&((struct fst_fault *)ff)->calls) : 0,
+	      (unsigned long long)call,
 	      e == FAULT_E_SYSTEM ? "System" : e == FAULT_E_INTERNAL ? "Internal" : "Remote");
 	return res[e];
 }

@@ -218,7 +218,7 @@ int fst_fault_add(struct fst_shm *shm, const struct fault_spec *spec, int64_t or
 }
 
 int fst_call_fault(struct fst_shm *shm, uint32_t kind, int32_t node, int64_t now_ns,
-		   uint32_t *fid)
+		   uint32_t *fid, uint64_t *call)
 {
 	uint32_t n = atomic_load_explicit(&shm->nfaults, memory_order_acquire);
 	for (uint32_t id = 0; id < n; id++) {
@@ -231,12 +231,13 @@ int fst_call_fault(struct fst_shm *shm, uint32_t kind, int32_t node, int64_t now
 				 atomic_load(&ff->until), now_ns, now_ns, &a, &b) != 1 ||
 		    a > now_ns)
 			continue;
-		uint64_t call = (uint64_t)atomic_fetch_add(&ff->calls, 1) + 1;
-		if (!fault_call_fails(&ff->spec, shm->seed, id, call))
+		uint64_t k = (uint64_t)atomic_fetch_add(&ff->calls, 1) + 1;
+		if (!fault_call_fails(&ff->spec, shm->seed, id, k))
 			continue;
 		atomic_fetch_add(&ff->hit, 1);
 		atomic_fetch_add(&ff->failed, 1);
 		*fid = id;
+		*call = k;
 		return 1;
 	}
 	return 0;

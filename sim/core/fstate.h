@@ -142,11 +142,11 @@ struct fst_fault *fst_fault(struct fst_shm *shm, uint32_t id);
  * CALLFAIL: must this call of kind (FAULT_K_REGMR_FAIL, _CONNECT_FAIL, _ACCEPT_FAIL) made on
  * node (a fabric node id) at now_ns fail? Every fault of that kind in a window at now_ns whose
  * node matches counts the call (shared by the node's processes); the first that fails it
- * wins. 1 with *fid (counting it hit and failed), else 0. Any thread; lock-free. Callers
+ * wins. 1 with *fid and *call (its number for that fault; counted hit and failed), else 0. Any thread; lock-free. Callers
  * first test fst_call_armed, the one branch a run without such faults pays.
  */
 int fst_call_fault(struct fst_shm *shm, uint32_t kind, int32_t node, int64_t now_ns,
-		   uint32_t *fid);
+		   uint32_t *fid, uint64_t *call);
 static inline int fst_call_armed(const struct fst_shm *shm, uint32_t kind)
 {
 	return __builtin_expect(shm && (atomic_load_explicit(&((struct fst_shm *)shm)->call_kinds,

@@ -159,10 +159,12 @@ static void test_fst_call_fault(void)
 	struct fst_shm *shm = v->shm;
 	int64_t now = mono_ns();
 	uint32_t fid = 99, id;
+	uint64_t call = 0;
 	/* nothing published: the flag is down, the slow path says no */
 	CHECK(!fst_call_armed(shm, FAULT_K_REGMR_FAIL) && !fst_call_armed(NULL, FAULT_K_REGMR_FAIL),
 	      "no flag without a fault");
-	CHECK(fst_call_fault(shm, FAULT_K_REGMR_FAIL, 1, now, &fid) == 0, "no fault, no failure");
+	CHECK(fst_call_fault(shm, FAULT_K_REGMR_FAIL, 1, now, &fid, &call) == 0,
+	      "no fault, no failure");
 	/* a link fault does not raise it */
 	struct fault_spec l = spec(FAULT_K_LINK_DOWN, 0, MS);
 	l.nlinks = 1;
@@ -177,12 +179,14 @@ static void test_fst_call_fault(void)
 		      !fst_call_armed(shm, FAULT_K_CONNECT_FAIL) &&
 		      !fst_call_armed(shm, FAULT_K_ACCEPT_FAIL),
 	      "only regmr_fail's flag: %#x", atomic_load(&shm->call_kinds));
-	CHECK(fst_call_fault(shm, FAULT_K_REGMR_FAIL, 0, now, &fid) == 0, "node 0: not its node");
-	CHECK(fst_call_fault(shm, FAULT_K_CONNECT_FAIL, 1, now, &fid) == 0, "another kind");
-	CHECK(fst_call_fault(shm, FAULT_K_REGMR_FAIL, 1, now, &fid) == 0, "call 1 passes");
-	CHECK(fst_call_fault(shm, FAULT_K_REGMR_FAIL, 1, now, &fid) == 1 && fid == 1,
-	      "call 2 fails (fid %u)", fid);
-	CHECK(fst_call_fault(shm, FAULT_K_REGMR_FAIL, 1, now, &fid) == 0, "call 3 passes");
+	CHECK(fst_call_fault(shm, FAULT_K_REGMR_FAIL, 0, now, &fid, &call) == 0,
+	      "node 0: not its node");
+	CHECK(fst_call_fault(shm, FAULT_K_CONNECT_FAIL, 1, now, &fid, &call) == 0, "another kind");
+	CHECK(fst_call_fault(shm, FAULT_K_REGMR_FAIL, 1, now, &fid, &call) == 0, "call 1 passes");
+	CHECK(fst_call_fault(shm, FAULT_K_REGMR_FAIL, 1, now, &fid, &call) == 1 && fid == 1 &&
+		      call == 2,
+	      "call 2 fails (fid %u, call %" PRIu64 ")", fid, call);
+	CHECK(fst_call_fault(shm, FAULT_K_REGMR_FAIL, 1, now, &fid, &call) == 0, "call 3 passes");
 	struct fst_fault *ff = fst_fault(shm, 1);
 	CHECK(atomic_load(&ff->calls) == 3 && atomic_load(&ff->hit) == 1 &&
 		      atomic_load(&ff->failed) == 1,
@@ -191,17 +195,20 @@ static void test_fst_call_fault(void)
 	f = spec(FAULT_K_CONNECT_FAIL, 1000 * MS, MS);
 	f.frac = MODEL_PROB_ONE;
 	CHECK(fst_fault_add(shm, &f, now, &id) == 0, "add");
-	CHECK(fst_call_fault(shm, FAULT_K_CONNECT_FAIL, 0, now, &fid) == 0, "before its window");
-	CHECK(fst_call_fault(shm, FAULT_K_CONNECT_FAIL, 0, now + 1000 * MS, &fid) == 1 && fid == id,
+	CHECK(fst_call_fault(shm, FAULT_K_CONNECT_FAIL, 0, now, &fid, &call) == 0,
+	      "before its window");
+	CHECK(fst_call_fault(shm, FAULT_K_CONNECT_FAIL, 0, now + 1000 * MS, &fid, &call) == 1 &&
+		      fid == id,
 	      "in its window");
-	CHECK(fst_call_fault(shm, FAULT_K_CONNECT_FAIL, 5, now + 1001 * MS, &fid) == 0, "after");
+	CHECK(fst_call_fault(shm, FAULT_K_CONNECT_FAIL, 5, now + 1001 * MS, &fid, &call) == 0,
+	      "after");
 	/* cleared: no more */
 	f = spec(FAULT_K_ACCEPT_FAIL, 0, FAULT_FOREVER);
 	f.frac = MODEL_PROB_ONE;
 	CHECK(fst_fault_add(shm, &f, now, &id) == 0, "add");
-	CHECK(fst_call_fault(shm, FAULT_K_ACCEPT_FAIL, 0, now, &fid) == 1, "accept fails");
+	CHECK(fst_call_fault(shm, FAULT_K_ACCEPT_FAIL, 0, now, &fid, &call) == 1, "accept fails");
 	atomic_store(&fst_fault(shm, id)->until, now + 1);
-	CHECK(fst_call_fault(shm, FAULT_K_ACCEPT_FAIL, 0, now + 2, &fid) == 0, "cleared");
+	CHECK(fst_call_fault(shm, FAULT_K_ACCEPT_FAIL, 0, now + 2, &fid, &call) == 0, "cleared");
 	fenv_unmap(v, base, len);
 }
 
