@@ -56,6 +56,13 @@ static const struct slot slots[] = {
 static const struct slot optional[] = {
 	CUDRV_SLOT(CtxCreate, "cuCtxCreate_v2"),
 	CUDRV_SLOT(MemcpyPeerAsync, "cuMemcpyPeerAsync"),
+	CUDRV_SLOT(MemcpyBatchAsync2, "cuMemcpyBatchAsync_v2"),
+	CUDRV_SLOT(MemcpyBatchAsync1, "cuMemcpyBatchAsync"),
+	CUDRV_SLOT(ModuleLoadData, "cuModuleLoadData"),
+	CUDRV_SLOT(ModuleGetFunction, "cuModuleGetFunction"),
+	CUDRV_SLOT(LaunchKernel, "cuLaunchKernel"),
+	CUDRV_SLOT(MemHostAlloc, "cuMemHostAlloc"),
+	CUDRV_SLOT(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"),
 };
 
 int cudadrv_load(struct cudrv *cu, int only_if_loaded, char *why, size_t cap)

@@ -24,10 +24,13 @@ typedef int cu_device;		      /* CUdevice */
 typedef struct cu_ctx_st *cu_ctx;     /* CUcontext */
 typedef struct cu_stream_st *cu_stream;
 typedef struct cu_event_st *cu_event;
+typedef struct cu_module_st *cu_module;
+typedef struct cu_func_st *cu_function;
 
 #define CU_SUCCESS 0
 #define CU_ERROR_NOT_READY 600
 #define CU_IPC_HANDLE_BYTES 64
+#define CU_MEMHOSTALLOC_DEVICEMAP_ 0x02
 
 struct cu_ipc_handle { /* CUipcMemHandle */
 	unsigned char data[CU_IPC_HANDLE_BYTES];
@@ -40,6 +43,14 @@ struct cu_access_desc { /* CUmemAccessDesc */
 	struct cu_mem_location location;
 	int flags;
 };
+
+struct cu_memcpy_attr { /* CUmemcpyAttributes (CUDA 12.8+) */
+	int src_access_order;
+	struct cu_mem_location src_loc_hint, dst_loc_hint;
+	unsigned flags;
+};
+#define CU_MEMCPY_SRC_ACCESS_ORDER_STREAM_ 1
+#define CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE_ 1
 
 /* CUpointer_attribute */
 #define CU_PA_MEMORY_TYPE 2
@@ -108,6 +119,21 @@ struct cudrv {
 	cu_result (*CtxCreate)(cu_ctx *ctx, unsigned flags, cu_device dev);
 	cu_result (*MemcpyPeerAsync)(cu_ptr dst, cu_ctx dst_ctx, cu_ptr src, cu_ctx src_ctx,
 				     size_t n, cu_stream s);
+	/* Optional: batched copies with attributes, CUDA 13's (v2) and 12.8's (with failIdx). */
+	cu_result (*MemcpyBatchAsync2)(cu_ptr *dsts, cu_ptr *srcs, size_t *sizes, size_t count,
+				       struct cu_memcpy_attr *attrs, size_t *attr_idxs,
+				       size_t nattrs, cu_stream s);
+	cu_result (*MemcpyBatchAsync1)(cu_ptr *dsts, cu_ptr *srcs, size_t *sizes, size_t count,
+				       struct cu_memcpy_attr *attrs, size_t *attr_idxs,
+				       size_t nattrs, size_t *fail_idx, cu_stream s);
+	/* Optional: the small-copy kernel (SIMFABRIC_GPU_SMALL=kernel, plugin/copier.cu). */
+	cu_result (*ModuleLoadData)(cu_module *m, const void *image);
+	cu_result (*ModuleGetFunction)(cu_function *f, cu_module m, const char *name);
+	cu_result (*LaunchKernel)(cu_function f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+				  unsigned by, unsigned bz, unsigned shmem, cu_stream s,
+				  void **params, void **extra);
+	cu_result (*MemHostAlloc)(void **p, size_t size, unsigned flags);
+	cu_result (*MemHostGetDevicePointer)(cu_ptr *d, void *p, unsigned flags);
 };
 
 /*

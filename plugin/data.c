@@ -111,6 +111,11 @@ ncclResult_t sfnet_reg_mr(void *comm, void *data, size_t size, int type, void **
 			return rc == -ENOTSUP || rc == -EXDEV ? ncclInvalidUsage : ncclSystemError;
 		}
 		gpu = 1;
+		/* NCCL_DEBUG_SUBSYS=NET: which buffers reach us (NCCL's own at connect, user
+		 * buffers registered with ncclCommRegister as they are used) */
+		PINFO(NCCL_NET, "regMr of %zu bytes of GPU memory at %p: %s region %llu", size, data,
+		      recv ? "a receive buffer, exported as" : "a send buffer, in",
+		      (unsigned long long)reg.region);
 	} else if (type != NCCL_PTR_HOST) {
 		return gpu_unsupported("regMr", data, size, type);
 	} else if (size && is_device_memory(data, size)) {

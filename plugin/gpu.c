@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "plugin/copier_ptx.h"
 #include "plugin/cudadrv.h"
 #include "plugin/plog.h"
 #include "sim/core/ctl.h"
@@ -27,6 +28,7 @@
 #define SFGPU_IO_TIMEOUT_MS 5000   /* an export request: the peer's server answers at once */
 #define SFGPU_TX_IMPORTS 64	   /* regions one sendComm keeps mapped (least recently used go) */
 #define SFGPU_MAX_CTX 16	   /* CUDA contexts (devices) one process copies from */
+#define SFGPU_MAX_STREAMS 8	   /* copy streams in our own context (SIMFABRIC_GPU_STREAMS) */
 #define SFGPU_SECRET_HEX 32	   /* the export server's secret, in hex digits */
 #define SFGPU_SLOW_NS 2000000000LL /* a copy still running after this is worth a WARN */
 
@@ -65,6 +67,28 @@ struct gimport {
 	int refs; /* sendComms using it */
 };
 
+/*
+ * Small copies (SIMFABRIC_GPU_SMALL=kernel, in our own context only): a resident kernel
+ * (plugin/copier.cu) polls a ring of descriptors in host-mapped memory and copies each message
+ * from a host staging slot into the receiver's buffer, so that a small message from host memory
+ * (LL's sends) costs a memcpy and a store instead of a copy launch and an event.
+ */
+#define SFK_RING 64u		  /* descriptors, a power of two: one staging slot each */
+#define SFK_SLOT (64u << 10)	  /* the largest small copy */
+#define SFK_WAIT_NS 10000000000LL /* how long a drain waits for the kernel before it gives up */
+struct sfk_desc {		  /* as copier.cu reads it */
+	uint64_t src, dst, len, seq;
+};
+struct gkern {
+	pthread_mutex_t lock;		/* descriptors and staging: any sendComm's thread */
+	volatile struct sfk_desc *ring; /* host-mapped; written by us, read by the kernel */
+	volatile uint64_t *done;	/* written by the kernel: the last seq copied */
+	volatile uint32_t *stop;	/* ends the kernel */
+	uint8_t *staging;		/* SFK_RING slots of SFK_SLOT bytes */
+	cu_ptr staging_d;		/* ... as the kernel sees it */
+	uint64_t next;			/* the next descriptor's seq (from 1) */
+};
+
 struct sfgpu_tx {
 	struct sfgpu_tx *next; /* in G.txs */
 	cu_ctx ctx;	       /* where its stream and events are: its copy context (copy_stream) */
@@ -75,6 +99,9 @@ struct sfgpu_tx {
 	cu_event ev[CHAN_MAX_SENDS];
 	int64_t t_start[CHAN_MAX_SENDS]; /* per event slot: when its copy was issued (ns) */
 	uint64_t len[CHAN_MAX_SENDS];
+	uint64_t kseq[CHAN_MAX_SENDS]; /* per event slot: the kernel's seq of a small copy, or 0 */
+	struct gkern *kern;	       /* the small-copy kernel of its context, or NULL */
+	uint64_t kern_last;	       /* the seq of its last small copy */
 	int slow_warned;
 	int nimp;
 	struct {
@@ -98,13 +125,18 @@ static struct {
 	uint64_t next_region;
 	struct gimport *imports;
 	struct sfgpu_tx *txs;
-	int copy_ctx; /* enum copy_ctx: SIMFABRIC_GPU_COPY_CONTEXT */
+	int copy_ctx;	  /* enum copy_ctx: SIMFABRIC_GPU_COPY_CONTEXT */
+	int own_streams;  /* SIMFABRIC_GPU_STREAMS: sendComms spread over this many (own context) */
+	int small_kernel; /* SIMFABRIC_GPU_SMALL=kernel */
 	int nstreams;
 	struct {
-		cu_ctx ctx;  /* the application's context */
-		cu_stream s; /* every copy issued in it, in one FIFO (see copy_stream) */
-		cu_ctx own;  /* our own context on its device (own_stream), or NULL */
-		cu_stream own_s;
+		cu_ctx ctx;	 /* the application's context */
+		cu_stream s;	 /* every copy issued in it, in one FIFO (see copy_stream) */
+		cu_ctx own;	 /* our own context on its device (own_stream), or NULL */
+		cu_stream own_s; /* its first stream: non-NULL when it is in use */
+		cu_stream own_more[SFGPU_MAX_STREAMS]; /* all of them, own_more[0] == own_s */
+		unsigned own_next;		       /* the next sendComm's, round robin */
+		struct gkern *kern;		       /* its small-copy kernel, or NULL */
 		int own_tried;
 	} streams[SFGPU_MAX_CTX];
 	int srv_fd;
@@ -159,6 +191,28 @@ static void setup_once(void)
 			return;
 		}
 	}
+	const char *ns = getenv("SIMFABRIC_GPU_STREAMS");
+	G.own_streams = 1;
+	if (ns && *ns) {
+		char *end = NULL;
+		long nv = strtol(ns, &end, 10);
+		if (*end || nv < 1 || nv > SFGPU_MAX_STREAMS) {
+			G.setup_err = -EINVAL;
+			snprintf(G.setup_why, sizeof(G.setup_why),
+				 "SIMFABRIC_GPU_STREAMS='%.40s' is not a number from 1 to %d", ns,
+				 SFGPU_MAX_STREAMS);
+			return;
+		}
+		G.own_streams = (int)nv;
+	}
+	const char *sm = getenv("SIMFABRIC_GPU_SMALL");
+	if (sm && *sm && strcmp(sm, "off") && strcmp(sm, "kernel")) {
+		G.setup_err = -EINVAL;
+		snprintf(G.setup_why, sizeof(G.setup_why),
+			 "SIMFABRIC_GPU_SMALL='%.40s' is neither off nor kernel", sm);
+		return;
+	}
+	G.small_kernel = sm && !strcmp(sm, "kernel");
 	char why[160];
 	int rc = cudadrv_load(&G.cu, !want_on, why, sizeof(why));
 	if (rc == 0) {
@@ -212,8 +266,14 @@ static void setup_once(void)
 		(void)copy_stream(cur, 0, &ctx_ignored, &ignored, why2, sizeof(why2));
 	snprintf(G.describe, sizeof(G.describe),
 		 "on (one-sided copies into the receiver's GPU memory; driver %d, compute "
-		 "capability %d.x, cuMem POSIX-fd export %s)",
-		 drv, major, vmm && fd ? "yes" : "no, cudaMalloc memory only");
+		 "capability %d.x, cuMem POSIX-fd export %s; copy context %s, copy engine %s)",
+		 drv, major, vmm && fd ? "yes" : "no, cudaMalloc memory only",
+		 G.copy_ctx == COPY_CTX_OWN	      ? "own"
+			 : G.copy_ctx == COPY_CTX_APP ? "the application's"
+						      : "auto (own under MPS)",
+		 G.cu.MemcpyBatchAsync2 || G.cu.MemcpyBatchAsync1 ? "asked for (batch copy hint)"
+								  : "not asked for (driver < "
+								    "12.8)");
 }
 
 int sfgpu_setup(char *why, size_t cap)
@@ -699,11 +759,10 @@ static struct gimport *import_new(const char *where, uint64_t region, char *why,
 			 * (own) and the application's cannot both */
 			snprintf(why, cap, "cuIpcOpenMemHandle of region %llu: %s%s",
 				 (unsigned long long)region, cuerr(r),
-				 G.copy_ctx == COPY_CTX_OWN ? " (with "
-							      "SIMFABRIC_GPU_COPY_CONTEXT=own; if "
-							      "the application "
-							      "opens this peer's IPC handles too, "
-							      "use app)"
+				 G.copy_ctx != COPY_CTX_APP ? " (copies in our own context: if the "
+							      "application opens "
+							      "this peer's IPC handles too, set "
+							      "SIMFABRIC_GPU_COPY_CONTEXT=app)"
 							    : "");
 		} else {
 			/* the size is the peer's word: believe the driver instead, or a copy could
@@ -924,66 +983,208 @@ static cu_result top_stream(cu_stream *s)
 	return G.cu.StreamCreateWithPriority(s, CU_STREAM_NON_BLOCKING_, greatest);
 }
 
+static int own_streams(void)
+{
+	return G.own_streams > 0 ? G.own_streams : 1;
+}
+
+/*
+ * cuCtxCreate with CUDA_DEVICE_MAX_CONNECTIONS at our stream count for the while, in case the
+ * driver reads it per context: under MPS every context's queues come out of one pool (on an
+ * H200, 2 ranks at 32 queues each could not make a third context: out of memory).
+ */
+static cu_result own_ctx_create(cu_ctx *own, cu_device dev)
+{
+	const char *was = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+	char saved[32] = "";
+	/* Only an existing variable is changed: setenv then replaces one pointer in place, which
+	 * another thread's getenv reads whole; adding one could move environ under it. */
+	char want[16];
+	snprintf(want, sizeof(want), "%d", own_streams() + G.small_kernel); /* + the kernel's */
+	if (was && snprintf(saved, sizeof(saved), "%s", was) < (int)sizeof(saved))
+		setenv("CUDA_DEVICE_MAX_CONNECTIONS", want, 1);
+	else
+		saved[0] = 0;
+	cu_result r = G.cu.CtxCreate(own, 0, dev);
+	if (saved[0])
+		setenv("CUDA_DEVICE_MAX_CONNECTIONS", saved, 1);
+	return r;
+}
+
+static void kern_stop_all(void)
+{
+	for (int i = 0; i < G.nstreams; i++)
+		if (G.streams[i].kern)
+			*G.streams[i].kern->stop = 1;
+}
+
+/*
+ * Start the small-copy kernel in our own context (current), on a stream of its own: it never
+ * ends, so no copy may queue behind it (our context asked for a queue more than its copy
+ * streams). NULL when it cannot run, said in the log: copies then all take the copy engine.
+ */
+static struct gkern *kern_start(void)
+{
+	const char *step = "a driver without cuModuleLoadData, cuLaunchKernel or cuMemHostAlloc";
+	cu_result r = -1;
+	cu_module m = NULL;
+	cu_function f = NULL;
+	cu_stream ks = NULL;
+	void *host = NULL;
+	cu_ptr dev = 0;
+	size_t head = SFK_RING * sizeof(struct sfk_desc) + 64; /* ring, done, stop */
+	const char *q = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+	if (q && atoi(q) > 0 && atoi(q) < own_streams() + 1) {
+		PINFO(NCCL_INIT | NCCL_NET,
+		      "GPU small copies: no kernel (CUDA_DEVICE_MAX_CONNECTIONS=%s leaves no "
+		      "hardware "
+		      "queue of its own next to %d copy stream(s))",
+		      q, own_streams());
+		return NULL;
+	}
+	if (G.cu.ModuleLoadData && G.cu.ModuleGetFunction && G.cu.LaunchKernel &&
+	    G.cu.MemHostAlloc && G.cu.MemHostGetDevicePointer) {
+		step = "cuModuleLoadData";
+		r = G.cu.ModuleLoadData(&m, sfgpu_copier_ptx);
+		if (r == CU_SUCCESS) {
+			step = "cuModuleGetFunction";
+			r = G.cu.ModuleGetFunction(&f, m, "sf_copier");
+		}
+		if (r == CU_SUCCESS) {
+			step = "cuMemHostAlloc";
+			r = G.cu.MemHostAlloc(&host, head + (size_t)SFK_RING * SFK_SLOT,
+					      CU_MEMHOSTALLOC_DEVICEMAP_);
+		}
+		if (r == CU_SUCCESS) {
+			memset(host, 0, head);
+			step = "cuMemHostGetDevicePointer";
+			r = G.cu.MemHostGetDevicePointer(&dev, host, 0);
+		}
+		if (r == CU_SUCCESS) {
+			step = "cuStreamCreateWithPriority";
+			r = top_stream(&ks);
+		}
+	}
+	struct gkern *k = r == CU_SUCCESS ? calloc(1, sizeof(*k)) : NULL;
+	if (k) {
+		k->ring = host;
+		k->done = (volatile uint64_t *)((char *)host + SFK_RING * sizeof(struct sfk_desc));
+		k->stop = (volatile uint32_t *)((char *)host + SFK_RING * sizeof(struct sfk_desc) +
+						8);
+		k->staging = (uint8_t *)host + head;
+		k->staging_d = dev + head;
+		k->next = 1;
+		pthread_mutex_init(&k->lock, NULL);
+		cu_ptr ring_d = dev, done_d = dev + SFK_RING * sizeof(struct sfk_desc),
+		       stop_d = done_d + 8;
+		unsigned n = SFK_RING;
+		void *params[] = {&ring_d, &n, &done_d, &stop_d};
+		step = "cuLaunchKernel";
+		r = G.cu.LaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, ks, params, NULL);
+		if (r != CU_SUCCESS) {
+			free(k);
+			k = NULL;
+		}
+	}
+	if (!k) {
+		/* what was made stays: our context holds it, and it is small */
+		PWARN("GPU small copies: %s failed (%s): every copy takes the copy engine", step,
+		      r == -1 ? "missing" : cuerr(r));
+		return NULL;
+	}
+	static int once;
+	if (!once++)
+		atexit(kern_stop_all);
+	PINFO(NCCL_INIT | NCCL_NET,
+	      "GPU small copies: a resident kernel copies host messages up to %u bytes "
+	      "(SIMFABRIC_GPU_SMALL=kernel)",
+	      SFK_SLOT);
+	return k;
+}
+
 /*
  * Under G.imp_lock, with entry i's application context current: make our own context on its
- * device and a stream in it, if SIMFABRIC_GPU_COPY_CONTEXT=own asks. Said once in the log
- * either way; on failure the copies fail (copy_stream).
+ * device and its streams (SIMFABRIC_GPU_STREAMS), when auto under MPS or
+ * SIMFABRIC_GPU_COPY_CONTEXT=own asks. Said once in the log either way; on failure auto copies
+ * in the application's context and own fails the copies (copy_stream).
  */
 static void own_context(int i)
 {
 	cu_device dev = 0;
 	int mps = 0;
-	if (G.copy_ctx != COPY_CTX_OWN) /* auto: the application's context (see copy_stream) */
+	if (G.copy_ctx == COPY_CTX_APP)
 		return;
 	const char *step = "cuCtxGetDevice";
 	cu_result r = G.cu.CtxGetDevice(&dev);
 	if (r == CU_SUCCESS && G.cu.DeviceGetAttribute)
 		G.cu.DeviceGetAttribute(&mps, CU_DA_MPS_ENABLED, dev);
+	if (r == CU_SUCCESS && G.copy_ctx == COPY_CTX_AUTO && !mps)
+		return; /* auto: our own context under MPS only (see copy_stream) */
 	if (r == CU_SUCCESS && !(G.cu.CtxCreate && G.cu.MemcpyPeerAsync)) {
 		step = "cuCtxCreate_v2 or cuMemcpyPeerAsync (a driver without them)";
 		r = -1;
 	}
 	cu_ctx own = NULL, popped;
-	cu_stream s = NULL;
+	cu_stream s[SFGPU_MAX_STREAMS] = {0};
+	int n = 0;
 	if (r == CU_SUCCESS) {
 		step = "cuCtxCreate";
-		r = G.cu.CtxCreate(&own, 0, dev); /* and makes it current */
+		r = own_ctx_create(&own, dev); /* and makes it current */
 		if (r == CU_SUCCESS) {
 			step = "cuStreamCreateWithPriority";
-			r = top_stream(&s);
+			while (n < own_streams() && (r = top_stream(&s[n])) == CU_SUCCESS)
+				n++;
+			if (n) /* fewer streams than asked is still a copy context */
+				r = CU_SUCCESS;
 			G.cu.CtxPopCurrent(&popped);
 		}
 	}
 	if (r == CU_SUCCESS) {
 		G.streams[i].own = own;
-		G.streams[i].own_s = s;
+		memcpy(G.streams[i].own_more, s, sizeof(s));
+		G.streams[i].own_s = s[0];
+		if (G.small_kernel && G.cu.CtxPushCurrent(own) == CU_SUCCESS) {
+			G.streams[i].kern = kern_start();
+			G.cu.CtxPopCurrent(&popped);
+		}
 		PINFO(NCCL_INIT | NCCL_NET,
-		      "GPU copies run in a CUDA context of their own on device %d "
-		      "(SIMFABRIC_GPU_COPY_CONTEXT=own%s): no application stream shares their "
+		      "GPU copies run in a CUDA context of their own on device %d, %d stream(s) "
+		      "(SIMFABRIC_GPU_COPY_CONTEXT=%s%s): no application stream shares their "
 		      "hardware queues",
-		      (int)dev, mps ? ", under MPS" : "; without MPS contexts time-slice");
+		      (int)dev, n, G.copy_ctx == COPY_CTX_OWN ? "own" : "auto",
+		      mps ? ", under MPS" : "; without MPS contexts time-slice");
 		return;
 	}
 	/* the context, if made, stays: destroying it could disturb the application's */
-	PWARN("SIMFABRIC_GPU_COPY_CONTEXT=own: %s failed on device %d (%s); no GPU copy can start",
-	      step, (int)dev, r == -1 ? "missing" : cuerr(r));
+	if (G.copy_ctx == COPY_CTX_OWN)
+		PWARN("SIMFABRIC_GPU_COPY_CONTEXT=own: %s failed on device %d (%s); no GPU copy "
+		      "can "
+		      "start",
+		      step, (int)dev, r == -1 ? "missing" : cuerr(r));
+	else
+		PWARN("GPU copies: %s failed on device %d (%s), so they run in the application's "
+		      "context, where under MPS a copy can wait behind a kernel that waits for it "
+		      "(a hang). Under MPS every context's hardware queues come out of one pool: "
+		      "give each rank fewer (CUDA_DEVICE_MAX_CONNECTIONS=%s; docs/gpu-path.md)",
+		      step, (int)dev, r == -1 ? "missing" : cuerr(r), "32 / ranks per GPU");
 }
 
 /*
  * Where a sendComm's copies run: a stream in a context, one per application context (so per
  * device), made early (at setup when a context is current, else by the first copy), at the
- * highest priority. Why one stream, made early, and why our own context: the GPU runs a
- * context's streams on a few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), assigned in order of
- * creation, and a copy queued behind NCCL's kernel never runs, since that kernel spins until
- * this very copy lands. Seen on an H200 under MPS: a stream per comm hung LL128 and Simple at
- * once; one early stream with 8 queues stalled 4 PyTorch ranks' first point-to-point copies
- * (PyTorch makes dozens of streams, so some share ours). A context of our own
- * (SIMFABRIC_GPU_COPY_CONTEXT=own) has queues nothing else uses, as a NIC's DMA engine is not
- * behind the application's kernels, and copies from the application's context with
- * cuMemcpyPeerAsync; but those copies measured 37 GB/s at 64 MiB against 51 in the
- * application's context, and without MPS two contexts time-slice: auto (the default) stays in
- * the application's context. self: the receiver is in this process (its memory is in the
- * application's context): always the application's stream.
+ * highest priority. A copy must never wait for NCCL's kernel, which spins until this very copy
+ * lands; on an H200 under MPS two things made it wait. (1) The GPU runs a context's streams on a
+ * few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), assigned in order of creation, and a copy
+ * queued behind the kernel never runs: a stream per comm hung LL128 and Simple at once, and one
+ * early stream still shared a queue with one of PyTorch's dozens. (2) A device-to-device copy
+ * may run as a kernel, and the ranks' spinning kernels can hold every SM (copy_in asks for the
+ * copy engine). 4 PyTorch ranks' all_to_all hung with either fix alone and passed with both.
+ * So under MPS (auto) the copies run in a context of our own, whose queues no application
+ * stream shares, as a NIC's DMA engine is not behind the application's kernels; without MPS
+ * (a GPU per rank) two contexts would time-slice, and auto stays in the application's. If our
+ * context cannot be made (MPS hands out queues from one pool), auto falls back to the
+ * application's with a WARN; SIMFABRIC_GPU_COPY_CONTEXT=own fails instead. self: the receiver is
+ * in this process (its memory is in the application's context): always the application's stream.
  */
 static int copy_stream(cu_ctx app, int self, cu_ctx *ctx, cu_stream *out, char *why, size_t cap)
 {
@@ -1023,15 +1224,17 @@ static int copy_stream(cu_ctx app, int self, cu_ctx *ctx, cu_stream *out, char *
 			PWARN("GPU copies run in the application's CUDA context and "
 			      "CUDA_DEVICE_MAX_CONNECTIONS is unset (CUDA's default: 8 hardware "
 			      "queues): a copy may queue behind an NCCL kernel that waits for it, "
-			      "and "
-			      "the job hangs. simfabric launch and run set it; under your own "
-			      "launcher "
-			      "set it for every rank (16 for 3-4 ranks per GPU, 32 for 1-2; "
+			      "and the job hangs. simfabric launch and run set it; under your own "
+			      "launcher set it for every rank (32 with a GPU per rank; "
 			      "docs/gpu-path.md), or SIMFABRIC_GPU=off");
 	}
 	if (!self && G.streams[i].own_s) {
 		*ctx = G.streams[i].own;
-		*out = G.streams[i].own_s;
+		/* sendComms spread over the streams; each keeps one, so its copies stay in order */
+		int k = 0;
+		while (k < SFGPU_MAX_STREAMS && G.streams[i].own_more[k])
+			k++;
+		*out = G.streams[i].own_more[G.streams[i].own_next++ % (unsigned)k];
 	} else if (!self && G.copy_ctx == COPY_CTX_OWN) {
 		snprintf(why, cap,
 			 "SIMFABRIC_GPU_COPY_CONTEXT=own, but no copy context could be made on "
@@ -1085,6 +1288,11 @@ static int tx_enter(struct sfgpu_tx *t, int self, int *pushed)
 	}
 	t->ctx = ctx;
 	t->app = cur;
+	pthread_mutex_lock(&G.imp_lock);
+	for (int i = 0; i < G.nstreams && !self; i++)
+		if (G.streams[i].own == ctx && ctx)
+			t->kern = G.streams[i].kern;
+	pthread_mutex_unlock(&G.imp_lock);
 	if (ctx != cur) {
 		cu_result r = G.cu.CtxPushCurrent(ctx);
 		if (r != CU_SUCCESS) {
@@ -1104,26 +1312,91 @@ static void tx_leave(int pushed)
 		G.cu.CtxPopCurrent(&ignored);
 }
 
+/* Has the kernel copied up to seq? */
+static inline int kern_done(const struct gkern *k, uint64_t seq)
+{
+	return __atomic_load_n(k->done, __ATOMIC_ACQUIRE) >= seq;
+}
+
+/* Wait (bounded) until the kernel has copied up to seq. */
+static void kern_wait(const struct gkern *k, uint64_t seq)
+{
+	int64_t t0 = mono_ns();
+	while (!kern_done(k, seq)) {
+		if (mono_ns() - t0 > SFK_WAIT_NS) {
+			PWARN("GPU small copies: the kernel has not copied descriptor %llu after "
+			      "%lld s (done: %llu)",
+			      (unsigned long long)seq, SFK_WAIT_NS / 1000000000LL,
+			      (unsigned long long)*k->done);
+			return;
+		}
+		struct timespec ts = {0, 20000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/*
+ * A small copy from host memory through the kernel: staged, then one descriptor. 0 with *seq,
+ * or -EAGAIN when the ring is full (the caller takes the copy engine instead).
+ */
+static int kern_copy(struct gkern *k, cu_ptr dst, const void *src, uint64_t len, uint64_t *seq)
+{
+	pthread_mutex_lock(&k->lock);
+	uint64_t n = k->next;
+	if (n - __atomic_load_n(k->done, __ATOMIC_ACQUIRE) > SFK_RING) {
+		pthread_mutex_unlock(&k->lock);
+		return -EAGAIN;
+	}
+	uint32_t i = (uint32_t)((n - 1) & (SFK_RING - 1));
+	memcpy(k->staging + (size_t)i * SFK_SLOT, src, len);
+	volatile struct sfk_desc *d = &k->ring[i];
+	d->src = k->staging_d + (uint64_t)i * SFK_SLOT;
+	d->dst = dst;
+	d->len = len;
+	__atomic_store_n(&((struct sfk_desc *)d)->seq, n, __ATOMIC_RELEASE);
+	k->next = n + 1;
+	pthread_mutex_unlock(&k->lock);
+	*seq = n;
+	return 0;
+}
+
 /* Wait for this sendComm's copies (and any others on its stream). */
 static void tx_sync(struct sfgpu_tx *t)
 {
 	int pushed;
 	if (!t->stream || tx_enter(t, 0, &pushed))
 		return;
-	if (G.cu.StreamSynchronize(t->stream) == CU_SUCCESS)
+	if (t->kern && t->kern_last)
+		kern_wait(t->kern, t->kern_last);
+	if (G.cu.StreamSynchronize(t->stream) == CU_SUCCESS &&
+	    (!t->kern || kern_done(t->kern, t->kern_last)))
 		t->done_ticket = t->next_ticket;
 	tx_leave(pushed);
 }
 
 /*
- * One copy into the receiver's memory (mapped in im->ctx) on the sendComm's stream. In the
- * application's context a plain copy; from our own context a peer copy names both contexts (the
- * source is the application's), and a host source as host memory (memory pinned by
- * cuMemHostRegister without PORTABLE looks pageable from our context: staged, still correct).
+ * One copy into the receiver's memory (mapped in im->ctx) on the sendComm's stream, on a copy
+ * engine where the driver takes the hint (cuMemcpyBatchAsync, CU_MEMCPY_FLAG_PREFER_OVERLAP_
+ * WITH_COMPUTE, as NCCL's own copy-engine collectives ask): a device-to-device copy may
+ * otherwise run as a kernel, which needs an SM, and under MPS NCCL's spinning kernels of
+ * several ranks can hold them all (4 PyTorch ranks' all_to_all hung so, in our own context too).
+ * Without the batch call (drivers before 12.8): in the application's context a plain copy; from
+ * our own context a peer copy names both contexts (the source is the application's), and a host
+ * source as host memory (memory pinned by cuMemHostRegister without PORTABLE looks pageable from
+ * our context: staged, still correct).
  */
 static cu_result copy_in(struct sfgpu_tx *t, const struct gimport *im, cu_ptr dst, const void *src,
 			 uint64_t len)
 {
+	if (G.cu.MemcpyBatchAsync2 || G.cu.MemcpyBatchAsync1) {
+		cu_ptr d = dst, sp = (cu_ptr)(uintptr_t)src;
+		size_t n = len, idx = 0, fail = 0;
+		struct cu_memcpy_attr a = {.src_access_order = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM_,
+					   .flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE_};
+		if (G.cu.MemcpyBatchAsync2)
+			return G.cu.MemcpyBatchAsync2(&d, &sp, &n, 1, &a, &idx, 1, t->stream);
+		return G.cu.MemcpyBatchAsync1(&d, &sp, &n, 1, &a, &idx, 1, &fail, t->stream);
+	}
 	if (t->ctx == t->app)
 		return G.cu.MemcpyAsync(dst, (cu_ptr)(uintptr_t)src, len, t->stream);
 	if (sfgpu_is_device(src))
@@ -1180,11 +1453,22 @@ static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off
 		return -ERANGE;
 	}
 	cu_result r = CU_SUCCESS;
+	uint32_t slot = (uint32_t)(t->next_ticket % CHAN_MAX_SENDS);
+	uint64_t kseq = 0;
+	t->kseq[slot] = 0;
+	if (t->kern && len && len <= SFK_SLOT && !nflips && !sfgpu_is_device(src) &&
+	    kern_copy(t->kern, im->va + off, src, len, &kseq) == 0) {
+		tx_leave(pushed);
+		t->kseq[slot] = t->kern_last = kseq;
+		t->t_start[slot] = 0;
+		t->len[slot] = len;
+		*ticket = t->next_ticket++;
+		return 0;
+	}
 	if (len)
 		r = copy_in(t, im, im->va + off, src, len);
 	if (r == CU_SUCCESS && nflips)
 		r = flip_bits(t, im->va + off, flips, nflips);
-	uint32_t slot = (uint32_t)(t->next_ticket % CHAN_MAX_SENDS);
 	if (r == CU_SUCCESS && !t->ev[slot])
 		r = G.cu.EventCreate(&t->ev[slot], CU_EVENT_DISABLE_TIMING_);
 	if (r == CU_SUCCESS)
@@ -1205,9 +1489,15 @@ static int dma_poll(void *ctx, uint64_t ticket)
 {
 	struct sfgpu_tx *t = ctx;
 	uint32_t slot = (uint32_t)(ticket % CHAN_MAX_SENDS);
-	cu_result r = G.cu.EventQuery(t->ev[slot]);
+	cu_result r;
+	if (t->kseq[slot])
+		r = kern_done(t->kern, t->kseq[slot]) ? CU_SUCCESS : CU_ERROR_NOT_READY;
+	else
+		r = G.cu.EventQuery(t->ev[slot]);
 	if (r == CU_SUCCESS) {
-		if (ticket >= t->done_ticket) /* one stream: earlier copies are done too */
+		/* one stream: earlier copies are done too, unless the kernel still has some */
+		if (!t->kseq[slot] && ticket >= t->done_ticket &&
+		    (!t->kern || kern_done(t->kern, t->kern_last)))
 			t->done_ticket = ticket + 1;
 		return 1;
 	}
@@ -1239,18 +1529,31 @@ const struct chan_dma sfgpu_dma = {dma_start, dma_poll, dma_drain};
 
 void sfgpu_drain_all(void)
 {
-	cu_stream s[2 * SFGPU_MAX_CTX];
+	cu_stream s[(1 + SFGPU_MAX_STREAMS) * SFGPU_MAX_CTX];
 	int n = 0;
 	pthread_mutex_lock(&G.imp_lock);
 	for (int i = 0; i < G.nstreams; i++) {
 		s[n++] = G.streams[i].s;
-		if (G.streams[i].own_s)
-			s[n++] = G.streams[i].own_s;
+		for (int k = 0; k < SFGPU_MAX_STREAMS && G.streams[i].own_more[k]; k++)
+			s[n++] = G.streams[i].own_more[k];
 	}
+	struct gkern *ks[SFGPU_MAX_CTX];
+	uint64_t kn[SFGPU_MAX_CTX];
+	int nk = 0;
+	for (int i = 0; i < G.nstreams; i++)
+		if (G.streams[i].kern) {
+			ks[nk] = G.streams[i].kern;
+			pthread_mutex_lock(&ks[nk]->lock);
+			kn[nk] = ks[nk]->next - 1;
+			pthread_mutex_unlock(&ks[nk]->lock);
+			nk++;
+		}
 	pthread_mutex_unlock(&G.imp_lock);
 	/* each stream once: a stream handle names its context, any thread may wait on it */
 	for (int i = 0; i < n; i++)
 		G.cu.StreamSynchronize(s[i]);
+	for (int i = 0; i < nk; i++)
+		kern_wait(ks[i], kn[i]);
 }
 
 void sfgpu_tx_free(struct sfgpu_tx *t)
@@ -1267,6 +1570,8 @@ void sfgpu_tx_free(struct sfgpu_tx *t)
 	int pushed;
 	if (t->stream) /* before any unmap, whatever happens below; the context's stream stays */
 		G.cu.StreamSynchronize(t->stream);
+	if (t->kern && t->kern_last)
+		kern_wait(t->kern, t->kern_last);
 	if (t->stream && tx_enter(t, 0, &pushed) == 0) {
 		for (int i = 0; i < CHAN_MAX_SENDS; i++)
 			if (t->ev[i])

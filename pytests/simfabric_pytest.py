@@ -291,7 +291,8 @@ class Fabric:
             self.proc.send_signal(sig)
 
     def stop(self, sig=signal.SIGTERM, timeout=10):
-        """Stop the daemon; returns its exit status (None if it had to be SIGKILLed)."""
+        """Stop the daemon; returns its exit status (None if it had to be SIGKILLed: then
+        self.hung says so, and the fixtures fail the test)."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
@@ -299,6 +300,7 @@ class Fabric:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                self.hung = True
                 self.proc.kill()
                 self.proc.wait()
                 self._log.close()
@@ -333,6 +335,9 @@ def sf_fabric_factory(sf_env, tmp_path, request):
         rc = f.stop()
         if failed or request.config.getoption("simfabric_keep_logs"):
             sys.stderr.write("\n--- simfabricd log (%s) ---\n%s\n" % (f.rundir, f.log()))
+        if getattr(f, "hung", False):
+            pytest.fail("simfabricd did not exit within 10 s of SIGTERM at teardown (it was "
+                        "SIGKILLed)\n%s" % f.log(), pytrace=False)
         if rc not in (0, None, -9) and f.proc.returncode != -9:
             pytest.fail("simfabricd exited with status %s at teardown\n%s" % (rc, f.log()),
                         pytrace=False)

@@ -50,6 +50,12 @@ def test_03_03_counters_match_the_traffic(harness, fabric):
     assert st["chans"], st
     for c in st["chans"]:
         assert c["shm_bytes"] > 0
+        # where each connection stands (what a hung job is diagnosed with): after a clean
+        # run every send met a receive and was delivered, every staged slot was consumed
+        ring = dict(kv.split("=") for kv in c["ring"].split())
+        ring = {k: int(v) for k, v in ring.items()}
+        assert ring["recvs"] == ring["sends"] == c["msgs"], c
+        assert ring["consumed"] == ring["slots"] >= ring["sends"], c
     total = sum(c["bytes"] for c in st["chans"])
     msgs = sum(c["msgs"] for c in st["chans"])
     sent = sum(t.get("metrics", {}).get("bytes_sent", 0) for t in r.tests("sizes"))
@@ -70,6 +76,12 @@ ASAN = os.path.join(simfabric_pytest.ROOT, "build-asan")
 def test_03_04_everything_under_asan(tmp_path, tests):
     """The daemon, the plugin and the harness built with ASan+UBSan: no report, no leak
     (faults: a link down past the retry budget, so every rank's error path runs)."""
+    # an ASan build older than `make`'s would test yesterday's code: say so, do not pass
+    for name in ("simfabric-harness", "simfabricd", "libnccl-net-simfabric.so"):
+        a, p = os.path.join(ASAN, name), os.path.join(simfabric_pytest.ROOT, "build", name)
+        if os.path.exists(p) and os.path.getmtime(a) < os.path.getmtime(p):
+            pytest.fail("build-asan/%s is older than build/%s: run `make asan` (make test does)"
+                        % (name, name), pytrace=False)
     env = simfabric_pytest.Env(ASAN)
     args, extra = [], []
     if tests == "faults":

@@ -196,3 +196,24 @@ def test_07_02_nccl_over_a_modelled_fabric(sf_env, fabric_factory, tmp_path, sce
             m = sfmodel.predict(sfmodel.FabricModel(fb, ["node0", "node1"]), "allreduce",
                                 r["bytes"], 2)
             assert r["busbw_GBps"] * 1e9 >= floor * m["busbw"], (r, m)
+
+
+def test_07_03_pytorch_expandable_segments_registered_with_nccl_stay_exact(sf_env, fabric,
+                                                                           tmp_path):
+    """PyTorch's own memory handed to NCCL: the caching allocator's expandable segments (cuMem
+    mappings that can span several allocations) registered with ncclCommRegister through its
+    allocator hook. What the plugin can export it takes; a range over several allocations it
+    refuses with a WARN and NCCL falls back to its own buffers. Either way: exact, no crash."""
+    mps = Mps(str(tmp_path)).start() if 2 > NGPU else None
+    env = dict(fabric.env_vars(), PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True",
+               TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK="1", SIMFABRIC_GPU="on")
+    try:
+        sf, logs = run_job(2, "simfabric", sf_env.plugin, env, str(tmp_path),
+                           "8,1048576,67108864", "all_reduce,all_to_all,send_recv",
+                           mps.env if mps else {})
+    finally:
+        if mps:
+            mps.stop()
+    assert not sf["errors"] and all(r["ok"] for r in sf["results"]), (sf, logs[-6000:])
+    assert "Using network simfabric" in logs, logs[-6000:]
+    assert "has not completed after" not in logs, logs[-6000:]

@@ -27,6 +27,20 @@ def test_20_01b_a_malformed_copy_context_fails_init_naming_it(harness):
         r.report()
 
 
+@pytest.mark.parametrize("value", ["0", "9", "two", "3x"])
+def test_20_01c_a_malformed_stream_count_fails_init_naming_it(harness, value):
+    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU_STREAMS": value}, timeout=60)
+    assert r.rc == 1, r.report()
+    assert "SIMFABRIC_GPU_STREAMS='%s' is not a number from 1 to 8" % value in r.stderr, \
+        r.report()
+
+
+def test_20_01d_a_malformed_small_copy_mode_fails_init_naming_it(harness):
+    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU_SMALL": "fast"}, timeout=60)
+    assert r.rc == 1, r.report()
+    assert "SIMFABRIC_GPU_SMALL='fast' is neither off nor kernel" in r.stderr, r.report()
+
+
 def test_20_02_on_without_a_usable_cuda_fails_init_saying_why(harness):
     r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU": "on"}, timeout=60)
     if r.rc == 0:
@@ -45,10 +59,11 @@ def test_20_03_auto_without_cuda_in_the_process_is_the_host_path(harness):
 
 # ---- on a GPU ------------------------------------------------------------------------------
 
-def nccl_job(paths, tmp_path, nodes, gpu, tag, sizes="--min 8 --max 64M --factor 8"):
+def nccl_job(paths, tmp_path, nodes, gpu, tag, sizes="--min 8 --max 64M --factor 8", extra=(),
+             colls="all"):
     out = str(tmp_path / ("%s-%%r.json" % tag))
-    cmd = [paths.nccljob, "--coll", "all", "--iters", "3", "--warmup", "1", "--check", "2",
-           "--blocking", "1", "--json", out] + sizes.split()
+    cmd = [paths.nccljob, "--coll", colls, "--iters", "3", "--warmup", "1", "--check", "2",
+           "--blocking", "1", "--json", out] + sizes.split() + list(extra)
     env = {"SIMFABRIC_GPU": gpu, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
     r = sflaunch.launch(cmd, nodes, echo=False, timeout=300, paths=paths, env=env)
     res = None
@@ -89,3 +104,24 @@ def test_20_11_off_takes_the_host_path_and_stays_exact(nccl_gpu, tmp_path):
     assert "GPU off (SIMFABRIC_GPU=off)" in logs, report
     paths = channel_paths(r)
     assert paths and not any("GDRDMA" in p for p in paths), (paths, report)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("buffers", ["cuda", "nccl"])
+def test_20_12_user_buffers_registered_with_nccl_reach_the_plugin_and_stay_exact(
+        nccl_gpu, tmp_path, buffers):
+    """ncclCommRegister of the job's own buffers (cudaMalloc: a legacy IPC export; ncclMemAlloc:
+    a cuMem POSIX fd) lets NCCL hand them to regMr; every result exact either way, and a buffer
+    the plugin cannot export is refused with NCCL's fallback, never a crash."""
+    r, res = nccl_job(nccl_gpu, tmp_path, 2, "on", "reg-" + buffers,
+                      sizes="--min 8 --max 64M --factor 64", colls="sendrecv,alltoall,allreduce",
+                      extra=["--buffers", buffers, "--register", "1"])
+    report = "%s\n%s" % (r.summary(), r.logs()[-8000:])
+    assert res is not None and res["status"] == "ok", report
+    assert all(x["ok"] and x["wrong"] == 0 for x in res["results"]), res["results"]
+    logs = r.logs(limit=1 << 22)
+    sizes = [int(m) for m in re.findall(r"regMr of (\d+) bytes of GPU memory", logs)]
+    # the job's buffers hold 64 MiB or more; NCCL's own (per protocol, per channel) are smaller
+    assert any(n >= 64 << 20 for n in sizes), ("no user buffer reached regMr", sorted(sizes)[-5:],
+                                               report)
+    assert "has not completed after" not in logs, report

@@ -92,6 +92,12 @@ static int add_chan(struct ctl_msg *m, const struct channel *ch)
 	rc |= ctl_add(m, k, chan_state(ch));
 	snprintf(k, sizeof(k), "chan.0x%llx.msgs", id);
 	rc |= ctl_addf(m, k, "%llu", (unsigned long long)st.rx_msgs);
+	/* where a hung connection stands: receives posted, sends posted, slots published and
+	 * consumed (one per one-sided message) */
+	snprintf(k, sizeof(k), "chan.0x%llx.ring", id);
+	rc |= ctl_addf(m, k, "recvs=%llu sends=%llu slots=%llu consumed=%llu",
+		       (unsigned long long)st.rx_cts, (unsigned long long)st.tx_msgs,
+		       (unsigned long long)st.tx_head, (unsigned long long)st.rx_head);
 	snprintf(k, sizeof(k), "chan.0x%llx.bytes", id);
 	rc |= ctl_addf(m, k, "%llu", (unsigned long long)st.rx_bytes);
 	snprintf(k, sizeof(k), "chan.0x%llx.shm_bytes", id);

@@ -172,12 +172,15 @@ def gpu_map(nnodes, gpus_per_node, gpus):
 
 def device_connections(nranks, ngpus):
     """CUDA_DEVICE_MAX_CONNECTIONS per rank: the hardware queues a CUDA context spreads its streams
-    over. The GPU data path's copies must not share a queue with NCCL's kernel, which spins until
-    they land (plugin/gpu.c, copy_stream), so more queues than CUDA's default 8; but ranks sharing
-    a GPU under MPS draw from one pool (measured on an H200: 2 ranks x 32 ran, 4 x 32 failed
-    cudaSetDevice with out of memory): 64 shared out, 8 at least, 32 at most."""
+    over. A rank with a GPU to itself gets 32, so that the GPU data path's copies, which run in
+    the application's context there, rarely share a queue with NCCL's kernel (plugin/gpu.c,
+    copy_stream). Ranks sharing a GPU run under MPS, which hands every context's queues out of
+    one pool (measured on an H200: 2 ranks x 32 ran, 4 x 32 failed cudaSetDevice with out of
+    memory, and 2 x 32 left no room for the plugin's own copy context): 32 shared out, 4 at
+    least. Under MPS the copies run in the plugin's own context, so the application's queue
+    count no longer matters for them."""
     share = max(1, -(-nranks // max(1, ngpus)))
-    return max(8, min(32, 64 // share))
+    return 32 if share == 1 else max(4, 32 // share)
 
 
 def mps_plan(nranks, ngpus, have_ctl):
@@ -1219,8 +1222,8 @@ def can_run(job, paths):
         return "program %s needs an NVIDIA GPU (nvidia-smi %s)" % (
             prog, "lists no GPU" if shutil.which("nvidia-smi") else "not found")
     if prog == "nccl" and not os.path.exists(paths.nccljob):
-        return ("the NCCL job program %s is not built (tools/nccljob/main.c; `make` builds it where "
-                "NCCL is installed)" % paths.nccljob)
+        return ("the NCCL job program %s is not built (tools/nccljob/main.c; run `make`: "
+                "without CUDA and NCCL it is built for --dry-run only)" % paths.nccljob)
     if prog == "torch" and not python_with("torch"):
         return "program torch needs PyTorch (no Python here imports torch; set SIMFABRIC_PYTHON)"
     return None
@@ -1336,6 +1339,12 @@ def check_hang(f, lr):
         if lr.stacks else "")
 
 
+# How long after reporting its failure a rank may take to exit, per program: the NCCL job
+# program bounds its end itself (NJ_FINAL_GRACE_S + NJ_ABORT_BOUND_S, tools/nccljob/nccljob.h,
+# plus 5 s); anything else gets 10 s.
+EXIT_AFTER_S = {"nccl": 40}
+
+
 def check_failure(f, job, lr, raw, fails, status):
     """expect.failure against what happened: (ok, detail)."""
     if f.get("hang_s") is not None:
@@ -1388,6 +1397,12 @@ def check_failure(f, job, lr, raw, fails, status):
             if t is None or t > f["within_s"]:
                 why.append("it failed after %s s, not within %g s" % (
                     "%.1f" % t if t is not None else "?", f["within_s"]))
+            # the program's own clock says when it noticed; the launcher's, when it ended: a
+            # rank that reports in time but then lingers has not failed "within" anything
+            elif w["t"] is not None and w["t"] > f["within_s"] + EXIT_AFTER_S.get(prog, 10):
+                why.append("it reported the failure after %.1f s but exited only after %.1f s "
+                           "(more than within_s %g + %g s)" % (
+                               t, w["t"], f["within_s"], EXIT_AFTER_S.get(prog, 10)))
         return why
 
     ranks = f.get("ranks", "any")

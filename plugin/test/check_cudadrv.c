@@ -12,6 +12,11 @@
 #define SAME(ours, theirs) _Static_assert((ours) == (theirs), #ours " != " #theirs)
 
 SAME(CU_SUCCESS, CUDA_SUCCESS);
+SAME(sizeof(struct cu_memcpy_attr), sizeof(CUmemcpyAttributes));
+SAME(CU_MEMHOSTALLOC_DEVICEMAP_, CU_MEMHOSTALLOC_DEVICEMAP);
+SAME(offsetof(struct cu_memcpy_attr, flags), offsetof(CUmemcpyAttributes, flags));
+SAME(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM_, CU_MEMCPY_SRC_ACCESS_ORDER_STREAM);
+SAME(CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE_, CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE);
 SAME(CU_ERROR_NOT_READY, CUDA_ERROR_NOT_READY);
 SAME(CU_IPC_HANDLE_BYTES, CU_IPC_HANDLE_SIZE);
 SAME(sizeof(struct cu_ipc_handle), sizeof(CUipcMemHandle));

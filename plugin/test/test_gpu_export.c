@@ -177,10 +177,115 @@ static cu_result s_peer(cu_ptr d, cu_ctx dc, cu_ptr s, cu_ctx sc, size_t n, cu_s
 	last_dst = d, peer_dst_ctx = dc, peer_src_ctx = sc, peer_stream = st;
 	return 0;
 }
+static int mps_on = 1;
 static cu_result s_dattr(int *v, int a, cu_device d)
 {
 	(void)d;
-	*v = a == CU_DA_MPS_ENABLED;
+	*v = a == CU_DA_MPS_ENABLED && mps_on;
+	return 0;
+}
+static cu_result s_ctx_oom(cu_ctx *c, unsigned f, cu_device d)
+{
+	(void)c, (void)f, (void)d;
+	return 2; /* CUDA_ERROR_OUT_OF_MEMORY: MPS's pool of queues is spent */
+}
+/* cuMemcpyBatchAsync_v2: one copy, on a copy engine if the hint says so */
+static int batch_copies;
+static unsigned batch_flags;
+static int batch_order;
+static cu_stream batch_stream;
+static cu_result s_batch(cu_ptr *d, cu_ptr *s, size_t *n, size_t count, struct cu_memcpy_attr *a,
+			 size_t *idx, size_t na, cu_stream st)
+{
+	(void)s, (void)n;
+	if (count != 1 || na != 1 || idx[0] != 0)
+		return 1;
+	batch_copies++;
+	last_dst = d[0], batch_flags = a->flags, batch_order = a->src_access_order;
+	batch_stream = st;
+	return 0;
+}
+
+/* SIMFABRIC_GPU_SMALL=kernel: the copier kernel, played by a thread over the same ring. It
+ * records what it would copy (the destinations are fake addresses) and says done. */
+static int k_loaded, k_launched;
+static volatile int k_paused;
+static struct {
+	cu_ptr dst;
+	uint64_t len;
+	unsigned char first[64];
+} k_log[512];
+static volatile uint64_t k_copies;
+struct k_args {
+	volatile struct sfk_desc *ring;
+	unsigned n;
+	volatile uint64_t *done;
+	volatile uint32_t *stop;
+};
+static void *k_thread(void *arg)
+{
+	struct k_args a = *(struct k_args *)arg;
+	free(arg);
+	uint64_t seq = 1;
+	unsigned i = 0;
+	while (!*a.stop) {
+		if (k_paused ||
+		    __atomic_load_n(&((struct sfk_desc *)a.ring)[i].seq, __ATOMIC_ACQUIRE) != seq) {
+			usleep(50);
+			continue;
+		}
+		uint64_t c = k_copies;
+		k_log[c % 512].dst = a.ring[i].dst;
+		k_log[c % 512].len = a.ring[i].len;
+		memcpy(k_log[c % 512].first, (const void *)(uintptr_t)a.ring[i].src,
+		       a.ring[i].len < 64 ? a.ring[i].len : 64);
+		k_copies = c + 1;
+		__atomic_store_n((uint64_t *)a.done, seq, __ATOMIC_RELEASE);
+		seq++;
+		i = (i + 1) & (a.n - 1);
+	}
+	return NULL;
+}
+static cu_result s_modload(cu_module *m, const void *image)
+{
+	k_loaded += strstr(image, ".entry sf_copier") != NULL;
+	*m = (cu_module)(uintptr_t)0x11;
+	return 0;
+}
+static cu_result s_getfn(cu_function *f, cu_module m, const char *name)
+{
+	(void)m;
+	*f = (cu_function)(uintptr_t)0x22;
+	return strcmp(name, "sf_copier") ? 500 : 0;
+}
+static cu_result s_hostalloc(void **p, size_t size, unsigned flags)
+{
+	*p = flags == CU_MEMHOSTALLOC_DEVICEMAP_ ? aligned_alloc(4096, (size + 4095) & ~4095ul)
+						 : NULL;
+	return *p ? 0 : 1;
+}
+static cu_result s_hostdev(cu_ptr *d, void *p, unsigned flags)
+{
+	(void)flags;
+	*d = (cu_ptr)(uintptr_t)p; /* the thread reads it as it is */
+	return 0;
+}
+static cu_result s_launch(cu_function f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+			  unsigned by, unsigned bz, unsigned shmem, cu_stream st, void **params,
+			  void **extra)
+{
+	(void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shmem, (void)st;
+	(void)extra;
+	struct k_args *a = malloc(sizeof(*a));
+	a->ring = (volatile struct sfk_desc *)(uintptr_t) * (cu_ptr *)params[0];
+	a->n = *(unsigned *)params[1];
+	a->done = (volatile uint64_t *)(uintptr_t) * (cu_ptr *)params[2];
+	a->stop = (volatile uint32_t *)(uintptr_t) * (cu_ptr *)params[3];
+	pthread_t th;
+	k_launched++;
+	if (pthread_create(&th, NULL, k_thread, a))
+		return 1;
+	pthread_detach(th);
 	return 0;
 }
 
@@ -426,6 +531,142 @@ int main(void)
 	      "unmapped in our context, the caller's current again: %p %p", (void *)close_ctx,
 	      (void *)cur);
 	G.copy_ctx = COPY_CTX_AUTO;
+
+	/* auto: our own context under MPS, the caller's without (a fresh application context
+	 * each, so that each gets its own decision) */
+#define CTX_E ((cu_ctx)(uintptr_t)0xE0)
+#define CTX_F ((cu_ctx)(uintptr_t)0xF0)
+#define CTX_G ((cu_ctx)(uintptr_t)0xF8)
+	int ctxs0 = ctxs_made, peers0 = peer_copies;
+	CHECK(sfgpu_tx_new("E", &t) == 0, "tx");
+	cur = CTX_E;
+	rc = dma_start(t, srv, region, 128, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && ctxs_made == ctxs0 + 1 && peer_copies == peers0 + 1 && cur == CTX_E,
+	      "auto under MPS: a context of our own, peer copies out of it: %d %d %d", rc,
+	      ctxs_made - ctxs0, peer_copies - peers0);
+	sfgpu_tx_free(t);
+	mps_on = 0;
+	CHECK(sfgpu_tx_new("F", &t) == 0, "tx");
+	cur = CTX_F;
+	last_dst = 0;
+	rc = dma_start(t, srv, region, 128, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && ctxs_made == ctxs0 + 1 && peer_copies == peers0 + 1 && last_dst,
+	      "auto without MPS: the caller's context, a plain copy: %d %d %d", rc,
+	      ctxs_made - ctxs0, peer_copies - peers0);
+	sfgpu_tx_free(t);
+	mps_on = 1;
+	/* our context cannot be made: auto copies from the caller's (with a WARN), never fails */
+	G.cu.CtxCreate = s_ctx_oom;
+	CHECK(sfgpu_tx_new("G", &t) == 0, "tx");
+	cur = CTX_G;
+	last_dst = 0;
+	rc = dma_start(t, srv, region, 128, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && last_dst && peer_copies == peers0 + 1 && cur == CTX_G && depth == 0,
+	      "auto falls back to the caller's context: %d", rc);
+	sfgpu_tx_free(t);
+	G.cu.CtxCreate = s_ctx_create;
+
+	/* with the batch call, every copy asks for the copy engine, in stream order, on the
+	 * sendComm's stream, whichever context it runs in */
+	G.cu.MemcpyBatchAsync2 = s_batch;
+	CHECK(sfgpu_tx_new("H", &t) == 0, "tx");
+	cur = CTX_E; /* our own context (made above) */
+	last_dst = 0;
+	rc = dma_start(t, srv, region, 192, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && batch_copies == 1 && peer_copies == peers0 + 1 &&
+		      batch_flags == CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE_ &&
+		      batch_order == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM_ && last_dst,
+	      "a batch copy with the copy-engine hint: %d copies %d flags %u order %d", rc,
+	      batch_copies, batch_flags, batch_order);
+	sfgpu_tx_free(t);
+	CHECK(sfgpu_tx_new("I", &t) == 0, "tx");
+	cur = CTX_F; /* the caller's context */
+	rc = dma_start(t, srv, region, 192, src, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && batch_copies == 2, "... from a host source too: %d %d", rc, batch_copies);
+	sfgpu_tx_free(t);
+
+	/* SIMFABRIC_GPU_STREAMS=3: our context gets three streams and sendComms take them in turn
+	 * (each keeps its own, so its copies stay in order) */
+	G.own_streams = 3;
+	cur = (cu_ctx)(uintptr_t)0x90; /* a context not seen yet */
+	int made3 = nstreams_made, ctxs3 = ctxs_made;
+	struct sfgpu_tx *tt[4];
+	cu_stream got[4];
+	for (int k = 0; k < 4; k++) {
+		CHECK(sfgpu_tx_new("J", &tt[k]) == 0, "tx %d", k);
+		rc = dma_start(tt[k], srv, region, 64, dsrc, 16, NULL, 0, &ticket);
+		got[k] = batch_stream;
+		CHECK(rc == 0, "copy %d: %d", k, rc);
+	}
+	CHECK(ctxs_made == ctxs3 + 1 && nstreams_made == made3 + 4,
+	      "one context, three streams (and the caller's): %d %d", ctxs_made - ctxs3,
+	      nstreams_made - made3);
+	CHECK(got[0] != got[1] && got[1] != got[2] && got[0] != got[2] && got[3] == got[0],
+	      "sendComms take the streams in turn: %p %p %p %p", (void *)got[0], (void *)got[1],
+	      (void *)got[2], (void *)got[3]);
+	rc = dma_start(tt[1], srv, region, 64, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && batch_stream == got[1], "a sendComm keeps its stream: %p %p",
+	      (void *)batch_stream, (void *)got[1]);
+	for (int k = 0; k < 4; k++)
+		sfgpu_tx_free(tt[k]);
+	G.own_streams = 1;
+
+	/* SIMFABRIC_GPU_SMALL=kernel: small messages from host memory go through the kernel's
+	 * ring (staged, one descriptor), the rest through the copy engine */
+	G.small_kernel = 1;
+	G.cu.ModuleLoadData = s_modload;
+	G.cu.ModuleGetFunction = s_getfn;
+	G.cu.MemHostAlloc = s_hostalloc;
+	G.cu.MemHostGetDevicePointer = s_hostdev;
+	G.cu.LaunchKernel = s_launch;
+	cur = (cu_ctx)(uintptr_t)0x88; /* a fresh application context */
+	CHECK(sfgpu_tx_new("K", &t) == 0, "tx");
+	unsigned char msg[100];
+	for (int k = 0; k < 100; k++)
+		msg[k] = (unsigned char)(k * 7 + 1);
+	int b0 = batch_copies;
+	rc = dma_start(t, srv, region, 320, msg, 100, NULL, 0, &ticket);
+	CHECK(rc == 0 && k_loaded == 1 && k_launched == 1,
+	      "the kernel is loaded and launched: %d %d %d", rc, k_loaded, k_launched);
+	int polls = 0;
+	while (dma_poll(t, ticket) == 0 && polls++ < 200000)
+		usleep(10);
+	CHECK(k_copies == 1 && k_log[0].len == 100 && !memcmp(k_log[0].first, msg, 64) &&
+		      k_log[0].dst == t->imp[0].im->va + 320 && batch_copies == b0,
+	      "a small host message: staged, copied by the kernel, not the copy engine: %llu %llu",
+	      (unsigned long long)k_copies, (unsigned long long)k_log[0].len);
+	rc = dma_start(t, srv, region, 64, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && batch_copies == b0 + 1 && k_copies == 1,
+	      "device memory takes the copy engine: %d %d", rc, batch_copies - b0);
+	static unsigned char big[SFK_SLOT + 1];
+	rc = dma_start(t, srv, region, 0, big, sizeof(big), NULL, 0, &ticket);
+	CHECK(rc == 0 && batch_copies == b0 + 2, "so does a host message over %u bytes: %d",
+	      SFK_SLOT, batch_copies - b0);
+	/* a kernel that does not keep up: a full ring sends the rest to the copy engine */
+	k_paused = 1;
+	uint64_t tk[SFK_RING + 1];
+	for (unsigned k = 0; k < SFK_RING + 1; k++)
+		CHECK(dma_start(t, srv, region, 0, msg, 8, NULL, 0, &tk[k]) == 0, "copy %u", k);
+	CHECK(batch_copies == b0 + 3 && dma_poll(t, tk[0]) == 0,
+	      "a full ring: the 65th takes the copy engine, the first is not done: %d",
+	      batch_copies - b0);
+	k_paused = 0;
+	polls = 0;
+	while (dma_poll(t, tk[SFK_RING - 1]) == 0 && polls++ < 200000)
+		usleep(10);
+	CHECK(k_copies == 1 + SFK_RING && dma_poll(t, tk[0]) == 1,
+	      "the kernel catches up, in order: %llu", (unsigned long long)k_copies);
+	k_paused = 1;
+	rc = dma_start(t, srv, region, 0, msg, 8, NULL, 0, &ticket);
+	CHECK(rc == 0 && dma_poll(t, ticket) == 0 && t->done_ticket <= ticket,
+	      "a small copy in flight: not done, and done_ticket stays behind it");
+	k_paused = 0;
+	sfgpu_tx_free(t); /* waits for the kernel before it unmaps */
+	CHECK(k_copies == 2 + SFK_RING, "freeing waited for the kernel: %llu",
+	      (unsigned long long)k_copies);
+	kern_stop_all();
+	G.small_kernel = 0;
+	G.cu.MemcpyBatchAsync2 = NULL;
 
 	if (failures) {
 		fprintf(stderr, "test_gpu_export: %d of %d checks failed\n", failures, checks);

@@ -240,7 +240,10 @@ void chan_stats(const struct chan_shm *shm, struct chan_stats *out)
 	out->rx_pid = RLX(&s->rx.pid);
 	out->tx_error = RLX(&s->tx.error);
 	out->rx_error = RLX(&s->rx.error);
-	out->inflight_slots = RLX(&s->tx.head) - RLX(&s->rx.head);
+	out->tx_head = RLX(&s->tx.head);
+	out->rx_head = RLX(&s->rx.head);
+	out->rx_cts = RLX(&s->rx.cts);
+	out->inflight_slots = out->tx_head - out->rx_head;
 }
 
 /* ---- endpoints ----------------------------------------------------------- */

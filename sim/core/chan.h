@@ -223,6 +223,7 @@ struct chan_stats {
 	uint32_t tx_state, rx_state, tx_pid, rx_pid;
 	int32_t tx_error, rx_error;
 	uint64_t inflight_slots;
+	uint64_t tx_head, rx_head, rx_cts; /* slots published, slots consumed, receives posted */
 };
 void chan_stats(const struct chan_shm *shm, struct chan_stats *out);
 

@@ -42,6 +42,7 @@ struct nj_dev {
 	cudaEvent_t evw[2]; /* the last two windows' ends */
 	cudaEvent_t waiting; /* what poll_event queries */
 	void *d_send, *d_recv;
+	void *reg_send, *reg_recv; /* --register: ncclCommRegister's handles */
 	ncclComm_t comm;
 };
 
@@ -204,8 +205,20 @@ int dev_setup(struct nj_job *j, struct nj_fail *f)
 	CUDA_SETUP(cudaEventCreate, (&d->ev1));
 	CUDA_SETUP(cudaEventCreateWithFlags, (&d->evw[0], cudaEventDisableTiming));
 	CUDA_SETUP(cudaEventCreateWithFlags, (&d->evw[1], cudaEventDisableTiming));
-	CUDA_SETUP(cudaMalloc, (&d->d_send, j->cap));
-	CUDA_SETUP(cudaMalloc, (&d->d_recv, j->cap));
+	if (j->o.nccl_mem) {
+		ncclResult_t r = ncclMemAlloc(&d->d_send, j->cap);
+		if (r == ncclSuccess)
+			r = ncclMemAlloc(&d->d_recv, j->cap);
+		if (r != ncclSuccess) {
+			fail_nccl(j, f, r, "ncclMemAlloc failed (--buffers nccl)");
+			f->kind = NJ_SETUP;
+			f->exit_code = nj_kind_exit(NJ_SETUP);
+			goto out;
+		}
+	} else {
+		CUDA_SETUP(cudaMalloc, (&d->d_send, j->cap));
+		CUDA_SETUP(cudaMalloc, (&d->d_recv, j->cap));
+	}
 	CUDA_SETUP(cudaMallocHost, (&j->h_send, j->cap));
 	CUDA_SETUP(cudaMallocHost, (&j->h_recv, j->cap));
 	rc = 0;
@@ -229,6 +242,8 @@ int dev_unique_id(struct nj_job *j, uint8_t id[NJ_ID_BYTES], struct nj_fail *f)
 	return 0;
 }
 
+static int dev_register(struct nj_job *j, struct nj_fail *f);
+
 int dev_comm_init(struct nj_job *j, const uint8_t id[NJ_ID_BYTES], struct nj_fail *f)
 {
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
@@ -241,10 +256,30 @@ int dev_comm_init(struct nj_job *j, const uint8_t id[NJ_ID_BYTES], struct nj_fai
 		wd_arm(j->o.op_timeout_s, "ncclCommInitRankConfig (blocking communicator)");
 	r = ncclCommInitRankConfig(&j->dev->comm, j->nranks, uid, j->rank, &cfg);
 	wd_disarm();
-	if (r == ncclInProgress)
-		return job_wait(j, "ncclCommInitRankConfig", j->o.op_timeout_s, poll_async, f);
-	if (r != ncclSuccess) {
+	if (r == ncclInProgress &&
+	    job_wait(j, "ncclCommInitRankConfig", j->o.op_timeout_s, poll_async, f) < 0)
+		return -1;
+	if (r != ncclSuccess && r != ncclInProgress) {
 		fail_nccl(j, f, r, "ncclCommInitRankConfig failed");
+		return -1;
+	}
+	return j->o.reg ? dev_register(j, f) : 0;
+}
+
+/* --register: both buffers, whole; NCCL gives them to the network plugin's regMr where its
+ * transport can use them (a plugin that refuses one makes NCCL fall back, never fail) */
+static int dev_register(struct nj_job *j, struct nj_fail *f)
+{
+	struct nj_dev *d = j->dev;
+	ncclResult_t r;
+
+	wd_arm(j->o.op_timeout_s, "ncclCommRegister");
+	r = ncclCommRegister(d->comm, d->d_send, j->cap, &d->reg_send);
+	if (r == ncclSuccess)
+		r = ncclCommRegister(d->comm, d->d_recv, j->cap, &d->reg_recv);
+	wd_disarm();
+	if (r != ncclSuccess) {
+		fail_nccl(j, f, r, "ncclCommRegister failed (--register 1)");
 		return -1;
 	}
 	return 0;
@@ -487,6 +522,16 @@ int dev_finalize(struct nj_job *j, struct nj_fail *f)
 	if (!d)
 		return 0;
 	if (d->comm) {
+		/* registrations end before the communicator does */
+		if (d->reg_send && (r = ncclCommDeregister(d->comm, d->reg_send)) != ncclSuccess) {
+			fail_nccl(j, f, r, "ncclCommDeregister failed");
+			return -1;
+		}
+		if (d->reg_recv && (r = ncclCommDeregister(d->comm, d->reg_recv)) != ncclSuccess) {
+			fail_nccl(j, f, r, "ncclCommDeregister failed");
+			return -1;
+		}
+		d->reg_send = d->reg_recv = NULL;
 		r = ncclCommFinalize(d->comm);
 		if (r == ncclInProgress &&
 		    job_wait(j, "ncclCommFinalize", j->o.op_timeout_s, poll_async, f) < 0)
@@ -507,8 +552,13 @@ int dev_finalize(struct nj_job *j, struct nj_fail *f)
 	wd_arm(j->o.op_timeout_s, "freeing CUDA memory");
 	cudaFreeHost(j->h_send);
 	cudaFreeHost(j->h_recv);
-	cudaFree(d->d_send);
-	cudaFree(d->d_recv);
+	if (j->o.nccl_mem) {
+		ncclMemFree(d->d_send);
+		ncclMemFree(d->d_recv);
+	} else {
+		cudaFree(d->d_send);
+		cudaFree(d->d_recv);
+	}
 	cudaEventDestroy(d->ev0);
 	cudaEventDestroy(d->ev1);
 	cudaEventDestroy(d->evw[0]);

@@ -237,6 +237,8 @@ struct nj_opts {
 	double timeout_s, op_timeout_s;
 	const char *json;
 	int blocking;
+	int nccl_mem; /* --buffers nccl: ncclMemAlloc (cuMem) instead of cudaMalloc */
+	int reg;      /* --register 1: ncclCommRegister both buffers (user-buffer registration) */
 	int dry;
 	int inject_rank, inject_kind, inject_step;
 	int verbose;

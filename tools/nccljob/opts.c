@@ -61,6 +61,10 @@ static const char usage_text[] =
 	"                       An option given in both spellings with different values is a\n"
 	"                       usage error, as is --sizes with -b/-e/-f.\n"
 	"  --device N           the CUDA device (default: LOCAL_RANK % the visible devices)\n"
+	"  --buffers cuda|nccl  where the send and receive buffers come from: cudaMalloc\n"
+	"                       (default) or ncclMemAlloc (cuMem, what NCCL allocates itself)\n"
+	"  --register 0|1       1: ncclCommRegister both buffers, so that NCCL may hand them to\n"
+	"                       the network plugin (user-buffer registration; default 0)\n"
 	"  --blocking 0|1       the communicator's config.blocking (default 0: non-blocking, so\n"
 	"                       no NCCL call can hang this program; 1 runs under the watchdog.\n"
 	"                       Non-blocking costs NCCL a thread per collective, ~30 us: use 1\n"
@@ -254,7 +258,7 @@ static int parse_inject(struct nj_opts *o, const char *s)
 enum {
 	OPT_COLL = 256, OPT_MIN, OPT_MAX, OPT_FACTOR, OPT_SIZES, OPT_DTYPE, OPT_OP, OPT_ROOT,
 	OPT_WARMUP, OPT_ITERS, OPT_TIMING, OPT_CHECK, OPT_DEVICE, OPT_BLOCKING, OPT_TIMEOUT,
-	OPT_OP_TIMEOUT, OPT_JSON, OPT_DRY, OPT_INJECT, OPT_VERSION
+	OPT_OP_TIMEOUT, OPT_JSON, OPT_DRY, OPT_INJECT, OPT_VERSION, OPT_BUFFERS, OPT_REGISTER
 };
 
 static const struct option long_opts[] = {
@@ -277,6 +281,8 @@ static const struct option long_opts[] = {
 	{"json", required_argument, NULL, OPT_JSON},
 	{"dry-run", no_argument, NULL, OPT_DRY},
 	{"inject", required_argument, NULL, OPT_INJECT},
+	{"buffers", required_argument, NULL, OPT_BUFFERS},
+	{"register", required_argument, NULL, OPT_REGISTER},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, OPT_VERSION},
@@ -360,6 +366,12 @@ int opts_parse(struct nj_job *j, int argc, char **argv)
 		case OPT_JSON: o->json = optarg; break;
 		case OPT_DRY: o->dry = 1; break;
 		case OPT_INJECT: rc = parse_inject(o, optarg); break;
+		case OPT_BUFFERS:
+			if (strcmp(optarg, "cuda") && strcmp(optarg, "nccl"))
+				rc = bad("--buffers: '%s' is neither cuda nor nccl", optarg);
+			o->nccl_mem = !strcmp(optarg, "nccl");
+			break;
+		case OPT_REGISTER: rc = parse_int("--register", optarg, 0, 1, &o->reg); break;
 		case 'v': o->verbose = 1; break;
 		case 'h':
 			fputs(usage_text, stdout);
