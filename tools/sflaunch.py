@@ -674,9 +674,11 @@ class Launcher:
     """Runs procs over a fabric: output, progress, failure, timeout and signal handling."""
 
     def __init__(self, run_dir, echo=True, out=None, progress=None, grace=5.0,
-                 fail_grace=None, timeout=None, handle_signals=False, py_stacks=True):
+                 fail_grace=None, timeout=None, handle_signals=False, py_stacks=True,
+                 hang=False):
         """progress: seconds between progress lines on stderr, None: every 5 s when stderr is
-        a terminal, 0/False: never."""
+        a terminal, 0/False: never. hang: the timeout is an expected hang's time (expect:
+        failure: hang:), said so when it comes."""
         self.run_dir = run_dir
         self.echo = echo
         self.out = out or sys.stdout
@@ -687,6 +689,7 @@ class Launcher:
         self.grace = grace  # SIGTERM -> SIGKILL
         self.fail_grace = grace if fail_grace is None else fail_grace  # failure -> teardown
         self.timeout = timeout
+        self.hang = hang
         self.handle_signals = handle_signals
         self.py_stacks = py_stacks
         self.notes = []
@@ -826,7 +829,10 @@ class Launcher:
                         why = "interrupted (%s)" % _signame(self._signal)
                     elif deadline and now >= deadline:
                         timed_out = True
-                        self.say("timeout: the job ran past %.0f s; dumping every rank's stack"
+                        self.say("hang: no rank ended in %g s, as expected; dumping every "
+                                 "rank's stack (where each one was), then ending the job"
+                                 % self.timeout if self.hang else
+                                 "timeout: the job ran past %.0f s; dumping every rank's stack"
                                  % self.timeout)
                         stacks = os.path.join(self.run_dir, "stacks.txt")
                         try:
@@ -834,7 +840,7 @@ class Launcher:
                             time.sleep(0.5)  # faulthandler writes to the rank's log
                         except OSError as e:
                             self.say("cannot dump stacks: %s" % e)
-                        why = "timeout"
+                        why = "the expected hang's time" if self.hang else "timeout"
                     elif fail_at and now >= fail_at:
                         why = "a rank failed"
                     elif not running:
@@ -1307,6 +1313,37 @@ def collect_results(job, lr, rundir):
     return res, raw, fails, raw.get("status"), None
 
 
+def where_ranks_were(stacks):
+    """From a stack dump (dump_stacks): one line per process, its state and wait channel."""
+    out = []
+    for block in _read(stacks, 1 << 22).split("=== pid ")[1:] if stacks else ():
+        lines = block.splitlines()
+        head = lines[0].split(":", 1)
+        kv = dict(ln.split(": ", 1) for ln in lines[1:3] if ": " in ln)
+        frame = next((ln.strip() for ln in lines if ln.lstrip().startswith("#0 ")), None)
+        out.append("pid %s (%s): %s, in %s%s" % (
+            head[0], os.path.basename(head[1].strip().split(" ")[0]) if len(head) > 1 else "?",
+            kv.get("state", "?"), kv.get("wchan", "?") or "?",
+            ", %s" % frame if frame else ""))
+    return out
+
+
+def check_hang(f, lr):
+    """expect.failure.hang_s: no rank ended on its own before it; the launcher ended the job
+    then (a timed-out launch of that length), with every rank's stack. (ok, detail)."""
+    early = [p for p in lr.procs if p.rc is not None and not p.killed]
+    if early:
+        return False, "expected a hang of %g s, but %s" % (f["hang_s"], "; ".join(
+            "%s (%s) ended on its own: %s after %.1f s" % (p.label, p.node, p.outcome(),
+                                                           p.t_exit or 0) for p in early))
+    if not lr.timed_out:
+        return False, "expected a hang of %g s; the job was not ended at it" % f["hang_s"]
+    where = where_ranks_were(lr.stacks)
+    return True, "no rank ended in %g s (an expected hang); where each was: %s%s" % (
+        f["hang_s"], "; ".join(where) or "no stacks", "; stacks in %s" % lr.stacks
+        if lr.stacks else "")
+
+
 # How long after reporting its failure a rank may take to exit, per program: the NCCL job
 # program bounds its end itself (NJ_FINAL_GRACE_S + NJ_ABORT_BOUND_S, tools/nccljob/nccljob.h,
 # plus 5 s); anything else gets 10 s.
@@ -1315,6 +1352,8 @@ EXIT_AFTER_S = {"nccl": 40}
 
 def check_failure(f, job, lr, raw, fails, status):
     """expect.failure against what happened: (ok, detail)."""
+    if f.get("hang_s") is not None:
+        return check_hang(f, lr)
     prog = job["program"]
     harness = prog == "harness"
     nranks = job["ranks"]
@@ -1597,10 +1636,13 @@ def evaluate(job, expect, lr, fb):
     expect_fail = failure is not None or data == "wrong"
     bad = [p for p in lr.procs if p.rc != 0 and not p.killed]
     if lr.timed_out:
-        checks.append(Check("ranks", failure is not None and failure.get("error") == "timeout",
-                            "the job ran past its timeout (%d s)%s" % (
-                                job["timeout_s"], "; stacks in %s" % lr.stacks
-                                if lr.stacks else "")))
+        hang = (failure or {}).get("hang_s")
+        checks.append(Check("ranks", failure is not None and (
+            failure.get("error") == "timeout" or hang is not None),
+            "the job ran past %s%s" % (
+                "the expected hang's %g s" % hang if hang is not None else
+                "its timeout (%d s)" % job["timeout_s"], "; stacks in %s" % lr.stacks
+                if lr.stacks else "")))
     elif not expect_fail:
         checks.append(Check("ranks", not bad and all(p.rc == 0 for p in lr.procs),
                             "every rank exited 0" if not bad else
@@ -1715,9 +1757,10 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
             procs = [Proc("harness", 0, None, argv, e, os.path.join(jb.run_dir, "harness.log"))]
         else:
             procs = jb.ranks(argv, len(job["nodes"]), job["gpus_per_node"], env, job["nodes"])
+        hang = (failure or {}).get("hang_s")
         L = Launcher(jb.run_dir, echo=echo, out=out, progress=progress, grace=grace,
-                     fail_grace=fail_grace, timeout=timeout or job["timeout_s"],
-                     handle_signals=handle_signals)
+                     fail_grace=fail_grace, timeout=hang or timeout or job["timeout_s"],
+                     handle_signals=handle_signals, hang=hang is not None)
         timed_out, interrupted, stacks = L.run(procs, jb.socket)
         lr = LaunchResult(jb.run_dir, procs, fb, time.monotonic() - t0, timed_out, interrupted,
                           jb.notes + L.notes, stacks)
