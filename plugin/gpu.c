@@ -1158,9 +1158,9 @@ static struct gkern *kern_start(void)
 	if (!once++)
 		atexit(kern_stop_all);
 	PINFO(NCCL_INIT | NCCL_NET,
-	      "GPU small copies: a resident kernel copies host messages up to %u bytes "
+	      "GPU small copies: a resident kernel copies host messages up to %llu bytes "
 	      "(SIMFABRIC_GPU_SMALL=kernel)",
-	      SFK_SLOT);
+	      (unsigned long long)G.small_max);
 	return k;
 }
 
