@@ -179,9 +179,10 @@ bench: deps all
 		$(PYTHON) tools/bench/bench_models.py --build $(B) || rc=1; echo; \
 		$(PYTHON) tools/bench/bench_nccl.py --build-dir $(B) || rc=1; exit $$rc
 
-# One screen: the build's lines go to $(B)/demo/build.log (tools/scripts/demo.py).
+# One screen: the build's lines go to $(B)/demo/build.log (tools/sfdemo.py; installed, it is
+# `simfabric demo`).
 demo: deps
-	$(Q)$(PYTHON) tools/scripts/demo.py --build $(B) --make $(MAKE)
+	$(Q)$(PYTHON) tools/sfdemo.py --build $(B) --make $(MAKE)
 
 fuzz:
 	$(Q)tools/scripts/fuzz.sh $(FUZZ_SECONDS)

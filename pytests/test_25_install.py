@@ -149,6 +149,19 @@ def test_25_06_the_installed_pytest_plugin_gives_a_fabric(tree, tmp_path):
     assert p.returncode == 0 and "1 passed" in p.stdout, said
 
 
+def test_25_06b_the_installed_demo_runs_in_one_screen(tree, tmp_path):
+    """`simfabric demo` from the installed tree: the installed programs and scenarios, one
+    screen (at most 40 lines of at most 100 columns), PASS."""
+    p, said = sh([tree.cli, "demo", "--out", str(tmp_path / "demo")], tmp_path, tree.env,
+                 timeout=300)
+    lines = p.stdout.splitlines()
+    assert p.returncode == 0 and any(ln.startswith("PASS") for ln in lines), said
+    assert len(lines) <= 40 and max(len(ln) for ln in lines) <= 100, said
+    assert os.path.join(tree.libdir, "libnccl-net-simfabric.so") in p.stdout, said
+    assert "scenarios: " + os.path.join(tree.share, "simfabric", "scenarios") in p.stdout, said
+    assert "4. A fault: job-harness-flap.yaml" in p.stdout, said
+
+
 def test_25_07_the_installed_header_compiles_on_its_own(tree, tmp_path):
     cc = shutil.which(os.environ.get("CC", "cc"))
     if not cc:

@@ -1,12 +1,15 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""demo.py [--build DIR] [--make MAKE] - what `make demo` shows, in one screen (at most 40 lines
-of at most 100 columns): the fabric, the job, the numbers against the model and memcpy, a fault
-survived, a verdict, and where the picture is.
+"""sfdemo.py [--build DIR] [--make MAKE] [--no-build] [--out DIR] - what `make demo` and
+`simfabric demo` show, in one screen (at most 40 lines of at most 100 columns): the fabric, the
+job, the numbers against the model and memcpy, a fault survived, a verdict, and where the
+picture is.
 
-It builds only what it needs (the plugin, the daemon, the harness; the compiler's lines go to
-DIR/demo/build.log), then runs two shipped scenarios with `simfabric run`, each in a run
-directory under DIR/demo/ that it keeps: job-harness-hdr.yaml (the harness's benchmark over two
+In a checkout it first builds what it needs (the plugin, the daemon, the harness; the compiler's
+lines go to DIR/demo/build.log) unless --no-build; from an installed tree (`simfabric demo`) it
+runs the installed programs and scenarios. Then it runs two shipped scenarios with
+`simfabric run`, each in a run directory under OUT/demo/ (default: the build directory's) that
+it keeps: job-harness-hdr.yaml (the harness's benchmark over two
 HDR nodes, held to the alpha-beta model) and job-harness-flap.yaml (a link flapping within the
 RC retry budget). Whatever simfabricd said about fidelity is shown and explained, not hidden.
 Exit status: 0 when both runs pass, 1 otherwise (then the failing run's output is shown).
@@ -21,12 +24,24 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.realpath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, HERE)
+import sflaunch  # noqa: E402
 import sfreport  # noqa: E402
 
-HDR = "scenarios/job-harness-hdr.yaml"
-FLAP = "scenarios/job-harness-flap.yaml"
+ROOT = sflaunch.ROOT
+INSTALLED = sflaunch.installed_layout() is not None
+# the shipped scenarios: the checkout's, or what make install put in <prefix>/share/simfabric
+SCEN = (os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "share",
+                     "simfabric", "scenarios") if INSTALLED else os.path.join(ROOT, "scenarios"))
+CLI = "simfabric" if INSTALLED else "tools/simfabric"
+HDR = os.path.join(SCEN, "job-harness-hdr.yaml")
+FLAP = os.path.join(SCEN, "job-harness-flap.yaml")
+
+
+def shown(path):
+    """A scenario as the user would name it: scenarios/... in a checkout; installed, its name in
+    the scenarios directory the demo names once (a whole path would not fit a line)."""
+    return os.path.basename(path) if INSTALLED else os.path.relpath(path, ROOT)
 WIDTH = 100
 FIDELITY = re.compile(r"fidelity: link (\d+) \(([^)]*)\): (\d+) deliveries in the last second "
                       r"completed ([\d.]+) us after the model's time on average")
@@ -64,15 +79,15 @@ def build(make, b):
     return log, time.monotonic() - t0
 
 
-def run(b, scenario, name):
-    """`simfabric run SCENARIO` into b/demo/name: (run directory, its report.json or None, the
-    CLI's output)."""
-    d = os.path.join(b, "demo", name)
+def run(paths, out, scenario, name):
+    """`simfabric run SCENARIO` into out/demo/name with the programs of paths: (run directory,
+    its report.json or None, the CLI's output)."""
+    d = os.path.join(out, "demo", name)
     subprocess.call(["rm", "-rf", d])
-    env = dict(os.environ, SIMFABRIC_BUILD=os.path.realpath(b))
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "simfabric"), "run",
-                        scenario, "--run-dir", d, "-q"], cwd=ROOT, env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    env = dict(os.environ, SIMFABRIC_BUILD=paths.build)
+    p = subprocess.run([sys.executable, paths.cli, "run", scenario, "--run-dir", d, "-q"],
+                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=300)
     return d, load(d, "report.json"), p.stdout
 
 
@@ -126,23 +141,37 @@ def show_failure(name, out):
         say("   | " + ln)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default="build")
+    ap.add_argument("--build", default=None, help="the build directory (a checkout's build/)")
     ap.add_argument("--make", default="make")
-    a = ap.parse_args()
-    b = os.path.relpath(os.path.realpath(a.build), ROOT)
-    b = os.path.realpath(a.build) if b.startswith("..") else b
+    ap.add_argument("--no-build", action="store_true", help="run what is built or installed")
+    ap.add_argument("--out", default=None, help="where the runs go (default: the build "
+                    "directory's demo/; installed: a new directory under /tmp)")
+    a = ap.parse_args(argv)
+    paths = sflaunch.Paths(a.build)
+    b = paths.build
+    if not INSTALLED:
+        rel = os.path.relpath(b, ROOT)
+        b = b if rel.startswith("..") else rel
+    out = a.out or (sflaunch.make_run_dir(name="demo") if INSTALLED else b)
     say("simfabric demo: an NCCL net plugin's traffic between emulated nodes, all on this "
         "machine")
-    log, secs = build(a.make, b)
-    say("build: plugin, daemon and harness ready in %.1f s (make -j%d, log in %s)" % (
-        secs, os.cpu_count() or 1, os.path.dirname(log)))
+    if INSTALLED or a.no_build:
+        paths.require(paths.daemon, paths.harness, paths.plugin)
+        say("programs:  %s" % paths.build)
+        say("plugin:    %s" % paths.plugin)
+        if INSTALLED:
+            say("scenarios: %s" % SCEN)
+    else:
+        log, secs = build(a.make, b)
+        say("build: plugin, daemon and harness ready in %.1f s (make -j%d, log in %s)" % (
+            secs, os.cpu_count() or 1, os.path.dirname(log)))
     say()
 
-    hdr, hrep, hout = run(b, HDR, "hdr")
+    hdr, hrep, hout = run(paths, out, HDR, "hdr")
     fb = load(hdr, "fabric.json") or {}
-    say("1. The fabric: %s, served by simfabricd" % HDR)
+    say("1. The fabric: %s, served by simfabricd" % shown(HDR))
     timing = check(hrep, "timing")
     model = re.search(r"model: alpha ([\d.]+) us, B ([\d.]+) GB/s", timing.get("detail", ""))
     if fb.get("counts"):
@@ -151,7 +180,7 @@ def main():
         say("   the model of a message between them: %s us one way (alpha) and %s GB/s (B)" %
             model.groups())
     say("2. The job: simfabric-harness, 2 processes (ranks), each loading the NCCL net plugin")
-    say("   %s/libnccl-net-simfabric.so and driving it as NCCL's proxy thread does" % b)
+    say("   %s and driving it as NCCL's proxy thread does" % paths.plugin)
     rows = timing.get("rows") or []
     bench = [t.get("metrics") or {} for t in (load(hdr, "harness.json") or {}).get("tests", [])
              if t.get("name") == "bench"]
@@ -177,7 +206,7 @@ def main():
             "at most %.1f ms" % (sum(l.get("early", 0) for l in links),
                                  sum(l.get("late_sum_ns", 0) for l in links) / max(1, n_late)
                                  / 1e3, max(l.get("late_max_ns", 0) for l in links) / 1e6))
-    flap, frep, fout = run(b, FLAP, "flap")
+    flap, frep, fout = run(paths, out, FLAP, "flap")
     n, worst = fidelity([hdr, flap])
     if n:
         say("   fidelity: simfabricd warned %d time%s: %s" % (n, "s" if n > 1 else "", worst))
@@ -189,7 +218,7 @@ def main():
 
     ffb = load(flap, "fabric.json") or {}
     faults = (load(flap, "faults.json") or {}).get("faults") or []
-    say("4. A fault: %s" % FLAP)
+    say("4. A fault: %s" % shown(FLAP))
     if ffb.get("counts"):
         say("   %s" % fabric_line(ffb))
     spec = (ffb.get("faults") or [{}])[0]
@@ -216,9 +245,9 @@ def main():
 
     ok_h, ok_f = bool(hrep and hrep.get("passed")), bool(frep and frep.get("passed"))
     if not ok_h:
-        show_failure(HDR, hout)
+        show_failure(shown(HDR), hout)
     if not ok_f:
-        show_failure(FLAP, fout)
+        show_failure(shown(FLAP), fout)
     moved = sum(c.get("bytes") or 0 for c in (load(hdr, "stats.json") or {}).get(
         "connections") or [])
     big = max(rows, key=lambda r: r["bytes"]) if rows else None
@@ -228,7 +257,8 @@ def main():
             if big else "PASS: both runs passed;")
         say("      a link flapping within the RC retry budget delayed messages and lost none.")
     else:
-        say("FAIL: %s" % " and ".join(s for s, ok in ((HDR, ok_h), (FLAP, ok_f)) if not ok))
+        say("FAIL: %s" % " and ".join(shown(s) for s, ok in ((HDR, ok_h), (FLAP, ok_f))
+                                      if not ok))
     pictures = []
     if faults and sfreport.pyplot() is not None:  # matplotlib: draw faults.png (and the rest)
         try:
@@ -236,15 +266,15 @@ def main():
         except Exception as e:  # noqa: BLE001 - the demo goes on without its picture
             say("picture: not drawn (%s: %s)" % (type(e).__name__, e))
     if pictures:
-        say("picture: %s   (all of it: tools/simfabric report %s)" % (
-            [p for p in pictures if p.endswith("faults.png")][0], flap))
+        say("picture: %s   (all of it: %s report %s)" % (
+            [p for p in pictures if p.endswith("faults.png")][0], CLI, flap))
     else:
-        say("picture: the chart above; `tools/simfabric report %s` draws it as faults.png" %
-            flap)
+        say("picture: the chart above; `%s report %s` draws it as faults.png" % (CLI, flap))
         say("         where python3-matplotlib is installed")
-    say("runs:    %s/demo/{hdr,flap}: every log, stats.json, faults.json, series.json" % b)
-    say("next:    make test  |  README.md  |  tools/simfabric run scenarios/"
-        "job-harness-retry-exhausted.yaml")
+    say("runs:    %s/demo/{hdr,flap}: every log, stats.json, faults.json, series.json" % out)
+    say("next:    %s" % ("simfabric run <scenarios>/job-harness-retry-exhausted.yaml  |  "
+                         "man simfabric" if INSTALLED else "make test  |  README.md  |  "
+                         "tools/simfabric run scenarios/job-harness-retry-exhausted.yaml"))
     return 0 if ok_h and ok_f else 1
 
 
