@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from test_22_daemon_limits import _read_reply, _rss_kib
+
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 SOAK = os.path.join(ROOT, "tools", "scripts", "soak.py")
 SUMMARY = re.compile(r"soak: (\d+) messages .* (\d+) faults, (\d+) hit, (\d+) delayed .*; "
@@ -43,3 +45,40 @@ def test_33_02_the_soak_reports_a_message_a_fault_lost(sf_env, tmp_path):
     assert cp.returncode == 1, cp.stdout + cp.stderr
     assert lost > 0 and failed > 0 and "soak: FAIL iteration 0 (seed 11)" in cp.stderr, (
         cp.stdout + cp.stderr)
+
+
+def test_33_03_unfinished_requests_held_open_give_their_memory_back(fabric_factory):
+    """Red-team finding 11 as reproduced: connections each holding a partial 64 KiB request and
+    never closed. They cost the daemon 96 KiB each and kept it for good (178 MB for 2000). Now
+    the daemon itself cuts each one --partial-timeout-ms after its first byte, with ETIMEDOUT,
+    and its heap shrinks back while the clients still hold their ends (test_22_05: after the
+    clients close)."""
+    import socket
+    import time
+    f = fabric_factory(args=["--partial-timeout-ms", "500"])
+    part = b"op=show\n" + (b"k" * 30 + b"=" + b"v" * 1000 + b"\n") * 63  # < 64 KiB, unfinished
+    base = _rss_kib(f.proc.pid)
+    cs = []
+    for _ in range(300):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(f.socket)
+        s.sendall(part)
+        cs.append(s)
+    f.request("ping")  # the daemon has read what came before (one loop, in order)
+    high = _rss_kib(f.proc.pid)
+    assert high - base > 15000, (base, high)  # 300 x (16 KiB buffer + 80 KiB message)
+    try:
+        for s in cs:  # every one is answered and closed by the daemon, not by us
+            r = _read_reply(s)
+            assert "errno=110" in r and s.recv(1) == b"", r
+        deadline = time.monotonic() + 10
+        while True:
+            f.request("ping")
+            low = _rss_kib(f.proc.pid)
+            if low - base < (high - base) // 4 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert low - base < (high - base) // 4, (base, high, low)
+    finally:
+        for s in cs:
+            s.close()
