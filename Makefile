@@ -186,7 +186,8 @@ fuzz:
 SOAK_MESSAGES ?= 1000000
 SOAK_SEED ?= 1
 soak: all
-	$(Q)$(PYTHON) tools/scripts/soak.py --build $(B) --messages $(SOAK_MESSAGES) --seed $(SOAK_SEED)
+	$(Q)$(PYTHON) tools/scripts/soak.py --build $(B) --messages $(SOAK_MESSAGES) --seed $(SOAK_SEED) \
+		--require-hits
 
 # ---- install and uninstall (docs/install.md says what goes where) ------------------------------
 # LIBDIR takes the libraries (lib/x86_64-linux-gnu on a multiarch system). The Python modules go
