@@ -63,7 +63,16 @@ def test_31_02_may_miss_allows_it(sf_run, tmp_path):
 
 
 def test_31_03_a_traffic_trigger_hits(sf_run, tmp_path):
-    r = sf_run(_scenario(tmp_path, "job.yaml", "after: {first_traffic: node0}, at: 1ms, "))
+    # A 2 ms link_down missed under load (the ranks posted nothing in it beside two CPU hogs).
+    # A degrade open from 1 ms after the first post to past the job cannot: the harness sleeps
+    # 200 us between its 100 posts, so its last post comes at least 19.8 ms after its first.
+    sc = _scenario(tmp_path, "job.yaml", "after: {first_traffic: node0}, at: 1ms, ")
+    with open(sc) as f:
+        text = f.read().replace("action: link_down,", "action: degrade, set: {add_latency_ns: "
+                                "1000},").replace("for: 2ms", "for: 60s")
+    with open(sc, "w") as f:
+        f.write(text)
+    r = sf_run(sc)
     r.check_ok()
     (c,) = _faults_check(r)
     assert c["ok"] and "0 message(s) hit" not in c["detail"], c

@@ -67,7 +67,7 @@ def freeze_exists(build, work):
     return cp.returncode == 0
 
 
-def fault_specs(rnd, nranks, nslots, window_us, kinds):
+def fault_specs(rnd, nranks, nslots, window_us, kinds, fixed_us=0):
     """nslots faults, one per slot, on the links of nodes 0..nranks-1, their windows at most
     window_us long (delay-only when that is under the budget). Their `at:` counts from the
     first message node0 posts after they are applied (so a slow start of the ranks on a loaded
@@ -78,7 +78,7 @@ def fault_specs(rnd, nranks, nslots, window_us, kinds):
         kind = rnd.choice(kinds)
         node = "node%d" % rnd.randrange(nranks)
         at = "%dus" % (FIRST_SLOT_US + i * slot + rnd.randint(0, 3000))
-        w = rnd.randint(100, window_us - 3000)  # the slot's 3 ms of jitter included
+        w = fixed_us or rnd.randint(100, window_us - 3000)  # the slot's 3 ms of jitter within
         if kind == "flap":  # two outages of at most w/4 each, as long up in between
             out.append("{action: flap, link: %s, %s, at: %s, period: %dus, duty: %.2f, "
                        "count: 2}" % (node, TRIGGER, at, window_us // 2, rnd.uniform(0.1, 0.5)))
@@ -202,12 +202,20 @@ def main():
     ap.add_argument("--max-window-us", type=int, default=WINDOW_US,
                     help="a fault window's longest (default %d; past the 29.4 ms budget the "
                     "faults lose messages, which the soak must report)" % WINDOW_US)
+    ap.add_argument("--window-us", type=int, default=0,
+                    help="every window exactly this long, one fault per iteration (to show "
+                    "the soak failing: 60000000 with --kinds link_down --ranks 2)")
+    ap.add_argument("--kinds", help="comma-separated fault actions (default: every delay-only "
+                    "one the daemon has)")
+    ap.add_argument("--ranks", type=int, default=0, help="ranks in every iteration (default: "
+                    "2 to 8 at random)")
     ap.add_argument("--max-msgs", type=int, default=6000,
                     help="largest count a rank sends in one iteration (default 6000)")
     a = ap.parse_args()
-    if a.messages < 1 or a.max_msgs < 10 or a.max_window_us < 4000:
-        ap.error("--messages must be at least 1, --max-msgs at least 10 and --max-window-us "
-                 "at least 4000")
+    if a.messages < 1 or a.max_msgs < 10 or a.max_window_us < 4000 or a.window_us < 0 or \
+            not (a.ranks == 0 or 2 <= a.ranks <= NODES):
+        ap.error("--messages must be at least 1, --max-msgs at least 10, --max-window-us at "
+                 "least 4000, --window-us not negative and --ranks 2..%d" % NODES)
     target = int(a.messages)
     build = os.path.abspath(a.build)
     for exe in ("simfabricd", "simfabric-harness", "libnccl-net-simfabric.so"):
@@ -221,6 +229,11 @@ def main():
     kinds = ["flap", "stall", "degrade", "link_down", "nic_down"]
     if freeze_exists(build, work):
         kinds.append("node_freeze")
+    if a.kinds:
+        bad = [k for k in a.kinds.split(",") if k not in kinds]
+        if bad:
+            ap.error("--kinds: %s is not one of %s" % (bad[0], ", ".join(kinds)))
+        kinds = a.kinds.split(",")
     print("soak: fault kinds: %s" % ", ".join(kinds), flush=True)
     problems, daemons, d = [], [], None
     t0 = time.monotonic()
@@ -230,14 +243,15 @@ def main():
             seed = a.seed + it
             rnd = random.Random(seed)
             nranks = rnd.randint(2, NODES)
+            nranks = a.ranks or nranks  # drawn anyway: the same seed gives the same rest
             size = rnd.choice([4096, 4096, 65536, 65536, 200000])
             gap_us = rnd.randint(40, 120)
             left = -(-(target - tot["messages"]) // nranks)
             msgs = max(1, min(left, rnd.randint(a.max_msgs // 3, a.max_msgs)))
             # Slots within the time a rank spends posting at the least (msgs x gap).
-            nslots = max(1, min(10, (msgs * gap_us - FIRST_SLOT_US) //
-                                (a.max_window_us + UP_US)))
-            specs = fault_specs(rnd, nranks, nslots, a.max_window_us, kinds)
+            longest = a.window_us or a.max_window_us
+            nslots = max(1, min(10, (msgs * gap_us - FIRST_SLOT_US) // (longest + UP_US)))
+            specs = fault_specs(rnd, nranks, nslots, longest, kinds, a.window_us)
             if d is None or d.faults + len(specs) > MAX_FAULTS:
                 if d is not None:
                     problems += judge_daemon(d, a.rss_slack_kib)
