@@ -56,7 +56,7 @@ UNITS := $(UNIT_SRC:sim/test/%.c=$(B)/test/%) $(PLUGIN_UNIT_SRC:plugin/test/%.c=
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
 
-.PHONY: ptx all plugin sim tools units test check unit pytest asan fuzz bench demo deps depcheck \
+.PHONY: ptx all plugin sim tools units test check unit pytest asan fuzz soak bench demo deps depcheck \
 	install clean symbols format format-check test-stress
 # Nothing built is a throw-away intermediate: make never deletes an object it made (no `rm` line
 # after a build, and the next build does not compile the unit tests' objects again).
@@ -186,6 +186,15 @@ demo: deps
 
 fuzz:
 	$(Q)tools/scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# The randomized fault soak (tools/scripts/soak.py): SOAK_MESSAGES under delay-only faults,
+# 2-8 ranks, a seed per iteration from SOAK_SEED. Minutes, so not in `make test` (test_33 runs
+# 10^4 messages of it).
+SOAK_MESSAGES ?= 1000000
+SOAK_SEED ?= 1
+soak: all
+	$(Q)$(PYTHON) tools/scripts/soak.py --build $(B) --messages $(SOAK_MESSAGES) --seed $(SOAK_SEED) \
+		--require-hits
 
 # ---- install and uninstall (docs/install.md says what goes where) ------------------------------
 # LIBDIR takes the libraries (lib/x86_64-linux-gnu on a multiarch system). The Python modules go

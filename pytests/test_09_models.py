@@ -298,7 +298,9 @@ def test_09_07_an_oversubscribed_spine_shares_its_uplinks_as_the_model_says(harn
     full = model[flows.index((0, 1))]
     # Slower than the model is no model error when this machine could not keep up: the fidelity
     # monitor's lateness says so (idle 2 cores: 8 % of a message's time; with two busy loops
-    # beside it: 78 %). Then only the ceilings are held; faster than the model never passes.
+    # beside it: 78 %). Then the flows of a phase need not overlap either (a starved rank starts
+    # late), and a flow that runs alone for a while beats its share of a shared link (1.11 x,
+    # the pair 1.09 x, seen beside two CPU hogs): only the whole link's rate is its ceiling.
     st = sfctl.stats(f.socket)
     late_ns = sum(l["late_sum_ns"] for l in st.values()) / max(1, sum(l["late_n"] for l in
                                                                     st.values()))
@@ -311,12 +313,14 @@ def test_09_07_an_oversubscribed_spine_shares_its_uplinks_as_the_model_says(harn
         assert model[i] == pytest.approx(want * full, rel=1e-9), table
     for i in range(len(flows)):
         e = got[i]
+        ceil = model[i] if kept_up else full
         ratio = e["steady_gbit_s"] / model[i]
-        assert ratio <= 1 + OVERSUB_TOL and (ratio >= 1 - OVERSUB_TOL or not kept_up), table
+        assert e["steady_gbit_s"] <= (1 + OVERSUB_TOL) * ceil, table
+        assert ratio >= 1 - OVERSUB_TOL or not kept_up, table
         # From the start, the first window's head start can add at most one window (8 of
         # 128 messages); it never goes faster than that.
         ratio = e["gbit_s"] / model[i]
-        assert ratio <= 1 + 8 / 120 + OVERSUB_TOL, table
+        assert e["gbit_s"] <= (1 + 8 / 120 + OVERSUB_TOL) * ceil, table
         assert ratio >= 1 - 2 * OVERSUB_TOL or not kept_up, table
         assert e["corrupt_msgs"] == 0 and e["msgs"] == 128
     for b in set(limit):
@@ -324,7 +328,7 @@ def test_09_07_an_oversubscribed_spine_shares_its_uplinks_as_the_model_says(harn
         if len(group) < 2:
             continue
         ratio = sum(got[i]["steady_gbit_s"] for i in group) / sum(model[i] for i in group)
-        assert ratio <= 1 + OVERSUB_SUM_TOL, (b, table)
+        assert ratio <= 1 + OVERSUB_SUM_TOL or not kept_up, (b, table)  # rates apart in time
         assert ratio >= 1 - OVERSUB_SUM_TOL or not kept_up, (b, late_ns, table)
     # What limits the flows across the spine is a shared switch-to-switch link.
     links = {l["id"]: l for l in fb["links"]}

@@ -94,10 +94,11 @@ def latencies(m, key="recv_times"):
 
 def tolerance(request):
     """How late a rank may see its error after the model's time: 1 ms when timing is checked
-    strictly (the brief's bound); 20 ms on a loaded CI machine, where a rank that polls is kept
-    off its CPU for a scheduler slice or more. That is nearly 5 T_o: it cannot hold the retry
-    count, the model's own failure time in the trace does (check_fail_time)."""
-    return 1e-3 if request.config.getoption("-m") == "timing" else 20e-3
+    strictly (the brief's bound). Otherwise the harness's --bound (5 s): a rank that polls on a
+    loaded machine is kept off its CPU for as long as the scheduler likes (272 ms seen beside
+    two CPU hogs and two other test suites, where 20 ms was assumed). It cannot hold the retry
+    count either way; the model's own failure time in the trace does (check_fail_time)."""
+    return 1e-3 if request.config.getoption("-m") == "timing" else 5.0
 
 
 def check_model_fail_time(run_, origin):

@@ -5,6 +5,7 @@ the job's traffic, so the same window hits. CPU only (the harness's faults test)
 
 import json
 import os
+import re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -56,26 +57,27 @@ def test_31_01_a_clock_window_before_the_job_fails_the_faults_check(sf_run, tmp_
 
 
 def test_31_02_may_miss_allows_it(sf_run, tmp_path):
-    """A window before the job, and a trigger that never fires (test_34_10)."""
-    for i, when in enumerate(["at: 0, ", "after: {messages: 1000000, link: node0}, "]):
-        r = sf_run(_scenario(tmp_path, "allowed-%d.yaml" % i, when,
-                             "  faults: {may_miss: [cut]}\n")).check_ok()
-        (c,) = _faults_check(r)
-        assert c["ok"] and "1 hit nothing, as may_miss allows" in c["detail"], (when, c)
+    r = sf_run(_scenario(tmp_path, "allowed.yaml", "at: 0, ",
+                         "  faults: {may_miss: [cut]}\n")).check_ok()
+    (c,) = _faults_check(r)
+    assert c["ok"] and "1 hit nothing, as may_miss allows" in c["detail"], c
 
 
 def test_31_03_a_traffic_trigger_hits(sf_run, tmp_path):
-    # 10 ms, not 2: on a loaded machine a sender can stall 2.5 ms with nothing posted, and a
-    # 2 ms window then truly hits nothing (1 run in 5 at load 9); within the 29.4 ms budget
+    # A 2 ms link_down missed under load (the ranks posted nothing in it beside two CPU hogs).
+    # A degrade open from 1 ms after the first post to past the job cannot: the harness sleeps
+    # 200 us between its 100 posts, so its last post comes at least 19.8 ms after its first.
     sc = _scenario(tmp_path, "job.yaml", "after: {first_traffic: node0}, at: 1ms, ")
     with open(sc) as f:
-        text = f.read()
+        text = f.read().replace("action: link_down,", "action: degrade, set: {add_latency_ns: "
+                                "1000},").replace("for: 2ms", "for: 60s")
     with open(sc, "w") as f:
-        f.write(text.replace("for: 2ms}", "for: 10ms}"))
+        f.write(text)
     r = sf_run(sc)
     r.check_ok()
     (c,) = _faults_check(r)
-    assert c["ok"] and "0 message(s) hit" not in c["detail"], c
+    # \b: "190 message(s) hit" ends in "0 message(s) hit" (make test-stress run 2 failed so)
+    assert c["ok"] and not re.search(r"\b0 message\(s\) hit", c["detail"]), c
     with open(os.path.join(r.run_dir, "fabric.json")) as f:
         fb = json.load(f)
     assert fb["faults"][0]["clock"] == "trigger", fb["faults"]

@@ -63,7 +63,10 @@ for src in sim/fuzz/fuzz_*.c; do
 		status=1
 		continue
 	fi
+	# Executions, then the edges and features covered and the corpus at the end (DONE line).
 	grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$OUT/$name.log" | tr '\n' ' '
-	echo
+	done_line=$(sed -n 's/^#[0-9]*[[:space:]]*DONE[[:space:]]*\(cov: [0-9]* ft: [0-9]* corp: [^ ]*\).*/\1/p' \
+		"$OUT/$name.log")
+	echo "$done_line"
 done
 exit $status
