@@ -59,7 +59,7 @@ def base_env(fabric, **kw):
 
 
 def launch_by_hand(sf_env, fabric, tmp_path, nranks, args, ranks=None, env_of=None, timeout=300,
-                   argv_of=None):
+                   argv_of=None, names=("RANK", "WORLD_SIZE")):
     """Starts one harness --launched per rank with torchrun's variables, rank 0 last (the
     others must wait for it), and waits for all of them."""
     port = sflaunch.free_port()
@@ -68,8 +68,8 @@ def launch_by_hand(sf_env, fabric, tmp_path, nranks, args, ranks=None, env_of=No
             "--timeout", str(timeout)] + list(args)
     procs = {}
     for r in sorted(range(nranks) if ranks is None else ranks, reverse=True):
-        e = base_env(fabric, RANK=str(r), WORLD_SIZE=str(nranks), MASTER_ADDR="127.0.0.1",
-                     MASTER_PORT=str(port))
+        e = base_env(fabric, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        e.update({names[0]: str(r), names[1]: str(nranks)})
         if env_of:
             e.update(env_of(r))
         a = argv_of(r, argv) if argv_of else argv
@@ -126,6 +126,15 @@ def test_35_03_a_launched_peer_death_is_seen_by_the_others(sf_env, fabric, tmp_p
     r.check_ok(3)
     by_rank = {t["rank"]: t for t in r.tests("peer_death")}
     assert "by design" in by_rank[2]["detail"], r.report()
+
+
+@pytest.mark.parametrize("names", [("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                                   ("SLURM_PROCID", "SLURM_NTASKS")], ids=["mpirun", "srun"])
+def test_35_03b_mpis_and_slurms_variables(sf_env, fabric, tmp_path, names):
+    r = launch_by_hand(sf_env, fabric, tmp_path, 3, ["--tests", "allreduce"], timeout=120,
+                       names=names)
+    r.check_ok(3)
+    assert sorted(t["rank"] for t in r.tests("allreduce")) == [0, 1, 2], r.report()
 
 
 def test_35_04_under_simfabric_launch(sf_env, tmp_path):
@@ -211,3 +220,4 @@ def test_35_08_a_rank_that_never_comes_is_named(sf_env, fabric, tmp_path):
     assert r.rc(0) == 1, r.report()
     assert "2 of 3 ranks joined within --timeout 3 s; missing: 2" in r.outs[0][2], r.report()
     assert r.rc(1) != 0, r.report()
+    assert "closed the connection before the run began" in r.outs[1][2], r.report()

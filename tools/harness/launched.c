@@ -202,8 +202,10 @@ static int lx_connect(int rank, uint64_t *comm_id)
 	if (oob_write(fd, LX_JOIN, (uint32_t)rank, &j, sizeof(j)) < 0 ||
 	    lx_read_all(fd, &h, sizeof(h), t_end) < 0 || h.type != LX_WELCOME || h.len > 4096) {
 		fprintf(stderr,
-			"[rank %d] harness: --launched: rank 0 at %s:%s did not welcome us\n", rank,
-			lx_addr, lx_port);
+			"[rank %d] harness: --launched: rank 0 at %s:%s closed the connection "
+			"before "
+			"the run began (its error says why)\n",
+			rank, lx_addr, lx_port);
 		exit(1);
 	}
 	if (h.arg != 0) { /* refused: the payload says why */
