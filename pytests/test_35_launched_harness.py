@@ -59,9 +59,10 @@ def base_env(fabric, **kw):
 
 
 def launch_by_hand(sf_env, fabric, tmp_path, nranks, args, ranks=None, env_of=None, timeout=300,
-                   argv_of=None, names=("RANK", "WORLD_SIZE")):
+                   argv_of=None, names=("RANK", "WORLD_SIZE"), during=None):
     """Starts one harness --launched per rank with torchrun's variables, rank 0 last (the
-    others must wait for it), and waits for all of them."""
+    others must wait for it), calls during(procs) (what it returns opens rank 0's stdout), and
+    waits for all of them."""
     port = sflaunch.free_port()
     jpath = str(tmp_path / "launched.json")
     argv = [sf_env.harness, "--launched", "--plugin", sf_env.plugin, "--json", jpath,
@@ -75,6 +76,7 @@ def launch_by_hand(sf_env, fabric, tmp_path, nranks, args, ranks=None, env_of=No
         a = argv_of(r, argv) if argv_of else argv
         procs[r] = subprocess.Popen(a, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True)
+    head = during(procs) if during else ""
     outs = {}
     for r, p in procs.items():
         try:
@@ -82,7 +84,7 @@ def launch_by_hand(sf_env, fabric, tmp_path, nranks, args, ranks=None, env_of=No
         except subprocess.TimeoutExpired:
             p.kill()
             out, err = p.communicate()
-        outs[r] = (p.returncode, out, err)
+        outs[r] = (p.returncode, (head if r == 0 else "") + out, err)
     return Launched(argv, outs, jpath)
 
 
@@ -221,3 +223,25 @@ def test_35_08_a_rank_that_never_comes_is_named(sf_env, fabric, tmp_path):
     assert "2 of 3 ranks joined within --timeout 3 s; missing: 2" in r.outs[0][2], r.report()
     assert r.rc(1) != 0, r.report()
     assert "closed the connection before the run began" in r.outs[1][2], r.report()
+
+
+def test_35_09_a_launched_rank_that_vanishes_is_named(sf_env, fabric, tmp_path):
+    """A launched rank is not rank 0's child: when its connection ends without its saying it
+    would (peer_death's victim does), it failed. daemon_death's READY is the cue: every rank is
+    busy, and nobody kills the daemon; rank 2 is killed instead."""
+    def kill_rank_2(procs):
+        seen = ""
+        while "READY" not in seen:
+            line = procs[0].stdout.readline()
+            if not line:
+                break
+            seen += line
+        procs[2].kill()
+        return seen
+
+    r = launch_by_hand(sf_env, fabric, tmp_path, 3, ["--tests", "daemon_death"], timeout=30,
+                       during=kill_rank_2)
+    assert "READY" in r.outs[0][1], r.report()
+    assert r.rc(0) == 1 and r.rc(2) == -9, r.report()
+    assert ("FAIL test=daemon_death rank=2: rank process died during the test: closed its "
+            "connection to rank 0's harness") in r.outs[0][2], r.report()

@@ -314,7 +314,9 @@ enum oob_type {
 	OOB_RUN = 0x83,	  /* arg = test index to run next */
 	OOB_QUIT = 0x84,
 };
-enum { OOB_NOTE_READY = 1, OOB_NOTE_FAILED = 2 };
+/* EXITING: this rank is about to _exit(0) by design (peer_death): a launched rank is not the
+ * parent's child, and its connection's EOF alone cannot tell that from a crash. */
+enum { OOB_NOTE_READY = 1, OOB_NOTE_FAILED = 2, OOB_NOTE_EXITING = 3 };
 
 struct oob_hdr {
 	uint32_t type, arg;

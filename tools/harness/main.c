@@ -661,6 +661,7 @@ struct hx_rank {
 	pid_t pid;
 	struct oob_peer rd;
 	int alive, expected_exit, exited, status;
+	int exiting; /* said OOB_NOTE_EXITING */
 	int has_result, ready;
 	int gathered;
 	char *gdata;
@@ -679,6 +680,7 @@ static int hx_nres, hx_capres;
 static char hx_plugin_name[256];
 static int hx_api_version;
 static volatile sig_atomic_t hx_signalled;
+static int hx_quitting; /* QUIT sent: a launched rank's EOF is its clean exit */
 static int hx_cur_pos; /* position in the schedule: orders the report */
 
 static void hx_on_signal(int sig)
@@ -737,13 +739,14 @@ static int hx_reap(int nranks)
 			continue;
 		if (hx_r[i].pid <= 0) {
 			/* A launched rank is not our child: it has gone when its channel is at EOF (its
-			 * exit status is its launcher's to see); status 0 stands for that. */
+			 * exit status is its launcher's to see). It exited cleanly if it said it would,
+			 * or was told to; otherwise status 1 stands for "vanished". */
 			char c;
 
 			if (recv(hx_r[i].rd.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0 ||
 			    (!hx_r[i].alive && hx_r[i].rd.fd < 0)) {
 				hx_r[i].exited = 1;
-				hx_r[i].status = 0;
+				hx_r[i].status = hx_r[i].exiting || hx_quitting ? 0 : 1 << 8;
 				n++;
 			}
 			continue;
@@ -962,6 +965,8 @@ static int hx_parent_test(int test, int nranks)
 							hx_abort_test(test, rank, nranks);
 						}
 					}
+				} else if (h.type == OOB_NOTE && h.arg == OOB_NOTE_EXITING) {
+					r->exiting = 1;
 				} else if (h.type == OOB_NOTE && h.arg == OOB_NOTE_READY) {
 					r->ready = 1;
 				} else if (h.type == OOB_NOTE && h.arg == OOB_NOTE_FAILED && !aborted) {
@@ -1003,7 +1008,7 @@ static int hx_parent_test(int test, int nranks)
 					hx_describe_status(st, why, sizeof(why));
 				else
 					snprintf(why, sizeof(why), "closed its channel to the parent");
-				if (r->pid <= 0 && !(d->fn == t_peer_death && rank == nranks - 1))
+				if (r->pid <= 0 && !r->exiting)
 					snprintf(why, sizeof(why), "closed its connection to rank 0's harness");
 				{
 					char msg[240];
@@ -1227,6 +1232,7 @@ int main(int argc, char **argv)
 		double limit = hx_opt.timeout < 30 ? hx_opt.timeout : 30, t_end;
 		int left;
 
+		hx_quitting = 1;
 		for (i = 0; i < nranks; i++)
 			if (hx_r[i].alive)
 				oob_write(hx_r[i].rd.fd, OOB_QUIT, 0, NULL, 0);
