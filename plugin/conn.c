@@ -35,6 +35,35 @@ static int get_hex(const struct ctl_msg *m, const char *key, uint64_t *out)
 	return 0;
 }
 
+/* ---- failing setup calls (regmr_fail, connect_fail, accept_fail) ---------------------- */
+
+ncclResult_t sfnet_call_fault(uint32_t kind, const char *what)
+{
+	/* the errors NCCL's IB plugin returns (src/transport/net_ib.cc: a failed ibv_reg_mr,
+	 * ibv_create_qp or ibv_modify_qp is ncclSystemError through its wrap_ibv_* calls) */
+	static const ncclResult_t res[FAULT_E_COUNT] = {
+		[FAULT_E_SYSTEM] = ncclSystemError,
+		[FAULT_E_INTERNAL] = ncclInternalError,
+		[FAULT_E_REMOTE] = ncclRemoteError,
+	};
+	struct sfc_session *s = sfnet_g.session;
+	struct timespec ts;
+	uint32_t fid;
+	uint64_t call = 0;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	if (!s || !s->fab || !fst_call_fault(s->fab->shm, kind, s->node_id, now, &fid, &call))
+		return ncclSuccess;
+	const struct fst_fault *ff = fst_fault(s->fab->shm, fid);
+	uint32_t e = ff && ff->spec.err_kind < FAULT_E_COUNT ? ff->spec.err_kind : 0;
+	PWARN("%s on %s failed: fault #%u '%s' (%s of node %s, call %llu): as the verbs call behind "
+	      "it failing on a real NIC (nccl%sError)",
+	      what, s->node, fid, ff ? ff->spec.name : "?", fault_kind_names[kind], s->node,
+	      (unsigned long long)call,
+	      e == FAULT_E_SYSTEM ? "System" : e == FAULT_E_INTERNAL ? "Internal" : "Remote");
+	return res[e];
+}
+
 /* ---- opening a channel end --------------------------------------------------------- */
 
 /*
@@ -359,6 +388,14 @@ ncclResult_t sfnet_accept(void *listen_comm, void **recv_comm,
 			ctl_msg_free(m); /* closes the memfd: the mapping keeps the memory */
 		}
 	}
+	if (res == ncclSuccess && c && sfnet_call_armed(FAULT_K_ACCEPT_FAIL) &&
+	    (res = sfnet_call_fault(FAULT_K_ACCEPT_FAIL, c->desc)) != ncclSuccess) {
+		/* this accept fails, the listener lives on: the sender sees the end closed */
+		l->deadline_ms = 0;
+		sfnet_obj_unlink(&c->obj);
+		sfnet_obj_destroy(&c->obj);
+		goto out;
+	}
 	if (res != ncclSuccess) {
 		l->failed = res;
 	} else if (c) {
@@ -563,6 +600,13 @@ ncclResult_t sfnet_connect_tc(void *ctx, int dev, int traffic_class, void *handl
 		/* The buffer now holds another handle: the old connect was abandoned. */
 		pconn_drop(pc);
 		pc = NULL;
+	}
+	if (!pc && sfnet_call_armed(FAULT_K_CONNECT_FAIL)) {
+		char what[SFNET_DESC_LEN];
+		snprintf(what, sizeof(what), "connect %.64s/%.32s -> %.64s/nic%u", sfnet_g.session->node,
+			 sfnet_g.devs[dev].name, h.node, h.nic);
+		if ((res = sfnet_call_fault(FAULT_K_CONNECT_FAIL, what)) != ncclSuccess)
+			goto out; /* before the daemon hears of it: as ibv_create_qp failing */
 	}
 	if (!pc) {
 		res = pconn_start(c, dev, traffic_class, &h, handle, &pc);

@@ -14,28 +14,61 @@ struct sfk_desc {
 extern "C" __global__ void sf_copier(const volatile sfk_desc *ring, unsigned nring,
 				     volatile unsigned long long *done, const volatile unsigned *stop)
 {
+	__shared__ unsigned long long sh_s, sh_d, sh_len;
+	__shared__ int sh_go;
 	unsigned long long seq = 1;
 	unsigned i = 0;
+	if (threadIdx.x == 0)
+		done[2] = 1; // "running": kern_copy uses the ring only once it reads this (host +16)
 	for (;;) {
-		if (ring[i].seq != seq) {
-			if (*stop)
-				return;
-			__nanosleep(128);
-			continue;
+		if (threadIdx.x == 0) {
+			int go;
+			for (;;) {
+				if (ring[i].seq == seq) { go = 1; break; }
+				if (*stop) { go = 0; break; }
+				__nanosleep(128);
+			}
+			__threadfence_system(); // acquire: the fields and the staging after seq
+			if (go) {
+				sh_s = ring[i].src;
+				sh_d = ring[i].dst;
+				sh_len = ring[i].len;
+			}
+			sh_go = go;
 		}
-		__threadfence_system(); // the fields after seq
-		const unsigned long long s = ring[i].src, d = ring[i].dst, len = ring[i].len;
+		__syncthreads(); // every thread sees the same decision and descriptor
+		if (!sh_go)
+			return; // all threads together: no barrier is left half-entered
+		const unsigned long long s = sh_s, d = sh_d, len = sh_len;
 		if (((s | d | len) & 15) == 0) {
-			for (unsigned long long o = threadIdx.x * 16ull; o < len; o += blockDim.x * 16ull)
-				*(uint4 *)(d + o) = __ldcv((const uint4 *)(s + o));
+			const uint4 *src = (const uint4 *)s;
+			uint4 *dst = (uint4 *)d;
+			const unsigned long long nv = len / 16;
+			for (unsigned long long b = 0; b < nv; b += 8ull * blockDim.x) {
+				uint4 v[8]; // 8 reads in flight per thread: one PCIe round trip per 16 KiB
+#pragma unroll
+				for (int u = 0; u < 8; u++) {
+					unsigned long long j = b + u * blockDim.x + threadIdx.x;
+					if (j < nv)
+						v[u] = __ldcv(src + j);
+				}
+#pragma unroll
+				for (int u = 0; u < 8; u++) {
+					unsigned long long j = b + u * blockDim.x + threadIdx.x;
+					if (j < nv)
+						dst[j] = v[u];
+				}
+			}
 		} else {
 			for (unsigned long long o = threadIdx.x; o < len; o += blockDim.x)
 				*(unsigned char *)(d + o) = __ldcv((const unsigned char *)(s + o));
 		}
-		__syncthreads();
-		__threadfence_system(); // the bytes before done, for the receiver and for the CPU
-		if (threadIdx.x == 0)
+		__threadfence_system(); // each thread's stores, before the barrier
+		__syncthreads(); // also: thread 0 rewrites sh_* only after everyone has read them
+		if (threadIdx.x == 0) {
+			__threadfence_system();
 			*done = seq;
+		}
 		seq++;
 		i = (i + 1) & (nring - 1);
 	}

@@ -61,6 +61,7 @@ struct cu_memcpy_attr { /* CUmemcpyAttributes (CUDA 12.8+) */
 #define CU_PA_RANGE_SIZE 12
 #define CU_PA_ALLOWED_HANDLE_TYPES 14
 /* CUmemorytype */
+#define CU_MEMTYPE_HOST 1
 #define CU_MEMTYPE_DEVICE 2
 /* CUmemAllocationHandleType, CUmemLocationType, CUmemAccess_flags */
 #define CU_HANDLE_POSIX_FD 1

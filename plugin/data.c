@@ -90,6 +90,13 @@ ncclResult_t sfnet_reg_mr(void *comm, void *data, size_t size, int type, void **
 	if (!mhandle)
 		return ncclInternalError;
 	*mhandle = NULL;
+	if (sfnet_call_armed(FAULT_K_REGMR_FAIL)) { /* regmr_fail: as ibv_reg_mr failing */
+		char what[96];
+		snprintf(what, sizeof(what), "regMr of %zu bytes at %p", size, data);
+		ncclResult_t r = sfnet_call_fault(FAULT_K_REGMR_FAIL, what);
+		if (r != ncclSuccess)
+			return r;
+	}
 	struct sfgpu_reg reg = {0};
 	int gpu = 0;
 	if (type == NCCL_PTR_CUDA && sfgpu_on()) {

@@ -73,8 +73,12 @@ struct gimport {
  * from a host staging slot into the receiver's buffer, so that a small message from host memory
  * (LL's sends) costs a memcpy and a store instead of a copy launch and an event.
  */
-#define SFK_RING 64u		  /* descriptors, a power of two: one staging slot each */
-#define SFK_SLOT (64u << 10)	  /* the largest small copy */
+#define SFK_RING 64u	     /* descriptors, a power of two: one staging slot each */
+#define SFK_SLOT (64u << 10) /* a staging slot: the largest small copy there can be */
+#define SFK_SMALL_MAX                                                                              \
+	(16u << 10) /* the default largest (one block reads host memory at
+				     roughly 10 GB/s: beyond that the copy engine wins) */
+_Static_assert((SFK_RING & (SFK_RING - 1)) == 0, "the kernel masks its ring index");
 #define SFK_WAIT_NS 10000000000LL /* how long a drain waits for the kernel before it gives up */
 struct sfk_desc {		  /* as copier.cu reads it */
 	uint64_t src, dst, len, seq;
@@ -84,6 +88,10 @@ struct gkern {
 	volatile struct sfk_desc *ring; /* host-mapped; written by us, read by the kernel */
 	volatile uint64_t *done;	/* written by the kernel: the last seq copied */
 	volatile uint32_t *stop;	/* ends the kernel */
+	volatile uint64_t *running;	/* set by the kernel once resident */
+	cu_stream stream;		/* the kernel's */
+	cu_event ended;			/* recorded after it: complete once it has returned */
+	pid_t pid;			/* the process that launched it (not a fork's child) */
 	uint8_t *staging;		/* SFK_RING slots of SFK_SLOT bytes */
 	cu_ptr staging_d;		/* ... as the kernel sees it */
 	uint64_t next;			/* the next descriptor's seq (from 1) */
@@ -128,6 +136,7 @@ static struct {
 	int copy_ctx;	  /* enum copy_ctx: SIMFABRIC_GPU_COPY_CONTEXT */
 	int own_streams;  /* SIMFABRIC_GPU_STREAMS: sendComms spread over this many (own context) */
 	int small_kernel; /* SIMFABRIC_GPU_SMALL=kernel */
+	uint64_t small_max; /* SIMFABRIC_GPU_SMALL_MAX: the largest message the kernel copies */
 	int nstreams;
 	struct {
 		cu_ctx ctx;	 /* the application's context */
@@ -213,6 +222,20 @@ static void setup_once(void)
 		return;
 	}
 	G.small_kernel = sm && !strcmp(sm, "kernel");
+	const char *smax = getenv("SIMFABRIC_GPU_SMALL_MAX");
+	G.small_max = SFK_SMALL_MAX;
+	if (smax && *smax) {
+		char *end = NULL;
+		unsigned long long mv = strtoull(smax, &end, 10);
+		if (*end || mv < 1 || mv > SFK_SLOT || smax[0] == '-') {
+			G.setup_err = -EINVAL;
+			snprintf(G.setup_why, sizeof(G.setup_why),
+				 "SIMFABRIC_GPU_SMALL_MAX='%.40s' is not a byte count from 1 to %u",
+				 smax, SFK_SLOT);
+			return;
+		}
+		G.small_max = mv;
+	}
 	char why[160];
 	int rc = cudadrv_load(&G.cu, !want_on, why, sizeof(why));
 	if (rc == 0) {
@@ -910,7 +933,9 @@ static void tx_evict(struct sfgpu_tx *t)
 	if (t->imp[lru].last >= t->done_ticket)
 		tx_sync(t); /* its last copy may still be running */
 	pthread_mutex_lock(&G.imp_lock);
-	import_put(t->imp[lru].im);
+	if (t->imp[lru].last < t->done_ticket)
+		import_put(t->imp[lru].im);
+	/* else a copy may still write into it: it stays mapped (a leak beats a fault) */
 	pthread_mutex_unlock(&G.imp_lock);
 	t->imp[lru] = t->imp[--t->nimp];
 }
@@ -1011,11 +1036,22 @@ static cu_result own_ctx_create(cu_ctx *own, cu_device dev)
 	return r;
 }
 
+/* At exit: stop every kernel and wait (bounded) until it has returned, so that no MPS client
+ * of ours ends with work still running on the GPU. Not in a fork's child (no kernel there). */
 static void kern_stop_all(void)
 {
 	for (int i = 0; i < G.nstreams; i++)
-		if (G.streams[i].kern)
+		if (G.streams[i].kern && G.streams[i].kern->pid == getpid())
 			*G.streams[i].kern->stop = 1;
+	int64_t t0 = mono_ns();
+	for (int i = 0; i < G.nstreams; i++) {
+		struct gkern *k = G.streams[i].kern;
+		while (k && k->pid == getpid() && G.cu.EventQuery(k->ended) == CU_ERROR_NOT_READY &&
+		       mono_ns() - t0 < 1000000000LL) {
+			struct timespec ts = {0, 50000};
+			nanosleep(&ts, NULL);
+		}
+	}
 }
 
 /*
@@ -1034,12 +1070,13 @@ static struct gkern *kern_start(void)
 	cu_ptr dev = 0;
 	size_t head = SFK_RING * sizeof(struct sfk_desc) + 64; /* ring, done, stop */
 	const char *q = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-	if (q && atoi(q) > 0 && atoi(q) < own_streams() + 1) {
+	int nq = q && atoi(q) > 0 ? atoi(q) : 8; /* unset: CUDA's default, 8 */
+	if (nq < own_streams() + 1) {
 		PINFO(NCCL_INIT | NCCL_NET,
 		      "GPU small copies: no kernel (CUDA_DEVICE_MAX_CONNECTIONS=%s leaves no "
 		      "hardware "
 		      "queue of its own next to %d copy stream(s))",
-		      q, own_streams());
+		      q ? q : "unset (8)", own_streams());
 		return NULL;
 	}
 	if (G.cu.ModuleLoadData && G.cu.ModuleGetFunction && G.cu.LaunchKernel &&
@@ -1073,6 +1110,10 @@ static struct gkern *kern_start(void)
 						8);
 		k->staging = (uint8_t *)host + head;
 		k->staging_d = dev + head;
+		k->running = (volatile uint64_t *)((char *)host +
+						   SFK_RING * sizeof(struct sfk_desc) + 16);
+		k->stream = ks;
+		k->pid = getpid();
 		k->next = 1;
 		pthread_mutex_init(&k->lock, NULL);
 		cu_ptr ring_d = dev, done_d = dev + SFK_RING * sizeof(struct sfk_desc),
@@ -1081,6 +1122,27 @@ static struct gkern *kern_start(void)
 		void *params[] = {&ring_d, &n, &done_d, &stop_d};
 		step = "cuLaunchKernel";
 		r = G.cu.LaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, ks, params, NULL);
+		if (r == CU_SUCCESS) {
+			step = "cuEventRecord after the kernel";
+			r = G.cu.EventCreate(&k->ended, CU_EVENT_DISABLE_TIMING_);
+			if (r == CU_SUCCESS)
+				r = G.cu.EventRecord(k->ended, ks);
+			if (r != CU_SUCCESS)
+				*k->stop = 1;
+		}
+		/* Resident before any copy relies on it: launched late (NCCL's kernels spinning
+		 * on every SM), it might never start, and its copies would hang. */
+		int64_t t0 = mono_ns();
+		while (r == CU_SUCCESS && !__atomic_load_n(k->running, __ATOMIC_ACQUIRE)) {
+			if (mono_ns() - t0 > 1000000000LL) {
+				*k->stop = 1; /* it returns at once if it ever starts */
+				step = "the kernel's start (not resident after 1 s)";
+				r = -1;
+				break;
+			}
+			struct timespec ts = {0, 20000};
+			nanosleep(&ts, NULL);
+		}
 		if (r != CU_SUCCESS) {
 			free(k);
 			k = NULL;
@@ -1089,7 +1151,7 @@ static struct gkern *kern_start(void)
 	if (!k) {
 		/* what was made stays: our context holds it, and it is small */
 		PWARN("GPU small copies: %s failed (%s): every copy takes the copy engine", step,
-		      r == -1 ? "missing" : cuerr(r));
+		      r == -1 ? "missing or timed out" : cuerr(r));
 		return NULL;
 	}
 	static int once;
@@ -1100,6 +1162,33 @@ static struct gkern *kern_start(void)
 	      "(SIMFABRIC_GPU_SMALL=kernel)",
 	      SFK_SLOT);
 	return k;
+}
+
+/*
+ * With the kernel resident, does work on each copy stream still run? A stream that shares the
+ * kernel's hardware queue would wait behind it for ever. Our context current.
+ */
+static int streams_run(cu_stream *s, int n)
+{
+	cu_event ev[SFGPU_MAX_STREAMS] = {0};
+	int ok = 1;
+	for (int j = 0; j < n && ok; j++)
+		ok = G.cu.EventCreate(&ev[j], CU_EVENT_DISABLE_TIMING_) == CU_SUCCESS &&
+			G.cu.EventRecord(ev[j], s[j]) == CU_SUCCESS;
+	int64_t t0 = mono_ns();
+	for (int j = 0; j < n && ok; j++) {
+		cu_result r;
+		while ((r = G.cu.EventQuery(ev[j])) == CU_ERROR_NOT_READY &&
+		       mono_ns() - t0 < 200000000LL) {
+			struct timespec ts = {0, 20000};
+			nanosleep(&ts, NULL);
+		}
+		ok = r == CU_SUCCESS;
+	}
+	for (int j = 0; j < n; j++)
+		if (ev[j])
+			G.cu.EventDestroy(ev[j]); /* released by the driver once complete */
+	return ok;
 }
 
 /*
@@ -1143,8 +1232,18 @@ static void own_context(int i)
 		G.streams[i].own = own;
 		memcpy(G.streams[i].own_more, s, sizeof(s));
 		G.streams[i].own_s = s[0];
-		if (G.small_kernel && G.cu.CtxPushCurrent(own) == CU_SUCCESS) {
-			G.streams[i].kern = kern_start();
+		/* MPS only: without it our context time-slices with the application's, and a
+		 * kernel that never ends would take every other slice */
+		if (G.small_kernel && mps && G.cu.CtxPushCurrent(own) == CU_SUCCESS) {
+			struct gkern *k = kern_start();
+			if (k && !streams_run(s, n)) {
+				*k->stop = 1; /* frees the queue it blocks */
+				PWARN("GPU small copies: a copy stream shares a hardware queue "
+				      "with the "
+				      "kernel (CUDA_DEVICE_MAX_CONNECTIONS): no kernel");
+				k = NULL;
+			}
+			G.streams[i].kern = k;
 			G.cu.CtxPopCurrent(&popped);
 		}
 		PINFO(NCCL_INIT | NCCL_NET,
@@ -1312,6 +1411,18 @@ static void tx_leave(int pushed)
 		G.cu.CtxPopCurrent(&ignored);
 }
 
+/*
+ * May the CPU read src (the kernel path stages it with memcpy)? Only when the driver says host
+ * memory, or does not know the pointer at all (malloc'd memory): a query that fails for any
+ * other reason must not send a device pointer to memcpy.
+ */
+static int cpu_readable(const void *src)
+{
+	unsigned int type = 0;
+	cu_result r = G.cu.PointerGetAttribute(&type, CU_PA_MEMORY_TYPE, (cu_ptr)(uintptr_t)src);
+	return (r == CU_SUCCESS && type == CU_MEMTYPE_HOST) || r == 1 /* INVALID_VALUE */;
+}
+
 /* Has the kernel copied up to seq? */
 static inline int kern_done(const struct gkern *k, uint64_t seq)
 {
@@ -1319,20 +1430,24 @@ static inline int kern_done(const struct gkern *k, uint64_t seq)
 }
 
 /* Wait (bounded) until the kernel has copied up to seq. */
-static void kern_wait(const struct gkern *k, uint64_t seq)
+static int kern_wait(const struct gkern *k, uint64_t seq)
 {
 	int64_t t0 = mono_ns();
 	while (!kern_done(k, seq)) {
+		if (mono_ns() - t0 > 1000000 && G.cu.EventQuery(k->ended) != CU_ERROR_NOT_READY)
+			return kern_done(k, seq) ? 0
+						 : -EIO; /* it has returned: nothing more comes */
 		if (mono_ns() - t0 > SFK_WAIT_NS) {
 			PWARN("GPU small copies: the kernel has not copied descriptor %llu after "
 			      "%lld s (done: %llu)",
 			      (unsigned long long)seq, SFK_WAIT_NS / 1000000000LL,
 			      (unsigned long long)*k->done);
-			return;
+			return -ETIMEDOUT;
 		}
 		struct timespec ts = {0, 20000};
 		nanosleep(&ts, NULL);
 	}
+	return 0;
 }
 
 /*
@@ -1343,7 +1458,7 @@ static int kern_copy(struct gkern *k, cu_ptr dst, const void *src, uint64_t len,
 {
 	pthread_mutex_lock(&k->lock);
 	uint64_t n = k->next;
-	if (n - __atomic_load_n(k->done, __ATOMIC_ACQUIRE) > SFK_RING) {
+	if (n - __atomic_load_n(k->done, __ATOMIC_ACQUIRE) > SFK_RING || *k->stop) {
 		pthread_mutex_unlock(&k->lock);
 		return -EAGAIN;
 	}
@@ -1456,7 +1571,7 @@ static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off
 	uint32_t slot = (uint32_t)(t->next_ticket % CHAN_MAX_SENDS);
 	uint64_t kseq = 0;
 	t->kseq[slot] = 0;
-	if (t->kern && len && len <= SFK_SLOT && !nflips && !sfgpu_is_device(src) &&
+	if (t->kern && len && len <= G.small_max && !nflips && cpu_readable(src) &&
 	    kern_copy(t->kern, im->va + off, src, len, &kseq) == 0) {
 		tx_leave(pushed);
 		t->kseq[slot] = t->kern_last = kseq;
@@ -1506,7 +1621,15 @@ static int dma_poll(void *ctx, uint64_t ticket)
 		int64_t now = mono_ns();
 		if (!t->t_start[slot])
 			t->t_start[slot] = now;
-		else if (now - t->t_start[slot] > SFGPU_SLOW_NS && !t->slow_warned++)
+		else if (t->kseq[slot] && now - t->t_start[slot] > 1000000 &&
+			 (r = G.cu.EventQuery(t->kern->ended)) != CU_ERROR_NOT_READY &&
+			 !kern_done(t->kern, t->kseq[slot])) {
+			/* the kernel has returned (or faulted) with this copy undone */
+			PWARN("%s: the small-copy kernel ended (%s) before copying ticket %llu",
+			      t->desc, r == CU_SUCCESS ? "stopped" : cuerr(r),
+			      (unsigned long long)ticket);
+			return -EIO;
+		} else if (now - t->t_start[slot] > SFGPU_SLOW_NS && !t->slow_warned++)
 			PWARN("%s: a copy of %llu bytes into the receiver's GPU memory (ticket "
 			      "%llu) "
 			      "has not completed after %lld ms; the GPU is not running this "
@@ -1570,8 +1693,7 @@ void sfgpu_tx_free(struct sfgpu_tx *t)
 	int pushed;
 	if (t->stream) /* before any unmap, whatever happens below; the context's stream stays */
 		G.cu.StreamSynchronize(t->stream);
-	if (t->kern && t->kern_last)
-		kern_wait(t->kern, t->kern_last);
+	int leak = t->kern && t->kern_last && kern_wait(t->kern, t->kern_last);
 	if (t->stream && tx_enter(t, 0, &pushed) == 0) {
 		for (int i = 0; i < CHAN_MAX_SENDS; i++)
 			if (t->ev[i])
@@ -1579,7 +1701,7 @@ void sfgpu_tx_free(struct sfgpu_tx *t)
 		tx_leave(pushed);
 	}
 	pthread_mutex_lock(&G.imp_lock);
-	for (int i = 0; i < t->nimp; i++)
+	for (int i = 0; i < t->nimp && !leak; i++) /* the kernel may still write: keep */
 		import_put(t->imp[i].im);
 	pthread_mutex_unlock(&G.imp_lock);
 	free(t);

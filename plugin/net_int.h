@@ -17,6 +17,7 @@
 #include "plugin/ncclnet.h"
 #include "plugin/net.h"
 #include "sim/core/chan.h"
+#include "sim/core/fstate.h"
 
 #define SFNET_DEFAULT_CONNECT_TIMEOUT_MS 120000
 #define SFNET_DEFAULT_LIVENESS_MS 100
@@ -175,6 +176,18 @@ static inline int64_t sfnet_coarse_ns(void)
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+/*
+ * regmr_fail, connect_fail, accept_fail (kind: FAULT_K_*): is a fault of this kind published?
+ * The one branch a call pays when none is. Then sfnet_call_fault (plugin/conn.c) says whether
+ * this call fails: ncclSuccess, or the fault's error, logged with what names the call.
+ */
+static inline int sfnet_call_armed(uint32_t kind)
+{
+	const struct sfc_session *s = sfnet_g.session;
+	return fst_call_armed(s && s->fab ? s->fab->shm : NULL, kind);
+}
+ncclResult_t sfnet_call_fault(uint32_t kind, const char *what);
 
 /* The object registry (plugin/net.c), all under sfnet_g.lock. */
 void sfnet_obj_link(struct sfnet_obj *o, enum sfnet_kind kind, struct sfnet_ctx *ctx);

@@ -45,6 +45,7 @@ path); by default no .yaml file is collected.
 import fnmatch
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -151,6 +152,14 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     for m in MARKERS:
         config.addinivalue_line("markers", m)
+
+
+def pytest_report_header(config):
+    """One line under pytest's own: which simfabric, and from where (a checkout or a prefix)."""
+    if sfctl is None:
+        return "simfabric: not found (%s)" % _not_found()
+    return "simfabric %s: %s" % (sfctl.version(), ("checkout %s" % ROOT) if ROOT else (
+        "installed in %s" % PREFIX) if PREFIX else "modules in %s" % TOOLS)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -291,7 +300,8 @@ class Fabric:
             self.proc.send_signal(sig)
 
     def stop(self, sig=signal.SIGTERM, timeout=10):
-        """Stop the daemon; returns its exit status (None if it had to be SIGKILLed)."""
+        """Stop the daemon; returns its exit status (None if it had to be SIGKILLed: then
+        self.hung says so, and the fixtures fail the test)."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
@@ -299,6 +309,7 @@ class Fabric:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                self.hung = True
                 self.proc.kill()
                 self.proc.wait()
                 self._log.close()
@@ -333,6 +344,9 @@ def sf_fabric_factory(sf_env, tmp_path, request):
         rc = f.stop()
         if failed or request.config.getoption("simfabric_keep_logs"):
             sys.stderr.write("\n--- simfabricd log (%s) ---\n%s\n" % (f.rundir, f.log()))
+        if getattr(f, "hung", False):
+            pytest.fail("simfabricd did not exit within 10 s of SIGTERM at teardown (it was "
+                        "SIGKILLed)\n%s" % f.log(), pytrace=False)
         if rc not in (0, None, -9) and f.proc.returncode != -9:
             pytest.fail("simfabricd exited with status %s at teardown\n%s" % (rc, f.log()),
                         pytrace=False)
@@ -449,19 +463,44 @@ def sf_nccl_gpu(sf_env):
 @pytest.fixture
 def sf_launch(sf_env, tmp_path, request):
     """sf_launch(cmd, nodes=2, gpus_per_node=1, scenario=None, fabric=None, env=None,
-    timeout=120, **kw) runs cmd as nodes x gpus_per_node ranks, each its own emulated node
-    (the ideal fabric by default, a scenario's, or a running `fabric` fixture's), and returns
-    sflaunch.LaunchResult; kw goes to sflaunch.launch (grace, fail_grace, echo, ...)."""
+    timeout=120, mpi=False, mpi_args=(), **kw) runs cmd as nodes x gpus_per_node ranks, each its
+    own emulated node (the ideal fabric by default, a scenario's, or a running `fabric`
+    fixture's), and returns sflaunch.LaunchResult; kw goes to sflaunch.launch (grace,
+    fail_grace, echo, ...).
+
+    mpi=True is `simfabric launch --mpi`: cmd is an MPI program (nccl-tests' all_reduce_perf)
+    started by one mpirun ($SIMFABRIC_MPIRUN, else mpirun on PATH; the test is skipped, with the
+    reason, where there is none), each MPI rank with its node's NCCL_HOSTID and SIMFABRIC_NODE;
+    mpi="PATH" names the mpirun (missing: the test fails); mpi_args are mpirun's own arguments
+    (a list, or one string split as a shell would: "--mca btl self,vader"). mpirun is then the
+    result's one process: output(0) is its whole output, its exit status the launch's."""
     sl = _sflaunch()
     made = []
 
     def run(cmd, nodes=2, gpus_per_node=1, scenario=None, fabric=None, env=None, timeout=120,
-            **kw):
+            mpi=False, mpi_args=(), **kw):
         d = tmp_path / ("launch-%d" % (len(made) + 1))
         kw.setdefault("echo", False)
+        if isinstance(mpi_args, str):
+            mpi_args = shlex.split(mpi_args)
+        if mpi_args and not mpi:
+            raise ValueError("sf_launch: mpi_args are for mpi=True (or mpi=PATH)")
+        if isinstance(mpi, str):
+            env = dict(env or {}, SIMFABRIC_MPIRUN=mpi)
+        if mpi:
+            missing = None
+            try:
+                sl.find_mpirun(dict(os.environ, **(env or {})))
+            except sl.LaunchError as e:
+                missing = str(e)
+            if missing and isinstance(mpi, str):  # the mpirun the test named: a mistake
+                pytest.fail(missing, pytrace=False)
+            if missing:  # mpi=True: this machine has none
+                pytest.skip(missing)
         r = sl.launch(list(cmd), nodes, gpus_per_node, scenario=scenario,
                       socket=fabric.socket if fabric is not None else None, run_dir=str(d),
-                      env=env, timeout=timeout, paths=sf_env.paths(), **kw)
+                      env=env, timeout=timeout, paths=sf_env.paths(), mpi=bool(mpi),
+                      mpi_args=list(mpi_args), **kw)
         made.append(r)
         return r
 

@@ -76,6 +76,12 @@ ASAN = os.path.join(simfabric_pytest.ROOT, "build-asan")
 def test_03_04_everything_under_asan(tmp_path, tests):
     """The daemon, the plugin and the harness built with ASan+UBSan: no report, no leak
     (faults: a link down past the retry budget, so every rank's error path runs)."""
+    # an ASan build older than `make`'s would test yesterday's code: say so, do not pass
+    for name in ("simfabric-harness", "simfabricd", "libnccl-net-simfabric.so"):
+        a, p = os.path.join(ASAN, name), os.path.join(simfabric_pytest.ROOT, "build", name)
+        if os.path.exists(p) and os.path.getmtime(a) < os.path.getmtime(p):
+            pytest.fail("build-asan/%s is older than build/%s: run `make asan` (make test does)"
+                        % (name, name), pytrace=False)
     env = simfabric_pytest.Env(ASAN)
     args, extra = [], []
     if tests == "faults":

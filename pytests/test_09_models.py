@@ -564,3 +564,44 @@ def test_09_12_bandwidth_at_2g_is_the_model_both_sides(harness, fabric_factory, 
         ratio = b["plugin_gbps"] / model
         assert ratio <= 1.002, rows
         assert ratio >= {64 << 10: 0, 1 << 20: 0.75, 16 << 20: 0.90}[b["bytes"]], rows
+
+
+JITTER = """\
+name: jitter-end-to-end
+description: "5 us per hop, unlimited rate, and (with jitter) uniform jitter of sd 50 us per hop"
+seed: 7
+fabric:
+  defaults:
+    link: {rate_gbps: 0, latency_ns: 5000%s}
+    nic: {host_rate_gbps: 0, o_send_ns: 0, o_recv_ns: 0, ack_proc_ns: 0}
+  nodes: {count: 2, name: "node{i}"}
+"""
+
+
+@pytest.mark.timing
+def test_09_13_jitter_moves_real_deliveries_as_the_model_says(harness, fabric_factory, tmp_path):
+    """Jitter end to end (the model's own tests are unit tests): an 8-byte ping-pong over two
+    hops of uniform jitter (sd 50 us: each hop 0..173 us, one-sided) against the same fabric
+    without it, run back to back. A one-way trip then has 2 hops of jitter, a median of
+    173 us above the plain run's; the machine's own noise is in both runs, so their difference
+    is the jitter's. Held to half and twice that, and the fastest trip never below the
+    model."""
+    def run(extra, name):
+        path = tmp_path / name
+        path.write_text(JITTER % extra)
+        f = fabric_factory(args=["--scenario", str(path)])
+        model_us = sfctl.fabric(f.socket)["nodes"][0]["nics"][0]["latency_ns"] / 1000.0
+        r = harness(nranks=2, tests="bench", fabric=f, extra=["--bench", "--max-bytes", "65536"],
+                    timeout=300)
+        r.check_ok()
+        m = [t for t in r.tests("bench") if t["rank"] == 0][0]["metrics"]
+        return model_us, m["latency_us"], m["latency_min_us"], m["latency_round_trips"]
+    model0, med0, min0, n0 = run("", "plain.yaml")
+    model1, med1, min1, n1 = run(", jitter: {dist: uniform, sd_ns: 50000}", "jitter.yaml")
+    added = med1 - med0
+    print("one way: plain median %.1f us (fastest %.1f, %d trips); jittered median %.1f us "
+          "(fastest %.1f, %d trips); model %.1f us; the jitter added %.1f us (model 173.2)" % (
+              med0, min0, n0, med1, min1, n1, model1, added))
+    assert min0 >= model0 and min1 >= model1, (min0, model0, min1, model1)
+    assert 0.5 * 173.2 <= added <= 2 * 173.2, added
+    assert n1 >= 100, n1

@@ -456,3 +456,38 @@ def test_10_40_copy_threads_share_out_the_cpus():
     assert sflaunch.copy_threads(4, cpus=16) == 4
     assert sflaunch.copy_threads(8, cpus=16) == 2
     assert sflaunch.copy_threads(32, cpus=16) == 1
+
+
+class _Proc:
+    def __init__(self, rank, rc, t_exit):
+        self.rank, self.rc, self.t_exit, self.killed = rank, rc, t_exit, False
+
+    def log_text(self, limit):
+        return "ncclRemoteError"
+
+
+class _Launch:
+    def __init__(self, procs):
+        self.procs, self.timed_out = procs, False
+
+
+@pytest.mark.parametrize("after_ms,exit_s,ok", [
+    (2000, 3.0, True),     # noticed at 2 s, out at 3 s
+    (2000, 49.0, True),    # the NCCL job program may take its own bound (40 s) to end
+    (2000, 51.0, False),   # noticed in time but lingered: not "within" (audit F16)
+    (11000, 12.0, False),  # noticed too late
+    (None, 9.0, True),     # no report of its own: the launcher's clock
+    (None, 11.0, False),
+])
+def test_10_40_within_s_bounds_both_clocks(after_ms, exit_s, ok):
+    """expect.failure.within_s holds the program's own report of when it noticed (after_ms)
+    and the launcher's observation of when it ended, the latter within the program's own
+    bound of its end (40 s for the NCCL job program) after within_s."""
+    f = {"error": "ncclRemoteError", "within_s": 10, "ranks": "all"}
+    job = {"program": "nccl", "ranks": 1}
+    err = {"code": "ncclRemoteError", "rank": 0}
+    if after_ms is not None:
+        err["after_ms"] = after_ms
+    good, detail = sflaunch.check_failure(f, job, _Launch([_Proc(0, 3, exit_s)]),
+                                          {"error": err}, {0: "ncclRemoteError"}, "failed")
+    assert good == ok, detail

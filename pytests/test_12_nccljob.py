@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+import sflaunch
 import simfabric_pytest
 
 ROOT = simfabric_pytest.ROOT
@@ -29,8 +30,9 @@ COLLS = ["allreduce", "allgather", "reducescatter", "broadcast", "reduce", "allt
 def nccljob(sf_env):
     path = sf_env.nccljob
     if not os.path.exists(path):
-        pytest.skip("%s is not built: make builds it only where CUDA's runtime and NCCL are "
-                    "installed (CUDA_HOME, NCCL_HOME)" % path)
+        # make builds it everywhere (--dry-run only where CUDA and NCCL are missing): these
+        # tests must never skip quietly on a plain machine
+        pytest.fail("%s is not built: run make" % path, pytrace=False)
     p = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
     if p.returncode != 0:
         pytest.skip("%s does not start here (libnccl.so.2 or libcudart not found? see "
@@ -121,14 +123,14 @@ def test_12_01_help_names_every_option_variable_and_exit_status(nccljob):
 @pytest.mark.parametrize("args,env,says", [
     (["--bogus"], {}, "unknown option '--bogus'"),
     (["--min"], {}, "--min needs a value"),
-    (["--max", "12Q"], {}, "'12Q' is not a size"),
+    (["--max", "12Q"], {}, "--max: '12Q' has an unknown unit 'Q' (a size takes"),
     (["--dtype", "float8"], {}, "unknown type 'float8'"),
     (["--op", "avg"], {}, "unknown reduction 'avg'"),
     (["--coll", "allreduce,gather"], {}, "unknown collective 'gather'"),
     (["--check", "3"], {}, "--check: '3' is not an integer from 0 to 2"),
     (["--sizes", "8", "--max", "1M"], {}, "do not go together"),
     (["--min", "1M", "--max", "1K"], {}, "need 0 < min <= max"),
-    (["--timeout-s", "0"], {}, "not a number of seconds"),
+    (["--timeout-s", "0"], {}, "'0' is not a time > 0"),
     (["--inject", "1:nccl"], {}, "only for --dry-run"),
     (["--inject", "x"], {}, "is not RANK:WHAT"),
     (["--buffers", "host"], {}, "--buffers: 'host' is neither cuda nor nccl"),
@@ -452,3 +454,27 @@ def test_12_19_on_a_gpu_a_wrong_element_in_an_earlier_iteration_is_caught(nccl_g
     assert [p.rc for p in r.procs] == [2, 2], r.summary() + r.logs()
     bad = [x for x in res["results"] if not x["ok"]]
     assert len(bad) == 1 and bad[0]["rank_wrong"] == [0, 1], res["results"]
+
+
+def test_12_30_built_without_cuda_the_dry_run_still_checks_everything(sf_env, tmp_path):
+    """On a machine without CUDA or NCCL make still builds the program, with a device layer
+    that only says why (tools/nccljob/dev_none.c): --dry-run works, so the data checker's CPU
+    tests never skip on a plain CI machine, and a real run fails at set-up naming the cause."""
+    b = str(tmp_path / "b")
+    p = subprocess.run(["make", "--no-print-directory", "B=" + b, "CUDA_HOME=/nonexistent",
+                        b + "/simfabric-nccljob"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "--dry-run only: no CUDA runtime or NCCL" in p.stdout, p.stdout
+    prog = b + "/simfabric-nccljob"
+    out = subprocess.run(["ldd", prog], capture_output=True, text=True).stdout
+    assert "libnccl" not in out and "libcudart" not in out, out
+    paths = sflaunch.Paths(sf_env.build)
+    ok = sflaunch.launch([prog, "--dry-run", "--coll", "all", "--min", "8", "--max", "64K",
+                          "--iters", "1", "--warmup", "1", "--check", "2"], 2, echo=False,
+                         timeout=120, paths=paths)
+    assert ok.ok, ok.summary() + ok.logs()
+    bad = sflaunch.launch([prog, "--coll", "allreduce", "--min", "8", "--max", "64K"], 2,
+                          echo=False, timeout=120, paths=paths)
+    assert not bad.ok and "built without CUDA and NCCL: only --dry-run runs" in bad.logs(), \
+        bad.summary() + bad.logs()

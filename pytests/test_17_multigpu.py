@@ -47,8 +47,7 @@ def need_gpus(sf_env, n):
     paths = sflaunch.Paths(sf_env.build)
     have = len(sflaunch.gpu_ids())
     if have < n:
-        pytest.skip("needs %d NVIDIA GPUs, one per rank (this machine has %d; the device kinds "
-                    "nvidia-h200-x2 and -x4 have them)" % (n, have))
+        pytest.skip("needs %d NVIDIA GPUs, one per rank (this machine has %d)" % (n, have))
     if not os.path.exists(paths.nccljob):
         pytest.skip("%s is not built (needs CUDA and NCCL at build time)" % paths.nccljob)
     return paths

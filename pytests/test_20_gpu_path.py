@@ -41,6 +41,14 @@ def test_20_01d_a_malformed_small_copy_mode_fails_init_naming_it(harness):
     assert "SIMFABRIC_GPU_SMALL='fast' is neither off nor kernel" in r.stderr, r.report()
 
 
+@pytest.mark.parametrize("value", ["0", "65537", "-1", "16K"])
+def test_20_01e_a_malformed_small_copy_limit_fails_init_naming_it(harness, value):
+    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU_SMALL_MAX": value}, timeout=60)
+    assert r.rc == 1, r.report()
+    assert "SIMFABRIC_GPU_SMALL_MAX='%s' is not a byte count from 1 to 65536" % value \
+        in r.stderr, r.report()
+
+
 def test_20_02_on_without_a_usable_cuda_fails_init_saying_why(harness):
     r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU": "on"}, timeout=60)
     if r.rc == 0:

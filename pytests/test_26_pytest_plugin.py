@@ -203,3 +203,30 @@ def test_26_06_the_suites_own_option_names(tmp_path):
                         cwd=PYTESTS, capture_output=True, text=True, timeout=120)
     out = cp.stdout + cp.stderr
     assert cp.returncode == 0 and "--simfabric-no-timing given" in out and " passed" not in out, out
+
+
+HUNG_DAEMON = """
+import os, signal
+
+
+def test_fine(sf_fabric):
+    assert sf_fabric.alive()
+
+
+def test_daemon_stops_answering(sf_fabric):
+    os.kill(sf_fabric.proc.pid, signal.SIGSTOP)  # it will never act on SIGTERM
+"""
+
+
+def test_26_09_a_daemon_that_hangs_at_teardown_fails_its_test(sf_env, tmp_path):
+    """A daemon that does not exit on SIGTERM is a bug (audit F18): the fixture's teardown
+    SIGKILLs it after 10 s and fails the test that used it, with its log; the other passes."""
+    d = tmp_path / "hung"
+    d.mkdir()
+    (d / "pytest.ini").write_text("[pytest]\n")
+    (d / "test_hung.py").write_text(HUNG_DAEMON)
+    r = user_pytest(d, PYTESTS, "-p", "simfabric_pytest", "--simfabric-build-dir", sf_env.build)
+    assert r.rc == 1, str(r)
+    assert "test_fine PASSED" in r.out, str(r)
+    assert "did not exit within 10 s of SIGTERM at teardown" in r.out, str(r)
+    assert "2 passed, 1 error" in r.out, str(r)  # the second errs in its teardown

@@ -136,7 +136,7 @@ def test_29_06_b_e_f_make_nccl_tests_geometric_sweep(nccljob, tmp_path):
     (["--warmup", "1", "-w", "2"], "-w 2 and --warmup 1 disagree"),
     (["-c", "0", "--check", "1"], "-c 0 and --check 1 disagree"),
     (["-c", "2"], "-c: '2' is not 0 or 1"),
-    (["-b", "12Q"], "-b: '12Q' is not a size"),
+    (["-b", "12Q"], "-b: '12Q' has an unknown unit 'Q'"),
     (["-f", "1"], "-f: '1' is not an integer from 2"),
     (["-n"], "-n needs a value"),
     (["-b", "1M", "-e", "1K"], "need 0 < min <= max"),

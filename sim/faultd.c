@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sim/core/chan.h"
 #include "sim/core/jsonw.h"
 #include "sim/log.h"
 
@@ -22,6 +24,11 @@ struct fstate_d {
 	int64_t first_open; /* the first window's start (0: none yet) */
 	int missed_said;    /* the "it hit nothing" warning is logged */
 	int64_t logged_origin;
+	int64_t open_start;  /* the open window's start (a straggle's cycle counts from it) */
+	int acting;	     /* the open window's action is in force (begun, not ended) */
+	int slow_stopped;    /* straggle: the node is stopped now */
+	int64_t slow_next;   /* straggle: the next edge of its cycle */
+	int64_t slow_since;  /* straggle: when it was stopped */
 };
 
 /* --trace's record of one window. */
@@ -43,6 +50,9 @@ struct faultd {
 	int tw_dirty;
 	int64_t tw_written_ns;
 	int64_t last_tick_ns; /* the last faultd_tick */
+	int nnodes;
+	int *stops; /* per node: freezes on and straggles in their stopped phase (SIGSTOP at 0 -> 1,
+		       SIGCONT at 1 -> 0, so overlapping faults on a node never continue it early) */
 };
 
 static void ftr_begin(struct faultd *d, uint32_t id, uint64_t i, int64_t a, int64_t b);
@@ -149,6 +159,13 @@ int faultd_new(struct fst_shm *shm, const struct fabric *f, const struct fault_p
 	d->f = f;
 	if (ops)
 		d->ops = *ops;
+	d->nnodes = fabric_nnodes(f);
+	d->stops = calloc(d->nnodes > 0 ? (size_t)d->nnodes : 1, sizeof(*d->stops));
+	if (!d->stops) {
+		free(d);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	if (ftr_path[0]) {
 		d->captw = 256;
 		d->tw = calloc(d->captw, sizeof(*d->tw));
@@ -161,6 +178,7 @@ int faultd_new(struct fst_shm *shm, const struct fabric *f, const struct fault_p
 		int rc = publish(d, sp, sp->trigger == FAULT_T_TIME ? shm->epoch_ns : 0, &id, err,
 				 errlen);
 		if (rc) {
+			free(d->stops);
 			free(d);
 			return rc;
 		}
@@ -177,6 +195,8 @@ void faultd_free(struct faultd *d)
 		ftr_write(d, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, 1);
 		free(d->tw);
 	}
+	if (d)
+		free(d->stops);
 	free(d);
 }
 
@@ -251,6 +271,235 @@ static void warn_if_missed(struct faultd *d, uint32_t id, struct fst_fault *ff, 
 		log_warn("%s", line);
 }
 
+/* ---- the actions the daemon carries out at a window's edges ---------------------------------- */
+
+static void fault_why(const struct faultd *d, uint32_t id, const struct fault_spec *f, char *buf,
+		      size_t cap)
+{
+	if (f->conn_scope)
+		snprintf(buf, cap, "fault #%u '%s' (%s of %s -> %s)", id, f->name,
+			 fault_kind_names[f->kind], node_name(d->f, f->src_node),
+			 node_name(d->f, f->dst_node));
+	else
+		snprintf(buf, cap, "fault #%u '%s' (%s of %s)", id, f->name, fault_kind_names[f->kind],
+			 node_name(d->f, f->node));
+}
+
+static int64_t slow_stop_ns(const struct fault_spec *f)
+{
+	return (int64_t)(((unsigned __int128)f->slow_period_ns * f->frac) >> 32);
+}
+
+static void begin_kill(struct faultd *d, uint32_t id, struct fst_fault *ff, const char *why)
+{
+	if (d->ops.signal)
+		atomic_fetch_add(&ff->hit, (uint64_t)d->ops.signal(d->ops.ctx, ff->spec.node, SIGKILL,
+								   0, why));
+	d->st[id].acting = 0; /* nothing to undo */
+}
+
+static void begin_reset(struct faultd *d, uint32_t id, struct fst_fault *ff, const char *why)
+{
+	/* a queue pair in error flushes what is posted on both ends, idle or not */
+	const struct fault_spec *f = &ff->spec;
+	if (d->ops.reset)
+		atomic_fetch_add(&ff->failed, (uint64_t)d->ops.reset(d->ops.ctx, f->src_node,
+								     f->dst_node, id, why));
+	d->st[id].acting = 0;
+}
+
+/* One more (stop) or one fewer (!stop) reason for node to be stopped: SIGSTOP on the first,
+ * SIGCONT on the last; in between only counts its processes (signal 0). Returns that count. */
+static int node_hold(struct faultd *d, int node, int stop, int quiet, const char *why)
+{
+	if (node < 0 || node >= d->nnodes || !d->ops.signal)
+		return 0;
+	int *n = &d->stops[node];
+	int edge = stop ? (*n)++ == 0 : *n > 0 && --*n == 0;
+	return d->ops.signal(d->ops.ctx, node, edge ? (stop ? SIGSTOP : SIGCONT) : 0,
+			     edge ? quiet : 1, why);
+}
+
+/* node_freeze: the processes stop; a send into a receive they had posted still completes. */
+static void begin_freeze(struct faultd *d, uint32_t id, struct fst_fault *ff, const char *why)
+{
+	(void)id;
+	int node = ff->spec.node;
+	if (d->ops.hold)
+		d->ops.hold(d->ops.ctx, FAULT_ANY, node, CHAN_HOLD_RX_FROZEN, 1, why);
+	atomic_fetch_add(&ff->hit, (uint64_t)node_hold(d, node, 1, 0, why));
+}
+
+static void end_freeze(struct faultd *d, uint32_t id, struct fst_fault *ff, const char *why)
+{
+	int node = ff->spec.node;
+	node_hold(d, node, 0, 0, why);
+	/* another freeze of this node still on keeps its receives held */
+	uint32_t n = atomic_load(&d->shm->nfaults);
+	for (uint32_t k = 0; k < n; k++) {
+		struct fst_fault *o = fst_fault(d->shm, k);
+		if (k != id && o && o->spec.action == FAULT_A_FREEZE && o->spec.node == node &&
+		    d->st[k].acting)
+			return;
+	}
+	if (d->ops.hold)
+		d->ops.hold(d->ops.ctx, FAULT_ANY, node, CHAN_HOLD_RX_FROZEN, 0, why);
+}
+
+static void begin_slow(struct faultd *d, uint32_t id, struct fst_fault *ff, const char *why)
+{
+	const struct fault_spec *f = &ff->spec;
+	char t1[32], t2[32];
+	log_warn("%s: mechanism: duty-cycled SIGSTOP/SIGCONT of the node's processes, stopped %s "
+		 "of every %s (%.3g%%); cgroup CPU quotas are not used (they need a delegated cgroup "
+		 "per node)",
+		 why, fault_fmt_ns(slow_stop_ns(f), t1, sizeof(t1)),
+		 fault_fmt_ns(f->slow_period_ns, t2, sizeof(t2)), 100.0 * model_prob_value(f->frac));
+	struct fstate_d *st = &d->st[id];
+	st->slow_stopped = 0;
+	if (d->ops.signal)
+		atomic_fetch_add(&ff->hit, (uint64_t)d->ops.signal(d->ops.ctx, f->node, 0, 1, why));
+}
+
+static void end_slow(struct faultd *d, uint32_t id, struct fst_fault *ff, const char *why)
+{
+	struct fstate_d *st = &d->st[id];
+	if (st->slow_stopped)
+		node_hold(d, ff->spec.node, 0, 0, why);
+	st->slow_stopped = 0;
+}
+
+static void begin_hang(struct faultd *d, uint32_t id, struct fst_fault *ff, const char *why)
+{
+	(void)id;
+	const struct fault_spec *f = &ff->spec;
+	if (d->ops.hold)
+		atomic_fetch_add(&ff->hit, (uint64_t)d->ops.hold(d->ops.ctx, f->src_node, f->dst_node,
+								 CHAN_HOLD_HANG, 1, why));
+}
+
+static void end_hang(struct faultd *d, uint32_t id, struct fst_fault *ff, const char *why)
+{
+	(void)id;
+	if (d->ops.hold)
+		d->ops.hold(d->ops.ctx, ff->spec.src_node, ff->spec.dst_node, CHAN_HOLD_HANG, 0, why);
+}
+
+typedef void (*act_fn)(struct faultd *d, uint32_t id, struct fst_fault *ff, const char *why);
+/* The daemon's actions, by enum fault_action: what a window's start and end do. The others are
+ * the data path's (sim/core/fstate.c) or the plugin's (CALLFAIL), or connects' (faultd_connect). */
+static const struct {
+	act_fn begin, end;
+} acts[] = {
+	[FAULT_A_KILL] = {begin_kill, NULL},	      [FAULT_A_RESET] = {begin_reset, NULL},
+	[FAULT_A_FREEZE] = {begin_freeze, end_freeze}, [FAULT_A_STRAGGLE] = {begin_slow, end_slow},
+	[FAULT_A_HANG] = {begin_hang, end_hang},      [FAULT_A_CALLFAIL] = {NULL, NULL},
+};
+
+_Static_assert(sizeof(acts) / sizeof(acts[0]) == FAULT_A_HANG + 1, "a row for every action");
+
+static void act_begin(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_t a, int64_t now)
+{
+	char why[320];
+	struct fstate_d *st = &d->st[id];
+	if (!acts[ff->spec.action].begin)
+		return;
+	fault_why(d, id, &ff->spec, why, sizeof(why));
+	st->acting = 1;
+	st->open_start = a;
+	st->slow_next = now;
+	acts[ff->spec.action].begin(d, id, ff, why);
+}
+
+static void act_end(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_t e)
+{
+	char why[320], t[32];
+	struct fstate_d *st = &d->st[id];
+	if (!st->acting)
+		return;
+	st->acting = 0;
+	if (!acts[ff->spec.action].end)
+		return;
+	fault_why(d, id, &ff->spec, why, sizeof(why));
+	snprintf(why + strlen(why), sizeof(why) - strlen(why), ", window ended at %s",
+		 fault_fmt_ns(vt(d, e), t, sizeof(t)));
+	acts[ff->spec.action].end(d, id, ff, why);
+}
+
+/* straggle: stopped for the first stop_ns of each period from the window's start. */
+static void slow_cycle(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_t now)
+{
+	struct fstate_d *st = &d->st[id];
+	const struct fault_spec *f = &ff->spec;
+	if (now < st->slow_next)
+		return;
+	int64_t per = f->slow_period_ns, stop = slow_stop_ns(f);
+	int64_t ph = (now - st->open_start) % per;
+	int want = ph < stop;
+	if (want != st->slow_stopped) {
+		char why[320];
+		fault_why(d, id, f, why, sizeof(why));
+		node_hold(d, f->node, want, 1, why);
+		if (want) {
+			st->slow_since = now;
+			atomic_fetch_add(&ff->delayed, 1);
+		} else if (st->slow_since) {
+			atomic_fetch_add(&ff->delay_ns, (uint64_t)(now - st->slow_since));
+		}
+		st->slow_stopped = want;
+	}
+	st->slow_next = now - ph + (want ? stop : per);
+}
+
+void faultd_release(struct faultd *d)
+{
+	if (!d)
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	uint32_t n = atomic_load(&d->shm->nfaults);
+	for (uint32_t id = 0; id < n; id++) {
+		struct fst_fault *ff = fst_fault(d->shm, id);
+		if (ff && d->st[id].acting) {
+			log_warn("fault #%u '%s': the daemon is stopping: its window ends now", id,
+				 ff->spec.name);
+			act_end(d, id, ff, now);
+		}
+	}
+}
+
+int faultd_node_joined(struct faultd *d, int node)
+{
+	if (!d || node < 0 || node >= d->nnodes || d->stops[node] <= 0)
+		return 0;
+	uint32_t n = atomic_load(&d->shm->nfaults);
+	for (uint32_t k = 0; k < n; k++) {
+		struct fst_fault *ff = fst_fault(d->shm, k);
+		if (ff && ff->spec.action == FAULT_A_FREEZE && ff->spec.node == node && d->st[k].acting)
+			atomic_fetch_add(&ff->hit, 1);
+	}
+	return 1;
+}
+
+uint32_t faultd_hold_bits(struct faultd *d, int src, int dst)
+{
+	uint32_t bits = 0, n = d ? atomic_load(&d->shm->nfaults) : 0;
+	for (uint32_t id = 0; id < n; id++) {
+		struct fst_fault *ff = fst_fault(d->shm, id);
+		if (!ff || !d->st[id].acting)
+			continue;
+		const struct fault_spec *f = &ff->spec;
+		if (f->action == FAULT_A_HANG && fault_conn_match(f->src_node, f->dst_node, src, dst)) {
+			bits |= CHAN_HOLD_HANG;
+			atomic_fetch_add(&ff->hit, 1);
+		}
+		if (f->action == FAULT_A_FREEZE && f->node == dst)
+			bits |= CHAN_HOLD_RX_FROZEN;
+	}
+	return bits;
+}
+
 static void tick_one(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_t now)
 {
 	const struct fault_spec *f = &ff->spec;
@@ -284,6 +533,7 @@ static void tick_one(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_
 					 fault_fmt_ns(vt(d, e), t1, sizeof(t1)), w);
 			}
 			st->open_win = 0;
+			act_end(d, id, ff, e);
 			ftr_end(d, id, i, e);
 			warn_if_missed(d, id, ff, origin, until, e);
 		}
@@ -308,25 +558,13 @@ static void tick_one(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_
 				 b == FAULT_FOREVER ? ", no end" : ", until ",
 				 b == FAULT_FOREVER ? "" : fault_fmt_ns(vt(d, b), t2, sizeof(t2)));
 		}
-		if (f->action == FAULT_A_KILL && d->ops.kill) {
-			char why[320];
-			snprintf(why, sizeof(why), "fault #%u '%s' (node_kill of %s)", id, f->name,
-				 node_name(d->f, f->node));
-			int k = d->ops.kill(d->ops.ctx, f->node, why);
-			atomic_fetch_add(&ff->hit, (uint64_t)k);
-		}
-		if (f->action == FAULT_A_RESET && d->ops.reset) {
-			/* a queue pair in error flushes what is posted on both ends, idle or not */
-			char why[320];
-			snprintf(why, sizeof(why), "fault #%u '%s' (reset of %s -> %s)", id, f->name,
-				 node_name(d->f, f->src_node), node_name(d->f, f->dst_node));
-			int k = d->ops.reset(d->ops.ctx, f->src_node, f->dst_node, id, why);
-			atomic_fetch_add(&ff->failed, (uint64_t)k);
-		}
+		act_begin(d, id, ff, a, now);
 		if (b > now) {
 			st->open_win = i + 1;
 			st->open_end = b;
+			st->open_start = a;
 		} else {
+			act_end(d, id, ff, b);
 			if (log_this(i))
 				log_warn("fault #%u '%s': %s: window %llu ends at %s (fabric time)", id,
 					 f->name, sc, (unsigned long long)i,
@@ -334,6 +572,8 @@ static void tick_one(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_
 			warn_if_missed(d, id, ff, origin, until, b);
 		}
 	}
+	if (st->open_win && st->acting && f->action == FAULT_A_STRAGGLE)
+		slow_cycle(d, id, ff, now); /* after a begin too: a period starts stopped */
 }
 
 void faultd_tick(struct faultd *d, int64_t now)
@@ -370,13 +610,15 @@ int64_t faultd_next_ns(const struct faultd *d, int64_t now)
 				t = a;
 			if (st->open_win && (!t || st->open_end < t))
 				t = st->open_end;
-			/* Only kill and reset act at a window's edge; the data path evaluates the
+			if (st->open_win && st->acting && ff->spec.action == FAULT_A_STRAGGLE &&
+			    st->slow_next < t)
+				t = st->slow_next;
+			/* Only the actions in acts[] act at a window's edge; the data path evaluates the
 			 * others' windows itself, so for them the daemon only counts and logs
 			 * (each line says the fabric time it happened): at most every
 			 * FAULTD_POLL_NS after the last tick, not at every edge of a 1 us period. */
 			int64_t poll = d->last_tick_ns + FAULTD_POLL_NS;
-			if (t && t < poll && ff->spec.action != FAULT_A_KILL &&
-			    ff->spec.action != FAULT_A_RESET)
+			if (t && t < poll && !acts[ff->spec.action].begin)
 				t = poll;
 		}
 		if (t && (!next || t < next))

@@ -4,7 +4,8 @@
  * into the fabric's shared state (sim/core/fstate.h) where the data path applies
  * them, adds and clears live ones (`simfabric fault`), logs every window as
  * it begins and ends with its virtual and wall time, carries out the actions
- * only the daemon can (node_kill, connect_refuse, connect_delay) and
+ * only the daemon can (node_kill, node_freeze, straggle, comm_hang, connect_refuse,
+ * connect_delay) and
  * describes each fault for `fault list` and the stats.
  *
  * Virtual time is the fabric's: ns of CLOCK_MONOTONIC since the fabric state
@@ -27,15 +28,21 @@
 
 struct faultd;
 
-/* What the daemon must do for a KILL window: SIGKILL every process of node (ids as the
- * fabric's); returns how many it signalled. */
-typedef int (*faultd_kill_fn)(void *ctx, int node, const char *why);
+/* What the daemon must do for a KILL, FREEZE or STRAGGLE window: send sig to every process of
+ * node (ids as the fabric's); returns how many it signalled. quiet: one log line per call, not
+ * per process (a straggle's duty cycle). */
+typedef int (*faultd_signal_fn)(void *ctx, int node, int sig, int quiet, const char *why);
+/* Set (on) or clear the CHAN_HOLD_* bits of every open channel from node src to node dst
+ * (FAULT_ANY: any); returns how many. */
+typedef int (*faultd_hold_fn)(void *ctx, int src, int dst, uint32_t bits, int on,
+			      const char *why);
 /* What the daemon must do when a RESET window begins: fail every open channel from node src
  * to node dst (FAULT_ANY: any) on both ends, naming fault fid; returns how many. */
 typedef int (*faultd_reset_fn)(void *ctx, int src, int dst, uint32_t fid, const char *why);
 
 struct faultd_ops {
-	faultd_kill_fn kill;
+	faultd_signal_fn signal;
+	faultd_hold_fn hold;
 	faultd_reset_fn reset;
 	void *ctx;
 };
@@ -44,6 +51,15 @@ struct faultd_ops {
 int faultd_new(struct fst_shm *shm, const struct fabric *f, const struct fault_plan *plan,
 	       const struct faultd_ops *ops, struct faultd **out, char *err, size_t errlen);
 void faultd_free(struct faultd *d); /* NULL-safe */
+/* End what open windows do to processes and channels (SIGCONT the stopped, release the held)
+ * now, while the ops' ctx is whole: the daemon is going away. NULL-safe. */
+void faultd_release(struct faultd *d);
+/* A process joined node: is the node held stopped now (a freeze on, a straggle in its stopped
+ * phase)? Then the freezes on it count the process hit. NULL-safe. */
+int faultd_node_joined(struct faultd *d, int node);
+/* The CHAN_HOLD_* bits a new channel from node src to node dst starts with (faults on now);
+ * each fault that holds it counts it hit. */
+uint32_t faultd_hold_bits(struct faultd *d, int src, int dst);
 
 /*
  * A live fault, effective at now (its at: counts from there). Checked with

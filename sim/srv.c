@@ -667,6 +667,11 @@ static void do_connect(struct srv *s, struct srv_conn *c, struct session *se, st
 		if (prc == 0)
 			prc = chan_set_route(ch->shm, &path, (uint32_t)snic->gid, &snic->model,
 					     se->node->id, l->sess->node->id);
+		if (prc == 0) /* a comm_hang or node_freeze already on holds it from the start */
+			chan_set_hold(ch->shm,
+				      faultd_hold_bits(fabmon_faults(s->mon), se->node->id,
+						       l->sess->node->id),
+				      1);
 		if (prc) {
 			log_error("chan 0x%llx: no route %s/%d -> %s/%d: %s", (unsigned long long)id,
 				  se->node->name, nic, l->sess->node->name, l->nic,
@@ -835,6 +840,13 @@ static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 			 (unsigned long long)c->id, pid, (int)c->pid, (int)c->pid);
 	log_info("session pid %d: node %s (id %d), client %s, conn#%llu", (int)se->pid, node->name,
 		 node->id, se->client, (unsigned long long)c->id);
+	if (faultd_node_joined(fabmon_faults(s->mon), node->id)) {
+		/* a process that joins a frozen (or straggling, now stopped) node stops with it; the
+		 * SIGCONT that ends the fault goes to every session of the node */
+		if (kill(se->pid, SIGSTOP) == 0)
+			log_warn("session pid %d joins node %s while a fault holds it stopped: SIGSTOP",
+				 (int)se->pid, node->name);
+	}
 
 	ctl_add(rep, "fabric", fabric_kind(s->fabric));
 	ctl_add(rep, "instance", s->instance);
@@ -1133,6 +1145,7 @@ static int op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 				      SRV_ERR_LEN);
 		if (rc)
 			return rc;
+		faultd_tick(fabmon_faults(s->mon), now); /* a clear effective now ends its window now */
 		ctl_addf(rep, "cleared", "%d", n);
 		ctl_addf(rep, "effective_ns", "%lld", (long long)(eff - fs->epoch_ns));
 		return 0;
@@ -1290,8 +1303,9 @@ void srv_config_init(struct srv_config *cfg)
 	cfg->series_samples = SERIES_DEFAULT_SAMPLES;
 }
 
-/* node_kill: SIGKILL every live session of node (their processes are the ranks). */
-static int kill_node(void *ctx, int node, const char *why)
+/* node_kill, node_freeze, straggle: signal every live session of node (its processes are
+ * the ranks; sig 0 only counts them). */
+static int signal_node(void *ctx, int node, int sig, int quiet, const char *why)
 {
 	struct srv *s = ctx;
 	int n = 0;
@@ -1300,23 +1314,30 @@ static int kill_node(void *ctx, int node, const char *why)
 		struct session *se = dl_entry(p, struct session, link);
 		if (!se->node || se->node->id != node || se->pid <= 0)
 			continue;
-		if (kill(se->pid, SIGKILL) == 0) {
-			log_warn("%s: SIGKILL pid %d (node %s)", why, (int)se->pid, se->node->name);
+		if (kill(se->pid, sig) == 0) {
+			if (!quiet)
+				log_warn("%s: SIG%s pid %d (node %s)", why, sigabbrev_np(sig),
+					 (int)se->pid, se->node->name);
 			n++;
 		} else {
-			log_warn("%s: cannot SIGKILL pid %d (node %s): %s", why, (int)se->pid,
+			log_warn("%s: cannot send SIG%s to pid %d (node %s): %s", why,
+				 sig ? sigabbrev_np(sig) : "0 (is it there?)", (int)se->pid,
 				 se->node->name, strerror(errno));
 		}
 	}
-	if (!n)
+	if (!n && !quiet)
 		log_warn("%s: no process of that node is connected to the daemon", why);
 	return n;
 }
 
-/* reset: every open channel from node src to node dst fails on both ends. */
-static int reset_conns(void *ctx, int src, int dst, uint32_t fid, const char *why)
+/*
+ * The open channels from node src to node dst (FAULT_ANY: any) that a fault acts on: reset
+ * (fid: chan_mark_reset) when hold is 0, else hold or release (on) the CHAN_HOLD_* bits in hold.
+ * One line each, but for the receive holds of a freeze. Returns how many.
+ */
+static int act_conns(struct srv *s, int src, int dst, uint32_t fid, uint32_t hold, int on,
+		     const char *why)
 {
-	struct srv *s = ctx;
 	int n = 0;
 	struct dl *p;
 	for (p = s->chans.next; p != &s->chans; p = p->next) {
@@ -1324,12 +1345,28 @@ static int reset_conns(void *ctx, int src, int dst, uint32_t fid, const char *wh
 		const struct fabric_node *a = ch->end[END_TX].node, *b = ch->end[END_RX].node;
 		if (!ch->shm || !a || !b || !fault_conn_match(src, dst, a->id, b->id))
 			continue;
-		chan_mark_reset(ch->shm, fid);
-		log_warn("%s: chan 0x%llx (%s -> %s) reset", why, (unsigned long long)ch->id, a->name,
-			 b->name);
+		if (hold)
+			chan_set_hold(ch->shm, hold, on);
+		else
+			chan_mark_reset(ch->shm, fid);
+		if (!hold || (hold & CHAN_HOLD_HANG))
+			log_warn("%s: chan 0x%llx (%s -> %s) %s", why, (unsigned long long)ch->id,
+				 a->name, b->name, !hold ? "reset" : on ? "hangs" : "released");
 		n++;
 	}
 	return n;
+}
+
+/* node_freeze, comm_hang: hold (or release) the channels. */
+static int hold_conns(void *ctx, int src, int dst, uint32_t bits, int on, const char *why)
+{
+	return bits ? act_conns(ctx, src, dst, 0, bits, on, why) : 0;
+}
+
+/* reset: the channels fail on both ends. */
+static int reset_conns(void *ctx, int src, int dst, uint32_t fid, const char *why)
+{
+	return act_conns(ctx, src, dst, fid, 0, 0, why);
 }
 
 int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv **out, char *err,
@@ -1372,7 +1409,8 @@ int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv 
 				   : fabric_new_ideal(&cfg->fabric, &s->fabric, err, errlen);
 	s->cfg.use_fabric = NULL;
 	if (!rc && !fabric_is_ideal(s->fabric)) {
-		const struct faultd_ops fops = {.kill = kill_node, .reset = reset_conns, .ctx = s};
+		const struct faultd_ops fops = {
+			.signal = signal_node, .hold = hold_conns, .reset = reset_conns, .ctx = s};
 		rc = fabmon_new(s->fabric, fabric_faults(s->fabric), cfg->sample_ms,
 				cfg->series_samples, &fops, now_ns(), &s->mon, err, errlen);
 		if (rc) {
@@ -1398,6 +1436,7 @@ void srv_free(struct srv *s)
 	if (!s)
 		return;
 	struct dl *p, *t;
+	faultd_release(fabmon_faults(s->mon)); /* no process stays stopped, no channel held */
 	/* Tell waiting connects why, as far as their sockets take it now. */
 	dl_each_safe(p, t, &s->pending)
 	{

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "sim/core/fstate.h"
+#include "sim/core/version.h"
 #include "sim/series.h"
 #include "sim/srv_int.h"
 
@@ -162,6 +163,7 @@ int srv_op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, st
 		return -EINVAL;
 	ctl_add(rep, "fabric", fabric_kind(s->fabric));
 	ctl_add(rep, "instance", s->instance);
+	ctl_add(rep, "version", SF_VERSION);
 	ctl_addf(rep, "seed", "%llu", (unsigned long long)fabric_seed(s->fabric));
 	ctl_addf(rep, "conn_mem", "%llu", (unsigned long long)s->conn_mem);
 	ctl_addf(rep, "sessions", "%d", s->nsessions);

@@ -25,6 +25,24 @@ class CtlError(Exception):
         self.reason = reason or msg
 
 
+def version():
+    """simfabric's one version: sim/core/version.h next to this tools/ (a checkout; the C
+    programs compile it in), else what `make install` wrote into sfinstall.py."""
+    import re
+    here = os.path.dirname(os.path.realpath(__file__))
+    try:
+        with open(os.path.join(os.path.dirname(here), "sim", "core", "version.h")) as f:
+            m = re.search(r'#define SF_VERSION "([^"]+)"', f.read())
+        return m.group(1) if m else "unknown"
+    except OSError:
+        pass
+    try:
+        import sfinstall
+        return sfinstall.VERSION
+    except ImportError:
+        return "unknown (sim/core/version.h not found next to tools/)"
+
+
 def default_socket():
     """The socket path the plugin and the daemon use by default (sim/core/ctl.c ctl_default_socket):
     $SIMFABRIC_SOCKET, else $XDG_RUNTIME_DIR/simfabric/ctl.sock, else ~/.simfabric/ctl.sock of
@@ -342,9 +360,10 @@ def series(path, timeout=5.0):
 
 def format_status(st):
     """A human-readable table of show()'s result."""
-    lines = ["fabric %s (instance %s): %d node(s), %d connection(s) (%s open), %s listener(s)" % (
-        st.get("fabric", "?"), st.get("instance", "?"), len(st["nodes"]), len(st["chans"]),
-        st.get("chans_open", "?"), st.get("listeners", 0))]
+    lines = ["fabric %s (instance %s, simfabricd %s): %d node(s), %d connection(s) (%s open), "
+             "%s listener(s)" % (st.get("fabric", "?"), st.get("instance", "?"),
+                                 st.get("version", "?"), len(st["nodes"]), len(st["chans"]),
+                                 st.get("chans_open", "?"), st.get("listeners", 0))]
     if st["nodes"]:
         lines.append("")
         lines.append("%-20s %-6s %-7s %s" % ("NODE", "NICS", "GPU", "PIDS"))

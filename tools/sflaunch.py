@@ -500,6 +500,11 @@ def rank_env(base, rank, nnodes, gpus_per_node, node, port, plugin, sock, cuda=N
              NODE_RANK=str(rank // gpus_per_node), MASTER_ADDR="127.0.0.1",
              MASTER_PORT=str(port), NCCL_NET_PLUGIN=plugin, NCCL_NET="simfabric",
              SIMFABRIC_SOCKET=sock, NCCL_HOSTID=node, SIMFABRIC_NODE=node)
+    # the rest of what torchrun's elastic agent sets: one role, no restarts
+    e.update(GROUP_WORLD_SIZE=str(nnodes), ROLE_NAME="default", ROLE_RANK=str(rank),
+             ROLE_WORLD_SIZE=str(world), TORCHELASTIC_RESTART_COUNT="0",
+             TORCHELASTIC_MAX_RESTARTS="0",
+             TORCHELASTIC_RUN_ID=os.path.basename(rundir.rstrip("/")) if rundir else "none")
     if rundir:
         e["SIMFABRIC_RUN_DIR"] = rundir
     for k, v in FIXED_NCCL_ENV.items():
@@ -526,11 +531,11 @@ exit 127; }
 i=0
 for x in $SIMFABRIC_MPI_GPUS; do [ $i = $r ] && export CUDA_VISIBLE_DEVICES=$x; i=$((i + 1)); done
 export NCCL_HOSTID=$node SIMFABRIC_NODE=$node RANK=$r LOCAL_RANK=$((r % g)) GROUP_RANK=$n \
-NODE_RANK=$n
+NODE_RANK=$n ROLE_RANK=$r
 exec "$@"
 """
-MPI_PER_RANK = ("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "NCCL_HOSTID", "SIMFABRIC_NODE",
-                "CUDA_VISIBLE_DEVICES")
+MPI_PER_RANK = ("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "ROLE_RANK", "NCCL_HOSTID",
+                "SIMFABRIC_NODE", "CUDA_VISIBLE_DEVICES")
 
 
 def find_mpirun(env=None):
@@ -669,9 +674,11 @@ class Launcher:
     """Runs procs over a fabric: output, progress, failure, timeout and signal handling."""
 
     def __init__(self, run_dir, echo=True, out=None, progress=None, grace=5.0,
-                 fail_grace=None, timeout=None, handle_signals=False, py_stacks=True):
+                 fail_grace=None, timeout=None, handle_signals=False, py_stacks=True,
+                 hang=False):
         """progress: seconds between progress lines on stderr, None: every 5 s when stderr is
-        a terminal, 0/False: never."""
+        a terminal, 0/False: never. hang: the timeout is an expected hang's time (expect:
+        failure: hang:), said so when it comes."""
         self.run_dir = run_dir
         self.echo = echo
         self.out = out or sys.stdout
@@ -682,6 +689,7 @@ class Launcher:
         self.grace = grace  # SIGTERM -> SIGKILL
         self.fail_grace = grace if fail_grace is None else fail_grace  # failure -> teardown
         self.timeout = timeout
+        self.hang = hang
         self.handle_signals = handle_signals
         self.py_stacks = py_stacks
         self.notes = []
@@ -821,7 +829,10 @@ class Launcher:
                         why = "interrupted (%s)" % _signame(self._signal)
                     elif deadline and now >= deadline:
                         timed_out = True
-                        self.say("timeout: the job ran past %.0f s; dumping every rank's stack"
+                        self.say("hang: no rank ended in %g s, as expected; dumping every "
+                                 "rank's stack (where each one was), then ending the job"
+                                 % self.timeout if self.hang else
+                                 "timeout: the job ran past %.0f s; dumping every rank's stack"
                                  % self.timeout)
                         stacks = os.path.join(self.run_dir, "stacks.txt")
                         try:
@@ -829,7 +840,7 @@ class Launcher:
                             time.sleep(0.5)  # faulthandler writes to the rank's log
                         except OSError as e:
                             self.say("cannot dump stacks: %s" % e)
-                        why = "timeout"
+                        why = "the expected hang's time" if self.hang else "timeout"
                     elif fail_at and now >= fail_at:
                         why = "a rank failed"
                     elif not running:
@@ -1216,8 +1227,8 @@ def can_run(job, paths):
         return "program %s needs an NVIDIA GPU (nvidia-smi %s)" % (
             prog, "lists no GPU" if shutil.which("nvidia-smi") else "not found")
     if prog == "nccl" and not os.path.exists(paths.nccljob):
-        return ("the NCCL job program %s is not built (tools/nccljob/main.c; `make` builds it where "
-                "NCCL is installed)" % paths.nccljob)
+        return ("the NCCL job program %s is not built (tools/nccljob/main.c; run `make`: "
+                "without CUDA and NCCL it is built for --dry-run only)" % paths.nccljob)
     if prog == "torch" and not python_with("torch"):
         return "program torch needs PyTorch (no Python here imports torch; set SIMFABRIC_PYTHON)"
     return None
@@ -1302,8 +1313,47 @@ def collect_results(job, lr, rundir):
     return res, raw, fails, raw.get("status"), None
 
 
+def where_ranks_were(stacks):
+    """From a stack dump (dump_stacks): one line per process, its state and wait channel."""
+    out = []
+    for block in _read(stacks, 1 << 22).split("=== pid ")[1:] if stacks else ():
+        lines = block.splitlines()
+        head = lines[0].split(":", 1)
+        kv = dict(ln.split(": ", 1) for ln in lines[1:3] if ": " in ln)
+        frame = next((ln.strip() for ln in lines if ln.lstrip().startswith("#0 ")), None)
+        out.append("pid %s (%s): %s, in %s%s" % (
+            head[0], os.path.basename(head[1].strip().split(" ")[0]) if len(head) > 1 else "?",
+            kv.get("state", "?"), kv.get("wchan", "?") or "?",
+            ", %s" % frame if frame else ""))
+    return out
+
+
+def check_hang(f, lr):
+    """expect.failure.hang_s: no rank ended on its own before it; the launcher ended the job
+    then (a timed-out launch of that length), with every rank's stack. (ok, detail)."""
+    early = [p for p in lr.procs if p.rc is not None and not p.killed]
+    if early:
+        return False, "expected a hang of %g s, but %s" % (f["hang_s"], "; ".join(
+            "%s (%s) ended on its own: %s after %.1f s" % (p.label, p.node, p.outcome(),
+                                                           p.t_exit or 0) for p in early))
+    if not lr.timed_out:
+        return False, "expected a hang of %g s; the job was not ended at it" % f["hang_s"]
+    where = where_ranks_were(lr.stacks)
+    return True, "no rank ended in %g s (an expected hang); where each was: %s%s" % (
+        f["hang_s"], "; ".join(where) or "no stacks", "; stacks in %s" % lr.stacks
+        if lr.stacks else "")
+
+
+# How long after reporting its failure a rank may take to exit, per program: the NCCL job
+# program bounds its end itself (NJ_FINAL_GRACE_S + NJ_ABORT_BOUND_S, tools/nccljob/nccljob.h,
+# plus 5 s); anything else gets 10 s.
+EXIT_AFTER_S = {"nccl": 40}
+
+
 def check_failure(f, job, lr, raw, fails, status):
     """expect.failure against what happened: (ok, detail)."""
+    if f.get("hang_s") is not None:
+        return check_hang(f, lr)
     prog = job["program"]
     harness = prog == "harness"
     nranks = job["ranks"]
@@ -1352,6 +1402,12 @@ def check_failure(f, job, lr, raw, fails, status):
             if t is None or t > f["within_s"]:
                 why.append("it failed after %s s, not within %g s" % (
                     "%.1f" % t if t is not None else "?", f["within_s"]))
+            # the program's own clock says when it noticed; the launcher's, when it ended: a
+            # rank that reports in time but then lingers has not failed "within" anything
+            elif w["t"] is not None and w["t"] > f["within_s"] + EXIT_AFTER_S.get(prog, 10):
+                why.append("it reported the failure after %.1f s but exited only after %.1f s "
+                           "(more than within_s %g + %g s)" % (
+                               t, w["t"], f["within_s"], EXIT_AFTER_S.get(prog, 10)))
         return why
 
     ranks = f.get("ranks", "any")
@@ -1435,6 +1491,19 @@ def _ms(ns):
     return "%.6g ms" % (ns / 1e6)
 
 
+def _fault_span(f, sp):
+    """(when a fault's first window opens, when its last closes or None: no end), fabric time,
+    from its list record f (origin_ns, until_ns) and its dump sp (start, duration, period)."""
+    opened = int(f.get("origin_ns", -1)) + int(sp.get("start_ns") or 0)
+    closed = None
+    if sp.get("duration_ns") is not None and sp.get("count"):
+        closed = opened + int(sp.get("period_ns") or 0) * (sp["count"] - 1) + sp["duration_ns"]
+    until = int(f.get("until_ns", -1))
+    if until >= 0 and (closed is None or until < closed):
+        closed = until
+    return opened, closed
+
+
 def missed_faults(faults, specs, job_start_ns=None):
     """The faults (op=fault verb=list's records, with the dump's specs by id) whose windows all
     passed without touching a message (hit, delayed and failed all 0): [(name, line)], a line
@@ -1447,15 +1516,7 @@ def missed_faults(faults, specs, job_start_ns=None):
         if f.get("state") not in ("over", None) or not int(f.get("windows") or 0):
             continue
         sp = by_id.get(f.get("id"), {})
-        origin = int(f.get("origin_ns", -1))
-        opened = origin + int(sp.get("start_ns") or 0)
-        closed = None
-        if sp.get("duration_ns") is not None and sp.get("count"):
-            closed = opened + int(sp.get("period_ns") or 0) * (sp["count"] - 1) + \
-                sp["duration_ns"]
-        until = int(f.get("until_ns", -1))
-        if until >= 0 and (closed is None or until < closed):
-            closed = until
+        opened, closed = _fault_span(f, sp)
         when = "opened at %s%s" % (_ms(opened), " and closed at %s" % _ms(closed)
                                    if closed is not None else "")
         if sp.get("clock") == "fabric_start":
@@ -1473,17 +1534,83 @@ def missed_faults(faults, specs, job_start_ns=None):
     return out
 
 
+def _trigger_text(sp, links):
+    """A fault's trigger as the scenario says it: "first_traffic on link 0 (node0/0 -> sw0)"."""
+    t = sp.get("trigger") or {}
+    kind = t.get("kind", "?")
+    what = {"messages": "%s messages" % t.get("threshold"),
+            "bytes": "%s bytes" % t.get("threshold")}.get(kind, kind)
+    if t.get("link") is not None:
+        ln = {l.get("id"): l for l in links or []}.get(t["link"], {})
+        where = "link %s%s" % (t["link"], " (%s -> %s)" % (ln["from"], ln["to"])
+                                if ln.get("from") else "")
+    elif t.get("conn"):
+        c = t["conn"]
+        where = "the connection %s -> %s" % (c.get("from"), c.get("to")) \
+            if isinstance(c, dict) else "connection %s" % c
+    else:
+        where = "the fabric"
+    return "%s on %s" % (what, where)
+
+
+def unfinished_faults(faults, fb, job_start_ns=None, job_end_ns=None, run_dir="RUN_DIR"):
+    """At a job's end, the faults missed_faults does not judge: ([(name, line)] that hit
+    nothing: a trigger that never fired, a window that opens after the job, or one still open
+    or between windows having touched no message), [lines] of faults still on at the end that
+    did hit something (a note, not a failure: `for:` longer than the job, or forever)."""
+    by_id = {s.get("id"): s for s in (fb or {}).get("faults") or []}
+    links = (fb or {}).get("links")
+    bad, notes = [], []
+    end = " at the job's end (%s, fabric time)" % _ms(job_end_ns) if job_end_ns is not None \
+        else " at the job's end"
+    for f in faults or []:
+        state, sp = f.get("state"), by_id.get(f.get("id"), {})
+        if state in ("over", None):
+            continue  # missed_faults' (an over fault that hit nothing)
+        head = "fault #%s '%s'" % (f.get("id"), f.get("name"))
+        hit = any(int(f.get(k) or 0) for k in ("hit", "delayed", "failed"))
+        origin = int(f.get("origin_ns", -1))
+        if state == "armed" or origin < 0:
+            bad.append((f.get("name"), "%s never started: its trigger, %s, did not fire during "
+                        "the job, so it hit nothing (the job's traffic per link: `simfabric "
+                        "report %s`)" % (head, _trigger_text(sp, links), run_dir)))
+        elif hit and state == "on":
+            opened, closed = _fault_span(f, sp)
+            notes.append("%s (%s) was still on%s: opened at %s, %s" % (
+                head, f.get("action"), end, _ms(opened), "no end" if closed is None
+                else "to close at %s" % _ms(closed)))
+        elif not hit and not int(f.get("windows") or 0):
+            opens = _fault_span(f, sp)[0]
+            after = (", after the job ended at %s" % _ms(job_end_ns)
+                     if job_end_ns is not None and opens >= job_end_ns else "")
+            clock = (" (`at:` counts from the daemon's start, not the job's)"
+                     if sp.get("clock") == "fabric_start" else "")
+            bad.append((f.get("name"), "%s opens at %s (fabric time)%s: the job never met it, "
+                        "so it hit nothing%s" % (head, _ms(opens), after, clock)))
+        elif not hit:
+            bad.append((f.get("name"), "%s was %s%s after %s window(s) and hit nothing" % (
+                head, "still on" if state == "on" else "between windows", end,
+                f.get("windows"))))
+    return bad, notes
+
+
 def check_faults(expect, lr, fb):
     """The faults check of a run whose fabric has faults: every fault hit something, but for
-    those expect: faults: may_miss names (or all). None when there are no faults."""
+    those expect: faults: may_miss names (or all). A fault whose trigger never fired, or whose
+    window the job never reached, hit nothing too; one still on at the job's end is named in
+    the detail. None when there are no faults."""
     fl = lr.faults or {}
     if not fl.get("faults"):
         return None
     may = ((expect or {}).get("faults") or {}).get("may_miss") or []
-    job_start = None
+    job_start = job_end = None
     if fl.get("epoch_ns") is not None and lr.t_start is not None:
         job_start = int(round(lr.t_start * 1e9)) - fl["epoch_ns"]
+        ran = max([p.t_exit for p in lr.procs if p.t_exit is not None] or [0.0])
+        job_end = job_start + int(round(ran * 1e9))
     missed = missed_faults(fl["faults"], (fb or {}).get("faults"), job_start)
+    unfired, still_on = unfinished_faults(fl["faults"], fb, job_start, job_end, lr.run_dir)
+    missed += unfired
     bad = [ln for name, ln in missed if may != "all" and name not in may]
     allowed = len(missed) - len(bad)
     n = len(fl["faults"])
@@ -1492,8 +1619,9 @@ def check_faults(expect, lr, fb):
             " (expect: faults: {may_miss: [name]} allows it)" if len(bad) == 1 else
             " (expect: faults: {may_miss: [names]} allows them)"))
     hits = sum(int(f.get("hit") or 0) for f in fl["faults"])
-    return Check("faults", True, "%d fault(s), %d message(s) hit%s" % (
-        n, hits, "; %d hit nothing, as may_miss allows" % allowed if allowed else ""))
+    return Check("faults", True, "%d fault(s), %d message(s) hit%s%s" % (
+        n, hits, "; %d hit nothing, as may_miss allows" % allowed if allowed else "",
+        "".join("; " + ln for ln in still_on)))
 
 
 def evaluate(job, expect, lr, fb):
@@ -1508,10 +1636,13 @@ def evaluate(job, expect, lr, fb):
     expect_fail = failure is not None or data == "wrong"
     bad = [p for p in lr.procs if p.rc != 0 and not p.killed]
     if lr.timed_out:
-        checks.append(Check("ranks", failure is not None and failure.get("error") == "timeout",
-                            "the job ran past its timeout (%d s)%s" % (
-                                job["timeout_s"], "; stacks in %s" % lr.stacks
-                                if lr.stacks else "")))
+        hang = (failure or {}).get("hang_s")
+        checks.append(Check("ranks", failure is not None and (
+            failure.get("error") == "timeout" or hang is not None),
+            "the job ran past %s%s" % (
+                "the expected hang's %g s" % hang if hang is not None else
+                "its timeout (%d s)" % job["timeout_s"], "; stacks in %s" % lr.stacks
+                if lr.stacks else "")))
     elif not expect_fail:
         checks.append(Check("ranks", not bad and all(p.rc == 0 for p in lr.procs),
                             "every rank exited 0" if not bad else
@@ -1626,9 +1757,10 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
             procs = [Proc("harness", 0, None, argv, e, os.path.join(jb.run_dir, "harness.log"))]
         else:
             procs = jb.ranks(argv, len(job["nodes"]), job["gpus_per_node"], env, job["nodes"])
+        hang = (failure or {}).get("hang_s")
         L = Launcher(jb.run_dir, echo=echo, out=out, progress=progress, grace=grace,
-                     fail_grace=fail_grace, timeout=timeout or job["timeout_s"],
-                     handle_signals=handle_signals)
+                     fail_grace=fail_grace, timeout=hang or timeout or job["timeout_s"],
+                     handle_signals=handle_signals, hang=hang is not None)
         timed_out, interrupted, stacks = L.run(procs, jb.socket)
         lr = LaunchResult(jb.run_dir, procs, fb, time.monotonic() - t0, timed_out, interrupted,
                           jb.notes + L.notes, stacks)

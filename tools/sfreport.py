@@ -663,6 +663,13 @@ def text_faults(run):
                                                                       _ms(span[1])))
     rows = fault_rows(run)
     if not rows:
+        planned = (run.fabric or {}).get("faults") or []
+        if run.faults is None and planned:  # a hand run (simfabric up + a job): no faults.json
+            return lines + ["  %d in the fabric (%s), but no faults.json: what they hit was not "
+                            "recorded (`simfabric run` of a scenario with a job: section writes "
+                            "it; by hand: simfabric fault list --json > RUN_DIR/faults.json "
+                            "before simfabric down)" % (len(planned), ", ".join(
+                                "'%s'" % f.get("name") for f in planned))]
         return lines + ["  none (no faults.json: the fabric had no faults)" if run.faults is None
                         else "  none"]
     pts = completions(run)

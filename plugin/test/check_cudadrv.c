@@ -12,6 +12,7 @@
 #define SAME(ours, theirs) _Static_assert((ours) == (theirs), #ours " != " #theirs)
 
 SAME(CU_SUCCESS, CUDA_SUCCESS);
+SAME(CU_MEMTYPE_HOST, CU_MEMORYTYPE_HOST);
 SAME(sizeof(struct cu_memcpy_attr), sizeof(CUmemcpyAttributes));
 SAME(CU_MEMHOSTALLOC_DEVICEMAP_, CU_MEMHOSTALLOC_DEVICEMAP);
 SAME(offsetof(struct cu_memcpy_attr, flags), offsetof(CUmemcpyAttributes, flags));

@@ -73,9 +73,13 @@ static cu_result s_cpy(cu_ptr d, cu_ptr s, size_t n, cu_stream st)
 	last_dst = d;
 	return 0;
 }
+static uintptr_t next_event = 8;
+static cu_event k_ended_ev;    /* the event recorded after the kernel (on its stream) */
+static cu_stream k_stream;     /* the stream it was launched on */
+static volatile int k_running; /* the kernel thread has not returned */
 static cu_result s_evc(cu_event *e, unsigned f)
 {
-	(void)f, *e = (cu_event)(uintptr_t)8;
+	(void)f, *e = (cu_event)(next_event += 8);
 	return 0;
 }
 static cu_result s_evd(cu_event e)
@@ -85,13 +89,13 @@ static cu_result s_evd(cu_event e)
 }
 static cu_result s_evr(cu_event e, cu_stream s)
 {
-	(void)e, (void)s;
+	if (s && s == k_stream)
+		k_ended_ev = e; /* completes when the kernel returns */
 	return 0;
 }
 static cu_result s_evq(cu_event e)
 {
-	(void)e;
-	return 0;
+	return e && e == k_ended_ev && k_running ? CU_ERROR_NOT_READY : 0;
 }
 static cu_result s_sync(cu_stream s)
 {
@@ -228,6 +232,7 @@ static void *k_thread(void *arg)
 	free(arg);
 	uint64_t seq = 1;
 	unsigned i = 0;
+	a.done[2] = 1; /* resident */
 	while (!*a.stop) {
 		if (k_paused ||
 		    __atomic_load_n(&((struct sfk_desc *)a.ring)[i].seq, __ATOMIC_ACQUIRE) != seq) {
@@ -244,6 +249,7 @@ static void *k_thread(void *arg)
 		seq++;
 		i = (i + 1) & (a.n - 1);
 	}
+	k_running = 0;
 	return NULL;
 }
 static cu_result s_modload(cu_module *m, const void *image)
@@ -274,7 +280,9 @@ static cu_result s_launch(cu_function f, unsigned gx, unsigned gy, unsigned gz, 
 			  unsigned by, unsigned bz, unsigned shmem, cu_stream st, void **params,
 			  void **extra)
 {
-	(void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shmem, (void)st;
+	(void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shmem;
+	k_stream = st;
+	k_running = 1;
 	(void)extra;
 	struct k_args *a = malloc(sizeof(*a));
 	a->ring = (volatile struct sfk_desc *)(uintptr_t) * (cu_ptr *)params[0];
@@ -614,6 +622,7 @@ int main(void)
 	/* SIMFABRIC_GPU_SMALL=kernel: small messages from host memory go through the kernel's
 	 * ring (staged, one descriptor), the rest through the copy engine */
 	G.small_kernel = 1;
+	G.small_max = SFK_SMALL_MAX;
 	G.cu.ModuleLoadData = s_modload;
 	G.cu.ModuleGetFunction = s_getfn;
 	G.cu.MemHostAlloc = s_hostalloc;
@@ -638,10 +647,10 @@ int main(void)
 	rc = dma_start(t, srv, region, 64, dsrc, 16, NULL, 0, &ticket);
 	CHECK(rc == 0 && batch_copies == b0 + 1 && k_copies == 1,
 	      "device memory takes the copy engine: %d %d", rc, batch_copies - b0);
-	static unsigned char big[SFK_SLOT + 1];
+	static unsigned char big[SFK_SMALL_MAX + 1];
 	rc = dma_start(t, srv, region, 0, big, sizeof(big), NULL, 0, &ticket);
 	CHECK(rc == 0 && batch_copies == b0 + 2, "so does a host message over %u bytes: %d",
-	      SFK_SLOT, batch_copies - b0);
+	      SFK_SMALL_MAX, batch_copies - b0);
 	/* a kernel that does not keep up: a full ring sends the rest to the copy engine */
 	k_paused = 1;
 	uint64_t tk[SFK_RING + 1];
@@ -664,7 +673,23 @@ int main(void)
 	sfgpu_tx_free(t); /* waits for the kernel before it unmaps */
 	CHECK(k_copies == 2 + SFK_RING, "freeing waited for the kernel: %llu",
 	      (unsigned long long)k_copies);
-	kern_stop_all();
+	struct sfgpu_tx *t2;
+	CHECK(sfgpu_tx_new("K2", &t2) == 0, "tx");
+	/* a kernel that ends with copies undone: the copy fails, it does not hang */
+	k_paused = 1;
+	rc = dma_start(t2, srv, region, 0, msg, 8, NULL, 0, &ticket);
+	CHECK(rc == 0 && dma_poll(t2, ticket) == 0, "queued: %d", rc);
+	kern_stop_all(); /* waits (bounded) for the kernel to return */
+	CHECK(!k_running, "at exit the kernel is stopped and waited for");
+	usleep(2000);
+	CHECK(dma_poll(t2, ticket) < 0, "a copy the kernel never made fails once it has ended");
+	CHECK(dma_start(t2, srv, region, 0, msg, 8, NULL, 0, &ticket) == 0 &&
+		      batch_copies == b0 + 4,
+	      "after it, small copies take the copy engine: %d", batch_copies - b0);
+	int64_t f0 = mono_ns();
+	sfgpu_tx_free(t2); /* the kernel is gone: no 10 s wait for it */
+	CHECK(mono_ns() - f0 < 1000000000LL, "freeing after the kernel ended does not wait it out");
+	k_paused = 0;
 	G.small_kernel = 0;
 	G.cu.MemcpyBatchAsync2 = NULL;
 

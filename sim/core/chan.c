@@ -218,6 +218,13 @@ void chan_mark_reset(struct chan_shm *shm, uint32_t fault_id)
 	REL(&shm->reset_fault, fault_id + 1);
 }
 
+uint32_t chan_set_hold(struct chan_shm *shm, uint32_t bits, int on)
+{
+	if (!shm)
+		return 0;
+	return on ? atomic_fetch_or(&shm->hold, bits) : atomic_fetch_and(&shm->hold, ~bits);
+}
+
 void chan_stats(const struct chan_shm *shm, struct chan_stats *out)
 {
 	/* The counters are single-writer atomics; a torn pair only skews a display. */
@@ -1018,6 +1025,17 @@ static int tx_delivered(struct chan_tx *tx, const struct tx_send *s)
 	return (a > s->msg && a <= tx->next_msg) || tx_published(tx, s);
 }
 
+/*
+ * node_freeze of the receiver: a send whose every chunk is published into a receive the
+ * receiver had posted is as good as delivered (a NIC would write and ACK it; the receiving
+ * process sees it when it runs again). A send without a posted receive waits, as on a NIC.
+ */
+static int tx_staged_frozen(const struct chan_tx *tx, const struct tx_send *s, uint32_t hold)
+{
+	return (hold & CHAN_HOLD_RX_FROZEN) && s->started && tx->push_msg > s->msg &&
+	       tx->sub_head == tx->head;
+}
+
 int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
 		 struct chan_err *err)
 {
@@ -1026,6 +1044,9 @@ int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
 	if (req < 0 || req >= CHAN_MAX_SENDS || !tx->sends[req].in_use)
 		return fail(err, -EINVAL, "unknown send request", (uint64_t)req, 0);
 	struct tx_send *s = &tx->sends[req];
+	uint32_t hold = RLX(&shm->hold);
+	if (hold & CHAN_HOLD_HANG)
+		return 0; /* comm_hang: no progress, no completion, no error */
 	int rc = chan_tx_progress(tx, err);
 	if (rc && !tx_delivered(tx, s))
 		goto failed;
@@ -1055,7 +1076,7 @@ int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
 			*err = tx->ferr;
 		goto failed;
 	}
-	if (tx->acked > s->msg || tx_published(tx, s)) {
+	if (tx->acked > s->msg || tx_published(tx, s) || (hold && tx_staged_frozen(tx, s, hold))) {
 	delivered:
 		if (s->done_ns && now_ns() < s->done_ns)
 			return 0; /* delivered, but the model's ACK is still on its way */
@@ -1287,6 +1308,8 @@ int chan_rx_test(struct chan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 	if (req < 0 || req >= CHAN_MAX_REQS || !rx->recvs[req].in_use)
 		return fail(err, -EINVAL, "unknown receive request", (uint64_t)req, 0);
 	struct rx_recv *r = &rx->recvs[req];
+	if (RLX(&shm->hold) & CHAN_HOLD_HANG)
+		return 0; /* comm_hang: no progress, no completion, no error */
 	int rc = chan_rx_progress(rx, err);
 	/* RC completes in order: a receive whose every byte arrived before the failure completes */
 	if (rc && !(r->nfilled == r->n && !r->doomed))

@@ -45,6 +45,7 @@
  *               ends disagree on where buffers live (GPU on one side only)
  *   -EIO        the sender's copy engine failed a one-sided copy
  *   -EINVAL     misuse (bad argument, unknown request)
+ * A held channel (chan_set_hold) reports nothing done, and no error, while comm_hang holds it.
  *   -ETIMEDOUT  the model failed a message: retries exhausted (loss, a link
  *               down or stalled past the budget) or a connection reset;
  *               chan_err.fault names the fault, if one did it
@@ -68,7 +69,7 @@
 struct fst_view;
 
 #define CHAN_MAGIC 0x314e414843465353ULL /* "SSFCHAN1" little-endian */
-#define CHAN_VERSION 4
+#define CHAN_VERSION 5
 #define CHAN_MAX_RECVS 8	/* largest n of a grouped receive (maxRecvs) */
 #define CHAN_MAX_REQS 32	/* receives in flight per channel (NCCL_NET_MAX_REQUESTS) */
 #define CHAN_MAX_SENDS (CHAN_MAX_REQS * CHAN_MAX_RECVS) /* sends in flight */
@@ -85,6 +86,12 @@ enum chan_state {
 	CHAN_ST_CLOSED = 2, /* closed by its owner; peer fails what can no longer complete */
 	CHAN_ST_FAILED = 3  /* the side hit an error (error/detail say which) */
 };
+
+/* chan_shm.hold bits: faults that hold a channel without failing it. */
+#define CHAN_HOLD_HANG 0x1	/* comm_hang: neither end completes anything; nothing fails */
+#define CHAN_HOLD_RX_FROZEN 0x2 /* node_freeze of the receiver's process: a send fully staged
+				   into a receive it had posted completes (its NIC would ACK it);
+				   the receive itself completes once the process runs again */
 
 /* Descriptor flags. */
 #define CHAN_F_LAST 0x1 /* last chunk of its message */
@@ -151,7 +158,7 @@ struct chan_shm {
 	uint32_t version;
 	uint32_t slot_bytes;
 	uint32_t nslots; /* power of two */
-	uint32_t reserved0;
+	_Atomic uint32_t hold; /* CHAN_HOLD_*: written by the daemon only (chan_set_hold) */
 	uint64_t chan_id;
 	uint64_t total_bytes; /* size of the whole region */
 	uint64_t desc_off;    /* offset of struct chan_desc[nslots] */
@@ -207,6 +214,9 @@ void chan_abandon(struct chan_shm *shm, char which, int error);
 void chan_mark_dead(struct chan_shm *shm, char which);
 /* A reset fault (id) failed the connection: both ends fail what they have (-ETIMEDOUT). */
 void chan_mark_reset(struct chan_shm *shm, uint32_t fault_id);
+
+/* Set (on) or clear the CHAN_HOLD_* bits in bits. Returns the bits as they were. */
+uint32_t chan_set_hold(struct chan_shm *shm, uint32_t bits, int on);
 
 struct chan_stats {
 	uint64_t tx_msgs, tx_bytes, rx_msgs, rx_bytes;
@@ -375,7 +385,7 @@ int chan_rx_times(const struct chan_rx *rx, chan_req req, struct chan_times *out
  * CHAN_VERSION, then write the new figures here.
  */
 #define CHAN_LAYOUT(cond) _Static_assert(cond, "the channel's layout changed: bump CHAN_VERSION")
-CHAN_LAYOUT(CHAN_VERSION == 4 && sizeof(struct chan_shm) == 8128 &&
+CHAN_LAYOUT(CHAN_VERSION == 5 && sizeof(struct chan_shm) == 8128 &&
 	    offsetof(struct chan_shm, route) == 56 && offsetof(struct chan_shm, tx) == 192 &&
 	    offsetof(struct chan_shm, rx) == 256 && offsetof(struct chan_shm, tx_dead) == 320 &&
 	    offsetof(struct chan_shm, rx_where) == 336 && offsetof(struct chan_shm, cts) == 400);

@@ -14,33 +14,29 @@
 #include <string.h>
 
 const char *const fault_kind_names[FAULT_K_COUNT] = {
-	"link_down", "nic_down", "flap",	   "stall",	    "degrade",
-	"corrupt",   "reset",	 "connect_refuse", "connect_delay", "node_kill",
+	"link_down",	"nic_down",	"flap",		"stall",	"degrade",
+	"corrupt",	"reset",	"connect_refuse", "connect_delay", "node_kill",
+	"node_freeze",	"straggle",	"regmr_fail",	"connect_fail", "accept_fail",
+	"comm_hang",
 };
+
+/* Each kind's action: the one table (a new kind is a row here and a name above). */
+static const uint8_t kind_action[FAULT_K_COUNT] = {
+	[FAULT_K_LINK_DOWN] = FAULT_A_DOWN,	   [FAULT_K_NIC_DOWN] = FAULT_A_DOWN,
+	[FAULT_K_FLAP] = FAULT_A_DOWN,		   [FAULT_K_STALL] = FAULT_A_STALL,
+	[FAULT_K_DEGRADE] = FAULT_A_DEGRADE,	   [FAULT_K_CORRUPT] = FAULT_A_DEGRADE,
+	[FAULT_K_RESET] = FAULT_A_RESET,	   [FAULT_K_CONNECT_REFUSE] = FAULT_A_REFUSE,
+	[FAULT_K_CONNECT_DELAY] = FAULT_A_DELAY,   [FAULT_K_NODE_KILL] = FAULT_A_KILL,
+	[FAULT_K_NODE_FREEZE] = FAULT_A_FREEZE,	   [FAULT_K_STRAGGLE] = FAULT_A_STRAGGLE,
+	[FAULT_K_REGMR_FAIL] = FAULT_A_CALLFAIL,   [FAULT_K_CONNECT_FAIL] = FAULT_A_CALLFAIL,
+	[FAULT_K_ACCEPT_FAIL] = FAULT_A_CALLFAIL,  [FAULT_K_COMM_HANG] = FAULT_A_HANG,
+};
+
+const char *const fault_err_names[FAULT_E_COUNT] = {"system", "internal", "remote"};
 
 enum fault_action fault_kind_action(enum fault_kind k)
 {
-	switch (k) {
-	case FAULT_K_LINK_DOWN:
-	case FAULT_K_NIC_DOWN:
-	case FAULT_K_FLAP:
-		return FAULT_A_DOWN;
-	case FAULT_K_STALL:
-		return FAULT_A_STALL;
-	case FAULT_K_DEGRADE:
-	case FAULT_K_CORRUPT:
-		return FAULT_A_DEGRADE;
-	case FAULT_K_RESET:
-		return FAULT_A_RESET;
-	case FAULT_K_CONNECT_REFUSE:
-		return FAULT_A_REFUSE;
-	case FAULT_K_CONNECT_DELAY:
-		return FAULT_A_DELAY;
-	case FAULT_K_NODE_KILL:
-		return FAULT_A_KILL;
-	default:
-		return FAULT_A_NONE;
-	}
+	return (unsigned)k < FAULT_K_COUNT ? (enum fault_action)kind_action[k] : FAULT_A_NONE;
 }
 
 void fault_plan_free(struct fault_plan *p)
@@ -149,6 +145,16 @@ int fault_recover(enum fault_action action, int64_t u, int64_t b, int64_t timeou
 	return 0;
 }
 
+int fault_call_fails(const struct fault_spec *f, uint64_t seed, uint32_t fid, uint64_t n)
+{
+	if (f->nth)
+		return n == f->nth;
+	if (f->frac == MODEL_PROB_ONE)
+		return 1;
+	struct model_key k = {.seed = seed, .link = fid, .purpose = FAULT_P_CALL, .msg = n};
+	return (model_rand(&k, 0) >> 32) < f->frac;
+}
+
 int fault_conn_match(int32_t want_src, int32_t want_dst, int32_t src, int32_t dst)
 {
 	return (want_src == FAULT_ANY || want_src == src) && (want_dst == FAULT_ANY || want_dst == dst);
@@ -206,8 +212,24 @@ int fault_spec_check(const struct fault_spec *f, char *err, size_t errlen)
 			return bad(err, errlen, "delay: must be positive");
 		break;
 	case FAULT_A_KILL:
+	case FAULT_A_FREEZE:
+	case FAULT_A_STRAGGLE:
 		if (f->node < 0)
-			return bad(err, errlen, "node: node_kill needs a node");
+			return bad(err, errlen, "node: %s needs a node", fault_kind_names[f->kind]);
+		if (f->action == FAULT_A_STRAGGLE &&
+		    (f->slow_period_ns < FAULT_SLOW_MIN_NS || f->frac == 0 || f->frac == MODEL_PROB_ONE))
+			return bad(err, errlen, "period: a straggle stops its node for a fraction "
+						"(duty, in (0, 1)) of a period of at least 1ms");
+		break;
+	case FAULT_A_CALLFAIL:
+		if (f->err_kind >= FAULT_E_COUNT)
+			return bad(err, errlen, "error: unknown error %u", f->err_kind);
+		if (!f->nth && !f->frac)
+			return bad(err, errlen, "fraction: 0 fails no call");
+		break;
+	case FAULT_A_HANG:
+		if (!f->conn_scope)
+			return bad(err, errlen, "conn: comm_hang needs a connection scope");
 		break;
 	default:
 		break;

@@ -19,6 +19,15 @@
  *   DELAY    connects are held for a while before they complete.
  *   KILL     a node's processes are SIGKILLed (by the daemon, which knows
  *            each session's pid).
+ *   FREEZE   a node's processes are SIGSTOPped for the window, then SIGCONTed:
+ *            alive, holding their sockets, answering nothing.
+ *   STRAGGLE a node's processes run slower for the window: stopped for a fraction
+ *            (frac) of every slow_period_ns, running for the rest.
+ *   CALLFAIL the node's regMr, connect or accept calls (by kind) fail in the plugin:
+ *            the nth call counted from the fault's origin, or a seeded fraction (frac)
+ *            of them; with the error err_kind names.
+ *   HANG     connections stop completing anything, with no error, until the window
+ *            ends (or the fault is cleared).
  * The budget: a DOWN or STALL window of length D only delays traffic when
  * D <= retry_count x T_o; longer, the message fails at u + (retry_count + 1)
  * x T_o, u the moment its first packet was lost or held.
@@ -58,6 +67,10 @@ enum fault_action {
 	FAULT_A_REFUSE,
 	FAULT_A_DELAY,
 	FAULT_A_KILL,
+	FAULT_A_FREEZE,
+	FAULT_A_STRAGGLE,
+	FAULT_A_CALLFAIL,
+	FAULT_A_HANG,
 };
 
 /* The action as written: what messages and the docs call it. */
@@ -72,10 +85,29 @@ enum fault_kind {
 	FAULT_K_CONNECT_REFUSE,
 	FAULT_K_CONNECT_DELAY,
 	FAULT_K_NODE_KILL,
+	FAULT_K_NODE_FREEZE,
+	FAULT_K_STRAGGLE,
+	FAULT_K_REGMR_FAIL,
+	FAULT_K_CONNECT_FAIL,
+	FAULT_K_ACCEPT_FAIL,
+	FAULT_K_COMM_HANG,
 	FAULT_K_COUNT,
 };
 extern const char *const fault_kind_names[FAULT_K_COUNT]; /* "link_down", ... */
-enum fault_action fault_kind_action(enum fault_kind k);
+enum fault_action fault_kind_action(enum fault_kind k);	  /* FAULT_A_NONE out of range */
+
+/* CALLFAIL: the error the failing call returns, as NCCL's IB plugin would (err_kind). */
+enum fault_err {
+	FAULT_E_SYSTEM = 0, /* ncclSystemError: a verbs call failed (ibv_reg_mr, ibv_create_qp) */
+	FAULT_E_INTERNAL,   /* ncclInternalError */
+	FAULT_E_REMOTE,	    /* ncclRemoteError: the peer's side */
+	FAULT_E_COUNT,
+};
+extern const char *const fault_err_names[FAULT_E_COUNT]; /* "system", "internal", "remote" */
+
+#define FAULT_SLOW_PERIOD_NS 20000000LL /* straggle: the default stop/run cycle (20 ms) */
+#define FAULT_SLOW_MIN_NS 1000000LL	/* ... and the shortest (1 ms: a signal per 0.5 ms) */
+#define FAULT_P_CALL 10			/* enum model_purpose slot of the per-call draw */
 
 enum fault_trigger {
 	FAULT_T_TIME = 0,      /* origin: the fabric's start (virtual time 0) */
@@ -117,6 +149,11 @@ struct fault_spec {
 	uint32_t corrupt_p;
 	int64_t delay_ns; /* DELAY: how long a connect is held */
 	int32_t line;	  /* where it was defined (scenario line; 0: live) */
+	uint32_t frac;	  /* STRAGGLE: the stopped fraction of each cycle; CALLFAIL (nth 0): the
+			     fraction of calls that fail (MODEL_PROB_ONE: all) */
+	int64_t slow_period_ns; /* STRAGGLE: the stop/run cycle */
+	uint64_t nth;		/* CALLFAIL: only the nth call fails (1-based; 0: by frac) */
+	uint32_t err_kind;	/* CALLFAIL: enum fault_err */
 	uint32_t reserved;
 };
 
@@ -151,6 +188,13 @@ int fault_window_taken(const struct fault_spec *f, uint64_t seed, uint32_t fid, 
  */
 int fault_recover(enum fault_action action, int64_t u, int64_t b, int64_t timeout_ns,
 		  uint32_t retries_left, int64_t *resume, uint32_t *used);
+
+/*
+ * CALLFAIL: does call number n (1-based, counted by the fault from its origin) fail? The nth
+ * when nth is set, else a draw keyed by (seed, fid, n) below frac: the same calls for the same
+ * seed, whatever the timing.
+ */
+int fault_call_fails(const struct fault_spec *f, uint64_t seed, uint32_t fid, uint64_t n);
 
 /* Does a connection from node src to node dst match a (src, dst) scope? */
 int fault_conn_match(int32_t want_src, int32_t want_dst, int32_t src, int32_t dst);

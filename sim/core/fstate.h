@@ -26,7 +26,7 @@
 
 #define FST_MAGIC 0x3154534653465353ULL /* "SSFSFST1" */
 /* The layout's version: a plugin and a daemon of other builds refuse each other's region. */
-#define FST_VERSION 3
+#define FST_VERSION 4
 #define FST_MAX_LINKS 131072
 /* Histograms of ns: bucket 0 counts 0 ns, bucket b [2^(b-1), 2^b) ns, the last one also all above. */
 #define FST_LATE_BUCKETS 24  /* lateness: the last from 2^22 ns (4 ms) */
@@ -66,7 +66,7 @@ struct fst_nic {
  */
 struct fst_fault {
 	_Alignas(64) _Atomic uint32_t used;
-	uint32_t reserved;
+	_Atomic uint32_t calls; /* CALLFAIL: matching calls counted in its windows so far */
 	_Atomic int64_t origin; /* absolute ns of the trigger; 0: not yet */
 	_Atomic int64_t until;	/* cleared at; FAULT_FOREVER: not cleared */
 	_Atomic uint64_t seen;	/* trigger progress: messages or bytes counted */
@@ -90,7 +90,8 @@ struct fst_shm {
 	uint64_t nics_off; /* struct fst_nic[nnics] */
 	uint64_t faults_off; /* struct fst_fault[FAULT_MAX] */
 	_Atomic uint32_t nfaults; /* slots handed out so far (readers scan [0, nfaults)) */
-	uint32_t reserved2;
+	_Atomic uint32_t call_kinds; /* 1 << kind for every CALLFAIL kind published: the plugin's
+					one branch before a regMr, connect or accept */
 	_Alignas(64) _Atomic uint32_t lock;
 	_Atomic int32_t lock_pid;
 	_Atomic uint64_t lock_steals;
@@ -106,7 +107,7 @@ struct fst_shm {
 FST_LAYOUT(sizeof(struct model_link) == 128 && offsetof(struct model_link, latency_ns) == 16 &&
 	   offsetof(struct model_link, jitter) == 40 && offsetof(struct model_link, loss) == 80 &&
 	   offsetof(struct model_link, corrupt_p) == 124);
-FST_LAYOUT(sizeof(struct model_loss_state) == 16 && sizeof(struct fault_spec) == 336);
+FST_LAYOUT(sizeof(struct model_loss_state) == 16 && sizeof(struct fault_spec) == 360);
 FST_LAYOUT(sizeof(struct fst_link) == 704 && offsetof(struct fst_link, loss) == 8 &&
 	   offsetof(struct fst_link, msgs) == 40 && offsetof(struct fst_link, queue_hist) == 128 &&
 	   offsetof(struct fst_link, late_hist) == 480);
@@ -136,6 +137,23 @@ int fst_fault_add(struct fst_shm *shm, const struct fault_spec *spec, int64_t or
 		  uint32_t *id);
 /* Slot id, or NULL when unused or out of range. */
 struct fst_fault *fst_fault(struct fst_shm *shm, uint32_t id);
+
+/*
+ * CALLFAIL: must this call of kind (FAULT_K_REGMR_FAIL, _CONNECT_FAIL, _ACCEPT_FAIL) made on
+ * node (a fabric node id) at now_ns fail? Every fault of that kind in a window at now_ns whose
+ * node matches counts the call (shared by the node's processes); the first that fails it
+ * wins. 1 with *fid and *call (its number for that fault; counted hit and failed), else 0. Any thread; lock-free. Callers
+ * first test fst_call_armed, the one branch a run without such faults pays.
+ */
+int fst_call_fault(struct fst_shm *shm, uint32_t kind, int32_t node, int64_t now_ns,
+		   uint32_t *fid, uint64_t *call);
+static inline int fst_call_armed(const struct fst_shm *shm, uint32_t kind)
+{
+	return __builtin_expect(shm && (atomic_load_explicit(&((struct fst_shm *)shm)->call_kinds,
+							     memory_order_relaxed) &
+					(1u << kind)),
+				0);
+}
 
 /* ---- every process -------------------------------------------------------- */
 

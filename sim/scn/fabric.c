@@ -1116,13 +1116,15 @@ int fabric_finish(struct fabric *f, int *bad_tag, char *err, size_t errlen)
 /* ---- load-time hazards ---------------------------------------------------------------- */
 
 /* Who sends across a directed link: the first NIC with an infinite ACK timeout (and how many),
- * and the NIC with the fewest retries. */
+ * the NIC with the fewest retries and the one with the longest (finite) ACK timeout. */
 struct lint_use {
 	bool used;
 	int last;	     /* the NIC marked last: each NIC counts once */
 	int ninf, first_inf; /* gids */
 	uint32_t min_retry;
 	int min_retry_gid;
+	uint32_t max_exp; /* 0: none seen */
+	int max_exp_gid;
 };
 
 static void lint_mark(struct lint_use *u, const struct fabric_nic *a)
@@ -1136,6 +1138,10 @@ static void lint_mark(struct lint_use *u, const struct fabric_nic *a)
 	if (a->model.retry_count < u->min_retry) {
 		u->min_retry = a->model.retry_count;
 		u->min_retry_gid = a->gid;
+	}
+	if (a->model.timeout_exp > u->max_exp) {
+		u->max_exp = a->model.timeout_exp;
+		u->max_exp_gid = a->gid;
 	}
 }
 
@@ -1182,7 +1188,8 @@ int fabric_lint(const struct fabric *f, void (*warn)(void *ctx, const char *msg)
 					lint_mark(&use[p.link_id[j]], a);
 	}
 
-	int n[2] = {0, 0}, hazards = 0;
+	int n[3] = {0, 0, 0}, hazards = 0, slow_link = -1, slow_gid = -1;
+	uint32_t slow_exp = 0;
 	char msg[1024], what[320];
 	for (int i = 0; i < f->nlinks; i++) {
 		const struct fabric_link *l = &f->links[i];
@@ -1217,6 +1224,34 @@ int fabric_lint(const struct fabric *f, void (*warn)(void *ctx, const char *msg)
 				 1 / fail < 1e6 ? 6 : 2, 1 / fail, u->min_retry + 1);
 			warn(ctx, msg);
 		}
+		/* Not a hazard (the job completes), but every lost packet that ends a message
+		 * stalls it for T_o: at NCCL's default 20, 4.3 s, which looks like a hang. One
+		 * line for all such links (a lossy default usually makes every link one). */
+		if (u->max_exp >= FABRIC_LINT_SLOW_EXP && n[2]++ == 0) {
+			slow_link = i;
+			slow_gid = u->max_exp_gid;
+			slow_exp = u->max_exp;
+		}
+	}
+	if (n[2]) {
+		char who[FABRIC_NIC_NAME_MAX + 128];
+		if (n[2] > 1)
+			snprintf(who, sizeof(who),
+				 " and %d more lossy link(s) carry traffic from NICs with timeout_exp "
+				 "%d or more (%s: %u)",
+				 n[2] - 1, FABRIC_LINT_SLOW_EXP, f->by_gid[slow_gid]->name, slow_exp);
+		else
+			snprintf(who, sizeof(who), " carries traffic from %s with timeout_exp %u",
+				 f->by_gid[slow_gid]->name, slow_exp);
+		lint_link(f, &f->links[slow_link], model_loss_rate(&f->links[slow_link].model.loss),
+			  what, sizeof(what));
+		snprintf(msg, sizeof(msg),
+			 "%s%s: a lost packet that ends a message is retried only after an ACK "
+			 "timeout of %.3g s (4.096 us x 2^%u), and each such loss stalls its "
+			 "connection that long; a timeout_exp of 10 to 14 (4.2 to 67 ms) keeps a lossy "
+			 "emulated fabric moving, as the shipped lossy scenarios do",
+			 what, who, 4.096e-6 * ldexp(1.0, (int)slow_exp), slow_exp);
+		warn(ctx, msg);
 	}
 	static const char *const kinds[2] = {"timeout_exp 0", "retry_count"};
 	for (int k = 0; k < 2; k++)

@@ -287,7 +287,12 @@ int fabric_finish(struct fabric *f, int *bad_tag, char *err, size_t errlen);
  *    retry_count: lost on its first send and on every retry, at least one
  *    packet in 10^9 (FABRIC_LINT_FAIL_RATE), estimated from the link's
  *    long-run loss rate (bursts make it likelier still); the message and its
- *    connection then fail.
+ *    connection then fail;
+ *  - not a hazard (not counted): a lossy link crossed by traffic from a NIC
+ *    whose ACK timeout is a second or more (timeout_exp >= FABRIC_LINT_SLOW_EXP,
+ *    NCCL's default 20 among them): each lost packet that ends a message
+ *    stalls it that long, which looks like a hang: one line for all such
+ *    links, naming the first.
  * A link counts as crossed by the NICs whose routes use it; in fabrics of
  * more than FABRIC_LINT_EXACT_NICS NICs, a link that is not a NIC's uplink
  * is taken to be crossed by every NIC. At most FABRIC_LINT_LINES lines per
@@ -297,6 +302,7 @@ int fabric_finish(struct fabric *f, int *bad_tag, char *err, size_t errlen);
 #define FABRIC_LINT_FAIL_RATE 1e-9
 #define FABRIC_LINT_EXACT_NICS 1024
 #define FABRIC_LINT_LINES 8
+#define FABRIC_LINT_SLOW_EXP 18 /* 4.096 us x 2^18 = 1.07 s */
 int fabric_lint(const struct fabric *f, void (*warn)(void *ctx, const char *msg), void *ctx);
 
 #endif /* SF_FABRIC_H */

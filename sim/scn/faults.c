@@ -343,10 +343,11 @@ static int parse_set(struct scn *s, const yaml_node_t *v, struct fault_spec *f)
 
 /* Where each key of a fault entry is, for the checks that need the whole entry. */
 enum { K_NAME, K_ACTION, K_LINK, K_DIR, K_NIC, K_CONN, K_NODE, K_AT, K_FOR, K_EVERY, K_COUNT,
-       K_PROB, K_AFTER, K_PERIOD, K_DUTY, K_SET, K_P, K_DELAY, K_N };
+       K_PROB, K_AFTER, K_PERIOD, K_DUTY, K_SET, K_P, K_DELAY, K_NTH, K_FRACTION, K_ERROR, K_N };
 static const char *const keys[K_N] = {"name", "action", "link", "direction", "nic", "conn",
 				      "node", "at", "for", "every", "count", "probability",
-				      "after", "period", "duty", "set", "p", "delay"};
+				      "after", "period", "duty", "set", "p", "delay",
+				      "nth", "fraction", "error"};
 
 static int need(struct scn *s, const yaml_node_t *m, const yaml_node_t *const *val, int key,
 		const char *kind)
@@ -360,6 +361,70 @@ static int refuse(struct scn *s, const yaml_node_t *const *val, int key, const c
 {
 	if (val[key])
 		return scn_fail(s, val[key], keys[key], "does not apply to %s", kind);
+	return 0;
+}
+
+/* Actions on a node's processes: they need one node. */
+static int on_process(uint32_t action)
+{
+	return action == FAULT_A_KILL || action == FAULT_A_FREEZE || action == FAULT_A_STRAGGLE;
+}
+
+/* regmr_fail, connect_fail, accept_fail: nth or fraction (neither: every call), error. */
+static int parse_calls(struct scn *s, const yaml_node_t *const *val, struct fault_spec *f)
+{
+	f->frac = MODEL_PROB_ONE;
+	if (val[K_NTH] && val[K_FRACTION])
+		return scn_fail(s, val[K_FRACTION], "fraction",
+				"nth fails one call, fraction a share of them: not both");
+	if (val[K_NTH]) {
+		int64_t n;
+		if (scn_get_int(s, val[K_NTH], "nth", 1, INT32_MAX, "calls", &n))
+			return s->rc;
+		f->nth = (uint64_t)n;
+	}
+	if (val[K_FRACTION]) {
+		double p;
+		if (get_fraction(s, val[K_FRACTION], "fraction", &p))
+			return s->rc;
+		if (p <= 0)
+			return scn_fail(s, val[K_FRACTION], "fraction", "0 fails no call");
+		f->frac = model_prob(p);
+	}
+	if (val[K_ERROR]) {
+		if (scn_expect(s, val[K_ERROR], YAML_SCALAR_NODE, "error", "system, internal or remote"))
+			return s->rc;
+		const char *t = scn_text(val[K_ERROR]);
+		uint32_t e = 0;
+		while (e < FAULT_E_COUNT && strcmp(fault_err_names[e], t))
+			e++;
+		if (e == FAULT_E_COUNT)
+			return scn_fail(s, val[K_ERROR], "error",
+					"'%s' is not system (ncclSystemError), internal "
+					"(ncclInternalError) or remote (ncclRemoteError)",
+					shown(t));
+		f->err_kind = e;
+	}
+	return 0;
+}
+
+/* straggle: period (the stop/run cycle, default 20ms) and duty (the stopped share, 0.5). */
+static int parse_slow(struct scn *s, const yaml_node_t *const *val, struct fault_spec *f)
+{
+	double duty = 0.5;
+	f->slow_period_ns = FAULT_SLOW_PERIOD_NS;
+	if (val[K_PERIOD] && get_time(s, val[K_PERIOD], "period", &f->slow_period_ns))
+		return s->rc;
+	if (f->slow_period_ns < FAULT_SLOW_MIN_NS)
+		return scn_fail(s, val[K_PERIOD], "period",
+				"'%s' is below 1ms: the daemon signals the node twice a period",
+				shown(scn_text(val[K_PERIOD])));
+	if (val[K_DUTY] && get_fraction(s, val[K_DUTY], "duty", &duty))
+		return s->rc;
+	if (duty <= 0 || duty >= 1)
+		return scn_fail(s, val[K_DUTY], "duty",
+				"the share of each period the node is stopped: in (0, 1)");
+	f->frac = model_prob(duty);
 	return 0;
 }
 
@@ -462,28 +527,26 @@ static int parse_one(struct scn *s, const yaml_node_t *m, int index, struct faul
 		}
 		break;
 	case FAULT_K_RESET:
+	case FAULT_K_COMM_HANG:
 		if (need(s, m, val, K_CONN, kn) || refuse(s, val, K_LINK, kn))
 			return s->rc;
 		f.conn_scope = 1;
 		if (get_conn(s, val[K_CONN], "conn", &f.src_node, &f.dst_node, &both))
 			return s->rc;
 		break;
-	case FAULT_K_CONNECT_REFUSE:
-	case FAULT_K_CONNECT_DELAY:
-	case FAULT_K_NODE_KILL:
+	default: /* node-scoped: connects, calls and the node's processes */
 		if (refuse(s, val, K_LINK, kn) || refuse(s, val, K_CONN, kn) ||
 		    refuse(s, val, K_NIC, kn))
 			return s->rc;
-		if (f.kind == FAULT_K_NODE_KILL && need(s, m, val, K_NODE, kn))
+		if (on_process(f.action) && need(s, m, val, K_NODE, kn))
 			return s->rc;
 		if (val[K_NODE] && get_node(s, val[K_NODE], "node", &f.node))
 			return s->rc;
-		if (f.kind == FAULT_K_NODE_KILL && f.node == FAULT_ANY)
-			return scn_fail(s, val[K_NODE], "node", "node_kill needs one node, not any");
+		if (on_process(f.action) && f.node == FAULT_ANY)
+			return scn_fail(s, val[K_NODE], "node", "%s needs one node, not any", kn);
 		break;
 	}
-	if (val[K_NODE] && f.kind != FAULT_K_NODE_KILL && f.kind != FAULT_K_CONNECT_REFUSE &&
-	    f.kind != FAULT_K_CONNECT_DELAY)
+	if (val[K_NODE] && (f.conn_scope || f.nlinks))
 		return scn_fail(s, val[K_NODE], "node", "does not apply to %s", kn);
 	if (val[K_DIR] && !val[K_LINK] && !val[K_NIC])
 		return scn_fail(s, val[K_DIR], "direction", "goes with link or nic");
@@ -502,6 +565,13 @@ static int parse_one(struct scn *s, const yaml_node_t *m, int index, struct faul
 		f.corrupt_p = model_prob(p);
 		f.set = FAULT_SET_CORRUPT;
 	} else if (refuse(s, val, K_P, kn)) {
+		return s->rc;
+	}
+	if (f.action == FAULT_A_CALLFAIL) {
+		if (parse_calls(s, val, &f))
+			return s->rc;
+	} else if (refuse(s, val, K_NTH, kn) || refuse(s, val, K_FRACTION, kn) ||
+		   refuse(s, val, K_ERROR, kn)) {
 		return s->rc;
 	}
 	if (f.kind == FAULT_K_CONNECT_DELAY) {
@@ -539,8 +609,12 @@ static int parse_one(struct scn *s, const yaml_node_t *m, int index, struct faul
 			return scn_fail(s, val[K_PERIOD], "period", "too short for duty %g", duty);
 		f.count = 0;
 	} else {
-		if (refuse(s, val, K_PERIOD, kn) || refuse(s, val, K_DUTY, kn))
+		if (f.kind == FAULT_K_STRAGGLE) {
+			if (parse_slow(s, val, &f))
+				return s->rc;
+		} else if (refuse(s, val, K_PERIOD, kn) || refuse(s, val, K_DUTY, kn)) {
 			return s->rc;
+		}
 		if (val[K_FOR] && get_time(s, val[K_FOR], "for", &f.duration_ns))
 			return s->rc;
 		if (val[K_FOR] && f.duration_ns <= 0)
@@ -668,8 +742,7 @@ static void json_spec(struct jbuf *b, int id, const struct fault_spec *f, const 
 	jbuf_puts(b, "]");
 	if (f->conn_scope)
 		json_conn(b, "conn", fab, f->src_node, f->dst_node);
-	if (f->action == FAULT_A_KILL || f->action == FAULT_A_REFUSE ||
-	    f->action == FAULT_A_DELAY) {
+	if (!f->conn_scope && !f->nlinks) {
 		jbuf_puts(b, ",\"node\":");
 		jbuf_str(b, node_name(fab, f->node));
 	}
@@ -699,6 +772,13 @@ static void json_spec(struct jbuf *b, int id, const struct fault_spec *f, const 
 		json_set(b, f);
 	if (f->action == FAULT_A_DELAY)
 		jbuf_printf(b, ",\"delay_ns\":%" PRId64, f->delay_ns);
+	if (f->action == FAULT_A_STRAGGLE)
+		jbuf_printf(b, ",\"period_slow_ns\":%" PRId64 ",\"duty\":%.9g", f->slow_period_ns,
+			    model_prob_value(f->frac));
+	if (f->action == FAULT_A_CALLFAIL) {
+		jbuf_printf(b, ",\"nth\":%" PRIu64 ",\"fraction\":%.9g,\"error\":\"%s\"", f->nth,
+			    f->nth ? 0.0 : model_prob_value(f->frac), fault_err_names[f->err_kind]);
+	}
 	jbuf_puts(b, "}");
 }
 

@@ -893,11 +893,10 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 			 int64_t timeout_s, struct jbuf *b)
 {
 	const yaml_node_t *ve = NULL, *vx = NULL, *vs = NULL, *vr = NULL, *vw = NULL, *kw = NULL;
-	const struct scn_key keys[] = {{"error", &ve, NULL},
-				       {"exit", &vx, NULL},
-				       {"signal", &vs, NULL},
-				       {"ranks", &vr, NULL},
-				       {"within_s", &vw, &kw}};
+	const yaml_node_t *vh = NULL, *kh = NULL;
+	const struct scn_key keys[] = {{"error", &ve, NULL},   {"exit", &vx, NULL},
+				       {"signal", &vs, NULL},  {"ranks", &vr, NULL},
+				       {"within_s", &vw, &kw}, {"hang_s", &vh, &kh}};
 	char q[80];
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "failure",
 		       "a mapping like {error: ncclRemoteError, ranks: [0], within_s: 10}") ||
@@ -909,6 +908,18 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 	if (vx && vs)
 		return scn_fail(s, vs, "signal", "give exit or signal, not both (a process that dies "
 						 "of a signal has no exit status)");
+	/* hang: no rank ends before it; how they would have ended cannot be asked too */
+	for (int i = 0; vh && i < SCN_NKEYS(keys) - 1; i++)
+		if (*keys[i].val)
+			return scn_fail(s, *keys[i].val, keys[i].name,
+					"not with hang (a hang expects no rank to end: the launcher "
+					"ends them all at the hang's time)");
+	double hang = 0;
+	if (vh && get_seconds(s, kh, vh, "hang_s", 0.1, JOB_MAX_SECONDS, false, &hang))
+		return s->rc;
+	if (vh && hang >= (double)timeout_s)
+		return scn_fail(s, vh, scn_text(kh), "%g s is not below the job's timeout_s (%lld)",
+				hang, (long long)timeout_s);
 	jbuf_puts(b, "{\"error\":");
 	int e = 0;
 	if (ve) {
@@ -991,6 +1002,8 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 		return scn_fail(s, vw, "within_s", "%g s is longer than the job's timeout_s (%lld)", w,
 				(long long)timeout_s);
 	json_opt(b, "within_s", vw, "%.9g", w);
+	if (vh) /* only when asked for: the dumps of other failures stay as they were */
+		jbuf_printf(b, ",\"hang_s\":%.9g", hang);
 	jbuf_puts(b, "}");
 	return 0;
 }

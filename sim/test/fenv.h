@@ -10,7 +10,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "sim/core/fstate.h"
 #include "sim/core/model.h"
@@ -47,6 +49,33 @@ static inline struct fst_view *fenv_map(uint32_t nl, const struct model_link *li
 		exit(1);
 	}
 	return v;
+}
+
+/* A fault of kind k from start for dur on no scope yet (FAULT_ANY nodes), one window, always. */
+static inline struct fault_spec fenv_spec(enum fault_kind k, int64_t start, int64_t dur)
+{
+	struct fault_spec f;
+	memset(&f, 0, sizeof(f));
+	snprintf(f.name, sizeof(f.name), "t-%s", fault_kind_names[k]);
+	f.kind = (uint32_t)k;
+	f.action = (uint32_t)fault_kind_action(k);
+	f.trigger = FAULT_T_TIME;
+	f.src_node = f.dst_node = f.node = FAULT_ANY;
+	f.trig_link = -1;
+	f.trig_src = f.trig_dst = FAULT_ANY;
+	f.start_ns = start;
+	f.duration_ns = dur;
+	f.count = 1;
+	f.prob = MODEL_PROB_ONE;
+	return f;
+}
+
+/* CLOCK_MONOTONIC in ns: the fabric's clock. */
+static inline int64_t fenv_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static inline void fenv_unmap(struct fst_view *v, void *base, size_t len)

@@ -765,8 +765,10 @@ static void test_lint(void)
 	double loss[24] = {0};
 	struct lint_log g = {0};
 	struct fabric *f;
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < 8; i++) {
 		param_defaults(PARAM_NIC, &nics[i]);
+		nics[i].timeout_exp = 10; /* the long-timeout line has a case of its own, below */
+	}
 
 	/* No loss: nothing to say, whatever the timeouts. */
 	nics[0].timeout_exp = 0;
@@ -826,6 +828,37 @@ static void test_lint(void)
 		      strcmp(g.line[8], "... and 16 more lossy link(s) with the same timeout_exp 0 "
 					"hazard (tools/simfabric fabric lists every link)") == 0,
 	      "capped: %d hazards, %d lines, '%s' '%s'", n, g.n, g.line[1], g.line[8]);
+	fabric_free(f);
+
+	/*
+	 * NCCL's default ACK timeout (timeout_exp 20: 4.3 s) on a lossy path: a line, not a
+	 * hazard. Only leaf0 -> n0 (1) is lossy; every other NIC sends to n0 over it, n1 first.
+	 * At 17 (0.54 s) nothing is said.
+	 */
+	for (int i = 0; i < 24; i++)
+		loss[i] = i == 1 ? 1e-3 : 0;
+	for (int i = 0; i < 8; i++)
+		param_defaults(PARAM_NIC, &nics[i]);
+	CHECK(nics[0].timeout_exp == 20, "NCCL's default timeout_exp: %u", nics[0].timeout_exp);
+	f = lint_fabric(loss, 24, nics);
+	g.n = 0;
+	n = fabric_lint(f, lint_collect, &g);
+	CHECK(n == 0 && g.n == 1 &&
+		      strcmp(g.line[0],
+			     "link 1 (leaf0 -> n0/0, loss bernoulli, 0.1 % of packets) carries "
+			     "traffic from n1-nic0 with timeout_exp 20: a lost packet that ends a "
+			     "message is retried only after an ACK timeout of 4.29 s (4.096 us x 2^20), "
+			     "and each such loss stalls its connection that long; a timeout_exp of 10 "
+			     "to 14 (4.2 to 67 ms) keeps a lossy emulated fabric moving, as the shipped "
+			     "lossy scenarios do") == 0,
+	      "long timeout: %d hazards, %d lines, '%s'", n, g.n, g.line[0]);
+	fabric_free(f);
+	for (int i = 0; i < 8; i++)
+		nics[i].timeout_exp = FABRIC_LINT_SLOW_EXP - 1;
+	f = lint_fabric(loss, 24, nics);
+	g.n = 0;
+	CHECK(fabric_lint(f, lint_collect, &g) == 0 && g.n == 0, "0.54 s: %d lines '%s'", g.n,
+	      g.line[0]);
 	fabric_free(f);
 
 	/* The ideal fabric has no links. */

@@ -40,20 +40,7 @@
 
 static struct fault_spec spec(enum fault_kind k, int64_t start, int64_t dur)
 {
-	struct fault_spec f;
-	memset(&f, 0, sizeof(f));
-	snprintf(f.name, sizeof(f.name), "t-%s", fault_kind_names[k]);
-	f.kind = (uint32_t)k;
-	f.action = (uint32_t)fault_kind_action(k);
-	f.trigger = FAULT_T_TIME;
-	f.src_node = f.dst_node = f.node = FAULT_ANY;
-	f.trig_link = -1;
-	f.trig_src = f.trig_dst = FAULT_ANY;
-	f.start_ns = start;
-	f.duration_ns = dur;
-	f.count = 1;
-	f.prob = MODEL_PROB_ONE;
-	return f;
+	return fenv_spec(k, start, dur);
 }
 
 static struct fault_spec on_link(enum fault_kind k, uint32_t link, int64_t start, int64_t dur)
@@ -345,7 +332,7 @@ static void test_spec_check(void)
 	SPEC(&ok, NULL);
 	f = ok;
 	f.kind = FAULT_K_COUNT;
-	SPEC(&f, "action: unknown action 10");
+	SPEC(&f, "action: unknown action 16");
 	f = ok;
 	f.action = FAULT_A_STALL; /* not the kind's */
 	SPEC(&f, "action: unknown action 2");
@@ -1173,9 +1160,7 @@ static void test_reserve_sweep(void)
 
 static int64_t mono_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return fenv_now_ns();
 }
 
 static void test_chan_corrupt(void)

@@ -64,11 +64,12 @@ static void test_errors(void)
 		 "t.yaml:12:5: action: missing: a fault needs action"},
 		{"faults:\n  - {action: link_up, link: node0}\n",
 		 "t.yaml:12:14: action: 'link_up' is not one of link_down, nic_down, flap, stall, "
-		 "degrade, corrupt, reset, connect_refuse, connect_delay, node_kill"},
+		 "degrade, corrupt, reset, connect_refuse, connect_delay, node_kill, "
+		 "node_freeze, straggle, regmr_fail, connect_fail, accept_fail, comm_hang"},
 		{"faults:\n  - {action: link_down, link: node0, when: 5ms}\n",
 		 "t.yaml:12:38: when: unknown key in a fault (known: name, action, link, direction, "
 		 "nic, conn, node, at, for, every, count, probability, after, period, duty, set, p, "
-		 "delay)"},
+		 "delay, nth, fraction, error)"},
 		{"faults:\n  - {action: link_down, link: node0, name: 'a b'}\n",
 		 "t.yaml:12:44: name: 'a b' is not 1..47 of [A-Za-z0-9._-]"},
 		/* links */
@@ -217,6 +218,44 @@ static void test_errors(void)
 		 "t.yaml:12:36: delay: must be positive"},
 		{"faults:\n  - {action: connect_refuse, delay: 5ms}\n",
 		 "t.yaml:12:37: delay: does not apply to connect_refuse"},
+		/* processes (issue 14) */
+		{"faults:\n  - {action: node_freeze}\n",
+		 "t.yaml:12:5: node: missing: node_freeze needs node"},
+		{"faults:\n  - {action: node_freeze, node: any}\n",
+		 "t.yaml:12:33: node: node_freeze needs one node, not any"},
+		{"faults:\n  - {action: node_freeze, node: node0, conn: all}\n",
+		 "t.yaml:12:46: conn: does not apply to node_freeze"},
+		{"faults:\n  - {action: node_freeze, node: node0, period: 5ms}\n",
+		 "t.yaml:12:48: period: does not apply to node_freeze"},
+		{"faults:\n  - {action: straggle, node: node1, period: 500us}\n",
+		 "t.yaml:12:45: period: '500us' is below 1ms: the daemon signals the node twice a "
+		 "period"},
+		{"faults:\n  - {action: straggle, node: node1, duty: 1}\n",
+		 "t.yaml:12:43: duty: the share of each period the node is stopped: in (0, 1)"},
+		{"faults:\n  - {action: straggle, node: node1, duty: 0%}\n",
+		 "t.yaml:12:43: duty: the share of each period the node is stopped: in (0, 1)"},
+		{"faults:\n  - {action: straggle, node: node1, nth: 2}\n",
+		 "t.yaml:12:42: nth: does not apply to straggle"},
+		/* failing calls */
+		{"faults:\n  - {action: regmr_fail, nth: 2, fraction: 0.5}\n",
+		 "t.yaml:12:44: fraction: nth fails one call, fraction a share of them: not both"},
+		{"faults:\n  - {action: connect_fail, nth: 0}\n",
+		 "t.yaml:12:33: nth: '0' is not an integer in 1..2147483647 (calls)"},
+		{"faults:\n  - {action: accept_fail, fraction: 0}\n",
+		 "t.yaml:12:37: fraction: 0 fails no call"},
+		{"faults:\n  - {action: accept_fail, fraction: 1.5}\n",
+		 "t.yaml:12:37: fraction: '1.5' is not a number in 0..1 (or a percentage)"},
+		{"faults:\n  - {action: regmr_fail, error: fatal}\n",
+		 "t.yaml:12:33: error: 'fatal' is not system (ncclSystemError), internal "
+		 "(ncclInternalError) or remote (ncclRemoteError)"},
+		{"faults:\n  - {action: regmr_fail, link: node0}\n",
+		 "t.yaml:12:32: link: does not apply to regmr_fail"},
+		{"faults:\n  - {action: connect_refuse, error: system}\n",
+		 "t.yaml:12:37: error: does not apply to connect_refuse"},
+		{"faults:\n  - {action: comm_hang}\n",
+		 "t.yaml:12:5: conn: missing: comm_hang needs conn"},
+		{"faults:\n  - {action: comm_hang, conn: all, node: node0}\n",
+		 "t.yaml:12:42: node: does not apply to comm_hang"},
 		/* triggers */
 		{"faults:\n  - {action: link_down, link: node0, after: 5}\n",
 		 "t.yaml:12:45: after: expected a mapping like {messages: 100, link: node0} or "
@@ -477,6 +516,69 @@ static void test_good(void)
 	}
 }
 
+/* The process and setup-call actions (issue 14): their fields, defaults and JSON. */
+static void test_good_process(void)
+{
+	const char *yaml = FABRIC "faults:\n"
+				  "  - {action: node_freeze, node: node1, at: 1s}\n" /* 12 */
+				  "  - {action: straggle, node: node2, for: 2s, period: 10ms, duty: 25%}\n"
+				  "  - {action: straggle, node: node0, for: 1s}\n"
+				  "  - {action: regmr_fail, node: node1, nth: 3}\n" /* 15 */
+				  "  - {action: connect_fail, fraction: 0.25, error: internal, for: 5s}\n"
+				  "  - {action: accept_fail, node: node2}\n"
+				  "  - {action: comm_hang, conn: {from: node0, to: node1}, at: 10ms}\n";
+	struct fabric *f = load(yaml, __LINE__);
+	if (!f)
+		return;
+	const struct fault_plan *p = fabric_faults(f);
+	CHECK(p && p->n == 7, "7 faults: %d", p ? p->n : -1);
+	if (!p || p->n != 7) {
+		fabric_free(f);
+		return;
+	}
+	const struct fault_spec *s = nth(f, 0);
+	CHECK(s->action == FAULT_A_FREEZE && s->node == 1 && s->duration_ns == FAULT_FOREVER &&
+		      s->start_ns == 1000000000,
+	      "freeze: node %d dur %" PRId64, s->node, s->duration_ns);
+	s = nth(f, 1);
+	CHECK(s->action == FAULT_A_STRAGGLE && s->node == 2 && s->slow_period_ns == 10000000 &&
+		      s->frac == model_prob(0.25) && s->duration_ns == 2000000000 && s->period_ns == 0,
+	      "straggle: period %" PRId64 " frac %u", s->slow_period_ns, s->frac);
+	s = nth(f, 2);
+	CHECK(s->slow_period_ns == FAULT_SLOW_PERIOD_NS && s->frac == model_prob(0.5),
+	      "straggle defaults: %" PRId64 " %u", s->slow_period_ns, s->frac);
+	s = nth(f, 3);
+	CHECK(s->action == FAULT_A_CALLFAIL && s->kind == FAULT_K_REGMR_FAIL && s->nth == 3 &&
+		      s->node == 1 && s->err_kind == FAULT_E_SYSTEM,
+	      "regmr_fail nth %" PRIu64, s->nth);
+	s = nth(f, 4);
+	CHECK(s->kind == FAULT_K_CONNECT_FAIL && s->nth == 0 && s->frac == model_prob(0.25) &&
+		      s->node == FAULT_ANY && s->err_kind == FAULT_E_INTERNAL,
+	      "connect_fail frac %u err %u", s->frac, s->err_kind);
+	s = nth(f, 5);
+	CHECK(s->kind == FAULT_K_ACCEPT_FAIL && s->nth == 0 && s->frac == MODEL_PROB_ONE,
+	      "accept_fail: every call");
+	s = nth(f, 6);
+	CHECK(s->action == FAULT_A_HANG && s->conn_scope && s->src_node == 0 && s->dst_node == 1 &&
+		      s->duration_ns == FAULT_FOREVER,
+	      "comm_hang %d -> %d", s->src_node, s->dst_node);
+	const char *js;
+	size_t jl;
+	CHECK(fabric_json(f, false, &js, &jl) == 0, "json");
+	static const char *const want[] = {
+		"\"action\":\"node_freeze\",\"line\":12,\"links\":[],\"node\":\"node1\"",
+		"\"probability\":1,\"period_slow_ns\":10000000,\"duty\":0.25}",
+		"\"action\":\"regmr_fail\",\"line\":15,\"links\":[],\"node\":\"node1\"",
+		"\"nth\":3,\"fraction\":0,\"error\":\"system\"}",
+		"\"nth\":0,\"fraction\":0.25,\"error\":\"internal\"}",
+		"\"action\":\"comm_hang\",\"line\":18,\"links\":[],\"conn\":{\"from\":\"node0\","
+		"\"to\":\"node1\"}",
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		CHECK(strstr(js, want[i]) != NULL, "json lacks %s\nin %s", want[i], js);
+	fabric_free(f);
+}
+
 /* A trigger on a fault whose conn: [a, b] means both ways keeps both ways. */
 static void test_both_ways_with_trigger(void)
 {
@@ -584,6 +686,7 @@ int main(void)
 {
 	test_errors();
 	test_good();
+	test_good_process();
 	test_both_ways_with_trigger();
 	test_degrade_corrupt_p();
 	test_live();

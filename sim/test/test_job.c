@@ -107,6 +107,10 @@ static void test_resolve(void)
 		{TWO "job: {program: nccl}\nexpect: {data: wrong}",
 		 NULL,
 		 "{\"data\":\"wrong\",\"timing\":null,\"failure\":null}"},
+		{TWO "job: {program: harness, timeout_s: 60}\nexpect: {failure: {hang: 2500ms}}",
+		 NULL,
+		 "{\"data\":\"exact\",\"timing\":null,\"failure\":{\"error\":null,\"exit\":null,"
+		 "\"signal\":null,\"ranks\":\"any\",\"within_s\":null,\"hang_s\":2.5}}"},
 		{TWO "job: ~\nexpect: ~", "", ""}, /* empty sections: none */
 		{FLT "job: {program: harness}\nexpect: {faults: {may_miss: [cut]}}",
 		 NULL,
@@ -318,7 +322,18 @@ static void test_errors(void)
 		 "t.yaml:3:30: within_s: 20 s is longer than the job's timeout_s (10)"},
 		{TWO "job: {program: nccl}\nexpect: {failure: {after: 1}}",
 		 "t.yaml:3:20: after: unknown key in failure (known: error, exit, signal, ranks, "
-		 "within_s)"},
+		 "within_s, hang_s)"},
+		/* hang (issue 14) */
+		{TWO "job: {program: nccl, timeout_s: 10}\nexpect: {failure: {hang: 10s}}",
+		 "t.yaml:3:26: hang: 10 s is not below the job's timeout_s (10)"},
+		{TWO "job: {program: nccl}\nexpect: {failure: {hang_s: 5, exit: 1}}",
+		 "t.yaml:3:37: exit: not with hang (a hang expects no rank to end: the launcher ends "
+		 "them all at the hang's time)"},
+		{TWO "job: {program: nccl}\nexpect: {failure: {error: timeout, hang: 5s}}",
+		 "t.yaml:3:27: error: not with hang (a hang expects no rank to end: the launcher ends "
+		 "them all at the hang's time)"},
+		{TWO "job: {program: nccl}\nexpect: {failure: {hang: 50ms}}",
+		 "t.yaml:3:26: hang: '50ms' is not a time in 100ms..86400s"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char err[SCN_ERR_LEN];

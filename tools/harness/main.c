@@ -27,6 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* the one parser of values with units, header-only: its code is compiled here */
+#define SF_UNITS_IMPLEMENTATION
+#include "sim/core/units.h"
 #include "sim/core/version.h"
 #include "tools/harness/harness.h"
 
@@ -80,10 +83,10 @@ static void hx_usage(FILE *f)
 		"  --tests LIST        comma-separated tests, or 'all' (default: all\n"
 		"                      non-destructive tests); see --list\n"
 		"  --json FILE         write the results as JSON\n"
-		"  --timeout SEC       limit per test (default 120)\n"
+		"  --timeout SEC       limit per test (default 120; seconds, or 90s, 500ms, ...)\n"
 		"  --bound SEC         failure-detection bound (default 10)\n"
 		"  --threads T         threads per rank in 'threads' (default 4)\n"
-		"  --max-bytes B       largest message, K/M/G suffixes ok (default 64M)\n"
+		"  --max-bytes B       largest message (default 64M)\n"
 		"  --node-prefix P     node names are P<rank> (default 'node')\n"
 		"  --api-version N     use ncclNetPlugin_vN (8..12) instead of the newest\n"
 		"  --bench             run the benchmark (2 ranks)\n"
@@ -97,9 +100,11 @@ static void hx_usage(FILE *f)
 		"  --profiler          v10+: pass profiler handles as NCCL does with a profiler\n"
 		"                      loaded, and check the plugin's events (Start per send and\n"
 		"                      per receive buffer, one Stop each; metrics profiler_*)\n"
-		"  --fault-msgs N      faults: messages each rank sends to the next (default 100)\n"
+		"  --fault-msgs N      faults: messages each rank sends to the next (default 100,\n"
+		"                      at most 1000000)\n"
 		"  --fault-bytes B     faults: their size (default 64K, at most --max-bytes)\n"
-		"  --fault-gap-us U    faults: pause between a rank's posts (default 0)\n"
+		"  --fault-gap-us U    faults: pause between a rank's posts, in us, or a time\n"
+		"                      with a unit (300us, 1ms; default 0)\n"
 		"  --fault-expect E    faults: ok (every message exact), error (each rank gets\n"
 		"                      ncclRemoteError and a WARN naming the fault) or either\n"
 		"  --launched          this process is one rank, started by a launcher: rank,\n"
@@ -110,6 +115,9 @@ static void hx_usage(FILE *f)
 		"  -v, --verbose       say more on stderr\n"
 		"  -h, --help          this text\n"
 		"  --version           simfabric's version\n"
+		"\n"
+		"Sizes (B) are bytes or take K, M, G, T (binary: 64K = 64KiB = 65536), times\n"
+		"ns, us, ms or s: the units of simfabric's scenarios.\n"
 		"\n"
 		"Exit status: 0 all passed, 1 a test failed, 2 usage error.\n");
 }
@@ -140,41 +148,70 @@ static long hx_parse_long(const char *opt, const char *v, long lo, long hi)
 	return x;
 }
 
+/* A time: a bare number is seconds ("2.5"), else a time with a unit ("500ms", "2s";
+ * sim/core/units.h). */
 static double hx_parse_secs(const char *opt, const char *v)
 {
-	char *end;
+	char *end, why[256];
 	double x;
+	uint64_t ns;
 
 	errno = 0;
 	x = strtod(v, &end);
-	if (errno || end == v || *end || !(x > 0) || x > 1e6)
-		hx_usage_error("%s: '%s' is not a positive number of seconds", opt, v);
+	if (end == v || *end || errno) {
+		if (units_parse(v, UNITS_TIME, 0, &ns, why, sizeof(why)) < 0)
+			hx_usage_error("%s: %s", opt, why);
+		x = (double)ns / 1e9;
+	}
+	if (!(x > 0) || x > 1e6)
+		hx_usage_error("%s: '%s' is not a time in (0, 1e6] s (seconds, or 500ms, 2s, ...)",
+			       opt, v);
 	return x;
 }
 
+/* A size with the units grammar (sim/core/units.h): "4096", "64K", "1MiB", "1.5M". */
 static size_t hx_parse_bytes(const char *opt, const char *v)
 {
+	char why[256];
+	uint64_t x;
+
+	if (units_parse(v, UNITS_SIZE, UNITS_BARE, &x, why, sizeof(why)) < 0)
+		hx_usage_error("%s: %s", opt, why);
+	if (x == 0 || x > (1ULL << 40))
+		hx_usage_error("%s: '%s' is not a size in 1 B .. 1T", opt, v);
+	return (size_t)x;
+}
+
+/* A count: a bare number, or with K, M, G (binary, as sizes: 64K = 65536). */
+static long hx_parse_count(const char *opt, const char *v, long lo, long hi)
+{
+	char why[256];
+	uint64_t x;
+
+	if (units_parse(v, UNITS_COUNT, UNITS_BARE, &x, why, sizeof(why)) < 0)
+		hx_usage_error("%s: %s", opt, why);
+	if (x < (uint64_t)lo || x > (uint64_t)hi)
+		hx_usage_error("%s: '%s' is not a count in [%ld, %ld]", opt, v, lo, hi);
+	return (long)x;
+}
+
+/* --fault-gap-us: a bare number is microseconds, else a time with a unit ("1ms"). */
+static double hx_parse_gap(const char *opt, const char *v)
+{
+	char why[256];
+	uint64_t ns;
 	char *end;
-	unsigned long long x, mul = 1;
+	long us;
 
 	errno = 0;
-	x = strtoull(v, &end, 10);
-	if (!errno && end != v && *end) {
-		switch (*end) {
-		case 'k': case 'K': mul = 1ULL << 10; break;
-		case 'm': case 'M': mul = 1ULL << 20; break;
-		case 'g': case 'G': mul = 1ULL << 30; break;
-		default: mul = 0;
-		}
-		end++;
-		if (*end == 'i' && end[1] == 'B')
-			end += 2;
-		else if (*end == 'B')
-			end++;
-	}
-	if (errno || end == v || *end || !mul || x == 0 || x > (1ULL << 40) / mul || v[0] == '-')
-		hx_usage_error("%s: '%s' is not a size in bytes (1 .. 1T, K/M/G suffixes)", opt, v);
-	return (size_t)(x * mul);
+	us = strtol(v, &end, 10);
+	if (end != v && !*end && !errno && us >= 0)
+		ns = (uint64_t)us * 1000;
+	else if (units_parse(v, UNITS_TIME, 0, &ns, why, sizeof(why)) < 0)
+		hx_usage_error("%s: %s", opt, why);
+	if (ns > 10000000000ULL)
+		hx_usage_error("%s: '%s' is more than 10 s", opt, v);
+	return (double)ns / 1e9;
 }
 
 static int hx_find_test(const char *name)
@@ -453,14 +490,14 @@ static void hx_parse_args(int argc, char **argv, const char **tests)
 			hx_opt.flow_msg = hx_parse_bytes(name, v);
 			break;
 		case HX_O_FAULT_MSGS:
-			hx_opt.fault_msgs = hx_parse_long(name, v, 1, 1000000);
+			hx_opt.fault_msgs = hx_parse_count(name, v, 1, 1000000);
 			break;
 		case HX_O_FAULT_BYTES:
 			hx_opt.fault_bytes = hx_parse_bytes(name, v);
 			fault_bytes_set = 1;
 			break;
 		case HX_O_FAULT_GAP_US:
-			hx_opt.fault_gap = (double)hx_parse_long(name, v, 0, 10000000) / 1e6;
+			hx_opt.fault_gap = hx_parse_gap(name, v);
 			break;
 		case HX_O_FAULT_EXPECT:
 			if (!strcmp(v, "ok"))

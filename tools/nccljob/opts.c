@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the one parser of values with units, header-only: its code is compiled here */
+#define SF_UNITS_IMPLEMENTATION
+#include "sim/core/units.h"
 #include "sim/core/version.h"
 #include "tools/nccljob/nccljob.h"
 
@@ -33,7 +36,8 @@ static const char usage_text[] =
 	"  --max BYTES          largest size (default 8M)\n"
 	"  --factor F           from --min, multiply by the integer F >= 2 up to --max (default 2)\n"
 	"  --sizes LIST         exactly these sizes, comma-separated, instead of --min/--max/--factor\n"
-	"                       (BYTES may end in K, M or G: powers of 1024)\n"
+	"                       (BYTES: a number, or with K, M, G or T, binary: 64K = 64KiB =\n"
+	"                       65536, 1.5M; the units of simfabric's scenarios)\n"
 	"  -b, -e, -f           nccl-tests' spellings of --min, --max, --factor (this program's\n"
 	"                       defaults, not nccl-tests' 32M/32M)\n"
 	"  --dtype T            int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
@@ -71,7 +75,8 @@ static const char usage_text[] =
 	"                       to measure small-message latency)\n"
 	"\n"
 	"Bounds and output:\n"
-	"  --timeout-s S        the whole job's bound, bootstrap included (default 300)\n"
+	"  --timeout-s S        the whole job's bound, bootstrap included (default 300; seconds,\n"
+	"                       or a time with a unit: 90s, 500ms)\n"
 	"  --op-timeout-s S     the bound of each wait: communicator init, one warm-up or timed\n"
 	"                       batch, a copy, the finalize (default 60)\n"
 	"  --json FILE          the results as JSON. A \"%r\" in FILE becomes the rank: then\n"
@@ -137,24 +142,17 @@ static int bad(const char *fmt, ...)
 	return -1;
 }
 
+/* A size with simfabric's units (sim/core/units.h): "4096", "64K", "1MiB", "1.5M". */
 static int parse_bytes(const char *opt, const char *s, size_t *out)
 {
-	unsigned long long v, mul = 1;
-	char *end;
+	char why[256];
+	uint64_t v;
 
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (end == s || *s == '-' || errno)
-		return bad("%s: '%s' is not a size (a number with an optional K, M or G)", opt, s);
-	switch (*end) {
-	case 'k': case 'K': mul = 1ull << 10; end++; break;
-	case 'm': case 'M': mul = 1ull << 20; end++; break;
-	case 'g': case 'G': mul = 1ull << 30; end++; break;
-	}
-	if (*end || v > (1ull << 40) / mul)
-		return bad("%s: '%s' is not a size (a number with an optional K, M or G, at most 1T)",
-			   opt, s);
-	*out = (size_t)(v * mul);
+	if (units_parse(s, UNITS_SIZE, UNITS_BARE, &v, why, sizeof(why)) < 0)
+		return bad("%s: %s", opt, why);
+	if (v > (1ull << 40))
+		return bad("%s: '%s' is more than 1T", opt, s);
+	*out = (size_t)v;
 	return 0;
 }
 
@@ -171,13 +169,20 @@ static int parse_int(const char *opt, const char *s, long lo, long hi, int *out)
 	return 0;
 }
 
+/* Seconds: a bare number ("2.5"), or a time with a unit ("500ms", "90s"). */
 static int parse_seconds(const char *opt, const char *s, double *out)
 {
-	char *end;
+	char *end, why[256];
 	double v = strtod(s, &end);
+	uint64_t ns;
 
-	if (end == s || *end || !(v > 0) || v > 1e7)
-		return bad("%s: '%s' is not a number of seconds > 0", opt, s);
+	if (end == s || *end) {
+		if (units_parse(s, UNITS_TIME, 0, &ns, why, sizeof(why)) < 0)
+			return bad("%s: %s", opt, why);
+		v = (double)ns / 1e9;
+	}
+	if (!(v > 0) || v > 1e7)
+		return bad("%s: '%s' is not a time > 0 and at most 1e7 s", opt, s);
 	*out = v;
 	return 0;
 }
