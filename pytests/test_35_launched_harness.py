@@ -192,6 +192,8 @@ def test_35_05_bad_environment_is_named(sf_env, env, says):
     assert p.returncode == 2, (p.returncode, p.stderr)
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], p.stderr
+    assert lines[0].startswith("simfabric-harness: --launched: "), p.stderr
+    assert lines[0].endswith("(see --help)"), p.stderr
 
 
 @pytest.mark.parametrize("args,says", [
@@ -204,6 +206,7 @@ def test_35_06_options_that_contradict_the_launcher(sf_env, args, says):
     p = subprocess.run([sf_env.harness, "--launched", "--plugin", sf_env.plugin] + args,
                        env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and says in p.stderr, (p.returncode, p.stderr)
+    assert p.stderr.startswith("simfabric-harness: ") and p.stderr.count("\n") == 1, p.stderr
 
 
 def test_35_07_a_rank_with_other_options_is_refused_by_name(sf_env, fabric, tmp_path):

@@ -62,8 +62,10 @@ static long lx_number(const char *name, const char *v, long lo, long hi)
 	errno = 0;
 	n = strtol(v, &end, 10);
 	if (!*v || *end || errno || n < lo || n > hi) {
-		fprintf(stderr, "harness: --launched: %s='%s' is not a number in %ld..%ld\n", name,
-			v, lo, hi);
+		fprintf(stderr,
+			"simfabric-harness: --launched: %s='%s' is not a number in %ld..%ld (see "
+			"--help)\n",
+			name, v, lo, hi);
 		exit(2);
 	}
 	return n;
@@ -71,7 +73,7 @@ static long lx_number(const char *name, const char *v, long lo, long hi)
 
 static void lx_missing(const char *what)
 {
-	fprintf(stderr, "harness: --launched: %s\n", what);
+	fprintf(stderr, "simfabric-harness: --launched: %s (see --help)\n", what);
 	exit(2);
 }
 
@@ -111,7 +113,9 @@ int lx_env(int argc, char **argv, int *rank, int *nranks)
 	sn = size_names[i];
 	sv = getenv(sn);
 	if (!sv) {
-		fprintf(stderr, "harness: --launched: %s is not set (%s=%s is)\n", sn, rn, rv);
+		fprintf(stderr,
+			"simfabric-harness: --launched: %s is not set (%s=%s is) (see --help)\n",
+			sn, rn, rv);
 		exit(2);
 	}
 	*nranks = (int)lx_number(sn, sv, 2, HX_MAX_RANKS);
@@ -134,8 +138,9 @@ static struct addrinfo *lx_resolve(void)
 	int rc = getaddrinfo(lx_addr, lx_port, &hints, &ai);
 
 	if (rc != 0) {
-		fprintf(stderr, "harness: --launched: MASTER_ADDR='%s': %s\n", lx_addr,
-			gai_strerror(rc));
+		fprintf(stderr,
+			"simfabric-harness: --launched: MASTER_ADDR='%s': %s (see --help)\n",
+			lx_addr, gai_strerror(rc));
 		exit(2);
 	}
 	return ai;

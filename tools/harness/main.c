@@ -1147,17 +1147,12 @@ static int lx_hook_env(int argc, char **argv, int *rank)
 {
 	int given = hx_opt.nranks;
 
-	if (hx_opt.bench) {
-		fprintf(stderr, "harness: --bench needs the ranks forked by one harness (a shared page), "
-				"not --launched\n");
-		return -1;
-	}
+	if (hx_opt.bench)
+		hx_usage_error("--bench needs the ranks forked by one harness (a shared page), not "
+			       "--launched");
 	lx_env(argc, argv, rank, &hx_opt.nranks);
-	if (hx_nranks_set && given != hx_opt.nranks) {
-		fprintf(stderr, "harness: --nranks %d, but the launcher says %d ranks\n", given,
-			hx_opt.nranks);
-		return -1;
-	}
+	if (hx_nranks_set && given != hx_opt.nranks)
+		hx_usage_error("--nranks %d, but the launcher says %d ranks", given, hx_opt.nranks);
 	return 0;
 }
 
