@@ -210,7 +210,7 @@ def test_35_06_options_that_contradict_the_launcher(sf_env, args, says):
 
 
 def test_35_07_a_rank_with_other_options_is_refused_by_name(sf_env, fabric, tmp_path):
-    r = launch_by_hand(sf_env, fabric, tmp_path, 3, ["--tests", "sizes"], timeout=60,
+    r = launch_by_hand(sf_env, fabric, tmp_path, 3, ["--tests", "sizes"], timeout=10,
                        argv_of=lambda k, a: a + ["--max-bytes", "1M"] if k == 1 else a)
     assert r.rc(0) == 1, r.report()
     assert "rank 1 was started with other options than rank 0" in r.outs[0][2], r.report()
