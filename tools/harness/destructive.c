@@ -169,6 +169,7 @@ void t_peer_death(struct hx_test *t)
 			_exit(0);
 		}
 		/* ...and die without closing anything. */
+		oob_send(OOB_NOTE, OOB_NOTE_EXITING, NULL, 0);
 		_exit(0);
 	}
 	if (t_barrier(t) < 0)

@@ -15,6 +15,7 @@
  *   destructive.c    t_    the destructive tests (truncate, peer_death, daemon_death)
  *   bench.c          t_    --bench
  *   flows.c          t_    flows: given rank pairs stream at once (--flows)
+ *   launched.c       lx_   --launched: one rank per process, out-of-band over TCP
  *
  * The parent never loads the plugin: it only forks the ranks and relays
  * their out-of-band messages, so a crashing plugin can only take one rank down.
@@ -26,6 +27,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "plugin/ncclnet.h"
@@ -61,6 +63,7 @@ struct hx_opts {
 	double fault_gap;   /* faults: seconds between a rank's posts */
 	int fault_expect;   /* faults: HX_FE_OK, HX_FE_ERROR or HX_FE_EITHER */
 	int profiler;	    /* --profiler: profiler handles on isend/irecv, events checked */
+	int launched;	    /* --launched: this process is one rank (launched.c) */
 };
 enum { HX_FE_OK = 0, HX_FE_ERROR, HX_FE_EITHER };
 extern struct hx_opts hx_opt;
@@ -311,7 +314,9 @@ enum oob_type {
 	OOB_RUN = 0x83,	  /* arg = test index to run next */
 	OOB_QUIT = 0x84,
 };
-enum { OOB_NOTE_READY = 1, OOB_NOTE_FAILED = 2 };
+/* EXITING: this rank is about to _exit(0) by design (peer_death): a launched rank is not the
+ * parent's child, and its connection's EOF alone cannot tell that from a crash. */
+enum { OOB_NOTE_READY = 1, OOB_NOTE_FAILED = 2, OOB_NOTE_EXITING = 3 };
 
 struct oob_hdr {
 	uint32_t type, arg;
@@ -352,6 +357,18 @@ int oob_peer_read(struct oob_peer *p); /* 0 ok, 1 eof, -1 error */
 /* 1 and a message (data points into the peer's buffer until the next call), or 0. */
 int oob_peer_next(struct oob_peer *p, struct oob_hdr *h, char **data);
 int oob_write(int fd, uint32_t type, uint32_t arg, const void *data, size_t len);
+
+/* ---- --launched (launched.c) ------------------------------------------ */
+
+/* The rank, the world size and rank 0's address from the launcher's environment (RANK and
+ * WORLD_SIZE, or OMPI_COMM_WORLD_*, or SLURM_PROCID/SLURM_NTASKS; MASTER_ADDR, MASTER_PORT).
+ * A missing or malformed one exits 2 with one line naming the variable. argv: the command line,
+ * which every rank must share. */
+int lx_env(int argc, char **argv, int *rank, int *nranks);
+/* Joins the run. 0 in a rank's process: fds[0] is its channel to rank 0's harness and
+ * hx_opt.comm_id is the run's. 1 in rank 0's serving process: fds[r] for every rank, *pid0 its
+ * forked rank 0. -1 on failure, said on stderr. */
+int lx_start(int rank, int nranks, int *fds, pid_t *pid0);
 
 /* ---- JSON writer (json.c) -------------------------------------------- */
 

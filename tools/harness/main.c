@@ -107,6 +107,10 @@ static void hx_usage(FILE *f)
 		"                      with a unit (300us, 1ms; default 0)\n"
 		"  --fault-expect E    faults: ok (every message exact), error (each rank gets\n"
 		"                      ncclRemoteError and a WARN naming the fault) or either\n"
+		"  --launched          this process is one rank, started by a launcher: rank,\n"
+		"                      size and rank 0's address from RANK, WORLD_SIZE,\n"
+		"                      MASTER_ADDR, MASTER_PORT (or OMPI_COMM_WORLD_RANK/SIZE,\n"
+		"                      SLURM_PROCID/NTASKS); rank 0 prints the report\n"
 		"  --list              list the tests and exit\n"
 		"  -v, --verbose       say more on stderr\n"
 		"  -h, --help          this text\n"
@@ -331,6 +335,7 @@ enum {
 	HX_O_FAULT_EXPECT,
 	HX_O_LIST,
 	HX_O_VERSION,
+	HX_O_LAUNCHED,
 };
 
 static const struct option hx_long_opts[] = {
@@ -355,6 +360,7 @@ static const struct option hx_long_opts[] = {
 	{"fault-gap-us", required_argument, NULL, HX_O_FAULT_GAP_US},
 	{"fault-expect", required_argument, NULL, HX_O_FAULT_EXPECT},
 	{"list", no_argument, NULL, HX_O_LIST},
+	{"launched", no_argument, NULL, HX_O_LAUNCHED},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, HX_O_VERSION},
@@ -440,6 +446,9 @@ static void hx_parse_args(int argc, char **argv, const char **tests)
 			break;
 		case HX_O_PROFILER:
 			hx_opt.profiler = 1;
+			break;
+		case HX_O_LAUNCHED:
+			hx_opt.launched = 1;
 			break;
 		case HX_O_PLUGIN:
 			hx_opt.plugin = v;
@@ -669,8 +678,11 @@ static void hx_child(int rank, int fd, pid_t parent)
 	hx_w.rank = rank;
 	hx_w.nranks = hx_opt.nranks;
 	snprintf(node, sizeof(node), "%s%d", hx_opt.node_prefix, rank);
-	setenv("SIMFABRIC_NODE", node, 1);
-	setenv("NCCL_HOSTID", node, 1);
+	/* A launcher's placement of ranks on nodes (simfabric launch sets both) wins. */
+	if (!hx_opt.launched || !getenv("SIMFABRIC_NODE")) {
+		setenv("SIMFABRIC_NODE", node, 1);
+		setenv("NCCL_HOSTID", node, 1);
+	}
 	pl_log_setup(rank);
 	oob_child_init(fd);
 	while ((k = oob_next_command()) >= 0 && k < hx_ntests)
@@ -686,6 +698,7 @@ struct hx_rank {
 	pid_t pid;
 	struct oob_peer rd;
 	int alive, expected_exit, exited, status;
+	int exiting; /* said OOB_NOTE_EXITING */
 	int has_result, ready;
 	int gathered;
 	char *gdata;
@@ -704,6 +717,7 @@ static int hx_nres, hx_capres;
 static char hx_plugin_name[256];
 static int hx_api_version;
 static volatile sig_atomic_t hx_signalled;
+static int hx_quitting; /* QUIT sent: a launched rank's EOF is its clean exit */
 static int hx_cur_pos; /* position in the schedule: orders the report */
 
 static void hx_on_signal(int sig)
@@ -760,6 +774,20 @@ static int hx_reap(int nranks)
 	for (i = 0; i < nranks; i++) {
 		if (hx_r[i].exited)
 			continue;
+		if (hx_r[i].pid <= 0) {
+			/* A launched rank is not our child: it has gone when its channel is at EOF (its
+			 * exit status is its launcher's to see). It exited cleanly if it said it would,
+			 * or was told to; otherwise status 1 stands for "vanished". */
+			char c;
+
+			if (recv(hx_r[i].rd.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0 ||
+			    (!hx_r[i].alive && hx_r[i].rd.fd < 0)) {
+				hx_r[i].exited = 1;
+				hx_r[i].status = hx_r[i].exiting || hx_quitting ? 0 : 1 << 8;
+				n++;
+			}
+			continue;
+		}
 		if (waitpid(hx_r[i].pid, &st, WNOHANG) == hx_r[i].pid) {
 			hx_r[i].exited = 1;
 			hx_r[i].status = st;
@@ -776,7 +804,7 @@ static void hx_kill_all(int nranks)
 	int i, left;
 
 	for (i = 0; i < nranks; i++)
-		if (!hx_r[i].exited)
+		if (!hx_r[i].exited && hx_r[i].pid > 0)
 			kill(hx_r[i].pid, SIGTERM);
 	t_end = hx_now() + 2;
 	do {
@@ -787,6 +815,12 @@ static void hx_kill_all(int nranks)
 			hx_sleep(0.02);
 	} while (left && hx_now() < t_end);
 	for (i = 0; i < nranks; i++) {
+		if (!hx_r[i].exited && hx_r[i].pid <= 0) {
+			/* Launched elsewhere: closing its channel tells it the run is over. */
+			close(hx_r[i].rd.fd);
+			hx_r[i].rd.fd = -1;
+			hx_r[i].exited = 1;
+		}
 		if (!hx_r[i].exited) {
 			kill(hx_r[i].pid, SIGKILL);
 			if (waitpid(hx_r[i].pid, &hx_r[i].status, 0) == hx_r[i].pid)
@@ -968,6 +1002,8 @@ static int hx_parent_test(int test, int nranks)
 							hx_abort_test(test, rank, nranks);
 						}
 					}
+				} else if (h.type == OOB_NOTE && h.arg == OOB_NOTE_EXITING) {
+					r->exiting = 1;
 				} else if (h.type == OOB_NOTE && h.arg == OOB_NOTE_READY) {
 					r->ready = 1;
 				} else if (h.type == OOB_NOTE && h.arg == OOB_NOTE_FAILED && !aborted) {
@@ -1009,6 +1045,8 @@ static int hx_parent_test(int test, int nranks)
 					hx_describe_status(st, why, sizeof(why));
 				else
 					snprintf(why, sizeof(why), "closed its channel to the parent");
+				if (r->pid <= 0 && !r->exiting)
+					snprintf(why, sizeof(why), "closed its connection to rank 0's harness");
 				{
 					char msg[240];
 					int n = snprintf(msg, sizeof(msg), "rank process died during the test: %s",
@@ -1103,16 +1141,33 @@ static int hx_print_test(int test, int from)
 	return nfail != 0;
 }
 
+/* --launched: the world comes from the launcher; options that need one harness forking every
+ * rank are refused. */
+static int lx_hook_env(int argc, char **argv, int *rank)
+{
+	int given = hx_opt.nranks;
+
+	if (hx_opt.bench)
+		hx_usage_error("--bench needs the ranks forked by one harness (a shared page), not "
+			       "--launched");
+	lx_env(argc, argv, rank, &hx_opt.nranks);
+	if (hx_nranks_set && given != hx_opt.nranks)
+		hx_usage_error("--nranks %d, but the launcher says %d ranks", given, hx_opt.nranks);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *tests;
 	int fds[HX_MAX_RANKS][2];
-	int i, s, nranks, fatal = 0, ntests = 0, nfailed = 0, load_failed = 0;
+	int i, s, nranks, fatal = 0, ntests = 0, nfailed = 0, load_failed = 0, lrank = 0;
 	double t_start = hx_now();
 	struct sigaction sa;
 	pid_t self = getpid();
 
 	hx_parse_args(argc, argv, &tests);
+	if (hx_opt.launched && lx_hook_env(argc, argv, &lrank) < 0)
+		return 2;
 	hx_build_schedule(tests);
 	nranks = hx_opt.nranks;
 	for (i = 0; i < hx_nsched; i++)
@@ -1127,7 +1182,20 @@ int main(int argc, char **argv)
 	}
 	memset((void *)hx_shm, 0, sizeof(*hx_shm));
 
-	for (i = 0; i < nranks; i++) {
+	if (hx_opt.launched) {
+		int lfds[HX_MAX_RANKS], role = lx_start(lrank, nranks, lfds, &hx_r[0].pid);
+
+		if (role < 0)
+			return 1;
+		if (role == 0)
+			hx_child(lrank, lfds[0], getppid());
+		for (i = 0; i < nranks; i++) {
+			hx_r[i].alive = 1;
+			hx_r[i].rd.fd = lfds[i];
+			fcntl(lfds[i], F_SETFL, fcntl(lfds[i], F_GETFL) | O_NONBLOCK);
+		}
+	}
+	for (i = 0; i < nranks && !hx_opt.launched; i++) {
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds[i]) < 0) {
 			perror("harness: socketpair");
 			return 1;
@@ -1135,7 +1203,7 @@ int main(int argc, char **argv)
 	}
 	fflush(stdout);
 	fflush(stderr);
-	for (i = 0; i < nranks; i++) {
+	for (i = 0; i < nranks && !hx_opt.launched; i++) {
 		pid_t pid = fork();
 
 		if (pid < 0) {
@@ -1196,6 +1264,7 @@ int main(int argc, char **argv)
 		double limit = hx_opt.timeout < 30 ? hx_opt.timeout : 30, t_end;
 		int left;
 
+		hx_quitting = 1;
 		for (i = 0; i < nranks; i++)
 			if (hx_r[i].alive)
 				oob_write(hx_r[i].rd.fd, OOB_QUIT, 0, NULL, 0);
