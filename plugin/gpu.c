@@ -75,9 +75,9 @@ struct gimport {
  */
 #define SFK_RING 64u	     /* descriptors, a power of two: one staging slot each */
 #define SFK_SLOT (64u << 10) /* a staging slot: the largest small copy there can be */
-#define SFK_SMALL_MAX                                                                              \
-	(16u << 10) /* the default largest (one block reads host memory at
-				     roughly 10 GB/s: beyond that the copy engine wins) */
+/* The default largest small copy: one block reads host memory at roughly 10 GB/s, beyond which
+ * the copy engine wins. */
+#define SFK_SMALL_MAX (16u << 10)
 _Static_assert((SFK_RING & (SFK_RING - 1)) == 0, "the kernel masks its ring index");
 #define SFK_WAIT_NS 10000000000LL /* how long a drain waits for the kernel before it gives up */
 struct sfk_desc {		  /* as copier.cu reads it */
@@ -89,7 +89,6 @@ struct gkern {
 	volatile uint64_t *done;	/* written by the kernel: the last seq copied */
 	volatile uint32_t *stop;	/* ends the kernel */
 	volatile uint64_t *running;	/* set by the kernel once resident */
-	cu_stream stream;		/* the kernel's */
 	cu_event ended;			/* recorded after it: complete once it has returned */
 	pid_t pid;			/* the process that launched it (not a fork's child) */
 	uint8_t *staging;		/* SFK_RING slots of SFK_SLOT bytes */
@@ -139,13 +138,13 @@ static struct {
 	uint64_t small_max; /* SIMFABRIC_GPU_SMALL_MAX: the largest message the kernel copies */
 	int nstreams;
 	struct {
-		cu_ctx ctx;	 /* the application's context */
-		cu_stream s;	 /* every copy issued in it, in one FIFO (see copy_stream) */
-		cu_ctx own;	 /* our own context on its device (own_stream), or NULL */
-		cu_stream own_s; /* its first stream: non-NULL when it is in use */
-		cu_stream own_more[SFGPU_MAX_STREAMS]; /* all of them, own_more[0] == own_s */
-		unsigned own_next;		       /* the next sendComm's, round robin */
-		struct gkern *kern;		       /* its small-copy kernel, or NULL */
+		cu_ctx ctx;  /* the application's context */
+		cu_stream s; /* every copy issued in it, in one FIFO (see copy_stream) */
+		cu_ctx own;  /* our own context on its device (own_stream), or NULL */
+		cu_stream own_s[SFGPU_MAX_STREAMS]; /* its streams, own_n of them (0: not in use) */
+		int own_n;
+		unsigned own_next;  /* the next sendComm's, round robin */
+		struct gkern *kern; /* its small-copy kernel, or NULL */
 		int own_tried;
 	} streams[SFGPU_MAX_CTX];
 	int srv_fd;
@@ -169,6 +168,27 @@ static int copy_stream(cu_ctx app, int self, cu_ctx *ctx, cu_stream *out, char *
 static void hex_put(char *out, const unsigned char *b, size_t n);
 
 /* ---- the mode ---------------------------------------------------------------------------- */
+
+/*
+ * A whole number from 1 to max in the variable name, into *v (left as it is when unset); else a
+ * setup error naming it, and -1. what: "a number", "a byte count".
+ */
+static int env_count(const char *name, const char *what, uint64_t max, uint64_t *v)
+{
+	const char *e = getenv(name);
+	if (!e || !*e)
+		return 0;
+	char *end = NULL;
+	unsigned long long n = strtoull(e, &end, 10);
+	if (*end || e[0] == '-' || n < 1 || n > max) {
+		G.setup_err = -EINVAL;
+		snprintf(G.setup_why, sizeof(G.setup_why), "%s='%.40s' is not %s from 1 to %llu",
+			 name, e, what, (unsigned long long)max);
+		return -1;
+	}
+	*v = n;
+	return 0;
+}
 
 static void setup_once(void)
 {
@@ -200,20 +220,10 @@ static void setup_once(void)
 			return;
 		}
 	}
-	const char *ns = getenv("SIMFABRIC_GPU_STREAMS");
-	G.own_streams = 1;
-	if (ns && *ns) {
-		char *end = NULL;
-		long nv = strtol(ns, &end, 10);
-		if (*end || nv < 1 || nv > SFGPU_MAX_STREAMS) {
-			G.setup_err = -EINVAL;
-			snprintf(G.setup_why, sizeof(G.setup_why),
-				 "SIMFABRIC_GPU_STREAMS='%.40s' is not a number from 1 to %d", ns,
-				 SFGPU_MAX_STREAMS);
-			return;
-		}
-		G.own_streams = (int)nv;
-	}
+	uint64_t nv = 1;
+	if (env_count("SIMFABRIC_GPU_STREAMS", "a number", SFGPU_MAX_STREAMS, &nv))
+		return;
+	G.own_streams = (int)nv;
 	const char *sm = getenv("SIMFABRIC_GPU_SMALL");
 	if (sm && *sm && strcmp(sm, "off") && strcmp(sm, "kernel")) {
 		G.setup_err = -EINVAL;
@@ -222,20 +232,9 @@ static void setup_once(void)
 		return;
 	}
 	G.small_kernel = sm && !strcmp(sm, "kernel");
-	const char *smax = getenv("SIMFABRIC_GPU_SMALL_MAX");
 	G.small_max = SFK_SMALL_MAX;
-	if (smax && *smax) {
-		char *end = NULL;
-		unsigned long long mv = strtoull(smax, &end, 10);
-		if (*end || mv < 1 || mv > SFK_SLOT || smax[0] == '-') {
-			G.setup_err = -EINVAL;
-			snprintf(G.setup_why, sizeof(G.setup_why),
-				 "SIMFABRIC_GPU_SMALL_MAX='%.40s' is not a byte count from 1 to %u",
-				 smax, SFK_SLOT);
-			return;
-		}
-		G.small_max = mv;
-	}
+	if (env_count("SIMFABRIC_GPU_SMALL_MAX", "a byte count", SFK_SLOT, &G.small_max))
+		return;
 	char why[160];
 	int rc = cudadrv_load(&G.cu, !want_on, why, sizeof(why));
 	if (rc == 0) {
@@ -1000,6 +999,13 @@ int sfgpu_tx_new(const char *desc, struct sfgpu_tx **out)
 	return 0;
 }
 
+/* The pause between two looks at something the GPU will write (bounded waits only). */
+static void nap(void)
+{
+	struct timespec ts = {0, 20000};
+	nanosleep(&ts, NULL);
+}
+
 /* A non-blocking stream at the current context's highest priority (copies never wait). */
 static cu_result top_stream(cu_stream *s)
 {
@@ -1048,8 +1054,7 @@ static void kern_stop_all(void)
 		struct gkern *k = G.streams[i].kern;
 		while (k && k->pid == getpid() && G.cu.EventQuery(k->ended) == CU_ERROR_NOT_READY &&
 		       mono_ns() - t0 < 1000000000LL) {
-			struct timespec ts = {0, 50000};
-			nanosleep(&ts, NULL);
+			nap();
 		}
 	}
 }
@@ -1104,20 +1109,19 @@ static struct gkern *kern_start(void)
 	}
 	struct gkern *k = r == CU_SUCCESS ? calloc(1, sizeof(*k)) : NULL;
 	if (k) {
+		/* after the ring: done (8 bytes), stop (4, padded to 8), running (8), as copier.cu
+		 * indexes them from done */
+		size_t tail = SFK_RING * sizeof(struct sfk_desc);
 		k->ring = host;
-		k->done = (volatile uint64_t *)((char *)host + SFK_RING * sizeof(struct sfk_desc));
-		k->stop = (volatile uint32_t *)((char *)host + SFK_RING * sizeof(struct sfk_desc) +
-						8);
+		k->done = (volatile uint64_t *)((char *)host + tail);
+		k->stop = (volatile uint32_t *)((char *)host + tail + 8);
+		k->running = (volatile uint64_t *)((char *)host + tail + 16);
 		k->staging = (uint8_t *)host + head;
 		k->staging_d = dev + head;
-		k->running = (volatile uint64_t *)((char *)host +
-						   SFK_RING * sizeof(struct sfk_desc) + 16);
-		k->stream = ks;
 		k->pid = getpid();
 		k->next = 1;
 		pthread_mutex_init(&k->lock, NULL);
-		cu_ptr ring_d = dev, done_d = dev + SFK_RING * sizeof(struct sfk_desc),
-		       stop_d = done_d + 8;
+		cu_ptr ring_d = dev, done_d = dev + tail, stop_d = done_d + 8;
 		unsigned n = SFK_RING;
 		void *params[] = {&ring_d, &n, &done_d, &stop_d};
 		step = "cuLaunchKernel";
@@ -1140,8 +1144,7 @@ static struct gkern *kern_start(void)
 				r = -1;
 				break;
 			}
-			struct timespec ts = {0, 20000};
-			nanosleep(&ts, NULL);
+			nap();
 		}
 		if (r != CU_SUCCESS) {
 			free(k);
@@ -1180,8 +1183,7 @@ static int streams_run(cu_stream *s, int n)
 		cu_result r;
 		while ((r = G.cu.EventQuery(ev[j])) == CU_ERROR_NOT_READY &&
 		       mono_ns() - t0 < 200000000LL) {
-			struct timespec ts = {0, 20000};
-			nanosleep(&ts, NULL);
+			nap();
 		}
 		ok = r == CU_SUCCESS;
 	}
@@ -1230,8 +1232,8 @@ static void own_context(int i)
 	}
 	if (r == CU_SUCCESS) {
 		G.streams[i].own = own;
-		memcpy(G.streams[i].own_more, s, sizeof(s));
-		G.streams[i].own_s = s[0];
+		memcpy(G.streams[i].own_s, s, sizeof(s));
+		G.streams[i].own_n = n;
 		/* MPS only: without it our context time-slices with the application's, and a
 		 * kernel that never ends would take every other slice */
 		if (G.small_kernel && mps && G.cu.CtxPushCurrent(own) == CU_SUCCESS) {
@@ -1264,8 +1266,9 @@ static void own_context(int i)
 		PWARN("GPU copies: %s failed on device %d (%s), so they run in the application's "
 		      "context, where under MPS a copy can wait behind a kernel that waits for it "
 		      "(a hang). Under MPS every context's hardware queues come out of one pool: "
-		      "give each rank fewer (CUDA_DEVICE_MAX_CONNECTIONS=%s; docs/gpu-path.md)",
-		      step, (int)dev, r == -1 ? "missing" : cuerr(r), "32 / ranks per GPU");
+		      "give each rank fewer (CUDA_DEVICE_MAX_CONNECTIONS=32 / ranks per GPU; "
+		      "docs/gpu-path.md)",
+		      step, (int)dev, r == -1 ? "missing" : cuerr(r));
 }
 
 /*
@@ -1317,7 +1320,7 @@ static int copy_stream(cu_ctx app, int self, cu_ctx *ctx, cu_stream *out, char *
 	if (!G.streams[i].own_tried) {
 		G.streams[i].own_tried = 1;
 		own_context(i);
-		if (!G.streams[i].own_s && G.copy_ctx != COPY_CTX_OWN &&
+		if (!G.streams[i].own_n && G.copy_ctx != COPY_CTX_OWN &&
 		    !getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
 			/* Too late to set (CUDA read it at its init): say so now, not after a hang. */
 			PWARN("GPU copies run in the application's CUDA context and "
@@ -1327,13 +1330,10 @@ static int copy_stream(cu_ctx app, int self, cu_ctx *ctx, cu_stream *out, char *
 			      "launcher set it for every rank (32 with a GPU per rank; "
 			      "docs/gpu-path.md), or SIMFABRIC_GPU=off");
 	}
-	if (!self && G.streams[i].own_s) {
+	if (!self && G.streams[i].own_n) {
 		*ctx = G.streams[i].own;
 		/* sendComms spread over the streams; each keeps one, so its copies stay in order */
-		int k = 0;
-		while (k < SFGPU_MAX_STREAMS && G.streams[i].own_more[k])
-			k++;
-		*out = G.streams[i].own_more[G.streams[i].own_next++ % (unsigned)k];
+		*out = G.streams[i].own_s[G.streams[i].own_next++ % (unsigned)G.streams[i].own_n];
 	} else if (!self && G.copy_ctx == COPY_CTX_OWN) {
 		snprintf(why, cap,
 			 "SIMFABRIC_GPU_COPY_CONTEXT=own, but no copy context could be made on "
@@ -1444,8 +1444,7 @@ static int kern_wait(const struct gkern *k, uint64_t seq)
 			      (unsigned long long)*k->done);
 			return -ETIMEDOUT;
 		}
-		struct timespec ts = {0, 20000};
-		nanosleep(&ts, NULL);
+		nap();
 	}
 	return 0;
 }
@@ -1653,17 +1652,14 @@ const struct chan_dma sfgpu_dma = {dma_start, dma_poll, dma_drain};
 void sfgpu_drain_all(void)
 {
 	cu_stream s[(1 + SFGPU_MAX_STREAMS) * SFGPU_MAX_CTX];
-	int n = 0;
+	struct gkern *ks[SFGPU_MAX_CTX];
+	uint64_t kn[SFGPU_MAX_CTX]; /* the last descriptor each kernel had been given */
+	int n = 0, nk = 0;
 	pthread_mutex_lock(&G.imp_lock);
 	for (int i = 0; i < G.nstreams; i++) {
 		s[n++] = G.streams[i].s;
-		for (int k = 0; k < SFGPU_MAX_STREAMS && G.streams[i].own_more[k]; k++)
-			s[n++] = G.streams[i].own_more[k];
-	}
-	struct gkern *ks[SFGPU_MAX_CTX];
-	uint64_t kn[SFGPU_MAX_CTX];
-	int nk = 0;
-	for (int i = 0; i < G.nstreams; i++)
+		for (int k = 0; k < G.streams[i].own_n; k++)
+			s[n++] = G.streams[i].own_s[k];
 		if (G.streams[i].kern) {
 			ks[nk] = G.streams[i].kern;
 			pthread_mutex_lock(&ks[nk]->lock);
@@ -1671,6 +1667,7 @@ void sfgpu_drain_all(void)
 			pthread_mutex_unlock(&ks[nk]->lock);
 			nk++;
 		}
+	}
 	pthread_mutex_unlock(&G.imp_lock);
 	/* each stream once: a stream handle names its context, any thread may wait on it */
 	for (int i = 0; i < n; i++)
