@@ -452,6 +452,8 @@ ncclResult_t sfnet_isend(void *send_comm, void *data, size_t size, int tag, void
 			 void *phandle, void **request)
 {
 	struct sfnet_comm *c = send_comm;
+	long long entered = 0;
+	SFTRACE(entered = sftrace_now());
 	if (__builtin_expect(!request || !c || c->obj.magic != SFNET_OBJ_MAGIC ||
 				     c->obj.kind != SFNET_SEND,
 			     0))
@@ -490,7 +492,7 @@ ncclResult_t sfnet_isend(void *send_comm, void *data, size_t size, int tag, void
 	r->n = 1;
 	sfprof_start(c, r, (void *const *)&phandle, &size, &tag);
 	*request = r;
-	SFTRACE(sftrace_isend(c, r, size, tag));
+	SFTRACE(sftrace_isend(c, r, size, tag, entered));
 	return ncclSuccess;
 }
 

@@ -17,6 +17,7 @@
 
 #include "plugin/agent.h"
 #include "plugin/gpu.h"
+#include "plugin/ncclenv.h"
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
 #include "plugin/prof.h"
@@ -239,16 +240,10 @@ static ncclResult_t fabric_open(void)
 		PWARN("%s", why);
 		return ncclInvalidUsage;
 	}
-	if (rc == 1 && !getenv("NCCL_NET_GDR_LEVEL")) {
-		/*
-		 * A virtual NIC has no PCI path, so NCCL places it under the CPU and keeps
-		 * GPUDirect off unless the GDR level reaches SYS. An emulated RDMA NIC sits
-		 * next to its GPU on a real node: say so (simfabric launch sets it too).
-		 * NCCL reads the variable after the net plugin's init.
-		 */
-		setenv("NCCL_NET_GDR_LEVEL", "SYS", 0);
-		PINFO(NCCL_INIT | NCCL_NET, "GPU data path on: set NCCL_NET_GDR_LEVEL=SYS so that "
-					    "NCCL uses GPUDirect through this NIC");
+	/* what NCCL must know of a GPUDirect NIC next to the GPU (plugin/ncclenv.h) */
+	if (sfenv_apply(rc == 1, why, sizeof(why))) {
+		PWARN("%s", why);
+		return ncclInvalidUsage;
 	}
 	sfnet_g.connect_timeout_ms = env_ms("SIMFABRIC_CONNECT_TIMEOUT_MS",
 					    SFNET_DEFAULT_CONNECT_TIMEOUT_MS, 1, INT_MAX);

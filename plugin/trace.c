@@ -47,6 +47,7 @@ enum { TR_OK = 0, TR_FAILED, TR_UNFINISHED };
 struct tr_msg {
 	int64_t post, first, deliv, done; /* CLOCK_MONOTONIC ns; first, deliv 0: not seen */
 	int64_t model_ready, model_done;  /* what the model said (0: not modelled) */
+	int64_t post_ns;		  /* send: time inside isend */
 	uint64_t bytes;			  /* send: its size; receive: what landed */
 	uint64_t seq;			  /* send: the message's number; receive: the receive's */
 	uint64_t recv;			  /* send: the receive it fills */
@@ -472,7 +473,13 @@ static struct tr_msg *tr_post(struct sftrace_comm *tc, chan_req q)
 	return &tc->live[q];
 }
 
-void sftrace_isend(struct sfnet_comm *c, const struct sfnet_req *r, size_t size, int tag)
+long long sftrace_now(void)
+{
+	return tr_now();
+}
+
+void sftrace_isend(struct sfnet_comm *c, const struct sfnet_req *r, size_t size, int tag,
+		   long long entered)
 {
 	int64_t now = tr_now(); /* before a first message's comm setup */
 	struct sftrace_comm *tc = tr_comm(c);
@@ -484,7 +491,8 @@ void sftrace_isend(struct sfnet_comm *c, const struct sfnet_req *r, size_t size,
 		return;
 	*m = (struct tr_msg){.post = now, .first = t.started ? now : 0, .model_ready = t.ready_ns,
 			     .model_done = t.done_ns, .bytes = size, .seq = t.msg, .recv = t.recv,
-			     .tag = tag, .n = 1, .buf = (uint16_t)t.buf, .live = 1};
+			     .tag = tag, .n = 1, .buf = (uint16_t)t.buf, .live = 1,
+			     .post_ns = entered ? now - entered : 0};
 }
 
 void sftrace_irecv(struct sfnet_comm *c, const struct sfnet_req *r, int n, const size_t *sizes,
@@ -742,6 +750,8 @@ static void put_msg_args(FILE *f, const struct sftrace_comm *c, const struct tr_
 	fprintf(f, ",\"status\":\"%s\",\"posted_us\":",
 		m->status == TR_OK ? "ok" : m->status == TR_FAILED ? "failed" : "unfinished");
 	put_us(f, m->post);
+	if (m->post_ns)
+		fprintf(f, ",\"isend_us\":%.3f", m->post_ns / 1e3);
 	if (m->first) {
 		fprintf(f, ",\"first_byte_us\":");
 		put_us(f, m->first);

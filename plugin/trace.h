@@ -49,8 +49,13 @@ void sftrace_init(void);
 /* Write the file now if anything changed since the last write (the last finalize). */
 void sftrace_flush(void);
 
-/* The data path's hooks (plugin/data.c). */
-void sftrace_isend(struct sfnet_comm *c, const struct sfnet_req *r, size_t size, int tag);
+/* CLOCK_MONOTONIC in ns: isend takes it on entry, when tracing, for sftrace_isend. */
+long long sftrace_now(void);
+
+/* The data path's hooks (plugin/data.c). entered: sftrace_now() at isend's entry, so that the
+ * trace says how long the post took (isend_us: the copy's issue on the GPU path). */
+void sftrace_isend(struct sfnet_comm *c, const struct sfnet_req *r, size_t size, int tag,
+		   long long entered);
 void sftrace_irecv(struct sfnet_comm *c, const struct sfnet_req *r, int n, const size_t *sizes,
 		   const int *tags);
 /* After chan's test of r: rc its return (a negative errno), done its flag, e its error. */

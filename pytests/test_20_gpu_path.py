@@ -50,6 +50,12 @@ def test_20_01e_a_malformed_small_copy_limit_fails_init_naming_it(harness, value
         in r.stderr, r.report()
 
 
+def test_20_01f_a_malformed_ll128_setting_fails_init_naming_it(harness):
+    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_LL128": "yes"}, timeout=60)
+    assert r.rc == 1, r.report()
+    assert "SIMFABRIC_LL128='yes' is not one of auto, on, off" in r.stderr, r.report()
+
+
 def test_20_02_on_without_a_usable_cuda_fails_init_saying_why(harness):
     r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU": "on"}, timeout=60)
     if r.rc == 0:
@@ -73,7 +79,7 @@ def nccl_job(paths, tmp_path, nodes, gpu, tag, sizes="--min 8 --max 64M --factor
     out = str(tmp_path / ("%s-%%r.json" % tag))
     cmd = [paths.nccljob, "--coll", colls, "--iters", "3", "--warmup", "1", "--check", "2",
            "--blocking", "1", "--json", out] + sizes.split() + list(extra)
-    env = {"SIMFABRIC_GPU": gpu, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+    env = {"SIMFABRIC_GPU": gpu, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,TUNING"}
     r = sflaunch.launch(cmd, nodes, echo=False, timeout=300, paths=paths, env=env)
     res = None
     if os.path.exists(out.replace("%r", "0")):
@@ -101,6 +107,9 @@ def test_20_10_gpudirect_every_collective_exact(nccl_gpu, tmp_path, nodes):
     # p2p connections say ".../GDRDMA/Shared" (NCCL's shared buffers): GPUDirect all the same
     assert paths and all("/GDRDMA" in p for p in paths), (paths, report)
     assert "has not completed after" not in logs, report
+    # a NIC next to the GPU gets LL128 (plugin/ncclenv.h), and NCCL used it for some size
+    assert "set NCCL_PROTO=LL,LL128,Simple" in logs, report
+    assert re.search(r"Bytes -> Algo \w+ proto LL128", logs), report
 
 
 @pytest.mark.gpu

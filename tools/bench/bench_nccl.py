@@ -89,9 +89,11 @@ def scenario_for(rate, nodes):
     return path
 
 
-def sweep(paths, n, net, rounds):
+def sweep(paths, n, net, rounds, gpu_env=None):
     """{bytes: best time_us} and the 64 MiB busbw over rounds, for one kind of net."""
     env = {"SIMFABRIC_GPU": "on" if net == "gpu" else "off"}
+    if net == "gpu":
+        env.update(gpu_env or {})
     best = {}
     for _ in range(rounds):
         res, _r = run_job(paths, n, "socket" if net == "socket" else "simfabric",
@@ -109,7 +111,23 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--ranks", default="2,4")
     ap.add_argument("--json")
+    ap.add_argument("--gpu-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="an environment variable for the GPU path's runs only (repeatable): "
+                    "to compare a setting side by side with Socket")
+    ap.add_argument("--rates", default=",".join(r for r, _ in MODEL_RATES),
+                    help="the modelled fabrics to run (default all; empty: none)")
     a = ap.parse_args()
+    gpu_env = {}
+    for kv in a.gpu_env:
+        k, eq, v = kv.partition("=")
+        if not eq or not k:
+            ap.error("--gpu-env %r: want NAME=VALUE" % kv)
+        gpu_env[k] = v
+    rates = [x for x in MODEL_RATES if x[0] in a.rates.split(",")]
+    unknown = set(a.rates.split(",")) - {r for r, _ in MODEL_RATES} - {""}
+    if unknown:
+        ap.error("--rates: unknown %s (known: %s)" % (", ".join(sorted(unknown)),
+                                                       ", ".join(r for r, _ in MODEL_RATES)))
     paths = sflaunch.Paths(a.build_dir)
     if not sflaunch.gpu_ids():
         print("bench_nccl: skipped: no NVIDIA GPU here (nvidia-smi %s)" % (
@@ -122,7 +140,7 @@ def main():
     verdicts = []
     ranks = [int(x) for x in a.ranks.split(",")]
     for n in ranks:
-        best = {net: sweep(paths, n, net, a.rounds) for net in NETS}
+        best = {net: sweep(paths, n, net, a.rounds, gpu_env) for net in NETS}
         g, h, k = best["gpu"], best["host"], best["socket"]
         print("\nNCCL allreduce, %d ranks on one GPU, ideal fabric, best of %d rounds: simfabric "
               "GPU path (SIMFABRIC_GPU=on) and host path (off) against NCCL's Socket" % (n, a.rounds))
@@ -146,11 +164,11 @@ def main():
             ("%d ranks: sizes slower than Socket on the GPU path: %s" % (
                 n, ", ".join(str(x) for x in slower) or "none"), "none", not slower)]
         report["ideal"][n] = {"gpu": g, "host": h, "socket": k}
-    for rate, want in MODEL_RATES:
+    for rate, want in rates:
         for n in ranks:
             sc = scenario_for(rate, n)
             res, r = run_job(paths, n, "simfabric", "1M,4M,16M,64M", 20, 5, scenario=sc,
-                             tag=rate, extra_env={"SIMFABRIC_GPU": "on"})
+                             tag=rate, extra_env=dict(gpu_env, SIMFABRIC_GPU="on"))
             model = sfmodel.FabricModel(r.fabric, sflaunch.node_names(r.fabric, n))
             rows, worst = [], None
             for size in sorted(res):

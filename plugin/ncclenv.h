@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ncclenv.h - what the plugin tells NCCL through its environment about the NIC it emulates:
+ * a GPUDirect RDMA NIC next to its GPU, as on H100/H200 nodes, when the GPU path is on.
+ *
+ * NCCL learns where a NIC sits from its PCI path; a virtual NIC has none, so NCCL puts it under
+ * the CPU and, from that, keeps two things off that a NIC next to the GPU gets: GPUDirect
+ * (src/graph/paths.cc, ncclTopoCheckGdr, below NCCL_NET_GDR_LEVEL) and the LL128 protocol over
+ * the network (src/graph/tuning.cc, ncclTopoTuneModel: on Hopper only up to a PXN path). Both
+ * are read by NCCL after the net plugin's init, so the plugin sets them there, only where the
+ * user has not (the user's value always stands), and logs what it did.
+ *
+ * The decisions are pure functions of the settings (unit-tested in plugin/test/test_ncclenv.c);
+ * sfenv_apply does the setenv and the logging. Called once, from the plugin's init.
+ */
+#ifndef SF_NCCLENV_H
+#define SF_NCCLENV_H
+
+#include <stddef.h>
+
+/* SIMFABRIC_LL128=auto|on|off (unset: auto) */
+enum sfenv_ll128 { SFENV_LL128_AUTO, SFENV_LL128_ON, SFENV_LL128_OFF };
+
+/*
+ * Parse SIMFABRIC_LL128's value (NULL or "" is auto). 0, or -EINVAL with a sentence in why
+ * naming the value and what it may be.
+ */
+int sfenv_ll128_parse(const char *v, enum sfenv_ll128 *out, char *why, size_t cap);
+
+/*
+ * Whether to enable LL128 (set NCCL_PROTO=LL,LL128,Simple): 1 yes, 0 no, with the reason in
+ * why either way. gpu_on: the GPU path is on (LL128's buffers are then in GPU memory; over host
+ * memory LL128's 128-byte lines are not read atomically, which is why NCCL keeps it off there).
+ * nccl_proto: NCCL_PROTO as set (NULL: unset; the user's choice stands). local_world:
+ * LOCAL_WORLD_SIZE (NULL: unknown). In auto, only when this rank is its emulated node's only
+ * GPU: NCCL_PROTO also enables LL128 between GPUs of one node, which NCCL keeps off over PCIe.
+ */
+int sfenv_ll128_decide(enum sfenv_ll128 mode, int gpu_on, const char *nccl_proto,
+		       const char *local_world, char *why, size_t cap);
+
+/*
+ * Apply both settings for a process whose GPU path is on (gpu_on) or off: NCCL_NET_GDR_LEVEL=SYS
+ * and, per sfenv_ll128_decide, NCCL_PROTO. 0, or -EINVAL with why set (a bad SIMFABRIC_LL128).
+ * Not thread-safe (setenv): the plugin's init only.
+ */
+int sfenv_apply(int gpu_on, char *why, size_t cap);
+
+#endif
