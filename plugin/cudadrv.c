@@ -51,6 +51,7 @@ static const struct slot slots[] = {
 	CUDRV_SLOT(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
 	CUDRV_SLOT(CtxPushCurrent, "cuCtxPushCurrent_v2"),
 	CUDRV_SLOT(CtxPopCurrent, "cuCtxPopCurrent_v2"),
+	CUDRV_SLOT(CtxSetCurrent, "cuCtxSetCurrent"),
 	CUDRV_SLOT(GetErrorName, "cuGetErrorName"),
 };
 static const struct slot optional[] = {

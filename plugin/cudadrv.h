@@ -115,6 +115,7 @@ struct cudrv {
 	cu_result (*MemcpyDtoHAsync)(void *dst, cu_ptr src, size_t n, cu_stream s);
 	cu_result (*CtxPushCurrent)(cu_ctx ctx);
 	cu_result (*CtxPopCurrent)(cu_ctx *ctx);
+	cu_result (*CtxSetCurrent)(cu_ctx ctx);
 	cu_result (*GetErrorName)(cu_result r, const char **name);
 	/* Optional (NULL where the driver lacks them): a copy context of our own. */
 	cu_result (*CtxCreate)(cu_ctx *ctx, unsigned flags, cu_device dev);

@@ -31,6 +31,9 @@
 #define SFGPU_MAX_STREAMS 8	   /* copy streams in our own context (SIMFABRIC_GPU_STREAMS) */
 #define SFGPU_SECRET_HEX 32	   /* the export server's secret, in hex digits */
 #define SFGPU_SLOW_NS 2000000000LL /* a copy still running after this is worth a WARN */
+#define SFGPU_BATCH_MAX 32	   /* copies in one batch call (SIMFABRIC_GPU_BATCH_MAX) */
+#define SFGPU_BATCH_EVENTS 128	   /* batches in flight per stream: their events, in turn */
+#define SFGPU_BATCH_WAIT_NS 4000   /* the longest a copy waits for its stream to be free */
 
 static int64_t mono_ns(void)
 {
@@ -96,6 +99,34 @@ struct gkern {
 	uint64_t next;			/* the next descriptor's seq (from 1) */
 };
 
+/*
+ * Copies waiting for their stream, which go out together: one batch call and one event for all
+ * of them. Issuing a copy and recording its event cost NCCL's proxy thread 4-6 us per message
+ * under MPS (most of what it spent per LL step), and one proxy thread serves every channel. A
+ * copy that finds its stream idle goes at once, so a lone message keeps its latency; one behind
+ * a running batch would only wait in the stream, so it waits here instead, until that batch has
+ * ended, the queue is full, or SFGPU_BATCH_WAIT_NS has passed (checked at every post and poll of
+ * the stream's copies: NCCL's proxy polls without pause). One per copy stream; any sendComm's
+ * thread, under lock.
+ */
+struct gqueue {
+	pthread_mutex_t lock;  /* the pending list: held for a few stores */
+	pthread_mutex_t issue; /* one issuer at a time, in the order the lists were taken */
+	cu_stream s;
+	cu_ctx ctx;		 /* the stream's */
+	_Atomic uint64_t issued; /* batches issued: batch b's event is ev[b % SFGPU_BATCH_EVENTS] */
+	_Atomic uint64_t completed; /* every batch up to this one has ended */
+	cu_event ev[SFGPU_BATCH_EVENTS];
+	int n;	       /* copies queued */
+	int64_t since; /* when the oldest came (ns) */
+	cu_ptr dst[SFGPU_BATCH_MAX], src[SFGPU_BATCH_MAX];
+	size_t len[SFGPU_BATCH_MAX];
+	uint64_t *mark[SFGPU_BATCH_MAX]; /* its sendComm's batch[] entry: set when issued */
+	const char *desc[SFGPU_BATCH_MAX];
+};
+#define BATCH_QUEUED UINT64_MAX	      /* batch[]: waiting in the queue */
+#define BATCH_FAILED (UINT64_MAX - 1) /* batch[]: its batch call failed */
+
 struct sfgpu_tx {
 	struct sfgpu_tx *next; /* in G.txs */
 	cu_ctx ctx;	       /* where its stream and events are: its copy context (copy_stream) */
@@ -103,7 +134,10 @@ struct sfgpu_tx {
 	cu_stream stream;      /* the copy stream, once it exists */
 	uint64_t done_ticket;  /* every copy before this ticket has completed */
 	uint64_t next_ticket;
+	struct gqueue *q; /* its stream's queue (NULL: no batch call, every copy alone) */
 	cu_event ev[CHAN_MAX_SENDS];
+	/* per slot: the batch its copy went out in (0: alone, with ev[slot]), or BATCH_* */
+	uint64_t batch[CHAN_MAX_SENDS];
 	int64_t t_start[CHAN_MAX_SENDS]; /* per event slot: when its copy was issued (ns) */
 	uint64_t len[CHAN_MAX_SENDS];
 	uint64_t kseq[CHAN_MAX_SENDS]; /* per event slot: the kernel's seq of a small copy, or 0 */
@@ -136,6 +170,10 @@ static struct {
 	int own_streams;  /* SIMFABRIC_GPU_STREAMS: sendComms spread over this many (own context) */
 	int small_kernel; /* SIMFABRIC_GPU_SMALL=kernel */
 	uint64_t small_max; /* SIMFABRIC_GPU_SMALL_MAX: the largest message the kernel copies */
+	uint64_t batch_max; /* SIMFABRIC_GPU_BATCH_MAX: copies per batch call (1: each alone) */
+	int sender_issues;  /* SIMFABRIC_GPU_ISSUER=sender: no issuer thread, no queue */
+	struct gqueue queues[SFGPU_MAX_CTX * (1 + SFGPU_MAX_STREAMS)]; /* nqueues used */
+	int nqueues;
 	int nstreams;
 	struct {
 		cu_ctx ctx;  /* the application's context */
@@ -190,6 +228,19 @@ static int env_count(const char *name, const char *what, uint64_t max, uint64_t 
 	return 0;
 }
 
+/* A setting that is one of two words (unset: the first): *second says which; -1 if neither. */
+static int env_either(const char *name, const char *first, const char *second, int *is_second)
+{
+	const char *e = getenv(name);
+	*is_second = e && !strcmp(e, second);
+	if (!e || !*e || *is_second || !strcmp(e, first))
+		return 0;
+	G.setup_err = -EINVAL;
+	snprintf(G.setup_why, sizeof(G.setup_why), "%s='%.40s' is neither %s nor %s", name, e,
+		 first, second);
+	return -1;
+}
+
 static void setup_once(void)
 {
 	const char *v = getenv("SIMFABRIC_GPU");
@@ -224,16 +275,15 @@ static void setup_once(void)
 	if (env_count("SIMFABRIC_GPU_STREAMS", "a number", SFGPU_MAX_STREAMS, &nv))
 		return;
 	G.own_streams = (int)nv;
-	const char *sm = getenv("SIMFABRIC_GPU_SMALL");
-	if (sm && *sm && strcmp(sm, "off") && strcmp(sm, "kernel")) {
-		G.setup_err = -EINVAL;
-		snprintf(G.setup_why, sizeof(G.setup_why),
-			 "SIMFABRIC_GPU_SMALL='%.40s' is neither off nor kernel", sm);
+	if (env_either("SIMFABRIC_GPU_SMALL", "off", "kernel", &G.small_kernel))
 		return;
-	}
-	G.small_kernel = sm && !strcmp(sm, "kernel");
 	G.small_max = SFK_SMALL_MAX;
 	if (env_count("SIMFABRIC_GPU_SMALL_MAX", "a byte count", SFK_SLOT, &G.small_max))
+		return;
+	G.batch_max = SFGPU_BATCH_MAX;
+	if (env_count("SIMFABRIC_GPU_BATCH_MAX", "a number", SFGPU_BATCH_MAX, &G.batch_max))
+		return;
+	if (env_either("SIMFABRIC_GPU_ISSUER", "thread", "sender", &G.sender_issues))
 		return;
 	char why[160];
 	int rc = cudadrv_load(&G.cu, !want_on, why, sizeof(why));
@@ -940,13 +990,22 @@ static void tx_evict(struct sfgpu_tx *t)
 }
 
 /* The region's mapping here, for a sendComm: its own list first, then the process's. */
-static struct gimport *tx_region(struct sfgpu_tx *t, const char *where, uint64_t region)
+/* The region's mapping if this sendComm holds it already (no CUDA call), else NULL. */
+static struct gimport *tx_cached(struct sfgpu_tx *t, const char *where, uint64_t region)
 {
 	for (int i = 0; i < t->nimp; i++)
 		if (t->imp[i].im->region == region && !strcmp(t->imp[i].im->where, where)) {
 			t->imp[i].last = t->next_ticket;
 			return t->imp[i].im;
 		}
+	return NULL;
+}
+
+static struct gimport *tx_region(struct sfgpu_tx *t, const char *where, uint64_t region)
+{
+	struct gimport *hit = tx_cached(t, where, region);
+	if (hit)
+		return hit;
 	if (t->nimp == SFGPU_TX_IMPORTS)
 		tx_evict(t);
 	char why[256] = "";
@@ -1348,6 +1407,294 @@ static int copy_stream(cu_ctx app, int self, cu_ctx *ctx, cu_stream *out, char *
 	return rc;
 }
 
+/* ---- batches (struct gqueue) and their issuer ------------------------------------------ */
+
+/*
+ * The issuer: a thread of ours that issues the queued copies, so that NCCL's proxy thread,
+ * which serves every channel of the process, pays a queue entry per message (well under a
+ * microsecond) instead of a copy launch and an event record (4-6 us under MPS, most of what it
+ * spent per LL step). It takes every copy queued while it was issuing the last batch, so batches
+ * grow with the load, as a NIC's doorbell batching does. It spins SFGPU_SPIN_NS after its last
+ * batch (a message's latency must not include a wake-up), then sleeps until the next copy comes.
+ * One per process, started by the first copy; stopped at exit. Without it (it could not be
+ * started, or a fork's child) every copy is issued by its poster, as with
+ * SIMFABRIC_GPU_BATCH_MAX=1.
+ */
+#define SFGPU_SPIN_NS 100000
+#define SFGPU_STUCK_NS 200000 /* a copy still queued this long is issued by whoever polls it */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	_Atomic int work;     /* copies queued since the issuer last looked */
+	_Atomic int sleeping; /* it waits on cv */
+	_Atomic int stop;
+	_Atomic int running; /* in this process (not in a fork's child) */
+	int failed;	     /* it could not be started, or this is a fork's child: posters issue */
+	int hooked;	     /* atexit and atfork handlers registered */
+	pthread_t th;
+} W = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/*
+ * The queue of stream st (in ctx), made on its first use; under G.imp_lock. NULL without the
+ * batch call (drivers before 12.8) or with SIMFABRIC_GPU_ISSUER=sender: each sender issues its
+ * own copies, one call and one event each.
+ */
+static struct gqueue *queue_for(cu_stream st, cu_ctx ctx)
+{
+	if (!(G.cu.MemcpyBatchAsync2 || G.cu.MemcpyBatchAsync1) || G.sender_issues || !G.batch_max)
+		return NULL;
+	int n = G.nqueues;
+	for (int i = 0; i < n; i++)
+		if (G.queues[i].s == st)
+			return &G.queues[i];
+	if (n == (int)(sizeof(G.queues) / sizeof(G.queues[0])))
+		return NULL;
+	struct gqueue *q = &G.queues[n];
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_mutex_init(&q->issue, NULL);
+	q->s = st;
+	q->ctx = ctx;
+	__atomic_store_n(&G.nqueues, n + 1, __ATOMIC_RELEASE); /* the issuer reads it unlocked */
+	return q;
+}
+
+/* Batch b (and so every earlier one) has ended. Any thread. */
+static void queue_ended(struct gqueue *q, uint64_t b)
+{
+	uint64_t c = atomic_load_explicit(&q->completed, memory_order_acquire);
+	while (c < b &&
+	       !atomic_compare_exchange_weak_explicit(&q->completed, &c, b, memory_order_acq_rel,
+						      memory_order_acquire))
+		;
+}
+
+/*
+ * Issue what is queued as one batch, on a copy engine where the driver takes the hint (see
+ * copy_in), and record the batch's event; each copy's sendComm learns its batch number (or
+ * BATCH_FAILED, with a WARN). Any thread, one at a time per queue (q->issue); the pending list is
+ * taken under q->lock, so posters never wait for the driver. issuer: the calling thread is the
+ * issuer, which keeps the stream's context current; others enter it for the while.
+ */
+static void queue_issue(struct gqueue *q, int issuer)
+{
+	cu_ptr dst[SFGPU_BATCH_MAX], src[SFGPU_BATCH_MAX];
+	size_t len[SFGPU_BATCH_MAX], ncopies = 0;
+	uint64_t *mark[SFGPU_BATCH_MAX];
+	const char *desc = NULL;
+	pthread_mutex_lock(&q->issue);
+	pthread_mutex_lock(&q->lock);
+	int n = q->n;
+	for (int i = 0; i < n; i++) {
+		mark[i] = q->mark[i];
+		if (q->len[i]) { /* a message of 0 bytes only needs its place in the order */
+			dst[ncopies] = q->dst[i], src[ncopies] = q->src[i];
+			len[ncopies++] = q->len[i];
+		}
+	}
+	if (n)
+		desc = q->desc[0];
+	q->n = 0;
+	pthread_mutex_unlock(&q->lock);
+	if (!n) {
+		pthread_mutex_unlock(&q->issue);
+		return;
+	}
+	cu_ctx cur = NULL, popped;
+	int pushed = 0;
+	cu_result r = G.cu.CtxGetCurrent(&cur);
+	if (r == CU_SUCCESS && cur != q->ctx) {
+		if (issuer)
+			r = G.cu.CtxSetCurrent(q->ctx); /* our own thread: it stays */
+		else
+			pushed = (r = G.cu.CtxPushCurrent(q->ctx)) == CU_SUCCESS;
+	}
+	uint64_t b = atomic_load_explicit(&q->issued, memory_order_relaxed) + 1;
+	cu_event *e = &q->ev[b % SFGPU_BATCH_EVENTS];
+	/* the event last served batch b - SFGPU_BATCH_EVENTS: over long ago, but make sure */
+	if (r == CU_SUCCESS && *e &&
+	    atomic_load_explicit(&q->completed, memory_order_acquire) + SFGPU_BATCH_EVENTS < b) {
+		int64_t t0 = mono_ns();
+		while ((r = G.cu.EventQuery(*e)) == CU_ERROR_NOT_READY &&
+		       mono_ns() - t0 < SFGPU_SLOW_NS)
+			nap();
+		if (r == CU_SUCCESS)
+			queue_ended(q, b - SFGPU_BATCH_EVENTS);
+	}
+	if (r == CU_SUCCESS && !*e)
+		r = G.cu.EventCreate(e, CU_EVENT_DISABLE_TIMING_);
+	if (r == CU_SUCCESS && ncopies) {
+		size_t idx = 0, fail = 0;
+		struct cu_memcpy_attr a = {.src_access_order = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM_,
+					   .flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE_};
+		r = G.cu.MemcpyBatchAsync2
+			? G.cu.MemcpyBatchAsync2(dst, src, len, ncopies, &a, &idx, 1, q->s)
+			: G.cu.MemcpyBatchAsync1(dst, src, len, ncopies, &a, &idx, 1, &fail, q->s);
+	}
+	if (r == CU_SUCCESS)
+		r = G.cu.EventRecord(*e, q->s);
+	if (pushed)
+		G.cu.CtxPopCurrent(&popped);
+	if (r != CU_SUCCESS)
+		PWARN("%s: a batch of %zu copies into receivers' GPU memory: %s%s", desc, ncopies,
+		      cuerr(r),
+		      r == CU_ERROR_NOT_READY ? " (the batch 128 before it has not run in 2 s: the "
+						"GPU is not running this process's copies)"
+					      : "");
+	if (r == CU_SUCCESS)
+		atomic_store_explicit(&q->issued, b, memory_order_release);
+	for (int i = 0; i < n; i++)
+		__atomic_store_n(mark[i], r == CU_SUCCESS ? b : BATCH_FAILED, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&q->issue);
+}
+
+/*
+ * Advance q->completed over the batches that have ended, oldest first (one query each, up to the
+ * first still running): 1 if any ended. The issuer's job, so that NCCL's proxy thread, polling
+ * its requests, reads a counter instead of calling the driver (whose calls serialize with the
+ * issuer's: a poller that queried events delayed each batch by microseconds).
+ */
+static int queue_reap(struct gqueue *q)
+{
+	int any = 0;
+	uint64_t issued = atomic_load_explicit(&q->issued, memory_order_acquire);
+	uint64_t c = atomic_load_explicit(&q->completed, memory_order_acquire);
+	while (c < issued && G.cu.EventQuery(q->ev[(c + 1) % SFGPU_BATCH_EVENTS]) == CU_SUCCESS) {
+		queue_ended(q, ++c);
+		any = 1;
+	}
+	return any;
+}
+
+static void *issuer_main(void *arg)
+{
+	(void)arg;
+	int64_t last = mono_ns();
+	while (!atomic_load(&W.stop)) {
+		int nq = __atomic_load_n(&G.nqueues, __ATOMIC_ACQUIRE), busy = 0, did = 0;
+		if (atomic_exchange(&W.work, 0)) {
+			for (int i = 0; i < nq; i++)
+				queue_issue(&G.queues[i], 1);
+			did = 1;
+		}
+		for (int i = 0; i < nq; i++) {
+			did |= queue_reap(&G.queues[i]);
+			busy |= atomic_load(&G.queues[i].completed) <
+				atomic_load(&G.queues[i].issued);
+		}
+		if (did || busy) {
+			if (did)
+				last = mono_ns();
+			continue; /* batches in flight: never asleep while a copy may end */
+		}
+		if (mono_ns() - last < SFGPU_SPIN_NS) {
+#if defined(__x86_64__) || defined(__i386__)
+			__builtin_ia32_pause();
+#endif
+			continue;
+		}
+		pthread_mutex_lock(&W.lock);
+		atomic_store(&W.sleeping, 1);
+		while (!atomic_load(&W.work) && !atomic_load(&W.stop))
+			pthread_cond_wait(&W.cv, &W.lock);
+		atomic_store(&W.sleeping, 0);
+		pthread_mutex_unlock(&W.lock);
+		last = mono_ns();
+	}
+	return NULL;
+}
+
+/* At exit: no thread of ours may be inside the driver while CUDA tears down (bounded). */
+static void issuer_stop(void)
+{
+	if (!atomic_load(&W.running))
+		return;
+	pthread_mutex_lock(&W.lock);
+	atomic_store(&W.stop, 1);
+	pthread_cond_signal(&W.cv);
+	pthread_mutex_unlock(&W.lock);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
+	pthread_timedjoin_np(W.th, NULL,
+			     &until); /* one stuck in the driver ends at its next look */
+	atomic_store(&W.running, 0);
+}
+
+/* A fork's child has no issuer (and no usable CUDA): its posters issue. */
+static void issuer_forked(void)
+{
+	atomic_store(&W.running, 0);
+	W.failed = 1;
+}
+
+/* The issuer of this process, started on first use: 1 running, 0 none (posters issue). */
+static int issuer_up(void)
+{
+	if (__builtin_expect(atomic_load_explicit(&W.running, memory_order_acquire), 1))
+		return 1;
+	pthread_mutex_lock(&W.lock);
+	int up = atomic_load(&W.running);
+	if (!up && !W.failed && !atomic_load(&W.stop)) {
+		int rc = pthread_create(&W.th, NULL, issuer_main, NULL);
+		if (rc) {
+			W.failed = 1;
+			PWARN("GPU copies: cannot start the thread that issues them (%s); each "
+			      "sender issues its own",
+			      strerror(rc));
+		} else {
+			atomic_store(&W.running, 1);
+			if (!W.hooked) {
+				atexit(issuer_stop);
+				pthread_atfork(NULL, NULL, issuer_forked);
+				W.hooked = 1;
+			}
+			up = 1;
+		}
+	}
+	pthread_mutex_unlock(&W.lock);
+	return up;
+}
+
+/* Queue one copy (len 0: its place in the order only); *mark learns its batch. */
+static void queue_add(struct gqueue *q, cu_ptr dst, const void *src, uint64_t len, uint64_t *mark,
+		      const char *desc)
+{
+	__atomic_store_n(mark, BATCH_QUEUED, __ATOMIC_RELAXED);
+	for (;;) {
+		pthread_mutex_lock(&q->lock);
+		if ((uint64_t)q->n < G.batch_max)
+			break;
+		pthread_mutex_unlock(&q->lock);
+		queue_issue(q, 0); /* full: the issuer is behind, help it */
+	}
+	if (!q->n)
+		q->since = mono_ns();
+	q->dst[q->n] = dst;
+	q->src[q->n] = (cu_ptr)(uintptr_t)src;
+	q->len[q->n] = len;
+	q->mark[q->n] = mark;
+	q->desc[q->n] = desc;
+	q->n++;
+	pthread_mutex_unlock(&q->lock);
+	if (!issuer_up()) {
+		queue_issue(q, 0);
+		return;
+	}
+	atomic_store(&W.work, 1);
+	if (atomic_load(&W.sleeping)) {
+		pthread_mutex_lock(&W.lock);
+		pthread_cond_signal(&W.cv);
+		pthread_mutex_unlock(&W.lock);
+	}
+}
+
+/* Everything queued out now (a drain, a copy that must follow them in the stream). */
+static void queue_out(struct gqueue *q)
+{
+	if (q)
+		queue_issue(q, 0);
+}
+
 /*
  * Enter the sendComm's copy context: its stream and events live there. In the application's
  * context it normally is the caller's already (NCCL's proxy threads keep their device's context
@@ -1391,6 +1738,7 @@ static int tx_enter(struct sfgpu_tx *t, int self, int *pushed)
 	for (int i = 0; i < G.nstreams && !self; i++)
 		if (G.streams[i].own == ctx && ctx)
 			t->kern = G.streams[i].kern;
+	t->q = queue_for(t->stream, ctx);
 	pthread_mutex_unlock(&G.imp_lock);
 	if (ctx != cur) {
 		cu_result r = G.cu.CtxPushCurrent(ctx);
@@ -1482,6 +1830,7 @@ static void tx_sync(struct sfgpu_tx *t)
 		return;
 	if (t->kern && t->kern_last)
 		kern_wait(t->kern, t->kern_last);
+	queue_out(t->q);
 	if (G.cu.StreamSynchronize(t->stream) == CU_SUCCESS &&
 	    (!t->kern || kern_done(t->kern, t->kern_last)))
 		t->done_ticket = t->next_ticket;
@@ -1549,13 +1898,21 @@ static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off
 		PWARN("%s: the receiver published no GPU export server ('%.20s')", t->desc, where);
 		return -EPROTO;
 	}
-	int pushed, rc = tx_enter(t, !strcmp(where, G.where), &pushed);
-	if (rc)
-		return rc;
-	struct gimport *im = tx_region(t, where, region);
+	/* A queued copy needs no context: enter it only for a first mapping or a copy now. */
+	int pushed = 0, entered = 0, rc;
+	int queued = t->q && !nflips && !t->kern;
+	struct gimport *im = queued ? tx_cached(t, where, region) : NULL;
 	if (!im) {
-		tx_leave(pushed);
-		return -EIO;
+		rc = tx_enter(t, !strcmp(where, G.where), &pushed);
+		if (rc)
+			return rc;
+		entered = 1;
+		queued = t->q && !nflips && !t->kern; /* a first copy has just made its queue */
+		im = tx_region(t, where, region);
+		if (!im) {
+			tx_leave(pushed);
+			return -EIO;
+		}
 	}
 	/* Validated before anything is issued: a bad copy would poison the application's context. */
 	if (off > im->size || len > im->size - off) {
@@ -1563,22 +1920,32 @@ static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off
 		      "%llu (%llu bytes)",
 		      t->desc, (unsigned long long)len, (unsigned long long)off,
 		      (unsigned long long)region, (unsigned long long)im->size);
-		tx_leave(pushed);
+		if (entered)
+			tx_leave(pushed);
 		return -ERANGE;
 	}
-	cu_result r = CU_SUCCESS;
 	uint32_t slot = (uint32_t)(t->next_ticket % CHAN_MAX_SENDS);
-	uint64_t kseq = 0;
 	t->kseq[slot] = 0;
+	t->t_start[slot] = 0; /* stamped by the first poll: keeps the clock off this path */
+	t->len[slot] = len;
+	if (queued) {
+		queue_add(t->q, im->va + off, src, len, &t->batch[slot], t->desc);
+		if (entered)
+			tx_leave(pushed);
+		*ticket = t->next_ticket++;
+		return 0;
+	}
+	t->batch[slot] = 0;
+	cu_result r = CU_SUCCESS;
+	uint64_t kseq = 0;
 	if (t->kern && len && len <= G.small_max && !nflips && cpu_readable(src) &&
 	    kern_copy(t->kern, im->va + off, src, len, &kseq) == 0) {
 		tx_leave(pushed);
 		t->kseq[slot] = t->kern_last = kseq;
-		t->t_start[slot] = 0;
-		t->len[slot] = len;
 		*ticket = t->next_ticket++;
 		return 0;
 	}
+	queue_out(t->q); /* the stream keeps the tickets' order */
 	if (len)
 		r = copy_in(t, im, im->va + off, src, len);
 	if (r == CU_SUCCESS && nflips)
@@ -1593,10 +1960,45 @@ static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off
 		      (unsigned long long)len, (unsigned long long)region, cuerr(r));
 		return -EIO;
 	}
-	t->t_start[slot] = 0; /* stamped by the first poll: keeps the clock off this path */
-	t->len[slot] = len;
 	*ticket = t->next_ticket++;
 	return 0;
+}
+
+/*
+ * A queued or batched copy: CU_SUCCESS done, CU_ERROR_NOT_READY not yet, else the event's error;
+ * *failed set if its batch call failed (said then).
+ */
+static cu_result batch_state(struct sfgpu_tx *t, uint32_t slot, int *failed)
+{
+	struct gqueue *q = t->q;
+	uint64_t b = __atomic_load_n(&t->batch[slot], __ATOMIC_ACQUIRE);
+	if (b == BATCH_QUEUED) {
+		/* the issuer's job; a copy queued for long is issued here (the issuer stuck) */
+		pthread_mutex_lock(&q->lock);
+		int stuck = q->n && mono_ns() - q->since > SFGPU_STUCK_NS;
+		pthread_mutex_unlock(&q->lock);
+		if (stuck)
+			queue_issue(q, 0);
+		b = __atomic_load_n(&t->batch[slot], __ATOMIC_ACQUIRE);
+		if (b == BATCH_QUEUED)
+			return CU_ERROR_NOT_READY;
+	}
+	if (b == BATCH_FAILED) {
+		*failed = 1;
+		return CU_ERROR_NOT_READY;
+	}
+	if (b <= atomic_load_explicit(&q->completed, memory_order_acquire))
+		return CU_SUCCESS;
+	/* The issuer reaps ended batches; ask the driver here only without one, or when it is
+	 * late. (An event reused by a later batch says not ready: only once b has ended, which
+	 * the next look at completed sees.) */
+	if (atomic_load_explicit(&W.running, memory_order_acquire) &&
+	    (!t->t_start[slot] || mono_ns() - t->t_start[slot] < SFGPU_STUCK_NS))
+		return CU_ERROR_NOT_READY;
+	cu_result r = G.cu.EventQuery(q->ev[b % SFGPU_BATCH_EVENTS]);
+	if (r == CU_SUCCESS)
+		queue_ended(q, b);
+	return r;
 }
 
 static int dma_poll(void *ctx, uint64_t ticket)
@@ -1606,7 +2008,12 @@ static int dma_poll(void *ctx, uint64_t ticket)
 	cu_result r;
 	if (t->kseq[slot])
 		r = kern_done(t->kern, t->kseq[slot]) ? CU_SUCCESS : CU_ERROR_NOT_READY;
-	else
+	else if (t->batch[slot]) {
+		int failed = 0;
+		r = batch_state(t, slot, &failed);
+		if (failed)
+			return -EIO;
+	} else
 		r = G.cu.EventQuery(t->ev[slot]);
 	if (r == CU_SUCCESS) {
 		/* one stream: earlier copies are done too, unless the kernel still has some */
@@ -1656,6 +2063,11 @@ void sfgpu_drain_all(void)
 	uint64_t kn[SFGPU_MAX_CTX]; /* the last descriptor each kernel had been given */
 	int n = 0, nk = 0;
 	pthread_mutex_lock(&G.imp_lock);
+	int nq = G.nqueues;
+	pthread_mutex_unlock(&G.imp_lock);
+	for (int i = 0; i < nq; i++) /* queues are never taken back: no lock needed to reach them */
+		queue_out(&G.queues[i]);
+	pthread_mutex_lock(&G.imp_lock);
 	for (int i = 0; i < G.nstreams; i++) {
 		s[n++] = G.streams[i].s;
 		for (int k = 0; k < G.streams[i].own_n; k++)
@@ -1688,7 +2100,8 @@ void sfgpu_tx_free(struct sfgpu_tx *t)
 		}
 	pthread_mutex_unlock(&G.imp_lock);
 	int pushed;
-	if (t->stream) /* before any unmap, whatever happens below; the context's stream stays */
+	queue_out(t->q); /* its queued copies name its batch[]: out before it goes */
+	if (t->stream)	 /* before any unmap, whatever happens below; the context's stream stays */
 		G.cu.StreamSynchronize(t->stream);
 	int leak = t->kern && t->kern_last && kern_wait(t->kern, t->kern_last);
 	if (t->stream && tx_enter(t, 0, &pushed) == 0) {

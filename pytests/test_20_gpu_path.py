@@ -14,46 +14,34 @@ import sflaunch
 
 # ---- the switch, on any machine (the CPU harness loads no CUDA) -------------------------------
 
-def test_20_01_a_malformed_switch_fails_init_naming_it(harness):
-    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU": "yes please"}, timeout=60)
+# Every GPU setting, read at init: a bad value fails init with one line naming it and what it
+# may be (variable, value, the message's text).
+BAD_SETTINGS = [
+    ("SIMFABRIC_GPU", "yes please", "is not one of auto, on, off"),
+    ("SIMFABRIC_GPU_COPY_CONTEXT", "mine", "is not one of auto, own, app"),
+    ("SIMFABRIC_GPU_STREAMS", "0", "is not a number from 1 to 8"),
+    ("SIMFABRIC_GPU_STREAMS", "9", "is not a number from 1 to 8"),
+    ("SIMFABRIC_GPU_STREAMS", "two", "is not a number from 1 to 8"),
+    ("SIMFABRIC_GPU_STREAMS", "3x", "is not a number from 1 to 8"),
+    ("SIMFABRIC_GPU_SMALL", "fast", "is neither off nor kernel"),
+    ("SIMFABRIC_GPU_SMALL_MAX", "0", "is not a byte count from 1 to 65536"),
+    ("SIMFABRIC_GPU_SMALL_MAX", "65537", "is not a byte count from 1 to 65536"),
+    ("SIMFABRIC_GPU_SMALL_MAX", "-1", "is not a byte count from 1 to 65536"),
+    ("SIMFABRIC_GPU_SMALL_MAX", "16K", "is not a byte count from 1 to 65536"),
+    ("SIMFABRIC_GPU_BATCH_MAX", "0", "is not a number from 1 to 32"),
+    ("SIMFABRIC_GPU_BATCH_MAX", "33", "is not a number from 1 to 32"),
+    ("SIMFABRIC_GPU_BATCH_MAX", "x", "is not a number from 1 to 32"),
+    ("SIMFABRIC_GPU_ISSUER", "poster", "is neither thread nor sender"),
+    ("SIMFABRIC_LL128", "yes", "is not one of auto, on, off"),
+]
+
+
+@pytest.mark.parametrize("name,value,says", BAD_SETTINGS,
+                         ids=["%s=%s" % (n, v) for n, v, _ in BAD_SETTINGS])
+def test_20_01_a_malformed_setting_fails_init_naming_it(harness, name, value, says):
+    r = harness(nranks=2, tests="connect", env={name: value}, timeout=60)
     assert r.rc == 1, r.report()
-    assert "SIMFABRIC_GPU='yes please' is not one of auto, on, off" in r.stderr, r.report()
-
-
-def test_20_01b_a_malformed_copy_context_fails_init_naming_it(harness):
-    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU_COPY_CONTEXT": "mine"},
-                timeout=60)
-    assert r.rc == 1, r.report()
-    assert "SIMFABRIC_GPU_COPY_CONTEXT='mine' is not one of auto, own, app" in r.stderr, \
-        r.report()
-
-
-@pytest.mark.parametrize("value", ["0", "9", "two", "3x"])
-def test_20_01c_a_malformed_stream_count_fails_init_naming_it(harness, value):
-    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU_STREAMS": value}, timeout=60)
-    assert r.rc == 1, r.report()
-    assert "SIMFABRIC_GPU_STREAMS='%s' is not a number from 1 to 8" % value in r.stderr, \
-        r.report()
-
-
-def test_20_01d_a_malformed_small_copy_mode_fails_init_naming_it(harness):
-    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU_SMALL": "fast"}, timeout=60)
-    assert r.rc == 1, r.report()
-    assert "SIMFABRIC_GPU_SMALL='fast' is neither off nor kernel" in r.stderr, r.report()
-
-
-@pytest.mark.parametrize("value", ["0", "65537", "-1", "16K"])
-def test_20_01e_a_malformed_small_copy_limit_fails_init_naming_it(harness, value):
-    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_GPU_SMALL_MAX": value}, timeout=60)
-    assert r.rc == 1, r.report()
-    assert "SIMFABRIC_GPU_SMALL_MAX='%s' is not a byte count from 1 to 65536" % value \
-        in r.stderr, r.report()
-
-
-def test_20_01f_a_malformed_ll128_setting_fails_init_naming_it(harness):
-    r = harness(nranks=2, tests="connect", env={"SIMFABRIC_LL128": "yes"}, timeout=60)
-    assert r.rc == 1, r.report()
-    assert "SIMFABRIC_LL128='yes' is not one of auto, on, off" in r.stderr, r.report()
+    assert "%s='%s' %s" % (name, value, says) in r.stderr, r.report()
 
 
 def test_20_02_on_without_a_usable_cuda_fails_init_saying_why(harness):

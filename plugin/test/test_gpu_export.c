@@ -32,6 +32,11 @@ static cu_result s_get(cu_ctx *c)
 	*c = cur;
 	return 0;
 }
+static cu_result s_set(cu_ctx c)
+{
+	cur = c;
+	return 0;
+}
 static cu_result s_push(cu_ctx c)
 {
 	stack[depth++] = cur;
@@ -93,8 +98,27 @@ static cu_result s_evr(cu_event e, cu_stream s)
 		k_ended_ev = e; /* completes when the kernel returns */
 	return 0;
 }
+static int flips_read, flips_written; /* a corrupted copy's bytes, read back and written */
+static cu_result s_dtoh(void *d, cu_ptr sp, size_t n, cu_stream st)
+{
+	(void)sp, (void)st;
+	memset(d, 0, n);
+	flips_read++;
+	return 0;
+}
+static cu_result s_htod(cu_ptr d, const void *sp, size_t n, cu_stream st)
+{
+	(void)d, (void)sp, (void)n, (void)st;
+	flips_written++;
+	return 0;
+}
+static int evq_busy;	    /* every event but the kernel's says not ready: a busy stream */
+static __thread int my_evq; /* queries this thread made */
 static cu_result s_evq(cu_event e)
 {
+	my_evq++;
+	if (evq_busy)
+		return CU_ERROR_NOT_READY;
 	return e && e == k_ended_ev && k_running ? CU_ERROR_NOT_READY : 0;
 }
 static cu_result s_sync(cu_stream s)
@@ -198,14 +222,26 @@ static int batch_copies;
 static unsigned batch_flags;
 static int batch_order;
 static cu_stream batch_stream;
+static size_t batch_count;   /* copies in the last call */
+static cu_ptr batch_dst[64]; /* their destinations */
+static size_t batch_len[64];
+static cu_result batch_fail; /* what the next call returns */
+static size_t batch_seen[8]; /* the counts of the calls since the last reset, oldest first */
 static cu_result s_batch(cu_ptr *d, cu_ptr *s, size_t *n, size_t count, struct cu_memcpy_attr *a,
 			 size_t *idx, size_t na, cu_stream st)
 {
-	(void)s, (void)n;
-	if (count != 1 || na != 1 || idx[0] != 0)
+	(void)s;
+	if (count < 1 || count > 64 || na != 1 || idx[0] != 0)
 		return 1;
+	if (batch_fail)
+		return batch_fail;
+	memmove(batch_seen + 1, batch_seen, sizeof(batch_seen) - sizeof(batch_seen[0]));
+	batch_seen[0] = count;
 	batch_copies++;
-	last_dst = d[0], batch_flags = a->flags, batch_order = a->src_access_order;
+	batch_count = count;
+	for (size_t i = 0; i < count; i++)
+		batch_dst[i] = d[i], batch_len[i] = n[i];
+	last_dst = d[count - 1], batch_flags = a->flags, batch_order = a->src_access_order;
 	batch_stream = st;
 	return 0;
 }
@@ -305,6 +341,7 @@ static void stub_cuda(void)
 	G.cu.CtxGetCurrent = s_get;
 	G.cu.CtxPushCurrent = s_push;
 	G.cu.CtxPopCurrent = s_pop;
+	G.cu.CtxSetCurrent = s_set;
 	G.cu.CtxGetDevice = s_dev;
 	G.cu.IpcOpenMemHandle = s_open;
 	G.cu.IpcCloseMemHandle = s_close;
@@ -366,6 +403,48 @@ static struct gexport *plant(int kind, uint64_t size)
 	G.exports = e;
 	pthread_mutex_unlock(&G.lock);
 	return e;
+}
+
+/* Poll until done or failed (the issuer thread issues): its last answer. */
+static int poll_done(struct sfgpu_tx *t, uint64_t ticket)
+{
+	int r = 0;
+	for (int i = 0; i < 200000 && (r = dma_poll(t, ticket)) == 0; i++)
+		usleep(10);
+	return r;
+}
+
+/* The issuer busy: its lock held by another thread (held_up: it has it) until hold_want copies
+ * wait, and 5 ms more (bounded by 2 s), so that the copies queued meanwhile go out together. */
+static _Atomic int held_up, hold_want;
+static void *hold_issue(void *q)
+{
+	struct gqueue *g = q;
+	pthread_mutex_lock(&g->issue);
+	atomic_store(&held_up, 1);
+	for (int i = 0; i < 20000; i++) {
+		pthread_mutex_lock(&g->lock);
+		int n = g->n;
+		pthread_mutex_unlock(&g->lock);
+		if (n >= atomic_load(&hold_want))
+			break;
+		usleep(100);
+	}
+	usleep(5000);
+	atomic_store(&held_up, 0);
+	pthread_mutex_unlock(&g->issue);
+	return NULL;
+}
+
+/* Start hold_issue on q, until want copies wait; returns once it holds the issuer's lock. */
+static pthread_t hold_until(struct gqueue *q, int want)
+{
+	pthread_t h;
+	atomic_store(&hold_want, want);
+	pthread_create(&h, NULL, hold_issue, q);
+	while (!atomic_load(&held_up))
+		usleep(100);
+	return h;
 }
 
 int main(void)
@@ -593,6 +672,109 @@ int main(void)
 	CHECK(rc == 0 && batch_copies == 2, "... from a host source too: %d %d", rc, batch_copies);
 	sfgpu_tx_free(t);
 
+	/* batches: posters queue, the issuer thread issues whatever is queued in one call and
+	 * records one event; a queue held up (the issuer busy: its lock held here) goes out
+	 * whole, in order */
+	G.batch_max = SFGPU_BATCH_MAX;
+	CHECK(sfgpu_tx_new("Q", &t) == 0, "tx");
+	cur = CTX_F;
+	uint64_t qa, qb[5];
+	int c0 = batch_copies;
+	rc = dma_start(t, srv, region, 0, src, 16, NULL, 0, &qa);
+	CHECK(rc == 0 && t->q && atomic_load(&W.running) && poll_done(t, qa) == 1 &&
+		      batch_copies == c0 + 1 && batch_count == 1,
+	      "a copy: queued, the issuer starts and issues it: %d %d", rc, batch_copies - c0);
+	/* the issuer also reaps ended batches: the poster never asks the driver meanwhile */
+	evq_busy = 1;
+	rc = dma_start(t, srv, region, 16, src, 16, NULL, 0, &qa);
+	while (batch_copies != c0 + 2)
+		usleep(10);
+	int q_before = my_evq;
+	CHECK(rc == 0 && dma_poll(t, qa) == 0 && dma_poll(t, qa) == 0 && my_evq == q_before,
+	      "a running batch: polls say not yet, and query nothing: %d", my_evq - q_before);
+	evq_busy = 0;
+	CHECK(poll_done(t, qa) == 1 && my_evq == q_before,
+	      "it ends: the issuer saw it, the poster only read a counter: %d", my_evq - q_before);
+	c0 = batch_copies;
+	pthread_mutex_lock(&t->q->issue); /* the issuer is busy */
+	for (int k = 0; k < 4 && rc == 0; k++)
+		rc = dma_start(t, srv, region, 64 + 16 * (uint64_t)k, src, k == 2 ? 0 : 16, NULL, 0,
+			       &qb[k]);
+	CHECK(rc == 0 && batch_copies == c0 && t->q->n == 4 &&
+		      t->batch[qb[3] % CHAN_MAX_SENDS] == BATCH_QUEUED,
+	      "while it is busy, copies wait: %d queued, %d calls", t->q->n, batch_copies - c0);
+	pthread_mutex_unlock(&t->q->issue);
+	CHECK(poll_done(t, qb[3]) == 1 && batch_copies == c0 + 1 && batch_count == 3 &&
+		      batch_dst[0] == t->imp[0].im->va + 64 &&
+		      batch_dst[1] == t->imp[0].im->va + 80 &&
+		      batch_dst[2] == t->imp[0].im->va + 112 && batch_len[2] == 16,
+	      "then one call for the three copies, in order (the empty message only holds its "
+	      "place): count %zu",
+	      batch_count);
+	CHECK(dma_poll(t, qb[0]) == 1 && dma_poll(t, qb[2]) == 1 && t->done_ticket == qb[3] + 1,
+	      "all four done, the empty one included");
+	/* a full queue: its poster issues it (the issuer being behind), and then queues */
+	G.batch_max = 4;
+	pthread_t h;
+	h = hold_until(t->q, 4);
+	int c1 = batch_copies;
+	for (int k = 0; k < 5 && rc == 0; k++)
+		rc = dma_start(t, srv, region, 16 * (uint64_t)k, src, 16, NULL, 0, &qb[k]);
+	pthread_join(h, NULL);
+	CHECK(rc == 0 && poll_done(t, qb[4]) == 1 && batch_copies == c1 + 2 && batch_seen[1] == 4 &&
+		      batch_seen[0] == 1,
+	      "SIMFABRIC_GPU_BATCH_MAX copies at most per call: %d calls, of %zu and %zu",
+	      batch_copies - c1, batch_seen[1], batch_seen[0]);
+	G.batch_max = SFGPU_BATCH_MAX;
+	/* a failed batch call fails its copies, and the connection learns it at its poll */
+	batch_fail = 2;
+	rc = dma_start(t, srv, region, 0, src, 16, NULL, 0, &qa);
+	CHECK(rc == 0 && poll_done(t, qa) == -EIO, "a failed batch: the copy fails");
+	batch_fail = 0;
+	/* a copy with flips is issued by its poster, after what waits: the stream keeps order */
+	h = hold_until(t->q, 1);
+	rc = dma_start(t, srv, region, 16, src, 16, NULL, 0, &qb[0]);
+	c1 = batch_copies;
+	struct chan_flip fl = {.off = 3, .mask = 0x10};
+	G.cu.MemcpyDtoHAsync = s_dtoh;
+	G.cu.MemcpyHtoDAsync = s_htod;
+	rc |= dma_start(t, srv, region, 32, src, 16, &fl, 1, &qb[1]);
+	pthread_join(h, NULL);
+	CHECK(rc == 0 && batch_copies == c1 + 2 && batch_dst[0] == t->imp[0].im->va + 32 &&
+		      batch_seen[0] == 1 && poll_done(t, qb[0]) == 1 && poll_done(t, qb[1]) == 1,
+	      "a corrupted copy: what waited went first, then it: %d calls", batch_copies - c1);
+	CHECK(flips_read == 1 && flips_written == 1, "its bit flipped after it: %d %d", flips_read,
+	      flips_written);
+	/* freeing the sendComm issues what waits first (its slots name it) */
+	h = hold_until(t->q, 1);
+	rc = dma_start(t, srv, region, 48, src, 16, NULL, 0, &qb[0]);
+	c1 = batch_copies;
+	sfgpu_tx_free(t);
+	pthread_join(h, NULL);
+	CHECK(rc == 0 && batch_copies == c1 + 1, "freed: its waiting copy went out first: %d",
+	      batch_copies - c1);
+	/* without the issuer (stopped, as at exit), posters issue their own copies */
+	issuer_stop();
+	CHECK(!atomic_load(&W.running), "the issuer stops at exit");
+	W.failed = 1;
+	CHECK(sfgpu_tx_new("S", &t) == 0, "tx");
+	cur = CTX_F;
+	c1 = batch_copies;
+	rc = dma_start(t, srv, region, 0, src, 16, NULL, 0, &qa);
+	CHECK(rc == 0 && batch_copies == c1 + 1 && dma_poll(t, qa) == 1,
+	      "no issuer: the poster issues at once: %d", batch_copies - c1);
+	sfgpu_tx_free(t);
+	W.failed = 0;
+	G.sender_issues = 1; /* SIMFABRIC_GPU_ISSUER=sender: no queue, every copy alone */
+	CHECK(sfgpu_tx_new("R", &t) == 0, "tx");
+	cur = (cu_ctx)(uintptr_t)0xF4; /* a fresh application context: its own stream */
+	rc = dma_start(t, srv, region, 0, src, 16, NULL, 0, &qa);
+	CHECK(rc == 0 && !t->q && dma_poll(t, qa) == 1,
+	      "no queue with SIMFABRIC_GPU_ISSUER=sender");
+	sfgpu_tx_free(t);
+	G.sender_issues = 0;
+	G.batch_max = SFGPU_BATCH_MAX;
+
 	/* SIMFABRIC_GPU_STREAMS=3: our context gets three streams and sendComms take them in turn
 	 * (each keeps its own, so its copies stay in order) */
 	G.own_streams = 3;
@@ -603,8 +785,8 @@ int main(void)
 	for (int k = 0; k < 4; k++) {
 		CHECK(sfgpu_tx_new("J", &tt[k]) == 0, "tx %d", k);
 		rc = dma_start(tt[k], srv, region, 64, dsrc, 16, NULL, 0, &ticket);
+		CHECK(rc == 0 && poll_done(tt[k], ticket) == 1, "copy %d: %d", k, rc);
 		got[k] = batch_stream;
-		CHECK(rc == 0, "copy %d: %d", k, rc);
 	}
 	CHECK(ctxs_made == ctxs3 + 1 && nstreams_made == made3 + 4,
 	      "one context, three streams (and the caller's): %d %d", ctxs_made - ctxs3,
@@ -613,8 +795,8 @@ int main(void)
 	      "sendComms take the streams in turn: %p %p %p %p", (void *)got[0], (void *)got[1],
 	      (void *)got[2], (void *)got[3]);
 	rc = dma_start(tt[1], srv, region, 64, dsrc, 16, NULL, 0, &ticket);
-	CHECK(rc == 0 && batch_stream == got[1], "a sendComm keeps its stream: %p %p",
-	      (void *)batch_stream, (void *)got[1]);
+	CHECK(rc == 0 && poll_done(tt[1], ticket) == 1 && batch_stream == got[1],
+	      "a sendComm keeps its stream: %p %p", (void *)batch_stream, (void *)got[1]);
 	for (int k = 0; k < 4; k++)
 		sfgpu_tx_free(tt[k]);
 	G.own_streams = 1;
