@@ -1410,6 +1410,8 @@ def check_failure(f, job, lr, raw, fails, status):
                                t, w["t"], f["within_s"], EXIT_AFTER_S.get(prog, 10)))
         return why
 
+    if f.get("survivors"):
+        return check_survivors(f, lr, raw, who, matches, status)
     ranks = f.get("ranks", "any")
     verdicts = {r: matches(r, w) for r, w in sorted(who.items())}
     want = sorted(verdicts) if ranks == "any" else list(range(nranks)) if ranks == "all" \
@@ -1429,6 +1431,51 @@ def check_failure(f, job, lr, raw, fails, status):
         desc += "; rank(s) %s failed too" % ", ".join(map(str, others))
     what = ", ".join("%s %s" % (k, v) for k, v in f.items() if v not in (None, "any"))
     return ok, "expected failure (%s): %s" % (what or "any", desc)
+
+
+def _survivors_exact(raw, status):
+    """failure: survivors: exact, on the program's results: (ok, what)."""
+    res = raw.get("results") or []
+    wrong = [r for r in res if r.get("wrong") or r.get("ok") is False]
+    if not res:
+        return False, "the survivors reported no results"
+    if wrong:
+        return False, "%d of %d of the survivors' results wrong" % (len(wrong), len(res))
+    if status not in ("ok", None):
+        return False, "the program reported %s" % status
+    return True, "%d result(s), every one exact" % len(res)
+
+
+# failure: survivors: VALUE -> its check of the program's results (ok, what)
+SURVIVOR_CHECKS = {"exact": _survivors_exact}
+
+
+def check_survivors(f, lr, raw, who, matches, status):
+    """expect.failure.survivors: the ranks listed are lost (and fail as the other keys say);
+    every other rank exits 0 on its own, and the job's results pass f["survivors"]."""
+    lost = f["ranks"]
+    why = []
+    for r in lost:
+        if r not in who:
+            why.append("rank %d was not lost" % r)
+        elif matches(r, who[r]):
+            why.append("rank %d: %s" % (r, "; ".join(matches(r, who[r]))))
+    others = [p for p in lr.procs if p.rank not in lost]
+    bad = [p for p in others if p.rc != 0]
+    why += ["%s (%s) %s after %.1f s" % (p.label, p.node, "was torn down" if p.killed else
+                                          p.outcome(), p.t_exit or 0) for p in bad]
+    ok, what = SURVIVOR_CHECKS[f["survivors"]](raw, status)
+    if not ok:
+        why.append(what)
+    shrinks = raw.get("shrinks") or []
+    said = "; the program shrank %d time(s): %s" % (len(shrinks), ", ".join(
+        "at step %s without %s" % (x.get("step"), x.get("lost")) for x in shrinks)) \
+        if shrinks else ""
+    if why:
+        return False, "expected rank(s) %s lost and the survivors %s: %s%s" % (
+            ", ".join(map(str, lost)), f["survivors"], "; ".join(why), said)
+    return True, "rank(s) %s lost as expected; %d survivor(s) exited 0: %s%s" % (
+        ", ".join(map(str, lost)), len(others), what, said)
 
 
 def _shown_rows(rows):
@@ -1737,6 +1784,8 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
         # the job program ends every rank itself within its final-report grace and abort bound
         # (tools/nccljob/nccljob.h: NJ_FINAL_GRACE_S + NJ_ABORT_BOUND_S = 35 s)
         fail_grace = max(fail_grace, 40)
+    if (failure or {}).get("survivors"):
+        fail_grace = job["timeout_s"]  # the survivors carry on: the job's bound is theirs
     jb = Job(paths, run_dir, name, path, None, ["-v"] + (["--seed", str(seed)] if seed is not
                                                        None else []) + list(daemon_args))
     t0 = time.monotonic()

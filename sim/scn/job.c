@@ -798,6 +798,9 @@ static const char *const error_names[] = {
 	"ncclInvalidUsage",	  "ncclRemoteError", "ncclInProgress",	  "timeout",
 	NULL};
 
+/* failure: survivors: what the ranks not listed in ranks: must show */
+static const char *const survivor_names[] = {"exact", NULL};
+
 static const struct {
 	const char *name;
 	int sig;
@@ -893,10 +896,12 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 			 int64_t timeout_s, struct jbuf *b)
 {
 	const yaml_node_t *ve = NULL, *vx = NULL, *vs = NULL, *vr = NULL, *vw = NULL, *kw = NULL;
-	const yaml_node_t *vh = NULL, *kh = NULL;
-	const struct scn_key keys[] = {{"error", &ve, NULL},   {"exit", &vx, NULL},
-				       {"signal", &vs, NULL},  {"ranks", &vr, NULL},
-				       {"within_s", &vw, &kw}, {"hang_s", &vh, &kh}};
+	const yaml_node_t *vh = NULL, *kh = NULL, *vv = NULL;
+	/* hang_s last: no key before it goes with it */
+	const struct scn_key keys[] = {{"error", &ve, NULL},	{"exit", &vx, NULL},
+				       {"signal", &vs, NULL},	{"ranks", &vr, NULL},
+				       {"within_s", &vw, &kw},	{"survivors", &vv, NULL},
+				       {"hang_s", &vh, &kh}};
 	char q[80];
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "failure",
 		       "a mapping like {error: ncclRemoteError, ranks: [0], within_s: 10}") ||
@@ -914,6 +919,14 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 			return scn_fail(s, *keys[i].val, keys[i].name,
 					"not with hang (a hang expects no rank to end: the launcher "
 					"ends them all at the hang's time)");
+	/* survivors: the ranks listed are lost, and the others carry on (a shrink) and pass */
+	int surv = 0;
+	if (vv && get_enum(s, vv, "survivors", survivor_names, &surv))
+		return s->rc;
+	if (vv && (!vr || vr->type != YAML_SEQUENCE_NODE))
+		return scn_fail(s, vv, "survivors",
+				"needs ranks: [...], the ranks that are lost (the others must exit 0 "
+				"with exact results)");
 	double hang = 0;
 	if (vh && get_seconds(s, kh, vh, "hang_s", 0.1, JOB_MAX_SECONDS, false, &hang))
 		return s->rc;
@@ -1004,6 +1017,8 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 	json_opt(b, "within_s", vw, "%.9g", w);
 	if (vh) /* only when asked for: the dumps of other failures stay as they were */
 		jbuf_printf(b, ",\"hang_s\":%.9g", hang);
+	if (vv)
+		jbuf_printf(b, ",\"survivors\":\"%s\"", survivor_names[surv]);
 	jbuf_puts(b, "}");
 	return 0;
 }

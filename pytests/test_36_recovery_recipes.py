@@ -1,0 +1,179 @@
+# SPDX-License-Identifier: MIT
+"""Recovery recipes (issue 14): lose a node and carry on (the NCCL job program's --on-peer-loss
+shrink, and torch), a watchdog on a hang, the cost of a straggler, long queues after a fatal
+fault; and a GPU test for each process and setup fault (node_freeze, straggle, regmr_fail,
+connect_fail, accept_fail, comm_hang, node_kill + shrink).
+
+The CPU tests run the NCCL job program's --dry-run (the same bootstrap, recovery protocol and
+checks, with the host standing in for NCCL) and the scenario compiler; the GPU tests (marked
+gpu) run real NCCL and skip with the reason elsewhere.
+"""
+import json
+import os
+import subprocess
+
+import pytest
+
+import simfabric_pytest
+from test_12_nccljob import Job, nccljob  # noqa: F401 (nccljob: the fixture)
+
+ROOT = simfabric_pytest.ROOT
+SCN = os.path.join(ROOT, "scenarios")
+
+# what every lose-a-node run of the job program does: 4 ranks, 3 collectives whose counts
+# depend on the number of ranks (allgather) or its neighbours (sendrecv), 3 sizes
+SWEEP = ["--dry-run", "--coll", "allreduce,allgather,sendrecv", "--sizes", "8,4K,64K",
+         "--iters", "2", "--warmup", "1", "--timeout-s", "60"]
+NSTEPS = 8  # allgather 8 B has less than one float per rank: skipped
+
+
+# ---- lose a node and carry on: the job program, on the CPU -----------------------------------
+
+def test_36_01_shrink_survivors_finish_every_step_exact_on_three_ranks(nccljob, tmp_path):
+    j = Job(nccljob, 4, SWEEP + ["--on-peer-loss", "shrink", "--inject", "2:exit:1"], tmp_path)
+    assert j.rc[2] == -9 and [j.rc[r] for r in (0, 1, 3)] == [0, 0, 0], j.report()
+    d = j.json(0)
+    assert d["status"] == "ok" and d["exit_code"] == 0, j.report()
+    assert [(s["step"], s["lost"], s["nranks"]) for s in d["shrinks"]] == [(1, [2], 3)], d
+    assert d["shrinks"][0]["cause"]["code"] == "peer_lost", d["shrinks"][0]
+    res = d["results"]
+    assert len(res) == NSTEPS and all(r["wrong"] == 0 and r["checked"] for r in res), res
+    # the step before the loss ran on 4 ranks, the one it hit and every later one on 3
+    assert [r["nranks"] for r in res] == [4] + [3] * (NSTEPS - 1), res
+    # allgather's count is a multiple of the ranks that ran it: 4092 = 3 x 1364 B
+    assert [r["bytes"] for r in res if r["coll"] == "allgather"] == [4092, 65532], res
+    ranks = {r["rank"]: r for r in d["ranks"]}
+    assert ranks[2]["lost"] and ranks[2]["status"] == "peer_lost", ranks
+    assert not any(ranks[r]["lost"] for r in (0, 1, 3)), ranks
+    # each survivor says so itself, with its new place
+    for r, new in ((0, 0), (1, 1), (3, 2)):
+        assert "lost rank(s) 2 during allreduce 4096 B" in j.err[r], j.report()
+        assert "now rank %d of 3; running step 1 again" % new in j.err[r], j.report()
+        assert "survivor: 1 shrink(s), rank %d of 3 at the end; 7 step(s) from step 1" % new \
+            in j.err[r] and "0 wrong element(s) here" in j.err[r], j.report()
+    assert "# shrink 1: at step 1, without rank(s) 2 (peer_lost), 3 rank(s)" in j.out[0]
+    assert "(the survivors carried on)" in j.out[0], j.out[0]
+
+
+class Wrapped(Job):
+    """Job with one rank's --inject replaced (--inject is not among the options every rank
+    must share): rank 2 dies while rank 1 changes an element, in one run."""
+
+    def __init__(self, prog, args, tmp, per_rank):
+        wrapper = tmp / "wrap.sh"
+        wrapper.write_text('#!/bin/sh\ncase "$RANK" in\n%s\nesac\nexec "$@"\n' % "\n".join(
+            '%d) set -- "$@" --inject %s ;;' % kv for kv in per_rank.items()))
+        wrapper.chmod(0o755)
+        self.prog = prog
+        super().__init__(str(wrapper), 4, [prog] + args, tmp)
+
+
+def test_36_02_after_a_shrink_a_wrong_element_is_still_caught(nccljob, tmp_path):
+    """The checks on the smaller communicator are real: one element changed on rank 1 at the
+    step after the shrink is a data error (exit 2), with everything else exact."""
+    j = Wrapped(nccljob, SWEEP + ["--on-peer-loss", "shrink"], tmp_path,
+                {1: "1:data:3", 2: "2:exit:1"})
+    assert [j.rc[r] for r in (0, 1, 3)] == [2, 2, 2], j.report()
+    d = j.json(0)
+    assert d["status"] == "data_error" and d["shrinks"], d
+    wrong = [i for i, r in enumerate(d["results"]) if r["wrong"]]
+    assert wrong == [3], d["results"]
+
+
+@pytest.mark.parametrize("inject,why", [
+    ("1:nccl:1", "no rank to exclude: an error with every rank alive is fatal"),
+    ("0:exit:1", "rank 0 is the coordinator: losing it is fatal"),
+])
+def test_36_03_shrink_mode_still_fails_what_no_shrink_can_mend(nccljob, tmp_path, inject, why):
+    j = Job(nccljob, 4, SWEEP + ["--on-peer-loss", "shrink", "--inject", inject], tmp_path,
+            timeout=90)
+    killed = int(inject[0]) if ":exit:" in inject else None
+    rcs = [j.rc[r] for r in range(4) if r != killed]
+    assert rcs == [3] * len(rcs), (why, j.report())
+    # rank 0 waits NJ_LOSS_GRACE_S (10 s) for a lost rank before it gives up: bounded
+    assert max(j.t.values()) < 10 + 20, (why, j.report())
+    if killed is None:
+        d = j.json(0)
+        assert d["status"] == "nccl_error" and d["shrinks"] == [], d
+
+
+def test_36_04_without_shrink_a_lost_rank_stops_the_job_as_before(nccljob, tmp_path):
+    j = Job(nccljob, 4, SWEEP + ["--inject", "2:exit:1"], tmp_path)
+    assert [j.rc[r] for r in (0, 1, 3)] == [3, 3, 3], j.report()
+    d = j.json(0)
+    assert d["on_peer_loss"] == "fail" and d["shrinks"] == [], d
+    assert d["error"]["code"] == "peer_lost" and d["error"]["rank"] == 2, d
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--on-peer-loss", "heal"], "--on-peer-loss: 'heal' is neither fail nor shrink"),
+    (["--on-peer-loss", "shrink", "--register", "1"],
+     "--on-peer-loss shrink with --register 1: the registrations would have to be made again"),
+])
+def test_36_05_on_peer_loss_usage_errors(nccljob, args, says):
+    p = subprocess.run([nccljob, "--dry-run"] + args, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 1 and says in p.stderr, p.stderr
+
+
+# ---- expect: failure: survivors -------------------------------------------------------------
+
+def check(sf_env, tmp_path, text):
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    return subprocess.run([sf_env.daemon, "--check", "--scenario", str(path)],
+                          capture_output=True, text=True, timeout=60)
+
+
+JOB4 = """name: t
+fabric: {kind: ideal}
+job: {program: nccl, nodes: 4, args: [--dry-run]}
+expect:
+  failure: %s
+"""
+
+
+@pytest.mark.parametrize("failure,says", [
+    ("{survivors: exact}", "t.yaml:5:24: survivors: needs ranks: [...], the ranks that are lost "
+     "(the others must exit 0 with exact results)"),
+    ("{ranks: any, survivors: exact}", "t.yaml:5:36: survivors: needs ranks: [...]"),
+    ("{ranks: [2], survivors: most}", "t.yaml:5:36: survivors: 'most' is not one of exact"),
+    ("{hang: 5s, survivors: exact}", "t.yaml:5:34: survivors: not with hang"),
+])
+def test_36_06_survivors_parse_errors(sf_env, tmp_path, failure, says):
+    p = check(sf_env, tmp_path, JOB4 % failure)
+    assert p.returncode == 2 and says in p.stderr, p.stderr
+
+
+def test_36_07_survivors_resolves_into_the_dump(sf_env, tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text(JOB4 % "{signal: KILL, ranks: [2], survivors: exact}")
+    p = subprocess.run([sf_env.daemon, "--dump-fabric", "--scenario", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    f = json.loads(p.stdout)["expect"]["failure"]
+    assert f["survivors"] == "exact" and f["ranks"] == [2] and f["signal"] == "SIGKILL", f
+
+
+def test_36_08_run_passes_the_cpu_recipe(sf_run):
+    r = sf_run(os.path.join(SCN, "job-nccl-dryrun-lose-node-shrink.yaml")).check_ok()
+    c = {x["name"]: x for x in r.json["checks"]}
+    assert "rank(s) 2 lost as expected; 3 survivor(s) exited 0: 8 result(s), every one exact" \
+        in c["failure"]["detail"], r.explain()
+    assert "shrank 1 time(s): at step 1 without [2]" in c["failure"]["detail"], r.explain()
+
+
+def test_36_09_survivors_check_fails_when_the_survivors_stop(sf_run, tmp_path):
+    """The same recipe without --on-peer-loss shrink: rank 2 dies as expected, but the others
+    stop with exit 3, and failure: survivors: exact must say so."""
+    text = open(os.path.join(SCN, "job-nccl-dryrun-lose-node-shrink.yaml")).read()
+    text = text.replace("--on-peer-loss, shrink, ", "")
+    assert "shrink" not in text.split("args:")[1].split("\n")[0]
+    path = tmp_path / "noshrink.yaml"
+    path.write_text(text)
+    r = sf_run(str(path))
+    assert r.rc == 1 and not r.passed, r.explain()
+    c = {x["name"]: x for x in r.json["checks"]}
+    d = c["failure"]["detail"]
+    assert not c["failure"]["ok"] and "expected rank(s) 2 lost and the survivors exact" in d, d
+    assert "r0 (node0) exit 3" in d and "the program reported peer_lost" in d, d
