@@ -177,3 +177,94 @@ def test_36_09_survivors_check_fails_when_the_survivors_stop(sf_run, tmp_path):
     d = c["failure"]["detail"]
     assert not c["failure"]["ok"] and "expected rank(s) 2 lost and the survivors exact" in d, d
     assert "r0 (node0) exit 3" in d and "the program reported peer_lost" in d, d
+
+
+# ---- the watchdog recipe's flight recorder check (expect: flight_recorder) --------------------
+
+def fr_dump(nseq, stuck_state="scheduled", coll="nccl:all_reduce", ranks="[0, 1, 2]"):
+    """A dump as PyTorch's flight recorder writes it (version 2): nseq collectives of group
+    0, all completed but the last."""
+    return {"version": "2.4", "pg_config": {"0": {"name": "0", "desc": "default_pg",
+                                                  "ranks": ranks}},
+            "entries": [{"record_id": i, "pg_id": 0, "process_group": ["0", "default_pg"],
+                         "collective_seq_id": i + 1, "p2p_seq_id": 0, "op_id": i + 1,
+                         "profiling_name": coll, "input_sizes": [[262144]],
+                         "state": "completed" if i + 1 < nseq else stuck_state,
+                         "is_p2p": False, "retired": i + 1 < nseq, "timeout_ms": 10000}
+                        for i in range(nseq)]}
+
+
+class FakeRun:
+    def __init__(self, run_dir):
+        self.run_dir = str(run_dir)
+
+
+def fr_check(tmp_path, dumps, want=None, raw=None):
+    import pickle
+
+    import sflaunch
+    for r, d in dumps.items():
+        (tmp_path / ("nccl_trace_rank_%d" % r)).write_bytes(
+            raw[r] if raw and r in raw else pickle.dumps(d))
+    want = want or {"collective": "all_reduce", "missing": [1], "prefix": "nccl_trace_rank_"}
+    return sflaunch.check_flight_recorder(want, FakeRun(tmp_path), {"ranks": 3})
+
+
+def test_36_10_flight_recorder_names_the_hung_collective_and_the_frozen_rank(tmp_path):
+    ok, detail = fr_check(tmp_path, {0: fr_dump(42), 2: fr_dump(42)})
+    assert ok, detail
+    assert "nccl:all_reduce (#42 of group 0) never completed; rank(s) 1 never joined it; " \
+           "dumps from rank(s) 0, 2" == detail, detail
+
+
+@pytest.mark.parametrize("dumps,want,says", [
+    # the frozen rank did reach #42 (its dump has it): nobody is missing
+    ({0: fr_dump(42), 1: fr_dump(42), 2: fr_dump(42)}, None,
+     "rank(s) none never joined it; dumps from rank(s) 0, 1, 2: expected rank(s) 1 missing"),
+    # rank 1 stopped one earlier, but rank 2 is not in the dumps at all: both are missing
+    ({0: fr_dump(42), 1: fr_dump(41, stuck_state="completed")}, None,
+     "rank(s) 1, 2 never joined it"),
+    ({0: fr_dump(42, coll="nccl:broadcast"), 2: fr_dump(42)}, None,
+     "nccl:broadcast (#42 of group 0) never completed"),
+    ({0: fr_dump(42, stuck_state="completed")}, None, "every collective in them completed"),
+    ({}, None, "no flight recorder dump nccl_trace_rank_<rank> in"),
+])
+def test_36_11_flight_recorder_check_fails_what_does_not_match(tmp_path, dumps, want, says):
+    ok, detail = fr_check(tmp_path, dumps, want)
+    assert not ok and says in detail, detail
+
+
+def test_36_12_flight_recorder_dumps_are_data_never_code(tmp_path):
+    import pickle
+    d = fr_dump(7)
+    # PyTorch's pickler may wrap a dict in its type tag: read, as the dict itself
+    tagged = b"ctorch.jit._pickle\nrestore_type_tag\n(" + pickle.dumps(d, 0)[:-1] + \
+        b"S'Dict[str, Any]'\ntR."
+    # anything else that would run on load is refused, not run
+    marker = tmp_path / "ran"
+    evil = b"cos\nsystem\n(S'touch %s'\ntR." % str(marker).encode()
+    ok, detail = fr_check(tmp_path, {0: d, 2: d}, raw={0: tagged, 2: evil})
+    assert not marker.exists()
+    assert not ok and "nccl_trace_rank_2: not a flight recorder dump (os.system is not in a " \
+        "flight recorder dump)" in detail and "dumps from rank(s) 0" in detail, detail
+    # the JSON format reads too
+    (tmp_path / "nccl_trace_rank_2").write_text(json.dumps(d))
+    ok, detail = fr_check(tmp_path, {}, None)
+    assert ok and "dumps from rank(s) 0, 2" in detail, detail
+
+
+@pytest.mark.parametrize("prog,fr,says", [
+    ("{program: nccl, nodes: 3}", "{collective: all_reduce, missing: [1]}",
+     "t.yaml:5:20: flight_recorder: PyTorch writes flight recorder dumps: program torch or "
+     "command, not nccl"),
+    ("{program: torch, nodes: 3}", "{missing: [1]}",
+     "t.yaml:5:20: collective: missing: flight_recorder needs collective: (the one that hung"),
+    ("{program: torch, nodes: 3}", "{collective: all_reduce, missing: [3]}",
+     "t.yaml:5:55: missing: '3' is not an integer in 0..2 (the job's ranks)"),
+    ("{program: torch, nodes: 3}", "{collective: all_reduce, missing: [1], prefix: a/b}",
+     "t.yaml:5:67: prefix: a file name in the run directory (no '/'"),
+])
+def test_36_13_flight_recorder_parse_errors(sf_env, tmp_path, prog, fr, says):
+    p = check(sf_env, tmp_path, "name: t\nfabric: {kind: ideal}\njob: %s\nexpect:\n"
+              "  flight_recorder: %s\n" % (prog, fr))
+    assert p.returncode == 2 and says in p.stderr, p.stderr

@@ -17,8 +17,10 @@ What `simfabric launch` and `simfabric run` do, as a Python API (the pytest plug
 Standard library only. Exit statuses of the CLI: see EXIT_*.
 """
 import errno
+import io
 import json
 import os
+import pickle
 import re
 import selectors
 import shutil
@@ -1478,6 +1480,94 @@ def check_survivors(f, lr, raw, who, matches, status):
         ", ".join(map(str, lost)), len(others), what, said)
 
 
+class _DumpUnpickler(pickle.Unpickler):
+    """PyTorch's flight recorder dumps are plain dicts and lists, save for the type tags its
+    pickler may add; nothing else is built (a dump is data, never code)."""
+    SAFE = {("torch.jit._pickle", n): (lambda x, *_: x) for n in (
+        "restore_type_tag", "build_intlist", "build_doublelist", "build_boollist",
+        "build_tensorlist", "build_list")}
+    SAFE[("collections", "OrderedDict")] = dict
+
+    def find_class(self, module, name):
+        if (module, name) in self.SAFE:
+            return self.SAFE[(module, name)]
+        raise pickle.UnpicklingError("%s.%s is not in a flight recorder dump" % (module, name))
+
+
+def read_flight_recorder(path):
+    """A dump as a dict (pickle, or the JSON format), or raise ValueError saying why not."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        d = json.loads(data) if data[:1] == b"{" else _DumpUnpickler(
+            io.BytesIO(data)).load()
+    except Exception as e:  # a truncated dump, another format: the check says so
+        raise ValueError("%s: not a flight recorder dump (%s)" % (path, e))
+    if not isinstance(d, dict) or not isinstance(d.get("entries"), list):
+        raise ValueError("%s: no entries (keys: %s)" % (
+            path, ", ".join(map(str, d)) if isinstance(d, dict) else type(d).__name__))
+    return d
+
+
+def _pg_ranks(d, pg, nranks):
+    """The ranks of process group pg as the dump's pg_config has them, else every rank."""
+    cfg = (d.get("pg_config") or {}).get(str(pg)) or {}
+    r = cfg.get("ranks") if isinstance(cfg, dict) else None
+    if isinstance(r, str):
+        r = [int(x) for x in re.findall(r"\d+", r)]
+    return sorted(r) if r else list(range(nranks))
+
+
+def check_flight_recorder(want, lr, job):
+    """expect.flight_recorder: the dumps in the run directory (PREFIX<rank>) name a collective
+    that never completed (want["collective"] in its profiling name) and the ranks that never
+    joined it: those with no dump, or none that reached its sequence number in its group (what
+    PyTorch's fr_trace analyser calls missing ranks). (ok, detail)."""
+    dumps, bad = {}, []
+    for name in sorted(os.listdir(lr.run_dir)):
+        m = re.fullmatch(re.escape(want["prefix"]) + r"(\d+)", name)
+        if m:
+            try:
+                dumps[int(m.group(1))] = read_flight_recorder(os.path.join(lr.run_dir, name))
+            except (OSError, ValueError) as e:
+                bad.append(str(e))
+    if not dumps:
+        return False, "no flight recorder dump %s<rank> in %s%s" % (
+            want["prefix"], lr.run_dir, "; " + "; ".join(bad) if bad else "")
+    # the first collective some rank had not completed, per group: the one everyone waited on
+    stuck = None
+    for r, d in sorted(dumps.items()):
+        for e in d["entries"]:
+            if e.get("state") == "completed" or e.get("is_p2p"):
+                continue
+            pg = (e.get("process_group") or [e.get("pg_id")])[0]
+            key = (e.get("collective_seq_id", 1 << 62), str(pg))
+            if stuck is None or key < stuck[0]:
+                stuck = (key, e.get("profiling_name", "?"), r)
+    if stuck is None:
+        return False, "%d dump(s) (ranks %s), but every collective in them completed" % (
+            len(dumps), ", ".join(map(str, sorted(dumps))))
+    (seq, pg), name, seen_by = stuck
+    group = _pg_ranks(dumps[seen_by], pg, job["ranks"])
+    missing = [g for g in group if g not in dumps or not any(
+        e.get("collective_seq_id") == seq and str((e.get("process_group") or
+                                                   [e.get("pg_id")])[0]) == pg
+        for e in dumps[g]["entries"])]
+    said = "%s (#%s of group %s) never completed; rank(s) %s never joined it; dumps from " \
+           "rank(s) %s" % (name, seq, pg, ", ".join(map(str, missing)) or "none",
+                           ", ".join(map(str, sorted(dumps))))
+    why = ["unreadable: %s" % b for b in bad]  # a dump cut short is no evidence either way
+    if want["collective"] not in name:
+        why.append("expected %s" % want["collective"])
+    if missing != sorted(want["missing"]):
+        why.append("expected rank(s) %s missing" % ", ".join(map(str, want["missing"])))
+    return not why, said + ("" if not why else ": " + "; ".join(why))
+
+
+# expect: KEY -> its check of a finished job beyond the program's own results: (ok, detail)
+EXPECT_CHECKS = {"flight_recorder": check_flight_recorder}
+
+
 def _shown_rows(rows):
     """The rows the report prints: every one outside its bounds, and each collective's
     largest size (report.json has them all)."""
@@ -1744,6 +1834,10 @@ def evaluate(job, expect, lr, fb):
     if failure is not None:
         ok, detail = check_failure(failure, job, lr, raw or {}, fails, status)
         checks.append(Check("failure", ok, detail))
+    for key, fn in EXPECT_CHECKS.items():
+        if expect.get(key):
+            ok, detail = fn(expect[key], lr, job)
+            checks.append(Check(key, ok, detail))
     fc = check_faults(expect, lr, fb)
     if fc:
         checks.append(fc)

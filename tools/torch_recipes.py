@@ -187,6 +187,10 @@ def watchdog(a):
     rank = int(os.environ["RANK"])
     # the flight recorder: on, dumped on a watchdog timeout, into the run directory
     os.environ.setdefault("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000")
+    os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")  # its name from torch 2.7
+    # on a timeout the watchdog dumps, then ends the process (no ncclCommAbort, which a frozen
+    # peer could keep waiting)
+    os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")
     os.environ.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
     os.environ.setdefault("TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
                           os.path.join(run_dir(), "nccl_trace_rank_"))

@@ -251,7 +251,8 @@ static void test_errors(void)
 		/* expect: */
 		{TWO "expect: {}", "t.yaml:2:9: expect: needs a job: section (what to run)"},
 		{TWO "job: {program: nccl}\nexpect: {dat: exact}",
-		 "t.yaml:3:10: dat: unknown key in expect (known: data, timing, failure, faults)"},
+		 "t.yaml:3:10: dat: unknown key in expect (known: data, timing, failure, faults, "
+		 "flight_recorder)"},
 		{FLT "job: {program: harness}\nexpect: {faults: {may_miss: [cut, nope]}}",
 		 "t.yaml:6:35: may_miss: 'nope' is not a fault of this scenario (its faults: cut)"},
 		{TWO "job: {program: harness}\nexpect: {faults: {may_miss: [x]}}",
