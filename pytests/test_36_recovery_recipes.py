@@ -10,6 +10,7 @@ gpu) run real NCCL and skip with the reason elsewhere.
 """
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -268,3 +269,178 @@ def test_36_13_flight_recorder_parse_errors(sf_env, tmp_path, prog, fr, says):
     p = check(sf_env, tmp_path, "name: t\nfabric: {kind: ideal}\njob: %s\nexpect:\n"
               "  flight_recorder: %s\n" % (prog, fr))
     assert p.returncode == 2 and says in p.stderr, p.stderr
+
+
+# ---- straggler cost --------------------------------------------------------------------------
+
+def harness_seconds(run_dir):
+    """The faults test's span over both ranks: first post to last completion."""
+    with open(os.path.join(run_dir, "harness.json")) as f:
+        m = [t["metrics"] for t in json.load(f)["tests"] if t["name"] == "faults"]
+    assert len(m) == 2 and all(x["received"] == x["msgs"] and not x["wrong"] for x in m), m
+    return max(x["t_end"] for x in m) - min(x["t_start"] for x in m)
+
+
+def straggle_bounds(t0, period, duty, drain):
+    """What a straggle of duty x period costs a job that takes t0 without it, by the model:
+    at least t0 x P / (P - D + drain) (the stopped node's NIC drains what it had posted, drain
+    seconds of link time, every stop), at most t0 / (1 - duty) + P (no drain, a period's
+    rounding: the run may end just after a stop)."""
+    d = duty * period
+    return t0 * period / (period - d + drain), t0 / (1 - duty) + period
+
+
+@pytest.mark.timing
+def test_36_14_straggler_costs_what_the_duty_cycle_predicts(sf_run, sf_env, tmp_path):
+    path = os.path.join(SCN, "job-harness-straggle.yaml")
+    text = open(path).read()
+    base = tmp_path / "base.yaml"
+    base.write_text(re.sub(r"(?ms)^faults:\n.*?^job:", "job:", text))
+    assert "action: straggle" not in open(str(base)).read(), "the fault is gone"
+    r0 = sf_run(str(base)).check_ok()
+    r1 = sf_run(path).check_ok()
+    t0, t1 = harness_seconds(r0.run_dir), harness_seconds(r1.run_dir)
+    # 4 messages of 64 KiB in flight each way, at 0.25 Gb/s less the packets' headers
+    drain = 4 * 65536 * 8 / 0.25e9
+    lo, hi = straggle_bounds(t0, 0.2, 0.5, drain)
+    # 10 % on each side for what the model leaves out (SIGSTOP/SIGCONT's latency, the refill)
+    assert 0.9 * lo <= t1 <= 1.1 * hi, (
+        "straggled %.3f s, %.3f s without: %.2fx; the model says %.3f..%.3f s" % (
+            t1, t0, t1 / t0, lo, hi), r1.explain())
+    # the slow node, as simfabric report shows it: named, its stops counted, their time
+    rep = subprocess.run([sf_env.cli, "report", r1.run_dir], capture_output=True, text=True,
+                         timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    assert "straggle   on       straggle of node node1" in rep.stdout, rep.stdout
+    m = re.search(r"delayed (\d+) \(([\d.]+) ms in all\)", rep.stdout)
+    assert m, rep.stdout
+    stops, stopped = int(m.group(1)), float(m.group(2)) / 1e3
+    # stopped about half the straggled run: duty x its length, within a period
+    assert abs(stopped - 0.5 * t1) <= 0.2 + 0.1 * t1, (stopped, t1, rep.stdout)
+    assert abs(stops - t1 / 0.2) <= 2, (stops, t1, rep.stdout)
+
+
+# ---- on the GPU: a test for each process and setup fault, and the recipes ---------------------
+# Real NCCL through the plugin, one emulated node per rank (ranks may share one GPU under MPS).
+# Skipped with the reason where there is no GPU or the job program is not built (sf_nccl_gpu).
+
+FABRIC = """name: {name}
+seed: 1
+fabric:
+  defaults:
+    link: {{rate_gbps: 100, latency_ns: 500}}
+    nic: {{timeout_exp: 10, retry_count: 7}}
+  nodes: {{count: {nodes}, name: "node{{i}}"}}
+  switches:
+    - {{name: sw0}}
+  links:
+    - ends: [all, sw0]
+faults:
+{faults}
+"""
+
+
+def gpu_job(paths, tmp_path, name, faults, args, nodes=2, timeout=180):
+    text = FABRIC.format(name=name, nodes=nodes, faults="\n".join(
+        "  " + ln for ln in faults.strip().splitlines()))
+    return simfabric_pytest.nccljob(
+        paths, tmp_path, name, ["--coll", "allreduce", "--sizes", "1M", "--warmup", "5",
+                                "--op-timeout-s", "30", "--timeout-s", str(timeout)] + list(args),
+        nodes=nodes, scenario_text=text, env={"NCCL_DEBUG": "WARN"}, timeout=timeout)
+
+
+def explain(r):
+    return "%s\n%s" % (r.summary(), r.logs(limit=20000))
+
+
+def run_ok(sf_run, path):
+    r = sf_run(path)
+    if r.skipped:
+        pytest.skip(r.skipped)
+    return r.check_ok()
+
+
+@pytest.mark.gpu
+def test_36_20_gpu_node_freeze_hangs_nccl_with_the_frozen_rank_stopped(sf_nccl_gpu, sf_run):
+    r = run_ok(sf_run, os.path.join(SCN, "job-nccl-freeze-hang.yaml"))
+    c = {x["name"]: x for x in r.json["checks"]}
+    assert "T (stopped)" in c["failure"]["detail"], r.explain()
+
+
+@pytest.mark.gpu
+@pytest.mark.timing
+def test_36_21_gpu_straggle_costs_what_the_duty_cycle_predicts(sf_nccl_gpu, sf_run, sf_env,
+                                                              tmp_path):
+    path = os.path.join(SCN, "job-nccl-straggle.yaml")
+    base = tmp_path / "base.yaml"
+    base.write_text(re.sub(r"(?ms)^faults:\n.*?^job:", "job:", open(path).read()))
+    times = []
+    for p in (str(base), path):
+        r = run_ok(sf_run, p)
+        with open(os.path.join(r.run_dir, "nccljob.json")) as f:
+            res = json.load(f)["results"]
+        assert len(res) == 1 and res[0]["wrong"] == 0, res
+        times.append(res[0]["time_us"] * res[0]["iters"] / 1e6)
+    t0, t1 = times
+    # NCCL's buffers in flight: at most 8 MiB at 25 Gb/s, drained in each stop
+    lo, hi = straggle_bounds(t0, 0.2, 0.5, 8 * 2 ** 20 * 8 / 25e9)
+    assert 0.8 * lo <= t1 <= 1.2 * hi, ("straggled %.3f s, %.3f s without; the model says "
+                                         "%.3f..%.3f s" % (t1, t0, lo, hi), r.explain())
+    rep = subprocess.run([sf_env.cli, "report", r.run_dir], capture_output=True, text=True,
+                         timeout=120)
+    assert "straggle of node node1" in rep.stdout, rep.stdout
+
+
+@pytest.mark.gpu
+def test_36_22_gpu_regmr_fail_fails_init_with_system_error_and_no_hang(sf_nccl_gpu, sf_run):
+    run_ok(sf_run, os.path.join(SCN, "job-nccl-regmr-fail.yaml"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("action,who", [("connect_fail", "node0"), ("accept_fail", "node1")])
+def test_36_23_gpu_a_failing_connect_or_accept_ends_every_rank_without_a_hang(
+        sf_nccl_gpu, tmp_path, action, who):
+    r, res = gpu_job(sf_nccl_gpu, tmp_path, action, """
+- {name: nope, action: %s, node: %s, nth: 1}
+""" % (action, who), ["--iters", "20"], timeout=120)
+    logs = r.logs(limit=200000)
+    assert res is not None and res["status"] in ("nccl_error", "timeout"), explain(r)
+    assert all(p.rc not in (0, None) for p in r.procs), explain(r)
+    assert "fault #0 'nope' (%s of node %s" % (action, who) in logs, explain(r)
+    fl = r.faults["faults"][0]
+    assert fl["failed"] >= 1, (fl, explain(r))
+    assert r.seconds < 120, explain(r)
+
+
+@pytest.mark.gpu
+def test_36_24_gpu_comm_hang_for_a_while_stalls_nccl_then_it_goes_on_exact(sf_nccl_gpu,
+                                                                          tmp_path):
+    r, res = gpu_job(sf_nccl_gpu, tmp_path, "wedge", """
+- {name: wedge, action: comm_hang, conn: {from: node0, to: node1}, for: 2s,
+   after: {messages: 400, conn: {from: node0, to: node1}}}
+""", ["--iters", "3000", "--timing", "each"], timeout=180)
+    assert res is not None and res["status"] == "ok", explain(r)
+    x = res["results"][0]
+    assert x["wrong"] == 0, x
+    # one iteration waited out the hang: a stall of about 2 s, no error
+    assert x["max_us"] >= 1.5e6 and x["stalls"] >= 1, x
+    assert r.faults["faults"][0]["hit"] >= 1, r.faults
+
+
+@pytest.mark.gpu
+def test_36_25_gpu_node_kill_then_shrink_the_survivors_finish_exact(sf_nccl_gpu, sf_run):
+    r = run_ok(sf_run, os.path.join(SCN, "job-nccl-lose-node-shrink.yaml"))
+    with open(os.path.join(r.run_dir, "nccljob.json")) as f:
+        d = json.load(f)
+    assert d["status"] == "ok" and [s["lost"] for s in d["shrinks"]] == [[2]], d["shrinks"]
+    assert all(x["wrong"] == 0 for x in d["results"]) and len(d["results"]) == 9, d["results"]
+    assert d["results"][-1]["nranks"] == 3, d["results"]
+    logs = r.logs(200000)
+    for rank in (0, 1, 3):
+        assert "nccljob[rank %d]: survivor: 1 shrink(s)" % rank in logs, r.explain()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["job-torch-lose-node-shrink", "job-torch-watchdog-hang"])
+def test_36_26_gpu_torch_recipes(sf_nccl_gpu, sf_run, name):
+    run_ok(sf_run, os.path.join(SCN, name + ".yaml"))
