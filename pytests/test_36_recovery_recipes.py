@@ -17,6 +17,7 @@ import pytest
 
 import simfabric_pytest
 from test_12_nccljob import Job, nccljob  # noqa: F401 (nccljob: the fixture)
+from test_13_faults import scenario
 
 ROOT = simfabric_pytest.ROOT
 SCN = os.path.join(ROOT, "scenarios")
@@ -324,25 +325,9 @@ def test_36_14_straggler_costs_what_the_duty_cycle_predicts(sf_run, sf_env, tmp_
 # Real NCCL through the plugin, one emulated node per rank (ranks may share one GPU under MPS).
 # Skipped with the reason where there is no GPU or the job program is not built (sf_nccl_gpu).
 
-FABRIC = """name: {name}
-seed: 1
-fabric:
-  defaults:
-    link: {{rate_gbps: 100, latency_ns: 500}}
-    nic: {{timeout_exp: 10, retry_count: 7}}
-  nodes: {{count: {nodes}, name: "node{{i}}"}}
-  switches:
-    - {{name: sw0}}
-  links:
-    - ends: [all, sw0]
-faults:
-{faults}
-"""
-
-
 def gpu_job(paths, tmp_path, name, faults, args, nodes=2, timeout=180):
-    text = FABRIC.format(name=name, nodes=nodes, faults="\n".join(
-        "  " + ln for ln in faults.strip().splitlines()))
+    """The job program on test_13's fabric (25 Gb/s, the RC budget of 29.4 ms) with faults."""
+    text = open(scenario(tmp_path, faults, name, nodes)).read()
     return simfabric_pytest.nccljob(
         paths, tmp_path, name, ["--coll", "allreduce", "--sizes", "1M", "--warmup", "5",
                                 "--op-timeout-s", "30", "--timeout-s", str(timeout)] + list(args),
