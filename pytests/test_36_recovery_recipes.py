@@ -429,3 +429,48 @@ def test_36_25_gpu_node_kill_then_shrink_the_survivors_finish_exact(sf_nccl_gpu,
 @pytest.mark.parametrize("name", ["job-torch-lose-node-shrink", "job-torch-watchdog-hang"])
 def test_36_26_gpu_torch_recipes(sf_nccl_gpu, sf_run, name):
     run_ok(sf_run, os.path.join(SCN, name + ".yaml"))
+
+
+# ---- long queues after a fatal fault ----------------------------------------------------------
+
+def test_36_15_job_program_with_20000_iterations_stops_within_its_op_timeout(sf_run):
+    r = sf_run(os.path.join(SCN, "job-nccl-dryrun-long-queue.yaml")).check_ok()
+    # op_timeout_s 3 s, then the abort: nothing waits for the 20000 iterations
+    assert r.seconds < 3 + 20, r.explain()
+
+
+BLOCKED = """name: blocked
+fabric: {kind: ideal}
+job:
+  program: command
+  nodes: 2
+  command: ["{python}", -c, "%s"]
+  timeout_s: %d
+expect:
+  failure: %s
+"""
+# rank 1 blocks for good, as nccl-tests' enqueue behind a dead proxy does; rank 0 does what
+# nccl-tests' short cycles do (exit 3 at once), or blocks too
+ONE_FAILS = ("import os, time; r = int(os.environ['RANK']); os._exit(3) if r == 0 else "
+             "time.sleep(3600)")
+ALL_BLOCK = "import time; time.sleep(3600)"
+
+
+@pytest.mark.parametrize("code,timeout,failure,bound", [
+    # one rank fails, one blocks: torn down within_s + 2 s after the failure
+    (ONE_FAILS, 120, "{exit: 3, ranks: [0], within_s: 5}", 5 + 2 + 15),
+    # every rank blocks: failure: {error: timeout} passes at the job's timeout_s, stacks dumped
+    (ALL_BLOCK, 8, "{error: timeout}", 8 + 20),
+])
+def test_36_16_run_catches_a_blocked_rank_within_the_failure_bound(sf_run, tmp_path, code,
+                                                                   timeout, failure, bound):
+    path = tmp_path / "blocked.yaml"
+    path.write_text(BLOCKED % (code, timeout, failure))
+    r = sf_run(str(path)).check_ok()
+    assert r.seconds < bound, r.explain()
+
+
+@pytest.mark.gpu
+def test_36_27_gpu_twenty_thousand_queued_allreduces_end_within_the_bound(sf_nccl_gpu, sf_run):
+    r = run_ok(sf_run, os.path.join(SCN, "job-nccl-long-queue.yaml"))
+    assert r.seconds < 60 + 40 + 30, r.explain()  # within_s, the job program's end, start-up
