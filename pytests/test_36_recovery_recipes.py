@@ -118,6 +118,75 @@ def test_36_05_on_peer_loss_usage_errors(nccljob, args, says):
     assert p.returncode == 1 and says in p.stderr, p.stderr
 
 
+# ---- lose a node and carry on: the torch recipe's loss round, on the CPU --------------------
+
+class FakeStore:
+    """torch.distributed.TCPStore's calls that the loss round makes, in memory (bytes out)."""
+
+    def __init__(self):
+        import threading
+        self.d, self.cv = {}, threading.Condition()
+
+    def set(self, k, v):
+        with self.cv:
+            self.d[k] = v.encode() if isinstance(v, str) else v
+            self.cv.notify_all()
+
+    def check(self, keys):
+        with self.cv:
+            return all(k in self.d for k in keys)
+
+    def get(self, k):
+        with self.cv:
+            return self.d[k]
+
+    def wait(self, keys, timeout):
+        with self.cv:
+            if not self.cv.wait_for(lambda: all(k in self.d for k in keys),
+                                    timeout.total_seconds()):
+                raise RuntimeError("wait timed out")
+
+
+def loss_round(arrivals, members=(0, 1, 2, 3), grace=0.5):
+    """The survivors in arrivals ({rank: (delay_s, failed_step)}) run the round together."""
+    import sys
+    import threading
+    import time
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import torch_recipes
+    st, out = FakeStore(), {}
+
+    def one(r, delay, step):
+        time.sleep(delay)
+        out[r] = torch_recipes.agree(st, r, list(members), 0, step, grace, poll_s=0.01)
+
+    ts = [threading.Thread(target=one, args=(r,) + a) for r, a in arrivals.items()]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(30)
+    return out, st
+
+
+def test_36_17_torch_loss_round_agrees_on_the_lost_rank_and_the_earliest_step():
+    # rank 3 noticed late (it was still in a collective): inside rank 0's grace it counts
+    out, st = loss_round({0: (0.0, 7), 1: (0.05, 6), 3: (0.2, 7)})
+    assert set(out) == {0, 1, 3}, out
+    for r, (v, lost) in out.items():
+        assert v == {"members": [0, 1, 3], "step": 6} and lost == [2], (r, v, lost)
+    assert st.check(["loss0/open"])
+
+
+def test_36_18_torch_loss_round_with_nobody_lost_is_fatal_and_a_late_rank_is_left_out():
+    out, _ = loss_round({0: (0.0, 3), 1: (0.0, 3), 2: (0.0, 3), 3: (0.0, 4)})
+    assert all(v == (None, []) for v in out.values()), out
+    # a survivor that checks in after rank 0's grace is not among the members: it finds
+    # itself left out (the script then stops) rather than hang
+    out, _ = loss_round({0: (0.0, 5), 1: (0.0, 5), 3: (1.2, 5)}, grace=0.5)
+    v, lost = out[3]
+    assert v["members"] == [0, 1] and 3 not in v["members"] and lost == [2, 3], out
+
+
 # ---- expect: failure: survivors -------------------------------------------------------------
 
 def check(sf_env, tmp_path, text):

@@ -37,6 +37,31 @@ def run_dir():
 
 # ---- shrink ------------------------------------------------------------------------------------
 
+def agree(store, rank, members, rnd, failed_step, grace_s, poll_s=0.05):
+    """A loss round in the store (any object with set, check, get, wait(keys, timedelta)):
+    every survivor checks in with the step it failed at; rank 0 waits grace_s for them (a
+    lost rank never comes), then says who is in and where to resume: the earliest step any
+    survivor failed at (a later one may have finished it; steps are deterministic, so running
+    one again is harmless). (verdict, lost), or (None, []) when nobody was lost: fatal."""
+    store.set("loss%d/open" % rnd, "1")  # wakes the survivors still polling a collective
+    store.set("loss%d/here/%d" % (rnd, rank), str(failed_step))
+    if rank == 0:
+        end = time.monotonic() + grace_s
+        here = {}
+        while time.monotonic() < end and len(here) < len(members):
+            for m in members:
+                key = "loss%d/here/%d" % (rnd, m)
+                if m not in here and store.check([key]):
+                    here[m] = int(store.get(key))
+            time.sleep(poll_s)
+        store.set("loss%d/verdict" % rnd, json.dumps(
+            {"members": sorted(here), "step": min(here.values())}))
+    store.wait(["loss%d/verdict" % rnd], timedelta(seconds=grace_s + 30))
+    v = json.loads(store.get("loss%d/verdict" % rnd))
+    lost = [m for m in members if m not in v["members"]]
+    return (v, lost) if lost else (None, [])
+
+
 class Lost(Exception):
     """A collective failed or stalled: step says where."""
 
@@ -106,31 +131,6 @@ def shrink(a):
                 {"collective": "all_gather", "bytes": n * 4 * gsize, "ok": ok_g,
                  "time_us": t / 2, "step": step, "nranks": gsize}]
 
-    def agree(failed_step, why):
-        """The loss round: every survivor checks in; rank 0 waits --grace-s, then says who
-        is in and where to resume. None if nobody was lost (fatal)."""
-        r = len(shrinks)
-        store.set("loss%d/open" % r, "1")
-        store.set("loss%d/here/%d" % (r, rank), str(failed_step))
-        say(rank, "step %d: %s; waiting for the survivors (round %d)" % (failed_step, why, r))
-        if rank == 0:
-            end = time.monotonic() + a.grace_s
-            here = {}
-            while time.monotonic() < end:
-                for m in members:
-                    key = "loss%d/here/%d" % (r, m)
-                    if m not in here and store.check([key]):
-                        here[m] = int(store.get(key))
-                if len(here) == len(members):
-                    break
-                time.sleep(0.05)
-            verdict = {"members": sorted(here), "step": min(here.values())}
-            store.set("loss%d/verdict" % r, json.dumps(verdict))
-        store.wait(["loss%d/verdict" % r], timedelta(seconds=a.grace_s + 30))
-        v = json.loads(store.get("loss%d/verdict" % r))
-        lost = [m for m in members if m not in v["members"]]
-        return (v, lost) if lost else (None, [])
-
     def abort(g):
         # ncclCommAbort of the old communicator: its kernels stop spinning on the lost peer
         for how, fn in (("_abort_process_group", lambda: c10d._abort_process_group(g)),
@@ -150,7 +150,9 @@ def shrink(a):
                 results[(step, res["collective"])] = res
             step += 1
         except Lost as e:
-            v, lost = agree(e.step, e.why)
+            say(rank, "step %d: %s; waiting for the survivors (round %d)" % (
+                e.step, e.why, len(shrinks)))
+            v, lost = agree(store, rank, members, len(shrinks), e.step, a.grace_s)
             if v is None or rank not in v["members"]:
                 say(rank, "no rank was lost (or this one was left out): cannot carry on")
                 errors.append("step %d: %s" % (e.step, e.why))
