@@ -196,6 +196,8 @@ def watchdog(a):
     os.environ.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
     os.environ.setdefault("TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
                           os.path.join(run_dir(), "nccl_trace_rank_"))
+    os.environ.setdefault("TORCH_FR_DUMP_TEMP_FILE",  # its name from torch 2.7
+                          os.environ["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"])
     import torch
     import torch.distributed as dist
 
