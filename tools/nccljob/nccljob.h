@@ -32,8 +32,8 @@
 #define NJ_STALL_US 1000.0      /* an iteration this much over the median stalled (a fault's
                                    retry, a flap): a host's hiccups stay below it */
 #define NJ_LOSS_GRACE_S 10.0    /* --on-peer-loss shrink: how long rank 0 waits, after a failure,
-				   for a lost rank's connection to close (a killed process's closes
-				   at once; a failure with no rank gone is fatal, as without it) */
+                                   for a lost rank's connection to close (a killed process's
+                                   closes at once; a failure with no rank gone is fatal) */
 #define NJ_MAX_LOST 64          /* ranks one shrink may exclude */
 #define NJ_MAX_SHRINKS 8        /* shrinks one job records */
 
@@ -84,7 +84,7 @@ struct nj_fail {
 	int32_t rank;      /* where it happened */
 	int32_t exit_code;
 	int32_t gen;       /* the sender's shrinks so far: rank 0 drops an ERROR from before the
-			      last shrink (it reported the loss that shrink already handled) */
+                              last shrink (it reported the loss that shrink handled) */
 	double after_ms;   /* since that rank started */
 	char code[48];     /* "ncclRemoteError", "cudaErrorNoDevice", "timeout", ... */
 	char phase[96];    /* "allreduce 1048576 B: timed loop" */
@@ -289,7 +289,7 @@ enum nj_inject {
 
 struct nj_step {
 	int coll;
-	size_t req;     /* the size asked for (--sizes): bytes is it rounded for the ranks */
+	size_t req;     /* the size asked for (--sizes): bytes is it, rounded for the ranks */
 	size_t bytes;   /* as nccl-tests counts them (nj_coll_bytes_def) */
 	size_t count;   /* bytes / element size */
 	size_t chunk;   /* the count passed to NCCL: count / nranks for allgather,
