@@ -62,6 +62,15 @@ def agree(store, rank, members, rnd, failed_step, grace_s, poll_s=0.05):
     return (v, lost) if lost else (None, [])
 
 
+def work_error(work):
+    """The error a finished work holds, or None: Work.exception() where torch binds it."""
+    fn = getattr(work, "exception", None)
+    try:
+        return fn() if fn else None
+    except Exception:  # not bound for this work type: wait() is the only word
+        return None
+
+
 class Lost(Exception):
     """A collective failed or stalled: step says where."""
 
@@ -107,10 +116,14 @@ def shrink(a):
             if time.monotonic() > end:
                 raise Lost(step, "%s did not complete in %g s" % (what, a.stall_s))
             time.sleep(0.005)
-        try:
-            work.wait()
-        except Exception as e:  # NCCL's error, through the work
-            raise Lost(step, "%s failed: %s" % (what, str(e).splitlines()[0][:300]))
+        err = work_error(work)
+        if err is None:
+            try:
+                work.wait()
+            except Exception as e:  # NCCL's error, through the work
+                err = e
+        if err is not None:
+            raise Lost(step, "%s failed: %s" % (what, str(err).splitlines()[0][:300]))
 
     def one_step(step):
         gsize, grank = len(members), members.index(rank)
@@ -143,10 +156,26 @@ def shrink(a):
                 continue
         return "none (this torch has no abort: the old communicator is left)"
 
+    def all_there(step):
+        """A wrong result is a data error only if every member finished the step: with
+        TORCH_NCCL_ASYNC_ERROR_HANDLING=0 a work that failed can look completed (its error
+        unread), and its output is then whatever arrived before the peer died."""
+        end = time.monotonic() + a.stall_s
+        keys = ["done%d/%d/%d" % (len(shrinks), step, m) for m in members]
+        while not store.check(keys):
+            if store.check(["loss%d/open" % len(shrinks)]) or time.monotonic() > end:
+                raise Lost(step, "a wrong result, and not every rank finished the step")
+            time.sleep(0.01)
+
     step = 0
     while step < a.steps:
         try:
-            for res in one_step(step):
+            done = one_step(step)
+            # every step, so that a rank with a wrong result can ask who finished it
+            store.set("done%d/%d/%d" % (len(shrinks), step, rank), "1")
+            if not all(r["ok"] for r in done):
+                all_there(step)
+            for res in done:
                 results[(step, res["collective"])] = res
             step += 1
         except Lost as e:
