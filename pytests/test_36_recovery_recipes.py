@@ -116,6 +116,8 @@ def test_36_05_on_peer_loss_usage_errors(nccljob, args, says):
     p = subprocess.run([nccljob, "--dry-run"] + args, capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 1 and says in p.stderr, p.stderr
+    h = subprocess.run([nccljob, "--help"], capture_output=True, text=True, timeout=60).stdout
+    assert "--on-peer-loss fail|shrink" in h and "NCCL_SHRINK_ABORT" in h, h
 
 
 # ---- lose a node and carry on: the torch recipe's loss round, on the CPU --------------------
