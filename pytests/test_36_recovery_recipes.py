@@ -8,10 +8,14 @@ The CPU tests run the NCCL job program's --dry-run (the same bootstrap, recovery
 checks, with the host standing in for NCCL) and the scenario compiler; the GPU tests (marked
 gpu) run real NCCL and skip with the reason elsewhere.
 """
+import datetime
 import json
 import os
 import re
 import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
@@ -126,7 +130,6 @@ class FakeStore:
     """torch.distributed.TCPStore's calls that the loss round makes, in memory (bytes out)."""
 
     def __init__(self):
-        import threading
         self.d, self.cv = {}, threading.Condition()
 
     def set(self, k, v):
@@ -151,15 +154,15 @@ class FakeStore:
 
 def loss_round(arrivals, members=(0, 1, 2, 3), grace=0.5):
     """The survivors in arrivals ({rank: (delay_s, failed_step)}) run the round together."""
-    import sys
-    import threading
-    import time
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import torch_recipes
     st, out = FakeStore(), {}
 
     def one(r, delay, step):
-        time.sleep(delay)
+        if delay == "late":  # after rank 0's verdict, whatever the machine's load
+            st.wait(["loss0/verdict"], datetime.timedelta(seconds=30))
+        else:
+            time.sleep(delay)
         out[r] = torch_recipes.agree(st, r, list(members), 0, step, grace, poll_s=0.01)
 
     ts = [threading.Thread(target=one, args=(r,) + a) for r, a in arrivals.items()]
@@ -172,7 +175,7 @@ def loss_round(arrivals, members=(0, 1, 2, 3), grace=0.5):
 
 def test_36_17_torch_loss_round_agrees_on_the_lost_rank_and_the_earliest_step():
     # rank 3 noticed late (it was still in a collective): inside rank 0's grace it counts
-    out, st = loss_round({0: (0.0, 7), 1: (0.05, 6), 3: (0.2, 7)})
+    out, st = loss_round({0: (0.0, 7), 1: (0.05, 6), 3: (0.2, 7)}, grace=3.0)
     assert set(out) == {0, 1, 3}, out
     for r, (v, lost) in out.items():
         assert v == {"members": [0, 1, 3], "step": 6} and lost == [2], (r, v, lost)
@@ -184,7 +187,7 @@ def test_36_18_torch_loss_round_with_nobody_lost_is_fatal_and_a_late_rank_is_lef
     assert all(v == (None, []) for v in out.values()), out
     # a survivor that checks in after rank 0's grace is not among the members: it finds
     # itself left out (the script then stops) rather than hang
-    out, _ = loss_round({0: (0.0, 5), 1: (0.0, 5), 3: (1.2, 5)}, grace=0.5)
+    out, _ = loss_round({0: (0.0, 5), 1: (0.0, 5), 3: ("late", 5)}, grace=0.5)
     v, lost = out[3]
     assert v["members"] == [0, 1] and 3 not in v["members"] and lost == [2, 3], out
 
