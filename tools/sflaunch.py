@@ -17,8 +17,10 @@ What `simfabric launch` and `simfabric run` do, as a Python API (the pytest plug
 Standard library only. Exit statuses of the CLI: see EXIT_*.
 """
 import errno
+import io
 import json
 import os
+import pickle
 import re
 import selectors
 import shutil
@@ -1410,6 +1412,8 @@ def check_failure(f, job, lr, raw, fails, status):
                                t, w["t"], f["within_s"], EXIT_AFTER_S.get(prog, 10)))
         return why
 
+    if f.get("survivors"):
+        return check_survivors(f, lr, raw, who, matches, status)
     ranks = f.get("ranks", "any")
     verdicts = {r: matches(r, w) for r, w in sorted(who.items())}
     want = sorted(verdicts) if ranks == "any" else list(range(nranks)) if ranks == "all" \
@@ -1429,6 +1433,139 @@ def check_failure(f, job, lr, raw, fails, status):
         desc += "; rank(s) %s failed too" % ", ".join(map(str, others))
     what = ", ".join("%s %s" % (k, v) for k, v in f.items() if v not in (None, "any"))
     return ok, "expected failure (%s): %s" % (what or "any", desc)
+
+
+def _survivors_exact(raw, status):
+    """failure: survivors: exact, on the program's results: (ok, what)."""
+    res = raw.get("results") or []
+    wrong = [r for r in res if r.get("wrong") or r.get("ok") is False]
+    if not res:
+        return False, "the survivors reported no results"
+    if wrong:
+        return False, "%d of %d of the survivors' results wrong" % (len(wrong), len(res))
+    if status not in ("ok", None):
+        return False, "the program reported %s" % status
+    return True, "%d result(s), every one exact" % len(res)
+
+
+# failure: survivors: VALUE -> its check of the program's results (ok, what)
+SURVIVOR_CHECKS = {"exact": _survivors_exact}
+
+
+def check_survivors(f, lr, raw, who, matches, status):
+    """expect.failure.survivors: the ranks listed are lost (and fail as the other keys say);
+    every other rank exits 0 on its own, and the job's results pass f["survivors"]."""
+    lost = f["ranks"]
+    why = []
+    for r in lost:
+        if r not in who:
+            why.append("rank %d was not lost" % r)
+        elif matches(r, who[r]):
+            why.append("rank %d: %s" % (r, "; ".join(matches(r, who[r]))))
+    others = [p for p in lr.procs if p.rank not in lost]
+    bad = [p for p in others if p.rc != 0]
+    why += ["%s (%s) %s after %.1f s" % (p.label, p.node, "was torn down" if p.killed else
+                                          p.outcome(), p.t_exit or 0) for p in bad]
+    ok, what = SURVIVOR_CHECKS[f["survivors"]](raw, status)
+    if not ok:
+        why.append(what)
+    shrinks = raw.get("shrinks") or []
+    said = "; the program shrank %d time(s): %s" % (len(shrinks), ", ".join(
+        "at step %s without %s" % (x.get("step"), x.get("lost")) for x in shrinks)) \
+        if shrinks else ""
+    if why:
+        return False, "expected rank(s) %s lost and the survivors %s: %s%s" % (
+            ", ".join(map(str, lost)), f["survivors"], "; ".join(why), said)
+    return True, "rank(s) %s lost as expected; %d survivor(s) exited 0: %s%s" % (
+        ", ".join(map(str, lost)), len(others), what, said)
+
+
+class _DumpUnpickler(pickle.Unpickler):
+    """PyTorch's flight recorder dumps are plain dicts and lists, save for the type tags its
+    pickler may add; nothing else is built (a dump is data, never code)."""
+    SAFE = {("torch.jit._pickle", n): (lambda x, *_: x) for n in (
+        "restore_type_tag", "build_intlist", "build_doublelist", "build_boollist",
+        "build_tensorlist", "build_list")}
+    SAFE[("collections", "OrderedDict")] = dict
+
+    def find_class(self, module, name):
+        if (module, name) in self.SAFE:
+            return self.SAFE[(module, name)]
+        raise pickle.UnpicklingError("%s.%s is not in a flight recorder dump" % (module, name))
+
+
+def read_flight_recorder(path):
+    """A dump as a dict (pickle, or the JSON format), or raise ValueError saying why not."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        d = json.loads(data) if data[:1] == b"{" else _DumpUnpickler(
+            io.BytesIO(data)).load()
+    except Exception as e:  # a truncated dump, another format: the check says so
+        raise ValueError("%s: not a flight recorder dump (%s)" % (path, e))
+    if not isinstance(d, dict) or not isinstance(d.get("entries"), list):
+        raise ValueError("%s: no entries (keys: %s)" % (
+            path, ", ".join(map(str, d)) if isinstance(d, dict) else type(d).__name__))
+    return d
+
+
+def _pg_ranks(d, pg, nranks):
+    """The ranks of process group pg as the dump's pg_config has them, else every rank."""
+    cfg = (d.get("pg_config") or {}).get(str(pg)) or {}
+    r = cfg.get("ranks") if isinstance(cfg, dict) else None
+    if isinstance(r, str):
+        r = [int(x) for x in re.findall(r"\d+", r)]
+    return sorted(r) if r else list(range(nranks))
+
+
+def check_flight_recorder(want, lr, job):
+    """expect.flight_recorder: the dumps in the run directory (PREFIX<rank>) name a collective
+    that never completed (want["collective"] in its profiling name) and the ranks that never
+    joined it: those with no dump, or none that reached its sequence number in its group (what
+    PyTorch's fr_trace analyser calls missing ranks). (ok, detail)."""
+    dumps, bad = {}, []
+    for name in sorted(os.listdir(lr.run_dir)):
+        m = re.fullmatch(re.escape(want["prefix"]) + r"(\d+)", name)
+        if m:
+            try:
+                dumps[int(m.group(1))] = read_flight_recorder(os.path.join(lr.run_dir, name))
+            except (OSError, ValueError) as e:
+                bad.append(str(e))
+    if not dumps:
+        return False, "no flight recorder dump %s<rank> in %s%s" % (
+            want["prefix"], lr.run_dir, "; " + "; ".join(bad) if bad else "")
+    # the first collective some rank had not completed, per group: the one everyone waited on
+    stuck = None
+    for r, d in sorted(dumps.items()):
+        for e in d["entries"]:
+            if e.get("state") == "completed" or e.get("is_p2p"):
+                continue
+            pg = (e.get("process_group") or [e.get("pg_id")])[0]
+            key = (e.get("collective_seq_id", 1 << 62), str(pg))
+            if stuck is None or key < stuck[0]:
+                stuck = (key, e.get("profiling_name", "?"), r)
+    if stuck is None:
+        return False, "%d dump(s) (ranks %s), but every collective in them completed" % (
+            len(dumps), ", ".join(map(str, sorted(dumps))))
+    (seq, pg), name, seen_by = stuck
+    group = _pg_ranks(dumps[seen_by], pg, job["ranks"])
+    missing = [g for g in group if g not in dumps or not any(
+        e.get("collective_seq_id") == seq and str((e.get("process_group") or
+                                                   [e.get("pg_id")])[0]) == pg
+        for e in dumps[g]["entries"])]
+    said = "%s (#%s of group %s) never completed; rank(s) %s never joined it; dumps from " \
+           "rank(s) %s" % (name, seq, pg, ", ".join(map(str, missing)) or "none",
+                           ", ".join(map(str, sorted(dumps))))
+    why = ["unreadable: %s" % b for b in bad]  # a dump cut short is no evidence either way
+    if want["collective"] not in name:
+        why.append("expected %s" % want["collective"])
+    if missing != sorted(want["missing"]):
+        why.append("expected rank(s) %s missing" % ", ".join(map(str, want["missing"])))
+    return not why, said + ("" if not why else ": " + "; ".join(why))
+
+
+# expect: KEY -> its check of a finished job beyond the program's own results: (ok, detail)
+EXPECT_CHECKS = {"flight_recorder": check_flight_recorder}
 
 
 def _shown_rows(rows):
@@ -1697,6 +1834,10 @@ def evaluate(job, expect, lr, fb):
     if failure is not None:
         ok, detail = check_failure(failure, job, lr, raw or {}, fails, status)
         checks.append(Check("failure", ok, detail))
+    for key, fn in EXPECT_CHECKS.items():
+        if expect.get(key):
+            ok, detail = fn(expect[key], lr, job)
+            checks.append(Check(key, ok, detail))
     fc = check_faults(expect, lr, fb)
     if fc:
         checks.append(fc)
@@ -1737,6 +1878,8 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
         # the job program ends every rank itself within its final-report grace and abort bound
         # (tools/nccljob/nccljob.h: NJ_FINAL_GRACE_S + NJ_ABORT_BOUND_S = 35 s)
         fail_grace = max(fail_grace, 40)
+    if (failure or {}).get("survivors"):
+        fail_grace = job["timeout_s"]  # the survivors carry on: the job's bound is theirs
     jb = Job(paths, run_dir, name, path, None, ["-v"] + (["--seed", str(seed)] if seed is not
                                                        None else []) + list(daemon_args))
     t0 = time.monotonic()

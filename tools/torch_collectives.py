@@ -14,6 +14,10 @@ import time
 
 
 def main():
+    if "--recipe" in sys.argv:  # a recovery recipe (a job's args:): tools/torch_recipes.py
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import torch_recipes
+        return torch_recipes.main(sys.argv[1:])
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="8,4096,1048576,67108864",
                     help="message sizes in bytes (per rank buffer)")

@@ -798,6 +798,9 @@ static const char *const error_names[] = {
 	"ncclInvalidUsage",	  "ncclRemoteError", "ncclInProgress",	  "timeout",
 	NULL};
 
+/* failure: survivors: what the ranks not listed in ranks: must show */
+static const char *const survivor_names[] = {"exact", NULL};
+
 static const struct {
 	const char *name;
 	int sig;
@@ -889,14 +892,41 @@ static int parse_timing(struct scn *s, const yaml_node_t *v, const char *prog,
 	return 0;
 }
 
+/* [r, ...]: distinct ranks of the job, as JSON. */
+static int rank_list(struct scn *s, const yaml_node_t *v, const char *key, int64_t nranks,
+		     struct jbuf *b)
+{
+	int n = scn_nitems(v);
+	if (n < 1)
+		return scn_fail(s, v, key, "an empty list");
+	int64_t seen[64];
+	jbuf_puts(b, "[");
+	for (int i = 0; i < n; i++) {
+		yaml_node_t *x = get_item(s, v, i, key);
+		int64_t r;
+		if (!x || scn_get_int(s, x, key, 0, nranks - 1, "the job's ranks", &r))
+			return s->rc;
+		for (int j = 0; j < i && j < 64; j++)
+			if (seen[j] == r)
+				return scn_fail(s, x, key, "rank %lld is listed twice", (long long)r);
+		if (i < 64)
+			seen[i] = r;
+		jbuf_printf(b, "%s%lld", i ? "," : "", (long long)r);
+	}
+	jbuf_puts(b, "]");
+	return 0;
+}
+
 static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 			 int64_t timeout_s, struct jbuf *b)
 {
 	const yaml_node_t *ve = NULL, *vx = NULL, *vs = NULL, *vr = NULL, *vw = NULL, *kw = NULL;
-	const yaml_node_t *vh = NULL, *kh = NULL;
-	const struct scn_key keys[] = {{"error", &ve, NULL},   {"exit", &vx, NULL},
-				       {"signal", &vs, NULL},  {"ranks", &vr, NULL},
-				       {"within_s", &vw, &kw}, {"hang_s", &vh, &kh}};
+	const yaml_node_t *vh = NULL, *kh = NULL, *vv = NULL;
+	/* hang_s last: no key before it goes with it */
+	const struct scn_key keys[] = {{"error", &ve, NULL},	{"exit", &vx, NULL},
+				       {"signal", &vs, NULL},	{"ranks", &vr, NULL},
+				       {"within_s", &vw, &kw},	{"survivors", &vv, NULL},
+				       {"hang_s", &vh, &kh}};
 	char q[80];
 	if (scn_expect(s, v, YAML_MAPPING_NODE, "failure",
 		       "a mapping like {error: ncclRemoteError, ranks: [0], within_s: 10}") ||
@@ -914,6 +944,14 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 			return scn_fail(s, *keys[i].val, keys[i].name,
 					"not with hang (a hang expects no rank to end: the launcher "
 					"ends them all at the hang's time)");
+	/* survivors: the ranks listed are lost, and the others carry on (a shrink) and pass */
+	int surv = 0;
+	if (vv && get_enum(s, vv, "survivors", survivor_names, &surv))
+		return s->rc;
+	if (vv && (!vr || vr->type != YAML_SEQUENCE_NODE))
+		return scn_fail(s, vv, "survivors",
+				"needs ranks: [...], the ranks that are lost (the others must exit 0 "
+				"with exact results)");
 	double hang = 0;
 	if (vh && get_seconds(s, kh, vh, "hang_s", 0.1, JOB_MAX_SECONDS, false, &hang))
 		return s->rc;
@@ -973,27 +1011,9 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 		   (!strcmp(scn_text(vr), "all") || !strcmp(scn_text(vr), "any"))) {
 		jbuf_printf(b, "\"%s\"", scn_text(vr));
 	} else {
-		if (scn_expect(s, vr, YAML_SEQUENCE_NODE, "ranks", "a list of ranks, all or any"))
+		if (scn_expect(s, vr, YAML_SEQUENCE_NODE, "ranks", "a list of ranks, all or any") ||
+		    rank_list(s, vr, "ranks", nranks, b))
 			return s->rc;
-		int n = scn_nitems(vr);
-		if (n < 1)
-			return scn_fail(s, vr, "ranks", "an empty list");
-		int64_t seen[64];
-		jbuf_puts(b, "[");
-		for (int i = 0; i < n; i++) {
-			yaml_node_t *x = get_item(s, vr, i, "ranks");
-			int64_t r;
-			if (!x || scn_get_int(s, x, "ranks", 0, nranks - 1, "the job's ranks", &r))
-				return s->rc;
-			for (int j = 0; j < i && j < 64; j++)
-				if (seen[j] == r)
-					return scn_fail(s, x, "ranks", "rank %lld is listed twice",
-							(long long)r);
-			if (i < 64)
-				seen[i] = r;
-			jbuf_printf(b, "%s%lld", i ? "," : "", (long long)r);
-		}
-		jbuf_puts(b, "]");
 	}
 	double w = 0;
 	if (vw && get_seconds(s, kw, vw, "within_s", 0.001, JOB_MAX_SECONDS, false, &w))
@@ -1004,6 +1024,8 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 	json_opt(b, "within_s", vw, "%.9g", w);
 	if (vh) /* only when asked for: the dumps of other failures stay as they were */
 		jbuf_printf(b, ",\"hang_s\":%.9g", hang);
+	if (vv)
+		jbuf_printf(b, ",\"survivors\":\"%s\"", survivor_names[surv]);
 	jbuf_puts(b, "}");
 	return 0;
 }
@@ -1062,13 +1084,57 @@ static int parse_expect_faults(struct scn *s, const yaml_node_t *v, struct jbuf 
 	return 0;
 }
 
+/*
+ * expect: flight_recorder: {collective, missing, prefix}: PyTorch's flight recorder dumps in
+ * the run directory (files PREFIX<rank>) name a collective that never completed and the ranks
+ * that never joined it (simfabric run reads them).
+ */
+static int parse_flight_recorder(struct scn *s, const yaml_node_t *v, const char *prog,
+				 int64_t nranks, struct jbuf *b)
+{
+	const yaml_node_t *vc = NULL, *vm = NULL, *vp = NULL;
+	const struct scn_key keys[] = {
+		{"collective", &vc, NULL}, {"missing", &vm, NULL}, {"prefix", &vp, NULL}};
+	if (scn_expect(s, v, YAML_MAPPING_NODE, "flight_recorder",
+		       "a mapping like {collective: all_reduce, missing: [1]}") ||
+	    scn_get_keys(s, v, "flight_recorder", keys, SCN_NKEYS(keys)))
+		return s->rc;
+	if (strcmp(prog, "torch") && strcmp(prog, "command"))
+		return scn_fail(s, v, "flight_recorder",
+				"PyTorch writes flight recorder dumps: program torch or command, not %s",
+				prog);
+	if (!vc || !vm)
+		return scn_fail(s, v, vc ? "missing" : "collective",
+				"missing: flight_recorder needs collective: (the one that hung, as "
+				"the dump names it: all_reduce) and missing: [ranks that never "
+				"joined it]");
+	if (scn_expect(s, vc, YAML_SCALAR_NODE, "collective", "a collective's name") ||
+	    scn_expect(s, vm, YAML_SEQUENCE_NODE, "missing", "a list of ranks") ||
+	    (vp && scn_expect(s, vp, YAML_SCALAR_NODE, "prefix", "a file name prefix")))
+		return s->rc;
+	if (vp && (strchr(scn_text(vp), '/') || strlen(scn_text(vp)) > JOB_MAX_TEXT))
+		return scn_fail(s, vp, "prefix",
+				"a file name in the run directory (no '/', at most %d characters)",
+				JOB_MAX_TEXT);
+	jbuf_puts(b, "{\"collective\":");
+	jbuf_str(b, scn_text(vc));
+	jbuf_puts(b, ",\"missing\":");
+	if (rank_list(s, vm, "missing", nranks, b))
+		return s->rc;
+	jbuf_puts(b, ",\"prefix\":");
+	jbuf_str(b, vp ? scn_text(vp) : "nccl_trace_rank_");
+	jbuf_puts(b, "}");
+	return 0;
+}
+
 int scn_parse_expect(struct scn *s, const yaml_node_t *v)
 {
-	const yaml_node_t *vd = NULL, *vt = NULL, *vf = NULL, *vq = NULL;
+	const yaml_node_t *vd = NULL, *vt = NULL, *vf = NULL, *vq = NULL, *vr = NULL;
 	const struct scn_key keys[] = {{"data", &vd, NULL},
 				       {"timing", &vt, NULL},
 				       {"failure", &vf, NULL},
-				       {"faults", &vq, NULL}};
+				       {"faults", &vq, NULL},
+				       {"flight_recorder", &vr, NULL}};
 	const char *job = s->section[FABRIC_SECTION_JOB];
 	char prog[16];
 	long long nranks = 0, timeout_s = JOB_DEFAULT_TIMEOUT_S;
@@ -1119,6 +1185,11 @@ int scn_parse_expect(struct scn *s, const yaml_node_t *v)
 	if (vq && !scn_is_null(vq)) {
 		jbuf_puts(&b, ",\"faults\":");
 		if (parse_expect_faults(s, vq, &b))
+			goto out;
+	}
+	if (vr && !scn_is_null(vr)) { /* only when given: other dumps stay as they were */
+		jbuf_puts(&b, ",\"flight_recorder\":");
+		if (parse_flight_recorder(s, vr, prog, nranks, &b))
 			goto out;
 	}
 	jbuf_puts(&b, "}");

@@ -251,7 +251,8 @@ static void test_errors(void)
 		/* expect: */
 		{TWO "expect: {}", "t.yaml:2:9: expect: needs a job: section (what to run)"},
 		{TWO "job: {program: nccl}\nexpect: {dat: exact}",
-		 "t.yaml:3:10: dat: unknown key in expect (known: data, timing, failure, faults)"},
+		 "t.yaml:3:10: dat: unknown key in expect (known: data, timing, failure, faults, "
+		 "flight_recorder)"},
 		{FLT "job: {program: harness}\nexpect: {faults: {may_miss: [cut, nope]}}",
 		 "t.yaml:6:35: may_miss: 'nope' is not a fault of this scenario (its faults: cut)"},
 		{TWO "job: {program: harness}\nexpect: {faults: {may_miss: [x]}}",
@@ -322,7 +323,7 @@ static void test_errors(void)
 		 "t.yaml:3:30: within_s: 20 s is longer than the job's timeout_s (10)"},
 		{TWO "job: {program: nccl}\nexpect: {failure: {after: 1}}",
 		 "t.yaml:3:20: after: unknown key in failure (known: error, exit, signal, ranks, "
-		 "within_s, hang_s)"},
+		 "within_s, survivors, hang_s)"},
 		/* hang (issue 14) */
 		{TWO "job: {program: nccl, timeout_s: 10}\nexpect: {failure: {hang: 10s}}",
 		 "t.yaml:3:26: hang: 10 s is not below the job's timeout_s (10)"},

@@ -351,7 +351,7 @@ static ncclResult_t group_send_recv(struct nj_job *j, const struct nj_step *s,
 	struct nj_dev *d = j->dev;
 	ncclDataType_t dt = nccl_types[j->o.dtype];
 	size_t bytes = s->chunk * nj_dtype_size(j->o.dtype);
-	int ring = s->coll == NJ_SENDRECV, n = ring ? 1 : j->nranks, p;
+	int ring = s->coll == NJ_SENDRECV, n = ring ? 1 : j->cranks, p;
 	ncclResult_t r, end;
 
 	*call = "ncclGroupStart";
@@ -359,8 +359,8 @@ static ncclResult_t group_send_recv(struct nj_job *j, const struct nj_step *s,
 	if (r != ncclSuccess)
 		return r;
 	for (p = 0; p < n; p++) {
-		int to = ring ? (j->rank + 1) % j->nranks : p;
-		int from = ring ? (j->rank + j->nranks - 1) % j->nranks : p;
+		int to = ring ? (j->crank + 1) % j->cranks : p;
+		int from = ring ? (j->crank + j->cranks - 1) % j->cranks : p;
 		size_t off = ring ? 0 : (size_t)p * bytes;
 
 		*call = "ncclSend";
@@ -511,6 +511,36 @@ void dev_abort(struct nj_job *j)
 	ncclCommAbort(j->dev->comm);
 	wd_disarm();
 	j->dev->comm = NULL;
+}
+
+/*
+ * --on-peer-loss shrink: the survivors' new communicator. NCCL_SHRINK_ABORT ends what is in
+ * flight on the old one first (its collectives wait on the lost rank, or already failed), so
+ * no revoke is needed before it; the old one is then aborted to free it, and the stream
+ * drained of the aborted kernels before the step runs again. The new one inherits the
+ * config (non-blocking): polled like init.
+ */
+int dev_shrink(struct nj_job *j, int *excl, int nexcl, struct nj_fail *f)
+{
+	struct nj_dev *d = j->dev;
+	ncclComm_t old = d->comm, nc = NULL;
+	ncclResult_t r;
+
+	wd_arm(j->o.op_timeout_s, "ncclCommShrink");
+	r = ncclCommShrink(old, excl, nexcl, &nc, NULL, NCCL_SHRINK_ABORT);
+	wd_disarm();
+	if (r != ncclSuccess && r != ncclInProgress) {
+		fail_nccl(j, f, r, "ncclCommShrink failed");
+		return -1;
+	}
+	d->comm = nc;
+	if (r == ncclInProgress &&
+	    job_wait(j, "ncclCommShrink", j->o.op_timeout_s, poll_async, f) < 0)
+		return -1;
+	wd_arm(NJ_ABORT_BOUND_S, "ncclCommAbort (the communicator before the shrink)");
+	ncclCommAbort(old);
+	wd_disarm();
+	return job_wait(j, "the stream after the shrink", j->o.op_timeout_s, poll_stream, f);
 }
 
 /* the good way out: finalize (polled), destroy, free */

@@ -73,6 +73,12 @@ void dev_abort(struct nj_job *j)
 	(void)j;
 }
 
+int dev_shrink(struct nj_job *j, int *excl, int nexcl, struct nj_fail *f)
+{
+	(void)excl, (void)nexcl;
+	return no_device(j, f);
+}
+
 int dev_finalize(struct nj_job *j, struct nj_fail *f)
 {
 	(void)j, (void)f;

@@ -17,7 +17,11 @@
  *               the job's status
  * A failure anywhere (an NCCL error, a timeout, a lost connection, a signal)
  * goes to rank 0 at once (ERROR), rank 0 tells everyone (ABORT), each rank
- * aborts its communicator and goes to "finish". Options are in opts.c.
+ * aborts its communicator and goes to "finish". With --on-peer-loss shrink, a
+ * failure during the steps goes through recover() first: when ranks are gone,
+ * rank 0 says SHRINK instead, and the survivors shrink the communicator and
+ * run the step again (rank numbers in messages stay the job's RANKs; the data
+ * and NCCL use the communicator's, crank of cranks). Options are in opts.c.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -251,7 +255,7 @@ static int exec(struct nj_job *j, const struct nj_step *s, int iters, int inj, i
 		t = nj_now();
 		if (slow_at >= 0 && (i == slow_at || !each_us))
 			usleep(NJ_SLOW_US);
-		nj_simulate(&j->data, s->coll, j->rank, j->o.root, s->chunk, j->h_recv, s->out_n);
+		nj_simulate(&j->data, s->coll, j->crank, j->o.root, s->chunk, j->h_recv, s->out_n);
 		double one = (nj_now() - t) * 1e6;
 		*us += one; /* the batch's time, as the events would say */
 		if (each_us)
@@ -287,7 +291,7 @@ static int check_output(struct nj_job *j, const struct nj_step *s, int inj,
 
 		nj_store(j->o.dtype, j->h_recv, i, nj_load(j->o.dtype, j->h_recv, i) ^ 0x3);
 	}
-	nj_verify(&j->data, s->coll, j->rank, j->o.root, s->chunk, j->h_recv, s->out_n, &c);
+	nj_verify(&j->data, s->coll, j->crank, j->o.root, s->chunk, j->h_recv, s->out_n, &c);
 	r->checks++;
 	r->checked = c.checked;
 	if (c.wrong > r->wrong)
@@ -352,6 +356,8 @@ static int run_step(struct nj_job *j, int si, struct nj_result *r, struct nj_fai
 	memset(r, 0, sizeof(*r));
 	r->step = si;
 	r->first = -1;
+	r->cranks = j->cranks;
+	r->gen = j->nshrinks;
 	snprintf(head, sizeof(head), "%s %zu B", nj_coll_name(s->coll), s->bytes);
 	if (inj == NJ_INJ_EXIT) {
 		fprintf(stderr, "nccljob[rank %d]: --inject: killing myself (SIGKILL) at %s\n",
@@ -360,7 +366,7 @@ static int run_step(struct nj_job *j, int si, struct nj_result *r, struct nj_fai
 		kill(getpid(), SIGKILL);
 	}
 	snprintf(j->phase, sizeof(j->phase), "%s: input", head);
-	nj_fill(&j->data, s->coll, j->rank, j->h_send, s->in_n);
+	nj_fill(&j->data, s->coll, j->crank, j->h_send, s->in_n);
 	if (!j->o.dry && dev_upload(j, s->in_n * nj_dtype_size(j->o.dtype), f) < 0)
 		return -1;
 	snprintf(j->phase, sizeof(j->phase), "%s: warm-up", head);
@@ -437,8 +443,15 @@ static int step(struct nj_job *j, int si, struct nj_fail *f)
 	for (r = 1; r < j->nranks; r++) {
 		struct nj_result *x = &mine[r];
 
-		if (oob_wait(&j->oob, r, NJM_RESULT, x, sizeof(*x), until, 0, f) < 0)
-			return -1;
+		if (j->cmap[r] < 0) { /* lost, and shrunk away: no result */
+			memset(x, 0, sizeof(*x));
+			x->first = -1;
+			continue;
+		}
+		do { /* a RESULT sent before the last shrink is of the run it repeated */
+			if (oob_wait(&j->oob, r, NJM_RESULT, x, sizeof(*x), until, 0, f) < 0)
+				return -1;
+		} while (x->gen < j->nshrinks);
 		if (x->step != si) {
 			job_failf(j, f, NJ_SETUP, "protocol", "rank %d reported step %d, not %d",
 				  r, x->step, si);
@@ -468,7 +481,7 @@ static void judge(struct nj_job *j)
 	for (r = 0; r < j->nranks; r++) {
 		const struct nj_final *x = &j->ranks[r].final;
 
-		if (x->kind == NJ_OK || x->kind == NJ_DATA)
+		if (x->kind == NJ_OK || x->kind == NJ_DATA || j->cmap[r] < 0) /* lost: carried on */
 			continue;
 		j->job = *x;
 		j->job.kind = x->fail.kind;
@@ -532,6 +545,126 @@ static int finish(struct nj_job *j, int exchange)
 	return j->job.exit_code;
 }
 
+/* ---- --on-peer-loss shrink ---------------------------------------------- */
+
+/* Rank 0: the ranks lost so far, waiting up to NJ_LOSS_GRACE_S for the first to show. */
+static int find_lost(struct nj_job *j, struct nj_shrink *s)
+{
+	double end = nj_now() + NJ_LOSS_GRACE_S, settle = 0;
+	struct nj_fail ignored;
+
+	for (;;) {
+		oob_check(&j->oob, &ignored); /* takes in what arrived: closes among it */
+		s->nlost = oob_lost(&j->oob, s->lost, NJ_MAX_LOST);
+		if (s->nlost && !settle) /* ranks killed together close within a moment */
+			settle = nj_now() + 0.2;
+		if ((settle && nj_now() >= settle) || (!settle && nj_now() >= end) || nj_signal)
+			return s->nlost;
+		nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+	}
+}
+
+/* A peer: wait for rank 0's verdict on our failure f (SHRINK, or ABORT). 0: SHRINK. */
+static int await_verdict(struct nj_job *j, struct nj_fail *f)
+{
+	double end = nj_now() + NJ_LOSS_GRACE_S + 10; /* rank 0's wait, and then some */
+	struct nj_fail got;
+
+	oob_send(&j->oob, 0, NJM_ERROR, f, sizeof(*f));
+	while (!j->oob.have_fail && nj_now() < end && !nj_signal) {
+		oob_check(&j->oob, &got);
+		if (!j->oob.have_fail)
+			nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+	}
+	if (j->oob.have_shrink)
+		return 0;
+	if (j->oob.have_fail)
+		*f = j->oob.fail; /* the ABORT: it says why */
+	return -1;
+}
+
+/*
+ * After step si failed with f: 0 when the survivors have shrunk the communicator and may run
+ * step si again; -1 (f says why) when this failure is fatal: no rank was lost (a timeout, an
+ * error of our own), rank 0 was, a signal, or the shrink itself failed.
+ */
+static int recover(struct nj_job *j, int si, struct nj_fail *f)
+{
+	struct nj_shrink s = {.step = si};
+	int excl[NJ_MAX_LOST], n = 0, i;
+	char names[256] = "";
+	size_t len = 0;
+
+	if (j->o.on_loss != NJ_LOSS_SHRINK || f->kind == NJ_SIGNAL || j->nshrinks >= NJ_MAX_SHRINKS)
+		return -1;
+	if (j->rank == 0) {
+		if (!find_lost(j, &s))
+			return -1;
+		s.why = *f;
+		s.after_ms = (nj_now() - j->t0) * 1e3;
+	} else {
+		if (!j->oob.have_shrink && (j->oob.have_fail || await_verdict(j, f) < 0))
+			return -1; /* rank 0 said ABORT, or was lost itself */
+		s = j->oob.shrink;
+	}
+	for (i = 0; i < s.nlost && i < NJ_MAX_LOST; i++) {
+		int r = s.lost[i];
+
+		if (r <= 0 || r >= j->nranks || j->cmap[r] < 0)
+			continue; /* rank 0 is never in it; nor one already gone */
+		excl[n++] = j->cmap[r];
+		len += (size_t)snprintf(names + len, len < sizeof(names) ? sizeof(names) - len : 0,
+					"%s%d", n > 1 ? ", " : "", r);
+	}
+	s.cranks = j->cranks - n;
+	if (!n || j->o.root >= s.cranks) { /* the same verdict on every survivor */
+		job_failf(j, f, NJ_PEER_LOST, "peer_lost", "cannot carry on without rank(s) %s: %s",
+			  names[0] ? names : "(none)", !n ? "no rank to exclude" :
+			  "--root is not a rank of the smaller communicator");
+		return -1;
+	}
+	oob_forgive(&j->oob);
+	if (j->rank == 0)
+		oob_bcast(&j->oob, NJM_SHRINK, &s, sizeof(s));
+	/* the map: every rank's place among the survivors, in the old order (as NCCL's) */
+	for (i = 0; i < n; i++)
+		for (int r = 0; r < j->nranks; r++)
+			if (j->cmap[r] == excl[i])
+				j->cmap[r] = -1;
+	j->cranks = 0;
+	for (int r = 0; r < j->nranks; r++)
+		if (j->cmap[r] >= 0)
+			j->cmap[r] = j->cranks++;
+	fprintf(stderr, "nccljob[rank %d]: lost rank(s) %s during %s (%s); shrinking the "
+		"communicator to %d rank(s): now rank %d of %d; running step %d again\n", j->rank,
+		names, j->phase, s.why.code[0] ? s.why.code : "?", j->cranks, j->cmap[j->rank],
+		j->cranks, si);
+	snprintf(j->phase, sizeof(j->phase), "ncclCommShrink");
+	if (!j->o.dry && dev_shrink(j, excl, n, f) < 0)
+		return -1;
+	j->crank = j->cmap[j->rank];
+	nj_data_init(&j->data, j->o.dtype, j->o.op, j->cranks);
+	opts_geometry(j, j->cranks);
+	j->shrinks[j->nshrinks++] = s;
+	return 0;
+}
+
+/* Each survivor's own word on how it carried on (rank 0's table has everyone's). */
+static void survivor_line(const struct nj_job *j)
+{
+	uint64_t wrong = 0;
+	int after = 0;
+
+	if (!j->nshrinks || j->failed)
+		return;
+	for (int si = j->shrinks[0].step; si < j->steps_done; si++, after++)
+		wrong += j->res[(size_t)si * (j->rank ? 1 : (size_t)j->nranks)].wrong;
+	fprintf(stderr, "nccljob[rank %d]: survivor: %d shrink(s), rank %d of %d at the end; %d "
+		"step(s) from step %d on the smaller communicator, %llu wrong element(s) here\n",
+		j->rank, j->nshrinks, j->crank, j->cranks, after, j->shrinks[0].step,
+		(unsigned long long)wrong);
+}
+
 static int job_run(struct nj_job *j)
 {
 	uint8_t id[NJ_ID_BYTES] = {0};
@@ -557,10 +690,15 @@ static int job_run(struct nj_job *j)
 		report_header(j);
 	for (si = 0; si < j->nsteps; si++) {
 		if (step(j, si, &f) < 0) {
+			if (recover(j, si, &f) == 0) {
+				si--; /* the same step again, on the survivors */
+				continue;
+			}
 			job_fail(j, &f);
 			return finish(j, 1);
 		}
 	}
+	survivor_line(j);
 	snprintf(j->phase, sizeof(j->phase), "communicator finalize");
 	if (!j->o.dry && dev_finalize(j, &f) < 0)
 		job_fail(j, &f);
@@ -588,10 +726,15 @@ int main(int argc, char **argv)
 	j->oob.t0 = j->t0;
 	j->res = calloc((size_t)j->nsteps * (j->rank ? 1 : (size_t)j->nranks), sizeof(*j->res));
 	j->ranks = calloc((size_t)j->nranks, sizeof(*j->ranks));
-	if (!j->res || !j->ranks) {
+	j->cmap = calloc((size_t)j->nranks, sizeof(*j->cmap));
+	if (!j->res || !j->ranks || !j->cmap) {
 		fprintf(stderr, "nccljob: out of memory\n");
 		return 1;
 	}
+	j->crank = j->rank;
+	j->cranks = j->nranks;
+	for (int r = 0; r < j->nranks; r++)
+		j->cmap[r] = r;
 	nj_data_init(&j->data, j->o.dtype, j->o.op, j->nranks);
 	if (j->rank == 0 && j->o.check &&
 	    nj_span_warning(j->o.dtype, j->o.op, j->nranks, warn, sizeof(warn)))

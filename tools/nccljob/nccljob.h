@@ -31,6 +31,11 @@
 #define NJ_SLOW_US 20000         /* --inject R:slow: how late rank R starts one iteration */
 #define NJ_STALL_US 1000.0      /* an iteration this much over the median stalled (a fault's
                                    retry, a flap): a host's hiccups stay below it */
+#define NJ_LOSS_GRACE_S 10.0    /* --on-peer-loss shrink: how long rank 0 waits, after a failure,
+                                   for a lost rank's connection to close (a killed process's
+                                   closes at once; a failure with no rank gone is fatal) */
+#define NJ_MAX_LOST 64          /* ranks one shrink may exclude */
+#define NJ_MAX_SHRINKS 8        /* shrinks one job records */
 
 enum nj_coll {
 	NJ_ALLREDUCE,
@@ -78,7 +83,8 @@ struct nj_fail {
 	int32_t kind;      /* enum nj_kind of the origin */
 	int32_t rank;      /* where it happened */
 	int32_t exit_code;
-	int32_t pad;
+	int32_t gen;       /* the sender's shrinks so far: rank 0 drops an ERROR from before the
+                              last shrink (it reported the loss that shrink handled) */
 	double after_ms;   /* since that rank started */
 	char code[48];     /* "ncclRemoteError", "cudaErrorNoDevice", "timeout", ... */
 	char phase[96];    /* "allreduce 1048576 B: timed loop" */
@@ -98,6 +104,7 @@ enum nj_msg_type {
 	NJM_ABORT,     /* 0 -> peer, unasked: struct nj_fail of the origin */
 	NJM_FINAL,     /* peer -> 0: struct nj_final */
 	NJM_DONE,      /* 0 -> peer: struct nj_final of the whole job */
+	NJM_SHRINK,    /* 0 -> peer, unasked: struct nj_shrink: carry on without the lost */
 	NJM_NTYPE
 };
 
@@ -137,6 +144,8 @@ struct nj_result {
 	double max_us;
 	double stall_us;
 	int32_t stalls;
+	int32_t cranks;       /* the communicator's size this step ran on */
+	int32_t gen;          /* the sender's shrinks so far: a RESULT from before one is stale */
 	int32_t pad_;
 	uint64_t wrong;       /* worst check */
 	uint64_t checked;     /* elements per check */
@@ -150,14 +159,28 @@ struct nj_final {
 	struct nj_fail fail;
 };
 
+/* --on-peer-loss shrink: rank 0 tells the survivors whom to exclude and where to resume. */
+struct nj_shrink {
+	int32_t step;         /* the step every survivor runs again on the smaller communicator */
+	int32_t nlost;
+	int32_t lost[NJ_MAX_LOST]; /* the lost ranks (their RANK, not a communicator rank) */
+	int32_t cranks;       /* the communicator's size after it */
+	int32_t pad;
+	double after_ms;      /* when rank 0 decided, since its start */
+	struct nj_fail why;   /* the failure that started it */
+};
+
 struct nj_conn;
 
 struct nj_oob {
 	int rank, nranks;
 	int lfd;                /* rank 0's listening socket */
 	struct nj_conn *conn;   /* rank 0: [nranks], [0] unused; others: [1], rank 0 */
-	int have_fail;          /* the first ERROR, ABORT or lost connection */
+	int have_fail;          /* the first ERROR, ABORT, SHRINK or lost connection */
 	struct nj_fail fail;
+	int have_shrink;        /* a peer: rank 0 sent SHRINK (have_fail is set too) */
+	struct nj_shrink shrink;
+	int gen;                /* shrinks so far (oob_forgive counts them) */
 	double t0;
 };
 
@@ -186,6 +209,10 @@ int oob_check(struct nj_oob *o, struct nj_fail *f);
 int oob_alive(const struct nj_oob *o, int rank);
 const struct nj_fail *oob_rank_fail(const struct nj_oob *o, int rank);
 void oob_close(struct nj_oob *o);
+/* Rank 0: the ranks whose connection closed before they reported, not yet forgiven. */
+int oob_lost(struct nj_oob *o, int32_t *lost, int max);
+/* After a shrink: no failure pending; the lost ranks' connections are history. */
+void oob_forgive(struct nj_oob *o);
 
 /* ---- data types, the input pattern and the checks (data.c) ------ */
 
@@ -240,9 +267,12 @@ struct nj_opts {
 	int nccl_mem; /* --buffers nccl: ncclMemAlloc (cuMem) instead of cudaMalloc */
 	int reg;      /* --register 1: ncclCommRegister both buffers (user-buffer registration) */
 	int dry;
+	int on_loss;  /* --on-peer-loss: NJ_LOSS_FAIL or NJ_LOSS_SHRINK */
 	int inject_rank, inject_kind, inject_step;
 	int verbose;
 };
+
+enum nj_on_loss { NJ_LOSS_FAIL, NJ_LOSS_SHRINK };
 
 enum nj_inject {
 	NJ_INJ_NONE,
@@ -259,6 +289,7 @@ enum nj_inject {
 
 struct nj_step {
 	int coll;
+	size_t req;     /* the size asked for (--sizes): bytes is it, rounded for the ranks */
 	size_t bytes;   /* as nccl-tests counts them (nj_coll_bytes_def) */
 	size_t count;   /* bytes / element size */
 	size_t chunk;   /* the count passed to NCCL: count / nranks for allgather,
@@ -281,6 +312,11 @@ struct nj_job {
 	const char *addr, *port;
 	double t0, deadline;
 	struct nj_oob oob;
+	/* the communicator: after a shrink (--on-peer-loss shrink) smaller than the job */
+	int crank, cranks;
+	int *cmap;              /* [nranks]: each rank's communicator rank, -1 once lost */
+	struct nj_shrink shrinks[NJ_MAX_SHRINKS];
+	int nshrinks;
 	struct nj_data data;
 	struct nj_step *steps;
 	int nsteps;
@@ -303,6 +339,8 @@ struct nj_job {
 int opts_parse(struct nj_job *j, int argc, char **argv);
 int opts_env(struct nj_job *j);
 int opts_steps(struct nj_job *j);
+/* Each step's counts for a communicator of n ranks (after a shrink); the list stays. */
+void opts_geometry(struct nj_job *j, int n);
 uint32_t opts_hash(const struct nj_job *j);
 
 int job_wait(struct nj_job *j, const char *what, double timeout_s,
@@ -341,6 +379,8 @@ int dev_download(struct nj_job *j, size_t bytes, struct nj_fail *f);
 /* Flip the low bits of element i of the output on the GPU (--inject R:flip). */
 int dev_flip(struct nj_job *j, size_t i, struct nj_fail *f);
 void dev_abort(struct nj_job *j);
+/* ncclCommShrink without the excluded communicator ranks; the old communicator aborted. */
+int dev_shrink(struct nj_job *j, int *excl, int nexcl, struct nj_fail *f);
 int dev_finalize(struct nj_job *j, struct nj_fail *f);
 
 #endif

@@ -7,10 +7,12 @@
  *
  * Framing: struct nj_hdr, then len bytes. Sockets are non-blocking; what
  * arrives is parsed into a queue per connection, except the two messages that
- * come unasked: ERROR (a peer tells rank 0 it failed) and ABORT (rank 0 tells
- * a peer to stop). Those, and a connection that closes before its FINAL
+ * come unasked: ERROR (a peer tells rank 0 it failed), ABORT (rank 0 tells
+ * a peer to stop) and SHRINK (rank 0 tells a peer to carry on without the
+ * lost ranks). Those, and a connection that closes before its FINAL
  * report, become the channel's failure (have_fail), which every wait and
- * oob_check() return at once. Every wait has a deadline.
+ * oob_check() return at once; after a shrink, oob_forgive() clears it. Every
+ * wait has a deadline.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +56,7 @@ struct nj_conn {
 	int eof;                /* closed by the other end, broken, or a bad message */
 	int finished;           /* it sent FINAL (or DONE): a close is expected now */
 	int failed;             /* it sent ERROR, or was lost: fail */
+	int gone;               /* lost, and a shrink has left it behind */
 	struct nj_fail fail;
 	char why[160];          /* why eof */
 };
@@ -62,7 +65,7 @@ static const char *const msg_names[NJM_NTYPE] = {
 	[NJM_HELLO] = "HELLO",   [NJM_WELCOME] = "WELCOME", [NJM_INFO] = "INFO",
 	[NJM_GO] = "GO",         [NJM_RESULT] = "RESULT",   [NJM_NEXT] = "NEXT",
 	[NJM_ERROR] = "ERROR",   [NJM_ABORT] = "ABORT",     [NJM_FINAL] = "FINAL",
-	[NJM_DONE] = "DONE",
+	[NJM_DONE] = "DONE",     [NJM_SHRINK] = "SHRINK",
 };
 
 static const char *msg_name(int type)
@@ -154,6 +157,8 @@ static void conn_ingest(struct nj_oob *o, struct nj_conn *c, const struct nj_hdr
 		memcpy(&f, data, sizeof(f));
 		f.code[sizeof(f.code) - 1] = f.phase[sizeof(f.phase) - 1] = '\0';
 		f.msg[sizeof(f.msg) - 1] = '\0';
+		if (o->rank == 0 && f.gen < o->gen)
+			return; /* about the loss a shrink since has handled */
 		if (!c->failed) {
 			c->failed = 1;
 			c->fail = f;
@@ -161,6 +166,17 @@ static void conn_ingest(struct nj_oob *o, struct nj_conn *c, const struct nj_hdr
 		if (!o->have_fail) {
 			o->have_fail = 1;
 			o->fail = f;
+		}
+		return;
+	}
+	if (o->rank != 0 && h->type == NJM_SHRINK) {
+		if (h->len != sizeof(o->shrink) || o->have_shrink)
+			return;
+		memcpy(&o->shrink, data, sizeof(o->shrink));
+		o->have_shrink = 1;
+		if (!o->have_fail) { /* every wait returns: the peer is to shrink at once */
+			o->have_fail = 1;
+			o->fail = o->shrink.why;
 		}
 		return;
 	}
@@ -286,7 +302,13 @@ static struct nj_conn *conn_of(struct nj_oob *o, int rank)
 int oob_send(struct nj_oob *o, int to, int type, const void *p, uint32_t len)
 {
 	struct nj_conn *c = conn_of(o, to);
+	struct nj_fail f;
 
+	if (c && type == NJM_ERROR && len == sizeof(f)) { /* stamped: see nj_fail.gen */
+		memcpy(&f, p, sizeof(f));
+		f.gen = o->gen;
+		p = &f;
+	}
 	return c ? conn_send(o, c, type, p, len) : -1;
 }
 
@@ -327,6 +349,36 @@ const struct nj_fail *oob_rank_fail(const struct nj_oob *o, int rank)
 	struct nj_conn *c = conn_of((struct nj_oob *)o, rank);
 
 	return c && c->failed ? &c->fail : NULL;
+}
+
+int oob_lost(struct nj_oob *o, int32_t *lost, int max)
+{
+	int n = 0;
+
+	for (int r = 1; o->rank == 0 && o->conn && r < o->nranks && n < max; r++) {
+		struct nj_conn *c = &o->conn[r];
+
+		if (c->eof && !c->finished && !c->gone)
+			lost[n++] = r;
+	}
+	return n;
+}
+
+void oob_forgive(struct nj_oob *o)
+{
+	int first = o->rank == 0 ? 1 : 0, last = o->rank == 0 ? o->nranks : 1;
+
+	for (int r = first; o->conn && r < last; r++) {
+		struct nj_conn *c = &o->conn[r];
+
+		if (c->eof)
+			c->gone = 1; /* still failed: its final report says it was lost */
+		else
+			c->failed = 0;
+	}
+	o->have_fail = o->have_shrink = 0;
+	memset(&o->fail, 0, sizeof(o->fail));
+	o->gen++;
 }
 
 /* Waits up to ms for input on any live connection, and takes it in. */

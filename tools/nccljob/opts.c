@@ -83,6 +83,16 @@ static const char usage_text[] =
 	"                       every rank writes its own view and rank 0's file is the combined\n"
 	"                       one; without \"%r\" only rank 0 writes FILE\n"
 	"  -v, --verbose        every rank says what it does, on stderr\n"
+	"  --on-peer-loss fail|shrink  what the survivors do when a rank other than 0 is lost\n"
+	"                       (killed, crashed): fail (default: every rank aborts, exit 3), or\n"
+	"                       shrink: rank 0 waits up to 10 s for the lost ranks' connections to\n"
+	"                       close, tells the others, and every survivor aborts what is in\n"
+	"                       flight, ncclCommShrink's the communicator without them\n"
+	"                       (NCCL_SHRINK_ABORT) and runs the step again, then the rest, on the\n"
+	"                       smaller one, every result checked for its size; each survivor\n"
+	"                       says so on stderr, the JSON lists the shrinks, and the job exits 0\n"
+	"                       if the survivors' results are exact. Rank 0 is the coordinator:\n"
+	"                       losing it is fatal. Not with --register 1\n"
 	"  --dry-run            no CUDA and no NCCL: the bootstrap, the steps, the failure\n"
 	"                       handling and the reports run as usual, and what NCCL would have\n"
 	"                       written is computed on the host (the long way) and checked\n"
@@ -263,7 +273,8 @@ static int parse_inject(struct nj_opts *o, const char *s)
 enum {
 	OPT_COLL = 256, OPT_MIN, OPT_MAX, OPT_FACTOR, OPT_SIZES, OPT_DTYPE, OPT_OP, OPT_ROOT,
 	OPT_WARMUP, OPT_ITERS, OPT_TIMING, OPT_CHECK, OPT_DEVICE, OPT_BLOCKING, OPT_TIMEOUT,
-	OPT_OP_TIMEOUT, OPT_JSON, OPT_DRY, OPT_INJECT, OPT_VERSION, OPT_BUFFERS, OPT_REGISTER
+	OPT_OP_TIMEOUT, OPT_JSON, OPT_DRY, OPT_INJECT, OPT_VERSION, OPT_BUFFERS, OPT_REGISTER,
+	OPT_ON_LOSS
 };
 
 static const struct option long_opts[] = {
@@ -288,6 +299,7 @@ static const struct option long_opts[] = {
 	{"inject", required_argument, NULL, OPT_INJECT},
 	{"buffers", required_argument, NULL, OPT_BUFFERS},
 	{"register", required_argument, NULL, OPT_REGISTER},
+	{"on-peer-loss", required_argument, NULL, OPT_ON_LOSS},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, OPT_VERSION},
@@ -377,6 +389,11 @@ int opts_parse(struct nj_job *j, int argc, char **argv)
 			o->nccl_mem = !strcmp(optarg, "nccl");
 			break;
 		case OPT_REGISTER: rc = parse_int("--register", optarg, 0, 1, &o->reg); break;
+		case OPT_ON_LOSS:
+			if (strcmp(optarg, "fail") && strcmp(optarg, "shrink"))
+				rc = bad("--on-peer-loss: '%s' is neither fail nor shrink", optarg);
+			o->on_loss = !strcmp(optarg, "shrink") ? NJ_LOSS_SHRINK : NJ_LOSS_FAIL;
+			break;
 		case 'v': o->verbose = 1; break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -432,6 +449,10 @@ int opts_parse(struct nj_job *j, int argc, char **argv)
 				break;
 		}
 	}
+	/* a registration belongs to the communicator it was made with */
+	if (o->on_loss == NJ_LOSS_SHRINK && o->reg)
+		return bad("--on-peer-loss shrink with --register 1: the registrations would have "
+			   "to be made again on the shrunk communicator; use one or the other");
 	if (o->inject_kind == NJ_INJ_NCCL && !o->dry)
 		return bad("--inject R:nccl is only for --dry-run (a real NCCL error cannot be "
 			   "made up)");
@@ -513,11 +534,34 @@ uint32_t opts_hash(const struct nj_job *j)
 		MIX(&o->colls[i], sizeof(o->colls[i]));
 	for (i = 0; i < o->nsizes; i++)
 		MIX(&o->sizes[i], sizeof(o->sizes[i]));
-	snprintf(buf, sizeof(buf), "%d %d %d %d %d %d %d %d %d", o->dtype, o->op, o->root,
-		 o->warmup, o->iters, o->check, o->each, o->blocking, o->dry);
+	snprintf(buf, sizeof(buf), "%d %d %d %d %d %d %d %d %d %d", o->dtype, o->op, o->root,
+		 o->warmup, o->iters, o->check, o->each, o->blocking, o->dry, o->on_loss);
 	MIX(buf, strlen(buf));
 #undef MIX
 	return h;
+}
+
+/* A step's counts on n ranks: 0, or -1 when the size is too small for one element each. */
+static int geometry(struct nj_step *st, size_t es, size_t n)
+{
+	int split = st->coll == NJ_ALLGATHER || st->coll == NJ_REDUCESCATTER ||
+		    st->coll == NJ_ALLTOALL;
+
+	st->chunk = st->req / es / (split ? n : 1);
+	if (!st->chunk)
+		return -1;
+	st->count = st->chunk * (split ? n : 1);
+	st->bytes = st->count * es;
+	st->in_n = st->coll == NJ_ALLGATHER ? st->chunk : st->count;
+	st->out_n = st->coll == NJ_REDUCESCATTER ? st->chunk : st->count;
+	return 0;
+}
+
+/* Fewer ranks give every step at least one element each, and no more bytes than j->cap. */
+void opts_geometry(struct nj_job *j, int n)
+{
+	for (int s = 0; s < j->nsteps; s++)
+		geometry(&j->steps[s], nj_dtype_size(j->o.dtype), (size_t)n);
 }
 
 int opts_steps(struct nj_job *j)
@@ -533,12 +577,10 @@ int opts_steps(struct nj_job *j)
 		for (s = 0; s < j->o.nsizes; s++) {
 			struct nj_step *st = &j->steps[j->nsteps];
 			int coll = j->o.colls[c];
-			int split = coll == NJ_ALLGATHER || coll == NJ_REDUCESCATTER ||
-				    coll == NJ_ALLTOALL;
 
 			st->coll = coll;
-			st->chunk = j->o.sizes[s] / es / (split ? n : 1);
-			if (!st->chunk) {
+			st->req = j->o.sizes[s];
+			if (geometry(st, es, n) < 0) {
 				size_t len = strlen(j->skipped);
 
 				if (len + 40 < sizeof(j->skipped))
@@ -548,10 +590,6 @@ int opts_steps(struct nj_job *j)
 					strcat(j->skipped, ", ...");
 				continue;
 			}
-			st->count = st->chunk * (split ? n : 1);
-			st->bytes = st->count * es;
-			st->in_n = coll == NJ_ALLGATHER ? st->chunk : st->count;
-			st->out_n = coll == NJ_REDUCESCATTER ? st->chunk : st->count;
 			if (st->bytes > j->cap)
 				j->cap = st->bytes;
 			j->nsteps++;
@@ -562,4 +600,3 @@ int opts_steps(struct nj_job *j)
 			   j->nranks > 1 ? " per rank" : "");
 	return 0;
 }
-

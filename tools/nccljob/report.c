@@ -171,7 +171,8 @@ static void write_result(struct jw *w, const struct nj_job *j, int si)
 	const struct nj_step *s = &j->steps[si];
 	int n = j->rank == 0 ? j->nranks : 1, r, wr;
 	const struct nj_result *res = &j->res[(size_t)si * (size_t)n];
-	double t, wall, algbw, factor = nj_busbw_factor(s->coll, j->nranks);
+	int ran_on = res[0].cranks ? res[0].cranks : j->nranks; /* fewer after a shrink */
+	double t, wall, algbw, factor = nj_busbw_factor(s->coll, ran_on);
 	uint64_t wrong;
 
 	report_combine(j, si, &t, &wall, &wrong, &wr);
@@ -182,6 +183,7 @@ static void write_result(struct jw *w, const struct nj_job *j, int si)
 	jw_int(w, "count", (long long)s->count);
 	jw_int(w, "nccl_count", (long long)s->chunk);
 	jw_int(w, "iters", j->o.iters);
+	jw_int(w, "nranks", ran_on);
 	jw_num(w, "time_us", t);
 	jw_num(w, "wall_us", wall);
 	if (j->o.each) { /* the rank that stalled most */
@@ -258,6 +260,7 @@ static void write_rank(struct jw *w, const struct nj_job *j, int r, const struct
 {
 	jw_open(w, NULL, '{');
 	jw_int(w, "rank", r);
+	jw_bool(w, "lost", j->cmap && j->cmap[r] < 0); /* and shrunk away: the job carried on */
 	if (fin) {
 		jw_str(w, "status", nj_kind_status(fin->kind));
 		jw_int(w, "exit_code", fin->exit_code);
@@ -340,6 +343,26 @@ static int write_all(const struct nj_job *j, FILE *f)
 		jw_str0(&w, NULL, (combined ? j->ranks[r].have_info : 1) ? in->hostid : NULL);
 	}
 	jw_close(&w, ']');
+
+	jw_str(&w, "on_peer_loss", j->o.on_loss == NJ_LOSS_SHRINK ? "shrink" : "fail");
+	jw_open(&w, "shrinks", '[');
+	for (si = 0; si < j->nshrinks; si++) {
+		const struct nj_shrink *x = &j->shrinks[si];
+
+		jw_open(&w, NULL, '{');
+		jw_int(&w, "step", x->step);
+		jw_open(&w, "lost", '[');
+		for (r = 0; r < x->nlost; r++)
+			jw_int(&w, NULL, x->lost[r]);
+		jw_close(&w, ']');
+		jw_int(&w, "nranks", x->cranks);
+		jw_num(&w, "after_ms", x->after_ms);
+		write_fail(&w, "cause", &x->why);
+		jw_close(&w, '}');
+	}
+	jw_close(&w, ']');
+	jw_int(&w, "comm_nranks", j->cranks);
+	jw_int(&w, "comm_rank", j->crank);
 
 	jw_open(&w, "results", '[');
 	for (si = 0; si < j->steps_done; si++)
@@ -482,9 +505,19 @@ void report_summary(const struct nj_job *j)
 	for (si = 0; si < j->steps_done; si++)
 		for (r = 0; r < j->nranks; r++)
 			total += j->res[(size_t)si * (size_t)j->nranks + (size_t)r].wrong;
+	for (si = 0; si < j->nshrinks; si++) {
+		const struct nj_shrink *x = &j->shrinks[si];
+
+		printf("# shrink %d: at step %d, without rank(s)", si + 1, x->step);
+		for (r = 0; r < x->nlost; r++)
+			printf("%s %d", r ? "," : "", x->lost[r]);
+		printf(" (%s), %d rank(s) after it, %.0f ms into the job\n", x->why.code,
+		       x->cranks, x->after_ms);
+	}
 	if (j->job.kind == NJ_OK) {
-		printf("# %d of %d results, %s: ok\n", j->steps_done, j->nsteps,
-		       j->o.check ? "every element as expected" : "not checked (--check 0)");
+		printf("# %d of %d results, %s: ok%s\n", j->steps_done, j->nsteps,
+		       j->o.check ? "every element as expected" : "not checked (--check 0)",
+		       j->nshrinks ? " (the survivors carried on)" : "");
 		fflush(stdout);
 		return;
 	}
