@@ -63,11 +63,12 @@ def test_20_03_auto_without_cuda_in_the_process_is_the_host_path(harness):
 # ---- on a GPU ------------------------------------------------------------------------------
 
 def nccl_job(paths, tmp_path, nodes, gpu, tag, sizes="--min 8 --max 64M --factor 8", extra=(),
-             colls="all"):
+             colls="all", env=None, iters=3, warmup=1):
     out = str(tmp_path / ("%s-%%r.json" % tag))
-    cmd = [paths.nccljob, "--coll", colls, "--iters", "3", "--warmup", "1", "--check", "2",
-           "--blocking", "1", "--json", out] + sizes.split() + list(extra)
-    env = {"SIMFABRIC_GPU": gpu, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,TUNING"}
+    cmd = [paths.nccljob, "--coll", colls, "--iters", str(iters), "--warmup", str(warmup),
+           "--check", "2", "--blocking", "1", "--json", out] + sizes.split() + list(extra)
+    env = dict({"SIMFABRIC_GPU": gpu, "NCCL_DEBUG": "INFO",
+                "NCCL_DEBUG_SUBSYS": "INIT,NET,TUNING"}, **(env or {}))
     r = sflaunch.launch(cmd, nodes, echo=False, timeout=300, paths=paths, env=env)
     res = None
     if os.path.exists(out.replace("%r", "0")):
@@ -97,6 +98,24 @@ def test_20_10_gpudirect_every_collective_exact(nccl_gpu, tmp_path, nodes):
     assert "has not completed after" not in logs, report
     # a NIC next to the GPU gets LL128 (plugin/ncclenv.h), and NCCL used it for some size
     assert "set NCCL_PROTO=LL,LL128,Simple" in logs, report
+    assert re.search(r"Bytes -> Algo \w+ proto LL128", logs), report
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_20_10b_ll128_alone_is_exact(nccl_gpu, tmp_path, nodes):
+    """LL128 forced for every size: its 128-byte lines, each with its flag, are written by the
+    copy engine as a NIC writes them, and NCCL's kernel reads a line once its flag is there; a
+    line seen before all of it landed would show as a wrong element here."""
+    r, res = nccl_job(nccl_gpu, tmp_path, nodes, "on", "ll128-%d" % nodes,
+                      sizes="--min 8 --max 16M --factor 4",
+                      env={"NCCL_PROTO": "LL128"}, iters=10, warmup=10)
+    report = "%s\n%s" % (r.summary(), r.logs()[-8000:])
+    assert res is not None and res["status"] == "ok", report
+    assert all(x["ok"] and x["wrong"] == 0 for x in res["results"]), res["results"]
+    assert len(res["results"]) >= 40, res["results"]
+    logs = r.logs(limit=1 << 22)
+    assert "NCCL_PROTO is set (LL128): yours stands" in logs, report
     assert re.search(r"Bytes -> Algo \w+ proto LL128", logs), report
 
 
