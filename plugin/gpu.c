@@ -33,7 +33,6 @@
 #define SFGPU_SLOW_NS 2000000000LL /* a copy still running after this is worth a WARN */
 #define SFGPU_BATCH_MAX 32	   /* copies in one batch call (SIMFABRIC_GPU_BATCH_MAX) */
 #define SFGPU_BATCH_EVENTS 128	   /* batches in flight per stream: their events, in turn */
-#define SFGPU_BATCH_WAIT_NS 4000   /* the longest a copy waits for its stream to be free */
 
 static int64_t mono_ns(void)
 {
@@ -101,13 +100,8 @@ struct gkern {
 
 /*
  * Copies waiting for their stream, which go out together: one batch call and one event for all
- * of them. Issuing a copy and recording its event cost NCCL's proxy thread 4-6 us per message
- * under MPS (most of what it spent per LL step), and one proxy thread serves every channel. A
- * copy that finds its stream idle goes at once, so a lone message keeps its latency; one behind
- * a running batch would only wait in the stream, so it waits here instead, until that batch has
- * ended, the queue is full, or SFGPU_BATCH_WAIT_NS has passed (checked at every post and poll of
- * the stream's copies: NCCL's proxy polls without pause). One per copy stream; any sendComm's
- * thread, under lock.
+ * of them, issued by the process's issuer thread (see "batches" below). One per copy stream; any
+ * sendComm's thread queues, under lock.
  */
 struct gqueue {
 	pthread_mutex_t lock;  /* the pending list: held for a few stores */
@@ -117,8 +111,9 @@ struct gqueue {
 	_Atomic uint64_t issued; /* batches issued: batch b's event is ev[b % SFGPU_BATCH_EVENTS] */
 	_Atomic uint64_t completed; /* every batch up to this one has ended */
 	cu_event ev[SFGPU_BATCH_EVENTS];
-	int n;	       /* copies queued */
-	int64_t since; /* when the oldest came (ns) */
+	int n;		 /* copies queued */
+	int64_t since;	 /* when the oldest came (ns) */
+	int ring_warned; /* under issue */
 	cu_ptr dst[SFGPU_BATCH_MAX], src[SFGPU_BATCH_MAX];
 	size_t len[SFGPU_BATCH_MAX];
 	uint64_t *mark[SFGPU_BATCH_MAX]; /* its sendComm's batch[] entry: set when issued */
@@ -1421,16 +1416,20 @@ static int copy_stream(cu_ctx app, int self, cu_ctx *ctx, cu_stream *out, char *
  * SIMFABRIC_GPU_BATCH_MAX=1.
  */
 #define SFGPU_SPIN_NS 100000
-#define SFGPU_STUCK_NS 200000 /* a copy still queued this long is issued by whoever polls it */
+#define SFGPU_STUCK_NS 200000 /* an issuer not seen this long: pollers issue and reap */
+#define SFGPU_BACKOFF_NS 2000 /* between looks at a long batch, after SFGPU_BACKOFF_AFTER */
+#define SFGPU_BACKOFF_AFTER 64
+static int64_t stuck_ns = SFGPU_STUCK_NS; /* a variable for the tests */
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
 	_Atomic int work;     /* copies queued since the issuer last looked */
 	_Atomic int sleeping; /* it waits on cv */
 	_Atomic int stop;
-	_Atomic int running; /* in this process (not in a fork's child) */
-	int failed;	     /* it could not be started, or this is a fork's child: posters issue */
-	int hooked;	     /* atexit and atfork handlers registered */
+	_Atomic int running;  /* in this process (not in a fork's child) */
+	_Atomic int64_t beat; /* when it last went round its loop (ns) */
+	int failed; /* it could not be started, or this is a fork's child: posters issue */
+	int hooked; /* atexit and atfork handlers registered */
 	pthread_t th;
 } W = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
@@ -1472,16 +1471,44 @@ static void queue_ended(struct gqueue *q, uint64_t b)
  * Issue what is queued as one batch, on a copy engine where the driver takes the hint (see
  * copy_in), and record the batch's event; each copy's sendComm learns its batch number (or
  * BATCH_FAILED, with a WARN). Any thread, one at a time per queue (q->issue); the pending list is
- * taken under q->lock, so posters never wait for the driver. issuer: the calling thread is the
- * issuer, which keeps the stream's context current; others enter it for the while.
+ * taken under q->lock, so posters never wait for the driver. how: ISSUE_BY_ISSUER (the issuer,
+ * which keeps the stream's context current; others enter it for the while), ISSUE_WAIT, or
+ * ISSUE_TRY (not if another issues now). 1 done (or nothing queued), 0 not now: another was
+ * issuing (ISSUE_TRY), or the batch SFGPU_BATCH_EVENTS before is still running, whose event this
+ * one needs (the copies stay queued; never dropped for a GPU that is merely slow).
  */
-static void queue_issue(struct gqueue *q, int issuer)
+enum { ISSUE_BY_ISSUER, ISSUE_WAIT, ISSUE_TRY };
+static int queue_issue(struct gqueue *q, int how)
 {
 	cu_ptr dst[SFGPU_BATCH_MAX], src[SFGPU_BATCH_MAX];
 	size_t len[SFGPU_BATCH_MAX], ncopies = 0;
 	uint64_t *mark[SFGPU_BATCH_MAX];
 	const char *desc = NULL;
-	pthread_mutex_lock(&q->issue);
+	if (how == ISSUE_TRY) {
+		if (pthread_mutex_trylock(&q->issue))
+			return 0;
+	} else
+		pthread_mutex_lock(&q->issue);
+	uint64_t b = atomic_load_explicit(&q->issued, memory_order_relaxed) + 1;
+	cu_event *e = &q->ev[b % SFGPU_BATCH_EVENTS];
+	if (*e &&
+	    atomic_load_explicit(&q->completed, memory_order_acquire) + SFGPU_BATCH_EVENTS < b) {
+		if (G.cu.EventQuery(*e) != CU_SUCCESS) {
+			pthread_mutex_lock(&q->lock);
+			int64_t waited = q->n ? mono_ns() - q->since : 0;
+			pthread_mutex_unlock(&q->lock);
+			if (waited > SFGPU_SLOW_NS && !q->ring_warned++)
+				PWARN("%s: %d batches of copies are still running after %lld ms; "
+				      "the "
+				      "GPU is not running this process's copies (raise "
+				      "CUDA_DEVICE_MAX_CONNECTIONS: docs/gpu-path.md)",
+				      q->desc[0], SFGPU_BATCH_EVENTS,
+				      (long long)(waited / 1000000));
+			pthread_mutex_unlock(&q->issue);
+			return 0;
+		}
+		queue_ended(q, b - SFGPU_BATCH_EVENTS);
+	}
 	pthread_mutex_lock(&q->lock);
 	int n = q->n;
 	for (int i = 0; i < n; i++) {
@@ -1497,28 +1524,16 @@ static void queue_issue(struct gqueue *q, int issuer)
 	pthread_mutex_unlock(&q->lock);
 	if (!n) {
 		pthread_mutex_unlock(&q->issue);
-		return;
+		return 1;
 	}
 	cu_ctx cur = NULL, popped;
 	int pushed = 0;
 	cu_result r = G.cu.CtxGetCurrent(&cur);
 	if (r == CU_SUCCESS && cur != q->ctx) {
-		if (issuer)
+		if (how == ISSUE_BY_ISSUER)
 			r = G.cu.CtxSetCurrent(q->ctx); /* our own thread: it stays */
 		else
 			pushed = (r = G.cu.CtxPushCurrent(q->ctx)) == CU_SUCCESS;
-	}
-	uint64_t b = atomic_load_explicit(&q->issued, memory_order_relaxed) + 1;
-	cu_event *e = &q->ev[b % SFGPU_BATCH_EVENTS];
-	/* the event last served batch b - SFGPU_BATCH_EVENTS: over long ago, but make sure */
-	if (r == CU_SUCCESS && *e &&
-	    atomic_load_explicit(&q->completed, memory_order_acquire) + SFGPU_BATCH_EVENTS < b) {
-		int64_t t0 = mono_ns();
-		while ((r = G.cu.EventQuery(*e)) == CU_ERROR_NOT_READY &&
-		       mono_ns() - t0 < SFGPU_SLOW_NS)
-			nap();
-		if (r == CU_SUCCESS)
-			queue_ended(q, b - SFGPU_BATCH_EVENTS);
 	}
 	if (r == CU_SUCCESS && !*e)
 		r = G.cu.EventCreate(e, CU_EVENT_DISABLE_TIMING_);
@@ -1535,16 +1550,14 @@ static void queue_issue(struct gqueue *q, int issuer)
 	if (pushed)
 		G.cu.CtxPopCurrent(&popped);
 	if (r != CU_SUCCESS)
-		PWARN("%s: a batch of %zu copies into receivers' GPU memory: %s%s", desc, ncopies,
-		      cuerr(r),
-		      r == CU_ERROR_NOT_READY ? " (the batch 128 before it has not run in 2 s: the "
-						"GPU is not running this process's copies)"
-					      : "");
+		PWARN("%s: a batch of %zu copies into receivers' GPU memory: %s", desc, ncopies,
+		      cuerr(r));
 	if (r == CU_SUCCESS)
 		atomic_store_explicit(&q->issued, b, memory_order_release);
 	for (int i = 0; i < n; i++)
 		__atomic_store_n(mark[i], r == CU_SUCCESS ? b : BATCH_FAILED, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&q->issue);
+	return 1;
 }
 
 /*
@@ -1565,31 +1578,62 @@ static int queue_reap(struct gqueue *q)
 	return any;
 }
 
+/* Is the issuer going round (it reaps and issues), or must pollers do it? */
+static int issuer_alive(void)
+{
+	return atomic_load_explicit(&W.running, memory_order_acquire) &&
+		mono_ns() - atomic_load_explicit(&W.beat, memory_order_relaxed) < stuck_ns;
+}
+
+static inline void cpu_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
 static void *issuer_main(void *arg)
 {
 	(void)arg;
 	int64_t last = mono_ns();
+	int fruitless = 0; /* looks in a row at running batches that found none ended */
 	while (!atomic_load(&W.stop)) {
-		int nq = __atomic_load_n(&G.nqueues, __ATOMIC_ACQUIRE), busy = 0, did = 0;
+		int64_t now = mono_ns();
+		atomic_store_explicit(&W.beat, now, memory_order_relaxed);
+		int busy = 0, did = 0;
 		if (atomic_exchange(&W.work, 0)) {
+			/* after the exchange: a queue made by the copy that set work is seen */
+			int nq = __atomic_load_n(&G.nqueues, __ATOMIC_ACQUIRE);
 			for (int i = 0; i < nq; i++)
-				queue_issue(&G.queues[i], 1);
+				queue_issue(&G.queues[i], ISSUE_BY_ISSUER);
 			did = 1;
 		}
+		int nq = __atomic_load_n(&G.nqueues, __ATOMIC_ACQUIRE);
 		for (int i = 0; i < nq; i++) {
-			did |= queue_reap(&G.queues[i]);
-			busy |= atomic_load(&G.queues[i].completed) <
-				atomic_load(&G.queues[i].issued);
+			struct gqueue *q = &G.queues[i];
+			did |= queue_reap(q);
+			busy |= atomic_load(&q->completed) < atomic_load(&q->issued);
+			if (q->n) /* left queued (its batch's event was not free): again */
+				atomic_store(&W.work, 1);
 		}
-		if (did || busy) {
-			if (did)
-				last = mono_ns();
-			continue; /* batches in flight: never asleep while a copy may end */
+		if (did) {
+			last = now;
+			fruitless = 0;
+			continue;
 		}
-		if (mono_ns() - last < SFGPU_SPIN_NS) {
-#if defined(__x86_64__) || defined(__i386__)
-			__builtin_ia32_pause();
-#endif
+		if (busy) {
+			/* never asleep while a copy may end; after many looks at a long batch, look
+			 * less often (each look is a driver call beside the application's) */
+			int64_t until = ++fruitless > SFGPU_BACKOFF_AFTER ? now + SFGPU_BACKOFF_NS
+									  : 0;
+			do
+				cpu_pause();
+			while (until && mono_ns() < until && !atomic_load(&W.work));
+			continue;
+		}
+		fruitless = 0;
+		if (now - last < SFGPU_SPIN_NS) {
+			cpu_pause();
 			continue;
 		}
 		pthread_mutex_lock(&W.lock);
@@ -1615,16 +1659,27 @@ static void issuer_stop(void)
 	struct timespec until;
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 1;
-	pthread_timedjoin_np(W.th, NULL,
-			     &until); /* one stuck in the driver ends at its next look */
+	if (pthread_timedjoin_np(W.th, NULL, &until))
+		PWARN("GPU copies: the issuer thread has not ended 1 s after exit began (inside "
+		      "the "
+		      "CUDA driver?)");
 	atomic_store(&W.running, 0);
 }
 
-/* A fork's child has no issuer (and no usable CUDA): its posters issue. */
+/*
+ * A fork's child has no issuer (and no usable CUDA): its posters issue. Its locks are made anew:
+ * a thread of the parent may have held one at the fork.
+ */
 static void issuer_forked(void)
 {
 	atomic_store(&W.running, 0);
 	W.failed = 1;
+	pthread_mutex_init(&W.lock, NULL);
+	pthread_cond_init(&W.cv, NULL);
+	for (int i = 0; i < G.nqueues; i++) {
+		pthread_mutex_init(&G.queues[i].lock, NULL);
+		pthread_mutex_init(&G.queues[i].issue, NULL);
+	}
 }
 
 /* The issuer of this process, started on first use: 1 running, 0 none (posters issue). */
@@ -1655,6 +1710,18 @@ static int issuer_up(void)
 	return up;
 }
 
+/*
+ * Everything queued out now (a drain, a copy that must follow them in the stream, no issuer),
+ * waiting for a batch's event to be free if need be.
+ */
+static void queue_out(struct gqueue *q)
+{
+	while (q && !queue_issue(q, ISSUE_WAIT)) {
+		queue_reap(q);
+		nap();
+	}
+}
+
 /* Queue one copy (len 0: its place in the order only); *mark learns its batch. */
 static void queue_add(struct gqueue *q, cu_ptr dst, const void *src, uint64_t len, uint64_t *mark,
 		      const char *desc)
@@ -1665,7 +1732,8 @@ static void queue_add(struct gqueue *q, cu_ptr dst, const void *src, uint64_t le
 		if ((uint64_t)q->n < G.batch_max)
 			break;
 		pthread_mutex_unlock(&q->lock);
-		queue_issue(q, 0); /* full: the issuer is behind, help it */
+		if (!queue_issue(q, ISSUE_WAIT)) /* full: the issuer is behind, help it */
+			nap();			 /* (all batches' events in use: one must end) */
 	}
 	if (!q->n)
 		q->since = mono_ns();
@@ -1677,7 +1745,7 @@ static void queue_add(struct gqueue *q, cu_ptr dst, const void *src, uint64_t le
 	q->n++;
 	pthread_mutex_unlock(&q->lock);
 	if (!issuer_up()) {
-		queue_issue(q, 0);
+		queue_out(q);
 		return;
 	}
 	atomic_store(&W.work, 1);
@@ -1686,13 +1754,6 @@ static void queue_add(struct gqueue *q, cu_ptr dst, const void *src, uint64_t le
 		pthread_cond_signal(&W.cv);
 		pthread_mutex_unlock(&W.lock);
 	}
-}
-
-/* Everything queued out now (a drain, a copy that must follow them in the stream). */
-static void queue_out(struct gqueue *q)
-{
-	if (q)
-		queue_issue(q, 0);
 }
 
 /*
@@ -1973,12 +2034,9 @@ static cu_result batch_state(struct sfgpu_tx *t, uint32_t slot, int *failed)
 	struct gqueue *q = t->q;
 	uint64_t b = __atomic_load_n(&t->batch[slot], __ATOMIC_ACQUIRE);
 	if (b == BATCH_QUEUED) {
-		/* the issuer's job; a copy queued for long is issued here (the issuer stuck) */
-		pthread_mutex_lock(&q->lock);
-		int stuck = q->n && mono_ns() - q->since > SFGPU_STUCK_NS;
-		pthread_mutex_unlock(&q->lock);
-		if (stuck)
-			queue_issue(q, 0);
+		/* the issuer's job; if it is not going round, ours (never waiting for it) */
+		if (!issuer_alive())
+			queue_issue(q, ISSUE_TRY);
 		b = __atomic_load_n(&t->batch[slot], __ATOMIC_ACQUIRE);
 		if (b == BATCH_QUEUED)
 			return CU_ERROR_NOT_READY;
@@ -1989,11 +2047,10 @@ static cu_result batch_state(struct sfgpu_tx *t, uint32_t slot, int *failed)
 	}
 	if (b <= atomic_load_explicit(&q->completed, memory_order_acquire))
 		return CU_SUCCESS;
-	/* The issuer reaps ended batches; ask the driver here only without one, or when it is
-	 * late. (An event reused by a later batch says not ready: only once b has ended, which
-	 * the next look at completed sees.) */
-	if (atomic_load_explicit(&W.running, memory_order_acquire) &&
-	    (!t->t_start[slot] || mono_ns() - t->t_start[slot] < SFGPU_STUCK_NS))
+	/* The issuer reaps ended batches; ask the driver here only when it is not going round.
+	 * (An event reused by a later batch says not ready: only once b has ended, which the
+	 * next look at completed sees.) */
+	if (issuer_alive())
 		return CU_ERROR_NOT_READY;
 	cu_result r = G.cu.EventQuery(q->ev[b % SFGPU_BATCH_EVENTS]);
 	if (r == CU_SUCCESS)
@@ -2008,7 +2065,7 @@ static int dma_poll(void *ctx, uint64_t ticket)
 	cu_result r;
 	if (t->kseq[slot])
 		r = kern_done(t->kern, t->kseq[slot]) ? CU_SUCCESS : CU_ERROR_NOT_READY;
-	else if (t->batch[slot]) {
+	else if (__atomic_load_n(&t->batch[slot], __ATOMIC_RELAXED)) {
 		int failed = 0;
 		r = batch_state(t, slot, &failed);
 		if (failed)

@@ -34,7 +34,8 @@ int sfenv_ll128_parse(const char *v, enum sfenv_ll128 *out, char *why, size_t ca
 }
 
 int sfenv_ll128_decide(enum sfenv_ll128 mode, int gpu_on, const char *nccl_proto,
-		       const char *local_world, char *why, size_t cap)
+		       const char *gdr_level, const char *local_world, int own_node, char *why,
+		       size_t cap)
 {
 	if (mode == SFENV_LL128_OFF) {
 		snprintf(why, cap, "SIMFABRIC_LL128=off");
@@ -49,22 +50,39 @@ int sfenv_ll128_decide(enum sfenv_ll128 mode, int gpu_on, const char *nccl_proto
 			 "the GPU path is off: LL128 over host memory is what NCCL keeps off");
 		return 0;
 	}
+	if (gdr_level && strcmp(gdr_level, "SYS") && strcmp(gdr_level, "PHB")) {
+		snprintf(why, cap,
+			 "NCCL_NET_GDR_LEVEL=%.20s may keep GPUDirect off through this NIC, and "
+			 "LL128 over host memory is what NCCL keeps off",
+			 gdr_level);
+		return 0;
+	}
 	if (mode == SFENV_LL128_ON) {
 		snprintf(why, cap, "SIMFABRIC_LL128=on");
 		return 1;
 	}
-	if (!local_world || strcmp(local_world, "1")) {
+	if (!local_world || strcmp(local_world, "1") || !own_node) {
 		snprintf(why, cap,
-			 "%s%.20s%s: between GPUs of one node NCCL chooses for itself "
+			 "%s: between GPUs of one node NCCL chooses for itself "
 			 "(SIMFABRIC_LL128=on to enable it anyway)",
-			 local_world ? "LOCAL_WORLD_SIZE=" : "LOCAL_WORLD_SIZE is unset",
-			 local_world ? local_world : "",
-			 local_world ? " GPUs in this node" : ", so this node may have other GPUs");
+			 !local_world ? "LOCAL_WORLD_SIZE is unset, so this node may have other "
+					"GPUs"
+				 : !own_node ? "neither NCCL_HOSTID nor SIMFABRIC_NODE names this "
+					       "rank's node"
+					     : "this node has several GPUs (LOCAL_WORLD_SIZE)");
 		return 0;
 	}
 	snprintf(why, cap, "each rank is its own node (LOCAL_WORLD_SIZE=1)");
 	return 1;
 }
+
+int sfenv_check(char *why, size_t cap)
+{
+	enum sfenv_ll128 mode;
+	return sfenv_ll128_parse(getenv("SIMFABRIC_LL128"), &mode, why, cap);
+}
+
+static int applied; /* a later init (another ctx) would read our own values back as the user's */
 
 int sfenv_apply(int gpu_on, char *why, size_t cap)
 {
@@ -72,17 +90,22 @@ int sfenv_apply(int gpu_on, char *why, size_t cap)
 	int rc = sfenv_ll128_parse(getenv("SIMFABRIC_LL128"), &mode, why, cap);
 	if (rc)
 		return rc;
-	if (!gpu_on)
+	if (!gpu_on || applied)
 		return 0;
-	if (!getenv("NCCL_NET_GDR_LEVEL")) {
+	applied = 1;
+	const char *user_gdr = getenv("NCCL_NET_GDR_LEVEL");
+	int own_node = (getenv("NCCL_HOSTID") && *getenv("NCCL_HOSTID")) ||
+		(getenv("SIMFABRIC_NODE") && *getenv("SIMFABRIC_NODE"));
+	char r[200];
+	int ll128 = sfenv_ll128_decide(mode, gpu_on, getenv("NCCL_PROTO"), user_gdr,
+				       getenv("LOCAL_WORLD_SIZE"), own_node, r, sizeof(r));
+	if (!user_gdr) {
 		setenv("NCCL_NET_GDR_LEVEL", "SYS", 0);
 		PINFO(NCCL_INIT | NCCL_NET,
 		      "GPU data path on: set NCCL_NET_GDR_LEVEL=SYS so that "
 		      "NCCL uses GPUDirect through this NIC");
 	}
-	char r[160];
-	if (sfenv_ll128_decide(mode, gpu_on, getenv("NCCL_PROTO"), getenv("LOCAL_WORLD_SIZE"), r,
-			       sizeof(r))) {
+	if (ll128) {
 		setenv("NCCL_PROTO", ALL_PROTOCOLS, 0);
 		PINFO(NCCL_INIT | NCCL_NET,
 		      "GPU data path on: set NCCL_PROTO=%s so that NCCL may use LL128 over this "

@@ -29,19 +29,27 @@ int sfenv_ll128_parse(const char *v, enum sfenv_ll128 *out, char *why, size_t ca
 
 /*
  * Whether to enable LL128 (set NCCL_PROTO=LL,LL128,Simple): 1 yes, 0 no, with the reason in
- * why either way. gpu_on: the GPU path is on (LL128's buffers are then in GPU memory; over host
- * memory LL128's 128-byte lines are not read atomically, which is why NCCL keeps it off there).
- * nccl_proto: NCCL_PROTO as set (NULL: unset; the user's choice stands). local_world:
- * LOCAL_WORLD_SIZE (NULL: unknown). In auto, only when this rank is its emulated node's only
- * GPU: NCCL_PROTO also enables LL128 between GPUs of one node, which NCCL keeps off over PCIe.
+ * why either way. Over host memory LL128's 128-byte lines are not read atomically, which is why
+ * NCCL keeps it off there, so never without GPUDirect: gpu_on (the GPU path is on) and
+ * gdr_level (NCCL_NET_GDR_LEVEL as the user set it, NULL: unset, which the plugin sets to SYS)
+ * SYS or PHB, where NCCL takes GPUDirect through our NIC. nccl_proto: NCCL_PROTO as set (NULL:
+ * unset; the user's choice stands). In auto, only when this rank is its emulated node's only
+ * GPU: NCCL_PROTO also enables LL128 between GPUs of one node, which NCCL keeps off over PCIe and
+ * shared memory; so local_world (LOCAL_WORLD_SIZE) must be "1" and own_node set (NCCL_HOSTID or
+ * SIMFABRIC_NODE names this rank's node, as simfabric launch does: NCCL groups ranks by host).
  */
 int sfenv_ll128_decide(enum sfenv_ll128 mode, int gpu_on, const char *nccl_proto,
-		       const char *local_world, char *why, size_t cap);
+		       const char *gdr_level, const char *local_world, int own_node, char *why,
+		       size_t cap);
+
+/* Check SIMFABRIC_LL128 (at init, before anything is set): 0, or -EINVAL with why set. */
+int sfenv_check(char *why, size_t cap);
 
 /*
  * Apply both settings for a process whose GPU path is on (gpu_on) or off: NCCL_NET_GDR_LEVEL=SYS
- * and, per sfenv_ll128_decide, NCCL_PROTO. 0, or -EINVAL with why set (a bad SIMFABRIC_LL128).
- * Not thread-safe (setenv): the plugin's init only.
+ * and, per sfenv_ll128_decide, NCCL_PROTO. Call it last in a successful init: NCCL falls back
+ * to another network when the plugin's init fails, and must not inherit them. 0, or -EINVAL with
+ * why set (a bad SIMFABRIC_LL128). Not thread-safe (setenv): the plugin's init only.
  */
 int sfenv_apply(int gpu_on, char *why, size_t cap);
 

@@ -240,8 +240,7 @@ static ncclResult_t fabric_open(void)
 		PWARN("%s", why);
 		return ncclInvalidUsage;
 	}
-	/* what NCCL must know of a GPUDirect NIC next to the GPU (plugin/ncclenv.h) */
-	if (sfenv_apply(rc == 1, why, sizeof(why))) {
+	if (sfenv_check(why, sizeof(why))) {
 		PWARN("%s", why);
 		return ncclInvalidUsage;
 	}
@@ -294,6 +293,9 @@ static ncclResult_t fabric_open(void)
 		d->latency_us = (float)s->nics[i].latency_ns / 1000.0f;
 	}
 	sfnet_g.session = s;
+	/* what NCCL must know of a GPUDirect NIC next to the GPU (plugin/ncclenv.h): last, since
+	 * NCCL falls back to another network when an init fails, which must not inherit them */
+	sfenv_apply(sfgpu_on(), why, sizeof(why)); /* cannot fail: sfenv_check passed */
 	PINFO(NCCL_INIT | NCCL_NET,
 	      "plugin %s, socket %s, node %s (id %d), %d NIC%s (%s%s), fabric %s, instance %s, "
 	      "GPU %s, receive agent %s",

@@ -436,6 +436,15 @@ static void *hold_issue(void *q)
 	return NULL;
 }
 
+/* The stream's batches end 20 ms from now. */
+static void *unbusy_later(void *arg)
+{
+	(void)arg;
+	usleep(20000);
+	evq_busy = 0;
+	return NULL;
+}
+
 /* Start hold_issue on q, until want copies wait; returns once it holds the issuer's lock. */
 static pthread_t hold_until(struct gqueue *q, int want)
 {
@@ -680,6 +689,7 @@ int main(void)
 	cur = CTX_F;
 	uint64_t qa, qb[5];
 	int c0 = batch_copies;
+	stuck_ns = 10 * 1000000000LL; /* a loaded machine must not make pollers take over */
 	rc = dma_start(t, srv, region, 0, src, 16, NULL, 0, &qa);
 	CHECK(rc == 0 && t->q && atomic_load(&W.running) && poll_done(t, qa) == 1 &&
 		      batch_copies == c0 + 1 && batch_count == 1,
@@ -687,7 +697,8 @@ int main(void)
 	/* the issuer also reaps ended batches: the poster never asks the driver meanwhile */
 	evq_busy = 1;
 	rc = dma_start(t, srv, region, 16, src, 16, NULL, 0, &qa);
-	while (batch_copies != c0 + 2)
+	for (int i = 0; i < 200000 && __atomic_load_n(&batch_copies, __ATOMIC_ACQUIRE) != c0 + 2;
+	     i++)
 		usleep(10);
 	int q_before = my_evq;
 	CHECK(rc == 0 && dma_poll(t, qa) == 0 && dma_poll(t, qa) == 0 && my_evq == q_before,
@@ -732,9 +743,9 @@ int main(void)
 	CHECK(rc == 0 && poll_done(t, qa) == -EIO, "a failed batch: the copy fails");
 	batch_fail = 0;
 	/* a copy with flips is issued by its poster, after what waits: the stream keeps order */
+	c1 = batch_copies;
 	h = hold_until(t->q, 1);
 	rc = dma_start(t, srv, region, 16, src, 16, NULL, 0, &qb[0]);
-	c1 = batch_copies;
 	struct chan_flip fl = {.off = 3, .mask = 0x10};
 	G.cu.MemcpyDtoHAsync = s_dtoh;
 	G.cu.MemcpyHtoDAsync = s_htod;
@@ -746,13 +757,21 @@ int main(void)
 	CHECK(flips_read == 1 && flips_written == 1, "its bit flipped after it: %d %d", flips_read,
 	      flips_written);
 	/* freeing the sendComm issues what waits first (its slots name it) */
-	h = hold_until(t->q, 1);
+	struct gqueue *tq = t->q;
+	/* a poll while the issuer is taken as stuck, and another thread issues: no waiting */
+	h = hold_until(tq, 1);
 	rc = dma_start(t, srv, region, 48, src, 16, NULL, 0, &qb[0]);
+	stuck_ns = 0;
+	int64_t p0 = mono_ns();
+	CHECK(dma_poll(t, qb[0]) == 0 && mono_ns() - p0 < 2000000 && tq->n == 1,
+	      "a poll that would issue for a stuck issuer does not wait for another issuing");
+	stuck_ns = 10 * 1000000000LL;
 	c1 = batch_copies;
-	sfgpu_tx_free(t);
+	sfgpu_tx_free(t); /* waits for the holder, then issues */
+	CHECK(rc == 0 && tq->n == 0 && batch_copies == c1 + 1,
+	      "freed: its waiting copy went out before the free returned: %d, %d left",
+	      batch_copies - c1, tq->n);
 	pthread_join(h, NULL);
-	CHECK(rc == 0 && batch_copies == c1 + 1, "freed: its waiting copy went out first: %d",
-	      batch_copies - c1);
 	/* without the issuer (stopped, as at exit), posters issue their own copies */
 	issuer_stop();
 	CHECK(!atomic_load(&W.running), "the issuer stops at exit");
@@ -763,6 +782,22 @@ int main(void)
 	rc = dma_start(t, srv, region, 0, src, 16, NULL, 0, &qa);
 	CHECK(rc == 0 && batch_copies == c1 + 1 && dma_poll(t, qa) == 1,
 	      "no issuer: the poster issues at once: %d", batch_copies - c1);
+	/* every batch's event in use (SFGPU_BATCH_EVENTS running): the next waits for one to
+	 * end, and is never dropped */
+	evq_busy = 1;
+	for (int k = 0; k < SFGPU_BATCH_EVENTS && rc == 0; k++) {
+		rc = dma_start(t, srv, region, 0, src, 16, NULL, 0, &qa);
+		rc |= dma_poll(t, qa) < 0; /* keeps the slots turning */
+	}
+	pthread_create(&h, NULL, unbusy_later, NULL);
+	c1 = batch_copies;
+	p0 = mono_ns();
+	rc |= dma_start(t, srv, region, 0, src, 16, NULL, 0, &qa);
+	CHECK(rc == 0 && batch_copies == c1 + 1 && mono_ns() - p0 >= 10000000 &&
+		      poll_done(t, qa) == 1,
+	      "the batch after %d running waited for one to end, then went: %d calls, %lld ms",
+	      SFGPU_BATCH_EVENTS, batch_copies - c1, (long long)((mono_ns() - p0) / 1000000));
+	pthread_join(h, NULL);
 	sfgpu_tx_free(t);
 	W.failed = 0;
 	G.sender_issues = 1; /* SIMFABRIC_GPU_ISSUER=sender: no queue, every copy alone */
@@ -774,6 +809,7 @@ int main(void)
 	sfgpu_tx_free(t);
 	G.sender_issues = 0;
 	G.batch_max = SFGPU_BATCH_MAX;
+	stuck_ns = SFGPU_STUCK_NS;
 
 	/* SIMFABRIC_GPU_STREAMS=3: our context gets three streams and sendComms take them in turn
 	 * (each keeps its own, so its copies stay in order) */

@@ -14,20 +14,27 @@ _Atomic(ncclDebugLogger_t) plog_fn; /* silent: no NCCL here */
 static const struct {
 	enum sfenv_ll128 mode;
 	int gpu_on;
-	const char *proto, *local_world;
+	const char *proto, *gdr, *local_world;
+	int own_node;
 	int want;
 	const char *why; /* a part of the reason */
 } cases[] = {
-	{SFENV_LL128_AUTO, 1, NULL, "1", 1, "its own node"},
-	{SFENV_LL128_AUTO, 1, NULL, "2", 0, "LOCAL_WORLD_SIZE=2 GPUs in this node"},
-	{SFENV_LL128_AUTO, 1, NULL, NULL, 0, "LOCAL_WORLD_SIZE is unset"},
-	{SFENV_LL128_AUTO, 1, "Simple", "1", 0, "NCCL_PROTO is set (Simple)"},
-	{SFENV_LL128_AUTO, 0, NULL, "1", 0, "the GPU path is off"},
-	{SFENV_LL128_ON, 1, NULL, "8", 1, "SIMFABRIC_LL128=on"},
-	{SFENV_LL128_ON, 1, NULL, NULL, 1, "SIMFABRIC_LL128=on"},
-	{SFENV_LL128_ON, 0, NULL, "1", 0, "the GPU path is off"},
-	{SFENV_LL128_ON, 1, "^LL128", "1", 0, "yours stands"},
-	{SFENV_LL128_OFF, 1, NULL, "1", 0, "SIMFABRIC_LL128=off"},
+	{SFENV_LL128_AUTO, 1, NULL, NULL, "1", 1, 1, "its own node"},
+	{SFENV_LL128_AUTO, 1, NULL, "SYS", "1", 1, 1, "its own node"},
+	{SFENV_LL128_AUTO, 1, NULL, "PHB", "1", 1, 1, "its own node"},
+	{SFENV_LL128_AUTO, 1, NULL, NULL, "2", 1, 0, "several GPUs (LOCAL_WORLD_SIZE)"},
+	{SFENV_LL128_AUTO, 1, NULL, NULL, NULL, 1, 0, "LOCAL_WORLD_SIZE is unset"},
+	{SFENV_LL128_AUTO, 1, NULL, NULL, "1", 0, 0, "neither NCCL_HOSTID nor SIMFABRIC_NODE"},
+	{SFENV_LL128_AUTO, 1, "Simple", NULL, "1", 1, 0, "NCCL_PROTO is set (Simple)"},
+	{SFENV_LL128_AUTO, 0, NULL, NULL, "1", 1, 0, "the GPU path is off"},
+	{SFENV_LL128_AUTO, 1, NULL, "LOC", "1", 1, 0, "NCCL_NET_GDR_LEVEL=LOC may keep"},
+	{SFENV_LL128_AUTO, 1, NULL, "PXB", "1", 1, 0, "NCCL_NET_GDR_LEVEL=PXB may keep"},
+	{SFENV_LL128_ON, 1, NULL, NULL, "8", 0, 1, "SIMFABRIC_LL128=on"},
+	{SFENV_LL128_ON, 1, NULL, NULL, NULL, 0, 1, "SIMFABRIC_LL128=on"},
+	{SFENV_LL128_ON, 1, NULL, "2", "1", 1, 0, "NCCL_NET_GDR_LEVEL=2 may keep"},
+	{SFENV_LL128_ON, 0, NULL, NULL, "1", 1, 0, "the GPU path is off"},
+	{SFENV_LL128_ON, 1, "^LL128", NULL, "1", 1, 0, "yours stands"},
+	{SFENV_LL128_OFF, 1, NULL, NULL, "1", 1, 0, "SIMFABRIC_LL128=off"},
 };
 
 int main(void)
@@ -46,34 +53,47 @@ int main(void)
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		int got = sfenv_ll128_decide(cases[i].mode, cases[i].gpu_on, cases[i].proto,
-					     cases[i].local_world, why, sizeof why);
+					     cases[i].gdr, cases[i].local_world, cases[i].own_node,
+					     why, sizeof why);
 		CHECK(got == cases[i].want && strstr(why, cases[i].why), "case %zu: %d (%s)", i,
 		      got, why);
 	}
 
-	/* sfenv_apply: only where the user has not set them, and only with the GPU path on */
+	/* sfenv_apply: only where the user has not set them, only with the GPU path on, once */
 	unsetenv("NCCL_PROTO");
 	unsetenv("NCCL_NET_GDR_LEVEL");
 	setenv("LOCAL_WORLD_SIZE", "1", 1);
+	setenv("SIMFABRIC_NODE", "node0", 1);
+	setenv("SIMFABRIC_LL128", "maybe", 1);
+	CHECK(sfenv_check(why, sizeof why) == -EINVAL && strstr(why, "'maybe'"),
+	      "a bad SIMFABRIC_LL128 is found at init: %s", why);
+	CHECK(sfenv_apply(1, why, sizeof why) == -EINVAL && !getenv("NCCL_PROTO") &&
+		      !getenv("NCCL_NET_GDR_LEVEL"),
+	      "... and sets nothing: %s", why);
 	unsetenv("SIMFABRIC_LL128");
+	CHECK(sfenv_check(why, sizeof why) == 0, "unset is fine");
 	CHECK(sfenv_apply(0, why, sizeof why) == 0 && !getenv("NCCL_PROTO") &&
 		      !getenv("NCCL_NET_GDR_LEVEL"),
 	      "GPU path off: nothing set");
 	CHECK(sfenv_apply(1, why, sizeof why) == 0 && getenv("NCCL_PROTO") &&
 		      !strcmp(getenv("NCCL_PROTO"), "LL,LL128,Simple") &&
 		      !strcmp(getenv("NCCL_NET_GDR_LEVEL"), "SYS"),
-	      "GPU path on, one GPU per node: both set");
+	      "GPU path on, a GPU per node: both set");
 	setenv("NCCL_PROTO", "Simple", 1);
 	setenv("NCCL_NET_GDR_LEVEL", "PHB", 1);
+	applied = 0;
 	CHECK(sfenv_apply(1, why, sizeof why) == 0 && !strcmp(getenv("NCCL_PROTO"), "Simple") &&
 		      !strcmp(getenv("NCCL_NET_GDR_LEVEL"), "PHB"),
 	      "the user's values stand");
 	unsetenv("NCCL_PROTO");
-	setenv("SIMFABRIC_LL128", "maybe", 1);
-	CHECK(sfenv_apply(1, why, sizeof why) == -EINVAL && strstr(why, "'maybe'") &&
-		      !getenv("NCCL_PROTO"),
-	      "a bad SIMFABRIC_LL128 is an error, and sets nothing: %s", why);
-
+	applied = 0;
+	setenv("NCCL_NET_GDR_LEVEL", "PIX", 1);
+	CHECK(sfenv_apply(1, why, sizeof why) == 0 && !getenv("NCCL_PROTO") &&
+		      !strcmp(getenv("NCCL_NET_GDR_LEVEL"), "PIX"),
+	      "a GDR level of the user's that may keep GPUDirect off: no LL128, the level stands");
+	unsetenv("NCCL_NET_GDR_LEVEL");
+	CHECK(sfenv_apply(1, why, sizeof why) == 0 && !getenv("NCCL_PROTO"),
+	      "applied once: a later init changes nothing");
 	if (failures) {
 		fprintf(stderr, "test_ncclenv: %d of %d checks failed\n", failures, checks);
 		return 1;
