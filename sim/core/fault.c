@@ -44,11 +44,6 @@ void fault_plan_free(struct fault_plan *p)
 	free(p);
 }
 
-void fault_plan_free_v(void *p)
-{
-	fault_plan_free(p);
-}
-
 static int64_t sat_add(int64_t a, int64_t b)
 {
 	if (b > 0 && a > INT64_MAX - b)

@@ -163,7 +163,6 @@ struct fault_plan {
 	struct fault_spec f[FAULT_MAX];
 };
 void fault_plan_free(struct fault_plan *p); /* NULL-safe */
-void fault_plan_free_v(void *p);	    /* the same, for fabric_set_faults */
 
 /* ---- pure functions of the schedule ---------------------------------------- */
 

@@ -55,6 +55,7 @@ static const char fabric_yaml[] =
 
 #define ORIGIN 1000000000LL
 
+static struct scenario *scn; /* the fixed fabric's, for the process's life */
 static struct fabric *fab;
 
 static void check_error(const char *err)
@@ -242,12 +243,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[SCN_ERR_LEN];
 	if (!fab) {
 		log_init("fuzz", LOG_LEVEL_ERROR);
-		int rc = scn_load_buffer("f.yaml", fabric_yaml, sizeof(fabric_yaml) - 1, &fab, err,
+		int rc = scn_load_buffer("f.yaml", fabric_yaml, sizeof(fabric_yaml) - 1, &scn, err,
 					 sizeof(err));
 		if (rc) {
 			fprintf(stderr, "fuzz_faults: the fixed fabric: %s\n", err);
 			abort();
 		}
+		fab = scn->fabric;
 	}
 	struct fault_plan *plan = (struct fault_plan *)1;
 	int rc = scn_load_faults(fab, "spec", (const char *)data, size, &plan, err, sizeof(err));

@@ -53,12 +53,13 @@ static bool ep_is_nic(const struct fabric_ep *e, const struct fabric_nic *n)
 	return e->kind == FABRIC_EP_NIC && e->id == n->node && e->nic == n->index;
 }
 
-static void check_fabric(struct fabric *f, const char *again, size_t again_len)
+static void check_fabric(struct scenario *sc, const char *again, size_t again_len)
 {
+	struct fabric *f = sc->fabric;
 	const char *js;
 	size_t jl;
 	char err[FABRIC_ERR_LEN];
-	assert(fabric_json(f, false, &js, &jl) == 0 && jl == strlen(js));
+	assert(scenario_json(sc, false, &js, &jl) == 0 && jl == strlen(js));
 	assert(js[0] == '{' && js[jl - 1] == '}');
 	for (size_t i = 0; i < jl; i++)
 		assert(js[i] >= 0x20 && js[i] < 0x7f);
@@ -66,7 +67,7 @@ static void check_fabric(struct fabric *f, const char *again, size_t again_len)
 		assert(again_len == jl && memcmp(again, js, jl) == 0);
 		return;
 	}
-	const struct fault_plan *plan = fabric_faults(f);
+	const struct fault_plan *plan = sc->faults;
 	assert(!plan || (plan->n >= 0 && plan->n <= FAULT_MAX && strstr(js, "\"faults\":[")));
 	for (int i = 0; plan && i < plan->n; i++) {
 		const struct fault_spec *s = &plan->f[i];
@@ -118,30 +119,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static bool quiet;
 	char err[SCN_ERR_LEN];
-	struct fabric *f = (struct fabric *)1;
+	struct scenario *sc = (struct scenario *)1;
 	if (!quiet) {
 		log_init("fuzz", LOG_LEVEL_ERROR);
 		quiet = true;
 	}
-	int rc = scn_load_buffer("t.yaml", (const char *)data, size, &f, err, sizeof(err));
+	int rc = scn_load_buffer("t.yaml", (const char *)data, size, &sc, err, sizeof(err));
 	if (rc) {
-		assert(f == NULL);
+		assert(sc == NULL);
 		if (rc != -ENOMEM && rc != -EFBIG)
 			check_error(err);
 		return 0;
 	}
-	assert(f);
-	check_fabric(f, NULL, 0);
+	assert(sc && sc->fabric);
+	check_fabric(sc, NULL, 0);
 	const char *js;
 	size_t jl;
-	fabric_json(f, false, &js, &jl);
+	scenario_json(sc, false, &js, &jl);
 	char *copy = malloc(jl + 1);
 	assert(copy);
 	memcpy(copy, js, jl + 1);
-	fabric_free(f);
-	assert(scn_load_buffer("t.yaml", (const char *)data, size, &f, err, sizeof(err)) == 0);
-	check_fabric(f, copy, jl);
+	scenario_free(sc);
+	assert(scn_load_buffer("t.yaml", (const char *)data, size, &sc, err, sizeof(err)) == 0);
+	check_fabric(sc, copy, jl);
 	free(copy);
-	fabric_free(f);
+	scenario_free(sc);
 	return 0;
 }

@@ -47,9 +47,6 @@ struct fabric {
 	struct adopted *adopted;
 	char *json;
 	size_t json_len;
-	char *section[FABRIC_NSECTIONS]; /* JSON texts of job:, expect:, faults: */
-	void *faults;			 /* struct fault_plan (sim/core/fault.h) */
-	void (*faults_free)(void *);
 };
 
 static int oom(char *err, size_t errlen)
@@ -266,39 +263,7 @@ void fabric_free(struct fabric *f)
 	free(f->name);
 	free(f->description);
 	free(f->json);
-	for (int i = 0; i < FABRIC_NSECTIONS; i++)
-		free(f->section[i]);
-	if (f->faults_free)
-		f->faults_free(f->faults);
 	free(f);
-}
-
-static const char *const section_names[FABRIC_NSECTIONS] = {"job", "expect", "faults"};
-
-void fabric_set_section(struct fabric *f, enum fabric_section which, char *json)
-{
-	free(f->section[which]);
-	f->section[which] = json;
-	free(f->json); /* the dump includes it */
-	f->json = NULL;
-}
-
-const char *fabric_section(const struct fabric *f, enum fabric_section which)
-{
-	return f->section[which];
-}
-
-void fabric_set_faults(struct fabric *f, void *plan, void (*plan_free)(void *))
-{
-	if (f->faults_free)
-		f->faults_free(f->faults);
-	f->faults = plan;
-	f->faults_free = plan_free;
-}
-
-void *fabric_faults(const struct fabric *f)
-{
-	return f->faults;
 }
 
 int fabric_adopt(struct fabric *f, void *mem)
@@ -1324,7 +1289,8 @@ static void jep(struct jbuf *b, const struct fabric *f, const struct fabric_ep *
 	jbuf_str(b, ep_name(f, e, n, sizeof(n)));
 }
 
-static void json_build(struct fabric *f, struct jbuf *b)
+static void json_build(struct fabric *f, const struct fabric_json_member *extra, int nextra,
+		       struct jbuf *b)
 {
 	unsigned skip = f->kind == KIND_IDEAL ? PARAM_EXPLICIT_ONLY : PARAM_IDEAL_ONLY;
 	jbuf_printf(b, "{\"kind\":\"%s\",\"scenario\":", fabric_kind(f));
@@ -1335,9 +1301,9 @@ static void json_build(struct fabric *f, struct jbuf *b)
 	jbuf_str(b, f->description);
 	jbuf_printf(b, ",\"seed\":%llu,\"config\":", (unsigned long long)f->cfg.seed);
 	jparams(b, PARAM_FABRIC, &f->cfg, skip);
-	for (int i = 0; i < FABRIC_NSECTIONS; i++) {
-		jbuf_printf(b, ",\"%s\":", section_names[i]);
-		jbuf_puts(b, f->section[i] ? f->section[i] : "null");
+	for (int i = 0; i < nextra; i++) {
+		jbuf_printf(b, ",\"%s\":", extra[i].name);
+		jbuf_puts(b, extra[i].json ? extra[i].json : "null");
 	}
 	jbuf_printf(b, ",\"counts\":{\"nodes\":%d,\"nics\":%d,\"switches\":%d,\"links\":%d}",
 		    f->nlive, f->kind == KIND_IDEAL ? f->nlive * (int)f->cfg.nics_per_node : f->nnics,
@@ -1445,13 +1411,14 @@ static void json_build(struct fabric *f, struct jbuf *b)
 	jbuf_puts(b, "]}");
 }
 
-int fabric_json(struct fabric *f, bool refresh, const char **text, size_t *len)
+int fabric_json(struct fabric *f, const struct fabric_json_member *extra, int nextra,
+		bool refresh, const char **text, size_t *len)
 {
 	if (refresh || !f->json) {
 		struct jbuf b = JBUF_INIT;
 		char *json;
 		size_t n;
-		json_build(f, &b);
+		json_build(f, extra, nextra, &b);
 		if (jbuf_take(&b, &json, &n))
 			return -ENOMEM;
 		free(f->json);

@@ -590,10 +590,13 @@ static void test_explicit(void)
 		      strcmp(err, "node 'zz' is not in scenario x.yaml (its 2 node(s): a, b)") == 0,
 	      "unknown node: '%s'", err);
 	CHECK(fabric_node_get(f, "b", &n, err, sizeof(err)) == 0 && n == b, "known node");
-	/* The dump: one line of printable ASCII. */
+	/* The dump: one line of printable ASCII, the caller's members after the config. */
+	const struct fabric_json_member extra[] = {{"x", "[1]"}, {"y", NULL}};
 	const char *js;
 	size_t jl;
-	CHECK(fabric_json(f, false, &js, &jl) == 0 && jl == strlen(js), "json");
+	CHECK(fabric_json(f, extra, 2, false, &js, &jl) == 0 && jl == strlen(js) &&
+		      strstr(js, "},\"x\":[1],\"y\":null,\"counts\":{"),
+	      "json: %.300s", js);
 	int odd = 0;
 	for (size_t i = 0; i < jl; i++)
 		odd += js[i] < 0x20 || js[i] > 0x7e;
@@ -601,7 +604,7 @@ static void test_explicit(void)
 		      strstr(js, "\"hop_latency_ns\":140") && strstr(js, "\"kind\":\"explicit\""),
 	      "json content: %.300s", js);
 	fabric_set_seed(f, 99);
-	CHECK(fabric_seed(f) == 99 && fabric_json(f, false, &js, &jl) == 0 &&
+	CHECK(fabric_seed(f) == 99 && fabric_json(f, extra, 2, false, &js, &jl) == 0 &&
 		      strstr(js, "\"seed\":99"),
 	      "seed");
 	fabric_free(f);
