@@ -167,6 +167,19 @@ void fault_plan_free(struct fault_plan *p); /* NULL-safe */
 /* ---- pure functions of the schedule ---------------------------------------- */
 
 /*
+ * The schedule, the one place it is computed (the data path through
+ * fault_window, the daemon's timers through this): window i of f, given its
+ * origin (absolute ns) and the time it was cleared (until; FAULT_FOREVER:
+ * never). 1 with [*a, *b): a = origin + start + i x period, b = a + duration
+ * clipped to until (FAULT_FOREVER: it never closes); or 0 when there is no
+ * window i: past count, a second one without a period, one opening at or
+ * after until, or beyond int64 ns. Whether window i is taken (probability)
+ * is fault_window_taken's.
+ */
+int fault_window_nth(const struct fault_spec *f, int64_t origin, int64_t until, uint64_t i,
+		     int64_t *a, int64_t *b);
+
+/*
  * The first window of f that overlaps [lo, hi] (lo <= hi), given its origin
  * (absolute ns; 0: not triggered yet, so none) and the time it was cleared
  * (FAULT_FOREVER: never). 1 with [*a, *b) (b clipped to until), or 0.

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_fault.c - faults in virtual time, with exact expected values:
+ *   fault_window_nth  window i: counted, cleared, one shot, forever, int64's end;
  *   fault_window      the schedule (single, forever, periodic, unbounded,
  *                     probabilistic, cleared, queries that straddle windows,
  *                     the FAULT_SCAN_MAX cut-off);
@@ -117,6 +118,54 @@ static void test_window_single(void)
 	struct fault_spec n = f;
 	n.action = FAULT_A_NONE;
 	WIN(&n, 1000, FOREVER, 0, INT64_MAX, NONE, 0);
+}
+
+/* Window i itself (fault_window_nth): what the daemon's timers and fault_window both use. */
+static void test_window_nth(void)
+{
+	int64_t a = -7, b = -7;
+	/* origin 1000, at 500, every 1000, for 100, 3 windows */
+	struct fault_spec f = periodic(500, 100, 1000, 3);
+	for (uint64_t i = 0; i < 3; i++)
+		CHECK(fault_window_nth(&f, 1000, FOREVER, i, &a, &b) == 1 &&
+			      a == 1500 + 1000 * (int64_t)i && b == a + 100,
+		      "window %" PRIu64 ": [%" PRId64 ", %" PRId64 ")", i, a, b);
+	CHECK(fault_window_nth(&f, 1000, FOREVER, 3, &a, &b) == 0, "past count");
+	/* cleared at 2550: window 1 is cut there, window 2 (3500) never opens */
+	CHECK(fault_window_nth(&f, 1000, 2550, 1, &a, &b) == 1 && a == 2500 && b == 2550, "cut");
+	CHECK(fault_window_nth(&f, 1000, 2550, 2, &a, &b) == 0, "after the clear");
+	CHECK(fault_window_nth(&f, 1000, 2500, 1, &a, &b) == 0, "cleared as it opens");
+	/* one shot: no window 1; forever: no end */
+	struct fault_spec g = on_link(FAULT_K_LINK_DOWN, 0, 0, FOREVER);
+	CHECK(fault_window_nth(&g, 1000, FOREVER, 0, &a, &b) == 1 && a == 1000 && b == FOREVER,
+	      "forever: [%" PRId64 ", %" PRId64 ")", a, b);
+	CHECK(fault_window_nth(&g, 1000, FOREVER, 1, &a, &b) == 0, "one shot");
+	/* unbounded: as far as int64 ns go, then none (no overflow) */
+	struct fault_spec u = periodic(0, 10, 1000, 0);
+	CHECK(fault_window_nth(&u, 1000, FOREVER, 1000000, &a, &b) == 1 && a == 1000001000 &&
+		      b == 1000001010,
+	      "unbounded: %" PRId64, a);
+	CHECK(fault_window_nth(&u, 1000, FOREVER, UINT64_MAX / 2, &a, &b) == 0, "beyond int64");
+	u.duration_ns = INT64_MAX - 1;
+	u.period_ns = 0;
+	u.count = 1;
+	CHECK(fault_window_nth(&u, 1000, FOREVER, 0, &a, &b) == 1 && b == FOREVER, "end saturates");
+	/* fault_window agrees with the first taken window_nth that reaches t, at every t */
+	struct fault_spec p = periodic(300, 250, 1000, 40);
+	p.prob = model_prob(0.5);
+	int bad = 0;
+	for (int64_t t = 0; t < 50000; t += 37) {
+		int64_t wa = -1, wb = -1, na = -1, nb = -1;
+		int r = fault_window(&p, 1, 0, 1000, 30000, t, t, &wa, &wb);
+		for (uint64_t i = 0; fault_window_nth(&p, 1000, 30000, i, &a, &b) && a <= t; i++)
+			if (b > t && fault_window_taken(&p, 1, 0, i)) {
+				na = a;
+				nb = b;
+				break;
+			}
+		bad += r ? (wa != na || wb != nb) : na >= 0;
+	}
+	CHECK(bad == 0, "fault_window and fault_window_nth disagree %d times", bad);
 }
 
 static void test_window_periodic(void)
@@ -1254,6 +1303,7 @@ static void test_missed_text(void)
 int main(void)
 {
 	test_window_single();
+	test_window_nth();
 	test_window_periodic();
 	test_window_until();
 	test_window_probability();
