@@ -122,7 +122,8 @@ enum fault_trigger {
 #define FAULT_SET_LOSS 0x4
 #define FAULT_SET_CORRUPT 0x8
 
-/* One fault, resolved (names to ids); plain data, also stored in shared memory. */
+/* One fault, resolved (names to ids); plain data, also stored in shared memory (its layout is
+ * pinned in sim/core/fstate.h). */
 struct fault_spec {
 	char name[FAULT_NAME_MAX + 1];
 	uint32_t kind;	 /* enum fault_kind */
