@@ -368,7 +368,7 @@ static struct gexport *plant(int kind, uint64_t size)
 	return e;
 }
 
-int main(void)
+static void test_export(void)
 {
 	char why[256] = "";
 	G.mode = 1;
@@ -692,11 +692,10 @@ int main(void)
 	k_paused = 0;
 	G.small_kernel = 0;
 	G.cu.MemcpyBatchAsync2 = NULL;
-
-	if (failures) {
-		fprintf(stderr, "test_gpu_export: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_gpu_export: %d checks passed\n", checks);
-	return 0;
 }
+
+static const struct check_case cases[] = {
+	CHECK_CASE(test_export),
+};
+
+CHECK_MAIN(cases)

@@ -874,19 +874,10 @@ static void test_lint(void)
 	fabric_free(f);
 }
 
-int main(void)
-{
-	test_names();
-	test_params();
-	test_param_types();
-	test_ideal();
-	test_explicit();
-	test_routes();
-	test_lint();
-	if (failures) {
-		fprintf(stderr, "test_fabric: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_fabric: %d checks passed\n", checks);
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_names), CHECK_CASE(test_params),   CHECK_CASE(test_param_types),
+	CHECK_CASE(test_ideal), CHECK_CASE(test_explicit), CHECK_CASE(test_routes),
+	CHECK_CASE(test_lint),
+};
+
+CHECK_MAIN(cases)

@@ -1300,31 +1300,26 @@ static void test_missed_text(void)
 	      "truncated safely: %s", small);
 }
 
-int main(void)
-{
-	test_window_single();
-	test_window_nth();
-	test_window_periodic();
-	test_window_until();
-	test_window_probability();
-	test_window_scan_max();
-	test_recover();
-	test_spec_check();
-	test_reserve_plain();
-	test_reserve_down();
-	test_reserve_stall();
-	test_reserve_reset();
-	test_reserve_degrade();
-	test_reserve_triggers();
-	test_reserve_flap();
-	test_reserve_scan_cutoff();
-	test_reserve_sweep();
-	test_chan_corrupt();
-	test_missed_text();
-	if (failures) {
-		fprintf(stderr, "test_fault: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_fault: %d checks passed\n", checks);
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_window_single),
+	CHECK_CASE(test_window_nth),
+	CHECK_CASE(test_window_periodic),
+	CHECK_CASE(test_window_until),
+	CHECK_CASE(test_window_probability),
+	CHECK_CASE(test_window_scan_max),
+	CHECK_CASE(test_recover),
+	CHECK_CASE(test_spec_check),
+	CHECK_CASE(test_reserve_plain),
+	CHECK_CASE(test_reserve_down),
+	CHECK_CASE(test_reserve_stall),
+	CHECK_CASE(test_reserve_reset),
+	CHECK_CASE(test_reserve_degrade),
+	CHECK_CASE(test_reserve_triggers),
+	CHECK_CASE(test_reserve_flap),
+	CHECK_CASE(test_reserve_scan_cutoff),
+	CHECK_CASE(test_reserve_sweep),
+	CHECK_CASE(test_chan_corrupt),
+	CHECK_CASE(test_missed_text),
+};
+
+CHECK_MAIN(cases)

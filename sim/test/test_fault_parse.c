@@ -682,18 +682,13 @@ static void test_live(void)
 	}
 }
 
-int main(void)
-{
-	test_errors();
-	test_good();
-	test_good_process();
-	test_both_ways_with_trigger();
-	test_degrade_corrupt_p();
-	test_live();
-	if (failures) {
-		fprintf(stderr, "test_fault_parse: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_fault_parse: %d checks passed\n", checks);
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_errors),
+	CHECK_CASE(test_good),
+	CHECK_CASE(test_good_process),
+	CHECK_CASE(test_both_ways_with_trigger),
+	CHECK_CASE(test_degrade_corrupt_p),
+	CHECK_CASE(test_live),
+};
+
+CHECK_MAIN(cases)

@@ -549,22 +549,12 @@ static void test_faultd_hang(void)
 	dfx_close(&x);
 }
 
-int main(void)
-{
-	test_kinds();
-	test_spec_check();
-	test_call_fails();
-	test_fst_call_fault();
-	test_chan_hang();
-	test_chan_rx_frozen();
-	test_faultd_freeze();
-	test_faultd_straggle();
-	test_faultd_overlap();
-	test_faultd_hang();
-	if (failures) {
-		fprintf(stderr, "test_fault_proc: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_fault_proc: %d checks passed\n", checks);
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_kinds),		 CHECK_CASE(test_spec_check),
+	CHECK_CASE(test_call_fails),	 CHECK_CASE(test_fst_call_fault),
+	CHECK_CASE(test_chan_hang),	 CHECK_CASE(test_chan_rx_frozen),
+	CHECK_CASE(test_faultd_freeze),	 CHECK_CASE(test_faultd_straggle),
+	CHECK_CASE(test_faultd_overlap), CHECK_CASE(test_faultd_hang),
+};
+
+CHECK_MAIN(cases)

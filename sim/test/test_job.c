@@ -346,14 +346,9 @@ static void test_errors(void)
 	}
 }
 
-int main(void)
-{
-	test_resolve();
-	test_errors();
-	if (failures) {
-		fprintf(stderr, "test_job: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_job: %d checks passed\n", checks);
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_resolve),
+	CHECK_CASE(test_errors),
+};
+
+CHECK_MAIN(cases)

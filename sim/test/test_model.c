@@ -1536,28 +1536,27 @@ static void test_cost(void)
 	hdr_path();
 }
 
-int main(void)
-{
-	test_rand();
-	test_1mib_two_hops();
-	test_hdr_worked();
-	test_fifo_incast();
-	test_host_limit();
-	test_unlimited();
-	test_extremes();
-	test_ideal_property();
-	test_loss_mid();
-	test_loss_tail();
-	test_retry_exhaustion();
-	test_reorder_dup_corrupt();
-	test_normal();
-	test_jitter_constants();
-	test_jitter_fifo();
-	test_loss_stats();
-	test_jitter_stats();
-	test_determinism();
-	test_validation();
-	test_cost();
-	printf("test_model: %d checks, %d failed\n", checks, failures);
-	return failures != 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_rand),
+	CHECK_CASE(test_1mib_two_hops),
+	CHECK_CASE(test_hdr_worked),
+	CHECK_CASE(test_fifo_incast),
+	CHECK_CASE(test_host_limit),
+	CHECK_CASE(test_unlimited),
+	CHECK_CASE(test_extremes),
+	CHECK_CASE(test_ideal_property),
+	CHECK_CASE(test_loss_mid),
+	CHECK_CASE(test_loss_tail),
+	CHECK_CASE(test_retry_exhaustion),
+	CHECK_CASE(test_reorder_dup_corrupt),
+	CHECK_CASE(test_normal),
+	CHECK_CASE(test_jitter_constants),
+	CHECK_CASE(test_jitter_fifo),
+	CHECK_CASE(test_loss_stats),
+	CHECK_CASE(test_jitter_stats),
+	CHECK_CASE(test_determinism),
+	CHECK_CASE(test_validation),
+	CHECK_CASE(test_cost),
+};
+
+CHECK_MAIN(cases)

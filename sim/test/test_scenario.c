@@ -560,15 +560,10 @@ static void test_resolve(void)
 	}
 }
 
-int main(void)
-{
-	test_shipped();
-	test_errors();
-	test_resolve();
-	if (failures) {
-		fprintf(stderr, "test_scenario: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_scenario: %d checks passed\n", checks);
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_shipped),
+	CHECK_CASE(test_errors),
+	CHECK_CASE(test_resolve),
+};
+
+CHECK_MAIN(cases)

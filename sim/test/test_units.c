@@ -431,16 +431,11 @@ static void test_scenarios(void)
 	}
 }
 
-int main(void)
-{
-	test_parse();
-	test_format();
-	test_aliases();
-	test_scenarios();
-	if (failures) {
-		fprintf(stderr, "test_units: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_units: %d checks passed\n", checks);
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_parse),
+	CHECK_CASE(test_format),
+	CHECK_CASE(test_aliases),
+	CHECK_CASE(test_scenarios),
+};
+
+CHECK_MAIN(cases)
