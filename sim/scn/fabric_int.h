@@ -38,8 +38,8 @@ struct fabric {
 	bool finished;
 	/* after fabric_finish: */
 	const struct fabric_nic **by_gid;
-	uint16_t *dist;	    /* nswitches x nswitches hop counts between switches */
-	int *adj_off;	    /* switch u's links to switches: adj[adj_off[u] .. adj_off[u+1]) */
+	uint16_t *dist; /* nswitches x nswitches hop counts between switches */
+	int *adj_off;	/* switch u's links to switches: adj[adj_off[u] .. adj_off[u+1]) */
 	uint32_t *adj;
 	struct adopted *adopted;
 	char *json;
