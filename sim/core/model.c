@@ -3,10 +3,11 @@
  * model.c - the fabric's model core. See model.h for the API and
  * docs/models.md for the formulas in words.
  *
- * Layout: probabilities and random numbers; loss (runs of kept and lost
- * packets, lazily); links, NICs and paths; the packet train through a path's
- * stages; model_message; corruption. The normal distribution and jitter:
- * model_jitter.c.
+ * Layout: loss (runs of kept and lost packets, lazily); links, NICs and
+ * paths; the packet train through a path's stages; model_message;
+ * corruption. Probabilities, random numbers, the normal distribution and
+ * jitter, which all of it draws from: model_rand.c (a leaf: it calls
+ * nothing here).
  */
 #include "sim/core/model.h"
 #include "sim/core/model_int.h"
@@ -21,17 +22,6 @@ __extension__ typedef unsigned __int128 u128;
 
 #define NS_BITS 8000000000ULL /* bits per byte times ns per second */
 #define RUN_INF UINT64_MAX    /* a run that never ends */
-
-int model_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
 
 static inline int64_t max64(int64_t a, int64_t b)
 {
@@ -51,55 +41,6 @@ static inline uint64_t uadd_sat(uint64_t a, uint64_t b)
 	return __builtin_add_overflow(a, b, &r) ? RUN_INF : r;
 }
 
-/* ---- probabilities and random numbers ------------------------------------- */
-
-uint32_t model_prob(double p)
-{
-	if (!(p > 0))
-		return 0;
-	if (p >= 1)
-		return MODEL_PROB_ONE;
-	double v = nearbyint(p * 4294967296.0);
-	return v >= 4294967295.0 ? MODEL_PROB_ONE - 1 : (uint32_t)v;
-}
-
-double model_prob_value(uint32_t p)
-{
-	return p == MODEL_PROB_ONE ? 1.0 : p * 0x1p-32;
-}
-
-/* splitmix64's finalizer. */
-static inline uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-#define GOLDEN 0x9e3779b97f4a7c15ULL
-
-uint64_t model_rand(const struct model_key *key, uint64_t k)
-{
-	/* One mixing round per field; each round is a bijection of the running hash for a
-	 * fixed field, and the golden-ratio increment keeps zero from being a fixed point. */
-	uint64_t h = mix64(key->seed + GOLDEN);
-	h = mix64((h ^ (((uint64_t)key->link << 32) | key->purpose)) + GOLDEN);
-	h = mix64((h ^ key->conn) + GOLDEN);
-	h = mix64((h ^ key->msg) + GOLDEN);
-	h = mix64((h ^ key->packet) + GOLDEN);
-	return mix64((h ^ k) + GOLDEN);
-}
-
-static inline double unit64(uint64_t r)
-{
-	return ((double)(r >> 11) + 0.5) * 0x1p-53;
-}
-
-double model_unit(const struct model_key *key, uint64_t k)
-{
-	return unit64(model_rand(key, k));
-}
-
 /*
  * Failures before the first success of a Bernoulli(q) sequence, from one
  * uniform draw: floor(log u / log(1 - q)), lq = log(1 - q). lq == 0 (q = 0):
@@ -111,7 +52,7 @@ static uint64_t geom(double lq, uint64_t r)
 		return RUN_INF;
 	if (lq == -INFINITY)
 		return 0;
-	double g = floor(log(unit64(r)) / lq);
+	double g = floor(log(model_unit64(r)) / lq);
 	return g < 0x1p62 ? (uint64_t)g : RUN_INF;
 }
 
@@ -303,11 +244,11 @@ static int loss_step(struct model_loss_iter *it)
 		uint64_t e = x + g;
 		uint32_t dest;
 		if (s == 1)
-			dest = unit64(draw(it, MODEL_P_LOSS_STATE, e, 1)) < it->split[1] ? 3 : 4;
+			dest = model_unit64(draw(it, MODEL_P_LOSS_STATE, e, 1)) < it->split[1] ? 3 : 4;
 		else if (s == 2)
 			dest = 3;
 		else
-			dest = unit64(draw(it, MODEL_P_LOSS_STATE, e, 1)) < it->split[3] ? 1 : 2;
+			dest = model_unit64(draw(it, MODEL_P_LOSS_STATE, e, 1)) < it->split[3] ? 1 : 2;
 		it->end = e;
 		it->cur = e + 1;
 		it->s = dest;

@@ -1,15 +1,74 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * model_jitter.c - the model's jitter: the normal distribution (Phi and its
- * inverse) and a link's jitter distributions, their quantiles, moments, the
- * seeded draw and the check. See model.h; docs/models.md has the formulas.
+ * model_rand.c - what the model draws from: probabilities as fractions of
+ * 2^32, the seeded counter-based random numbers, the normal distribution (Phi
+ * and its inverse) and a link's jitter distributions, their quantiles,
+ * moments, the seeded draw and the check; and model_fail. A leaf of the model
+ * core (model.c calls it, it calls nothing there). See model.h;
+ * docs/models.md has the formulas.
  */
 #include "sim/core/model.h"
 #include "sim/core/model_int.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
+
+/* ---- probabilities and random numbers ------------------------------------- */
+
+int model_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (err && errlen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+uint32_t model_prob(double p)
+{
+	if (!(p > 0))
+		return 0;
+	if (p >= 1)
+		return MODEL_PROB_ONE;
+	double v = nearbyint(p * 4294967296.0);
+	return v >= 4294967295.0 ? MODEL_PROB_ONE - 1 : (uint32_t)v;
+}
+
+double model_prob_value(uint32_t p)
+{
+	return p == MODEL_PROB_ONE ? 1.0 : p * 0x1p-32;
+}
+
+/* splitmix64's finalizer. */
+static inline uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+#define GOLDEN 0x9e3779b97f4a7c15ULL
+
+uint64_t model_rand(const struct model_key *key, uint64_t k)
+{
+	/* One mixing round per field; each round is a bijection of the running hash for a
+	 * fixed field, and the golden-ratio increment keeps zero from being a fixed point. */
+	uint64_t h = mix64(key->seed + GOLDEN);
+	h = mix64((h ^ (((uint64_t)key->link << 32) | key->purpose)) + GOLDEN);
+	h = mix64((h ^ key->conn) + GOLDEN);
+	h = mix64((h ^ key->msg) + GOLDEN);
+	h = mix64((h ^ key->packet) + GOLDEN);
+	return mix64((h ^ k) + GOLDEN);
+}
+
+double model_unit(const struct model_key *key, uint64_t k)
+{
+	return model_unit64(model_rand(key, k));
+}
 
 /* ---- the normal distribution ---------------------------------------------- */
 
