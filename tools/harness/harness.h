@@ -77,6 +77,21 @@ struct hx_flow {
 extern struct hx_flow hx_flows[HX_MAX_FLOWS];
 extern int hx_nflows, hx_nphases;
 
+/* ---- the command line (opts.c) ---- */
+
+/* The options into hx_opt; the --tests list into *tests (NULL: none given). Exits on a bad
+ * one. */
+void hx_parse_args(int argc, char **argv, const char **tests);
+/* The tests to run, in order, from the --tests list (NULL: the default set):
+ * hx_sched[hx_nsched]. */
+void hx_build_schedule(const char *list);
+extern int hx_sched[64], hx_nsched;
+extern int hx_nranks_set; /* --nranks was given */
+/* --flows into hx_flows for nranks ranks. Exits on a bad one. */
+void hx_parse_flows(const char *spec, int nranks);
+/* "simfabric-harness: <message> (see --help)" on stderr, then exit status 2. */
+void hx_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
 /* ---- what every rank knows about every other (gathered by the load step) ---- */
 
 struct hx_devinfo {
