@@ -4,21 +4,11 @@
  * sizes and counts through sim/core/units.h, compiled here), the test schedule and --flows.
  * A bad option ends the program with status 2 (hx_usage_error).
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 /* the one parser of values with units, header-only: its code is compiled here */
