@@ -38,6 +38,7 @@
 #include "sim/log.h"
 #include "sim/core/model.h"
 #include "sim/scn/scenario.h"
+#include "sim/fuzz/fuzz_err.h"
 
 /* node0, node1 (one NIC each) and node2 (two NICs) on sw0; a lossy, jittery default link. */
 static const char fabric_yaml[] =
@@ -57,22 +58,6 @@ static const char fabric_yaml[] =
 
 static struct scenario *scn; /* the fixed fabric's, for the process's life */
 static struct fabric *fab;
-
-static void check_error(const char *err)
-{
-	int line = 0, col = 0, n = 0;
-	assert(sscanf(err, "spec:%d:%d:%n", &line, &col, &n) == 2 && n > 0);
-	assert(line >= 1 && col >= 1 && err[n] == ' ' && err[n + 1] != ' ');
-	const char *key = err + n + 1, *sep;
-	if (*key == '\'') {
-		sep = strchr(key + 1, '\'');
-		assert(sep && sep[1] == ':' && sep[2] == ' ' && sep[3]);
-	} else {
-		sep = key + strspn(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-/");
-		assert(sep > key && sep[0] == ':' && sep[1] == ' ' && sep[2]);
-	}
-	assert(!strchr(err, '\n'));
-}
 
 static void check_node(int32_t id)
 {
@@ -256,7 +241,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc) {
 		assert(plan == NULL);
 		if (rc != -ENOMEM && rc != -EFBIG)
-			check_error(err);
+			fuzz_check_error(err, "spec");
 		return 0;
 	}
 	assert(plan && plan->n >= 0 && plan->n <= FAULT_MAX);

@@ -30,23 +30,7 @@
 #include <assert.h>
 #include <stdio.h>
 
-static void check_error(const char *err)
-{
-	int line = 0, col = 0, n = 0;
-	assert(sscanf(err, "t.yaml:%d:%d:%n", &line, &col, &n) == 2 && n > 0);
-	assert(line >= 1 && col >= 1 && err[n] == ' ' && err[n + 1] != ' ');
-	/* The key: a plain word, or quoted; then ": " and a reason. */
-	const char *key = err + n + 1, *sep;
-	if (*key == '\'') {
-		sep = strchr(key + 1, '\'');
-		assert(sep && sep[1] == ':' && sep[2] == ' ' && sep[3]);
-	} else {
-		sep = key + strspn(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-/");
-		assert(sep > key && sep[0] == ':' && sep[1] == ' ' && sep[2]);
-	}
-	for (const char *c = err; *c; c++)
-		assert(*c != '\n');
-}
+#include "sim/fuzz/fuzz_err.h"
 
 static bool ep_is_nic(const struct fabric_ep *e, const struct fabric_nic *n)
 {
@@ -128,7 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc) {
 		assert(sc == NULL);
 		if (rc != -ENOMEM && rc != -EFBIG)
-			check_error(err);
+			fuzz_check_error(err, "t.yaml");
 		return 0;
 	}
 	assert(sc && sc->fabric);
