@@ -232,25 +232,6 @@ int faultd_clear(struct faultd *d, int64_t id, int64_t at, int *n, char *err, si
 	return 0;
 }
 
-/* Start of window i, or -1 past the last. */
-static int64_t win_start(const struct fault_spec *f, int64_t origin, int64_t until, uint64_t i)
-{
-	if ((f->count && i >= f->count) || (i && !f->period_ns))
-		return -1;
-	if (f->period_ns && i > (uint64_t)(INT64_MAX - origin - f->start_ns) / (uint64_t)f->period_ns)
-		return -1;
-	int64_t a = origin + f->start_ns + f->period_ns * (int64_t)i;
-	return a >= until ? -1 : a;
-}
-
-static int64_t win_end(const struct fault_spec *f, int64_t a, int64_t until)
-{
-	int64_t b = f->duration_ns == FAULT_FOREVER || a > INT64_MAX - f->duration_ns
-			    ? FAULT_FOREVER
-			    : a + f->duration_ns;
-	return b > until ? until : b;
-}
-
 static int log_this(uint64_t i)
 {
 	return i < FAULTD_LOG_WINDOWS || (i & (i - 1)) == 0;
@@ -262,7 +243,9 @@ static void warn_if_missed(struct faultd *d, uint32_t id, struct fst_fault *ff, 
 {
 	struct fstate_d *st = &d->st[id];
 	char line[512];
-	if (st->missed_said || !st->first_open || win_start(&ff->spec, origin, until, st->next_win) >= 0)
+	int64_t a, b;
+	if (st->missed_said || !st->first_open ||
+	    fault_window_nth(&ff->spec, origin, until, st->next_win, &a, &b))
 		return;
 	st->missed_said = 1;
 	if (fault_missed_text(&ff->spec, id, atomic_load(&ff->hit), atomic_load(&ff->delayed),
@@ -539,13 +522,12 @@ static void tick_one(struct faultd *d, uint32_t id, struct fst_fault *ff, int64_
 		}
 	}
 	for (int guard = 0; guard < 100000; guard++) {
-		int64_t a = win_start(f, origin, until, st->next_win);
-		if (a < 0 || a > now)
+		int64_t a, b;
+		if (!fault_window_nth(f, origin, until, st->next_win, &a, &b) || a > now)
 			break;
 		uint64_t i = st->next_win++;
 		if (!fault_window_taken(f, d->shm->seed, id, i))
 			continue;
-		int64_t b = win_end(f, a, until);
 		st->windows++;
 		if (!st->first_open)
 			st->first_open = a;
@@ -605,8 +587,8 @@ int64_t faultd_next_ns(const struct faultd *d, int64_t now)
 		if (!origin || !st->logged_origin) {
 			t = now + FAULTD_POLL_NS; /* an armed trigger: look again soon */
 		} else {
-			int64_t a = win_start(&ff->spec, origin, until, st->next_win);
-			if (a >= 0)
+			int64_t a, b;
+			if (fault_window_nth(&ff->spec, origin, until, st->next_win, &a, &b))
 				t = a;
 			if (st->open_win && (!t || st->open_end < t))
 				t = st->open_end;
@@ -685,7 +667,8 @@ int faultd_describe(const struct faultd *d, uint32_t id, int64_t now, char *buf,
 	if (origin) {
 		if (fault_window(f, d->shm->seed, id, origin, until, now, now, &a, &b) == 1 && a <= now)
 			state = "on";
-		else if (until <= now || win_start(f, origin, until, d->st[id].next_win) < 0)
+		else if (until <= now ||
+			 !fault_window_nth(f, origin, until, d->st[id].next_win, &a, &b))
 			state = d->st[id].open_win ? "on" : "over";
 		else
 			state = "waiting";

@@ -321,7 +321,7 @@ struct opts {
 	const char *socket_arg, *scenario, *seed_arg, *dump;
 	struct srv_config cfg;
 	struct fabric_config seedcfg;
-	struct fabric *fabric; /* the scenario's, once loaded (then also cfg.use_fabric) */
+	struct scenario *scn; /* once loaded (then also cfg.use_scenario) */
 	enum log_level level;
 	int check, dump_fabric, nics_given;
 };
@@ -508,7 +508,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 /*
  * The modes that answer without serving (--dump-params, --check, --dump-fabric) and the
  * scenario's loading, which serving needs too: an exit status, or -1 to go on serving
- * (o->fabric loaded, when a scenario was given).
+ * (o->scn loaded, when a scenario was given).
  */
 static int run_offline(struct opts *o)
 {
@@ -532,34 +532,35 @@ static int run_offline(struct opts *o)
 		return 2;
 	}
 	if (o->scenario) {
-		int rc = scn_load(o->scenario, &o->fabric, err, sizeof(err));
+		int rc = scn_load(o->scenario, &o->scn, err, sizeof(err));
 		if (rc) {
 			fprintf(stderr, "simfabricd: %s\n", err);
 			return 2;
 		}
+		struct fabric *f = o->scn->fabric;
 		if (o->seed_arg)
-			fabric_set_seed(o->fabric, o->seedcfg.seed);
-		if (fabric_lint(o->fabric, warn_hazard, (void *)o->scenario) < 0)
+			fabric_set_seed(f, o->seedcfg.seed);
+		if (fabric_lint(f, warn_hazard, (void *)o->scenario) < 0)
 			log_warn("%s: out of memory checking the fabric for hazards", o->scenario);
 		if (o->dump_fabric) { /* stdout: the JSON alone */
 			const char *js;
 			size_t jl;
-			rc = fabric_json(o->fabric, false, &js, &jl);
+			rc = scenario_json(o->scn, false, &js, &jl);
 			if (!rc)
 				printf("%s\n", js);
-			fabric_free(o->fabric);
+			scenario_free(o->scn);
 			return rc ? 1 : 0;
 		}
 		if (o->check) {
 			printf("%s: ok: fabric %s '%s', %d node(s), %d NIC(s), %d switch(es), %d "
 			       "link(s), seed %llu\n",
-			       o->scenario, fabric_kind(o->fabric), fabric_name(o->fabric),
-			       fabric_nnodes(o->fabric), fabric_nnics(o->fabric), fabric_nswitches(o->fabric),
-			       fabric_nlinks(o->fabric) / 2, (unsigned long long)fabric_seed(o->fabric));
-			fabric_free(o->fabric);
+			       o->scenario, fabric_kind(f), fabric_name(f), fabric_nnodes(f),
+			       fabric_nnics(f), fabric_nswitches(f), fabric_nlinks(f) / 2,
+			       (unsigned long long)fabric_seed(f));
+			scenario_free(o->scn);
 			return 0;
 		}
-		o->cfg.use_fabric = o->fabric; /* srv_new takes it over */
+		o->cfg.use_scenario = o->scn; /* srv_new takes it over */
 	} else if (o->seed_arg) {
 		o->cfg.fabric.seed = o->seedcfg.seed;
 	}
@@ -572,21 +573,21 @@ static int run_daemon(struct opts *o)
 	char path[sizeof(((struct srv_sock *)0)->path)];
 	char err[SCN_ERR_LEN];
 	int rc, status = 1;
-	struct fabric *fabric = o->fabric;
+	struct fabric *fabric = o->scn ? o->scn->fabric : NULL; /* srv_new takes o->scn over */
 
 	int drc;
 	if (o->socket_arg) {
 		if (snprintf(path, sizeof(path), "%s", o->socket_arg) >= (int)sizeof(path)) {
 			fprintf(stderr, "simfabricd: --socket: '%s' is longer than %zu bytes\n",
 				o->socket_arg, sizeof(path) - 1);
-			fabric_free(o->cfg.use_fabric);
+			scenario_free(o->cfg.use_scenario);
 			return 2;
 		}
 	} else if ((drc = ctl_default_socket(path, sizeof(path))) != 0) {
 		fprintf(stderr, "simfabricd: cannot work out the default socket path: %s (check "
 				"SIMFABRIC_SOCKET, XDG_RUNTIME_DIR and the home directory)\n",
 			strerror(-drc));
-		fabric_free(o->cfg.use_fabric);
+		scenario_free(o->cfg.use_scenario);
 		return 1;
 	}
 
@@ -607,7 +608,7 @@ static int run_daemon(struct opts *o)
 	}
 	if (!d.base) {
 		fprintf(stderr, "simfabricd: cannot create the event loop\n");
-		fabric_free(o->cfg.use_fabric);
+		scenario_free(o->cfg.use_scenario);
 		goto out;
 	}
 	struct srv_ops ops = {
@@ -617,7 +618,7 @@ static int run_daemon(struct opts *o)
 	if (rc == 0)
 		rc = srv_new(&o->cfg, &ops, &d.srv, err, sizeof(err));
 	else
-		fabric_free(o->cfg.use_fabric);
+		scenario_free(o->cfg.use_scenario);
 	if (rc) {
 		fprintf(stderr, "simfabricd: %s\n", err);
 		goto out;

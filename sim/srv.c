@@ -1369,20 +1369,31 @@ static int reset_conns(void *ctx, int src, int dst, uint32_t fid, const char *wh
 	return act_conns(ctx, src, dst, fid, 0, 0, why);
 }
 
+/* The ideal fabric with cfg's settings, as a scenario of it alone. */
+static int ideal_scenario(const struct fabric_config *cfg, struct scenario **out, char *err,
+			  size_t errlen)
+{
+	struct fabric *f;
+	int rc = fabric_new_ideal(cfg, &f, err, errlen);
+	if (!rc && (rc = scenario_new(f, out)) != 0)
+		snprintf(err, errlen, "out of memory");
+	return rc;
+}
+
 int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv **out, char *err,
 	    size_t errlen)
 {
 	*out = NULL;
 	size_t shm = chan_shm_bytes(&cfg->geom);
 	if (shm == 0) {
-		fabric_free(cfg->use_fabric);
+		scenario_free(cfg->use_scenario);
 		snprintf(err, errlen, "bad channel geometry: %u slots of %u bytes", cfg->geom.nslots,
 			 cfg->geom.slot_bytes);
 		return -EINVAL;
 	}
 	struct srv *s = calloc(1, sizeof(*s));
 	if (!s) {
-		fabric_free(cfg->use_fabric);
+		scenario_free(cfg->use_scenario);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
@@ -1404,23 +1415,26 @@ int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv 
 		tok = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32);
 	snprintf(s->instance, sizeof(s->instance), "%016llx", (unsigned long long)tok);
 	s->out = ctl_msg_new();
-	int rc = !s->out		? -ENOMEM
-		 : cfg->use_fabric ? (s->fabric = cfg->use_fabric, 0)
-				   : fabric_new_ideal(&cfg->fabric, &s->fabric, err, errlen);
-	s->cfg.use_fabric = NULL;
+	int rc = !s->out		  ? -ENOMEM
+		 : cfg->use_scenario ? (s->scn = cfg->use_scenario, 0)
+				     : ideal_scenario(&cfg->fabric, &s->scn, err, errlen);
+	s->cfg.use_scenario = NULL;
+	if (!rc)
+		s->fabric = s->scn->fabric;
 	if (!rc && !fabric_is_ideal(s->fabric)) {
 		const struct faultd_ops fops = {
 			.signal = signal_node, .hold = hold_conns, .reset = reset_conns, .ctx = s};
-		rc = fabmon_new(s->fabric, fabric_faults(s->fabric), cfg->sample_ms,
-				cfg->series_samples, &fops, now_ns(), &s->mon, err, errlen);
+		rc = fabmon_new(s->fabric, s->scn->faults, cfg->sample_ms, cfg->series_samples,
+				&fops, now_ns(), &s->mon, err, errlen);
 		if (rc) {
-			fabric_free(s->fabric);
+			scenario_free(s->scn);
+			s->scn = NULL;
 			s->fabric = NULL;
 		}
 	}
 	if (rc) {
 		if (!s->out)
-			fabric_free(cfg->use_fabric);
+			scenario_free(cfg->use_scenario);
 		if (rc == -ENOMEM && !s->out)
 			snprintf(err, errlen, "out of memory");
 		ctl_msg_free(s->out);
@@ -1466,7 +1480,7 @@ void srv_free(struct srv *s)
 		conn_free(s, dl_entry(p, struct srv_conn, link), false);
 	}
 	fabmon_free(s->mon); /* before the fabric: its fault daemon names the fabric's links */
-	fabric_free(s->fabric);
+	scenario_free(s->scn);
 	ctl_msg_free(s->out);
 	free(s);
 }

@@ -30,9 +30,9 @@
 #define SRV_PARTIAL_MS 10000   /* a message must be complete this long after its first byte */
 
 struct srv_config {
-	struct fabric_config fabric; /* the ideal fabric's settings, when use_fabric is NULL */
-	struct fabric *use_fabric;   /* a fabric built by the caller (a scenario): srv_new takes
-				      * it over, also when it fails; srv_free frees it */
+	struct fabric_config fabric;	/* the ideal fabric's settings, when use_scenario is NULL */
+	struct scenario *use_scenario; /* a loaded scenario (sim/scn/scenario.h): srv_new takes it
+					* over, also when it fails; srv_free frees it */
 	struct chan_geom geom;	 /* every channel's geometry */
 	int connect_wait_ms;	 /* how long a connect waits for an unknown listener */
 	int max_conns;		 /* connections at once; more are refused (EMFILE) */
@@ -43,6 +43,7 @@ struct srv_config {
 	uint32_t series_samples; /* the newest samples kept (sim/series.h caps them by memory) */
 };
 
+struct scenario;
 struct srv;
 struct srv_conn;
 

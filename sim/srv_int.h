@@ -126,7 +126,8 @@ struct channel {
 struct srv {
 	struct srv_config cfg;
 	struct srv_ops ops;
-	struct fabric *fabric;
+	struct scenario *scn;  /* owned: the fabric, its faults, job and expect */
+	struct fabric *fabric; /* scn's */
 	size_t shm_bytes;
 	uint64_t conn_mem;
 	char instance[17];

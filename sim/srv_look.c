@@ -13,6 +13,7 @@
 
 #include "sim/core/fstate.h"
 #include "sim/core/version.h"
+#include "sim/scn/scenario.h"
 #include "sim/series.h"
 #include "sim/srv_int.h"
 
@@ -363,7 +364,7 @@ int srv_op_series(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, 
 }
 
 /*
- * The resolved fabric as JSON (fabric_json), cut into json.<i> values of
+ * The resolved fabric as JSON (scenario_json), cut into json.<i> values of
  * SRV_JSON_CHUNK bytes, SRV_JSON_PAGE of them per reply; next=<i> says where
  * the next page starts (ask again with skip=<i>). A request without skip
  * takes a fresh snapshot of the ideal fabric (its nodes come and go); later
@@ -381,7 +382,7 @@ int srv_op_fabric(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, 
 	(void)c;
 	if (ctl_get(req, "skip") && get_u64(req, "skip", &skip, err))
 		return -EINVAL;
-	if (fabric_json(s->fabric, skip == 0 && fabric_is_ideal(s->fabric), &json, &len)) {
+	if (scenario_json(s->scn, skip == 0 && fabric_is_ideal(s->fabric), &json, &len)) {
 		snprintf(err, SRV_ERR_LEN, "out of memory writing the fabric's JSON");
 		return -ENOMEM;
 	}

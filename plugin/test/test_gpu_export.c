@@ -456,7 +456,7 @@ static pthread_t hold_until(struct gqueue *q, int want)
 	return h;
 }
 
-int main(void)
+static void test_export(void)
 {
 	char why[256] = "";
 	G.mode = 1;
@@ -910,11 +910,10 @@ int main(void)
 	k_paused = 0;
 	G.small_kernel = 0;
 	G.cu.MemcpyBatchAsync2 = NULL;
-
-	if (failures) {
-		fprintf(stderr, "test_gpu_export: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_gpu_export: %d checks passed\n", checks);
-	return 0;
 }
+
+static const struct check_case cases[] = {
+	CHECK_CASE(test_export),
+};
+
+CHECK_MAIN(cases)

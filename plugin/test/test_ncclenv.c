@@ -18,7 +18,7 @@ static const struct {
 	int own_node;
 	int want;
 	const char *why; /* a part of the reason */
-} cases[] = {
+} decide_cases[] = {
 	{SFENV_LL128_AUTO, 1, NULL, NULL, "1", 1, 1, "its own node"},
 	{SFENV_LL128_AUTO, 1, NULL, "SYS", "1", 1, 1, "its own node"},
 	{SFENV_LL128_AUTO, 1, NULL, "PHB", "1", 1, 1, "its own node"},
@@ -37,7 +37,7 @@ static const struct {
 	{SFENV_LL128_OFF, 1, NULL, NULL, "1", 1, 0, "SIMFABRIC_LL128=off"},
 };
 
-int main(void)
+static void test_decide(void)
 {
 	char why[200];
 	enum sfenv_ll128 m = SFENV_LL128_OFF;
@@ -51,14 +51,19 @@ int main(void)
 		      !strcmp(why, "SIMFABRIC_LL128='yes' is not one of auto, on, off"),
 	      "a bad value names itself: %s", why);
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		int got = sfenv_ll128_decide(cases[i].mode, cases[i].gpu_on, cases[i].proto,
-					     cases[i].gdr, cases[i].local_world, cases[i].own_node,
+	for (size_t i = 0; i < sizeof(decide_cases) / sizeof(decide_cases[0]); i++) {
+		int got = sfenv_ll128_decide(decide_cases[i].mode, decide_cases[i].gpu_on,
+					     decide_cases[i].proto, decide_cases[i].gdr,
+					     decide_cases[i].local_world, decide_cases[i].own_node,
 					     why, sizeof why);
-		CHECK(got == cases[i].want && strstr(why, cases[i].why), "case %zu: %d (%s)", i,
-		      got, why);
+		CHECK(got == decide_cases[i].want && strstr(why, decide_cases[i].why),
+		      "case %zu: %d (%s)", i, got, why);
 	}
+}
 
+static void test_apply(void)
+{
+	char why[200];
 	/* sfenv_apply: only where the user has not set them, only with the GPU path on, once */
 	unsetenv("NCCL_PROTO");
 	unsetenv("NCCL_NET_GDR_LEVEL");
@@ -94,10 +99,11 @@ int main(void)
 	unsetenv("NCCL_NET_GDR_LEVEL");
 	CHECK(sfenv_apply(1, why, sizeof why) == 0 && !getenv("NCCL_PROTO"),
 	      "applied once: a later init changes nothing");
-	if (failures) {
-		fprintf(stderr, "test_ncclenv: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_ncclenv: %d checks passed\n", checks);
-	return 0;
 }
+
+static const struct check_case cases[] = {
+	CHECK_CASE(test_decide),
+	CHECK_CASE(test_apply),
+};
+
+CHECK_MAIN(cases)

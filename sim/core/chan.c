@@ -6,6 +6,7 @@
  * CTS ring; the daemon writes only the dead flags.
  */
 #include "sim/core/chan.h"
+#include "sim/core/chan_int.h"
 #include "sim/core/copyq.h"
 #include "sim/core/fstate.h"
 
@@ -14,13 +15,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#define ACQ(p) atomic_load_explicit((p), memory_order_acquire)
-#define RLX(p) atomic_load_explicit((p), memory_order_relaxed)
-#define REL(p, v) atomic_store_explicit((p), (v), memory_order_release)
-#define SET(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
-
-#define PAGE 4096u
 
 /*
  * The receiver's copy out of staging uses streaming (non-temporal) stores for
@@ -62,312 +56,9 @@ static void copy_out(void *dst, const void *src, size_t n)
 #define copy_out memcpy
 #endif
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int fail(struct chan_err *err, int code, const char *what, uint64_t v0, uint64_t v1)
-{
-	if (err) {
-		err->code = code;
-		err->what = what;
-		err->value[0] = v0;
-		err->value[1] = v1;
-		err->msg = 0;
-		err->fault = 0;
-		err->delay_ns = 0;
-	}
-	return code;
-}
-
-/* ---- geometry and the daemon side ---------------------------------------- */
-
-static int geom_ok(const struct chan_geom *g)
-{
-	return g && g->slot_bytes >= CHAN_MIN_SLOT_BYTES && g->slot_bytes % 64 == 0 &&
-	       g->nslots >= 2 && g->nslots <= 65536 && (g->nslots & (g->nslots - 1)) == 0;
-}
-
-static uint64_t align_up(uint64_t v, uint64_t a)
-{
-	return (v + a - 1) / a * a;
-}
-
-static uint64_t desc_off_for(void)
-{
-	return align_up(sizeof(struct chan_shm), 64);
-}
-
-static uint64_t data_off_for(const struct chan_geom *g)
-{
-	return align_up(desc_off_for() + (uint64_t)g->nslots * sizeof(struct chan_desc), PAGE);
-}
-
-size_t chan_shm_bytes(const struct chan_geom *g)
-{
-	if (!geom_ok(g))
-		return 0;
-	uint64_t total = data_off_for(g) + (uint64_t)g->nslots * g->slot_bytes;
-	return total > CHAN_MAX_SHM_BYTES ? 0 : (size_t)total;
-}
-
-int chan_geom_for(uint64_t mem_bytes, uint32_t slot_bytes, struct chan_geom *out)
-{
-	if (slot_bytes == 0)
-		slot_bytes = CHAN_DEFAULT_SLOT_BYTES;
-	uint64_t n = slot_bytes ? mem_bytes / slot_bytes : 0;
-	uint32_t p = 1;
-	while ((uint64_t)p * 2 <= n && p < 65536)
-		p *= 2;
-	struct chan_geom g = {.slot_bytes = slot_bytes, .nslots = p};
-	if (n < 2 || chan_shm_bytes(&g) == 0)
-		return -EINVAL;
-	*out = g;
-	return 0;
-}
-
-int chan_format(void *base, size_t len, const struct chan_geom *g, uint64_t chan_id)
-{
-	size_t need = chan_shm_bytes(g);
-	if (!base || need == 0 || len < need)
-		return -EINVAL;
-	struct chan_shm *shm = base;
-	memset(shm, 0, sizeof(*shm));
-	shm->version = CHAN_VERSION;
-	shm->slot_bytes = g->slot_bytes;
-	shm->nslots = g->nslots;
-	shm->chan_id = chan_id;
-	shm->total_bytes = need;
-	shm->desc_off = desc_off_for();
-	shm->data_off = data_off_for(g);
-	/* Magic last, so a half-formatted region never passes chan_check. */
-	atomic_thread_fence(memory_order_release);
-	shm->magic = CHAN_MAGIC;
-	return 0;
-}
-
-int chan_set_route(struct chan_shm *shm, const struct model_path *p, uint32_t src_nic,
-		   const struct model_nic *nic, int32_t src_node, int32_t dst_node)
-{
-	if (!shm || !p || !nic || p->nhops < 0 || p->nhops > MODEL_MAX_HOPS)
-		return -EINVAL;
-	memset(&shm->route, 0, sizeof(shm->route));
-	shm->route.npath = (uint32_t)p->nhops;
-	shm->route.switching = (uint32_t)p->switching;
-	for (int j = 0; j < p->nhops; j++)
-		shm->route.path[j] = p->link_id[j];
-	shm->route.src_nic = src_nic;
-	shm->route.src_node = src_node;
-	shm->route.dst_node = dst_node;
-	shm->route.nic = *nic;
-	return 0;
-}
-
-int chan_check(const void *base, size_t len, struct chan_err *err)
-{
-	const struct chan_shm *shm = base;
-	if (!base || len < sizeof(*shm))
-		return fail(err, -EPROTO, "region smaller than the channel header", len,
-			    sizeof(*shm));
-	if (shm->magic != CHAN_MAGIC)
-		return fail(err, -EPROTO, "bad channel magic", shm->magic, CHAN_MAGIC);
-	if (shm->version != CHAN_VERSION)
-		return fail(err, -EPROTO, "unsupported channel version", shm->version,
-			    CHAN_VERSION);
-	struct chan_geom g = {.slot_bytes = shm->slot_bytes, .nslots = shm->nslots};
-	size_t need = chan_shm_bytes(&g);
-	if (need == 0)
-		return fail(err, -EPROTO, "bad channel geometry (slot bytes, slots)",
-			    shm->slot_bytes, shm->nslots);
-	if (shm->total_bytes != need || len < need)
-		return fail(err, -EPROTO, "channel size does not match its geometry", len, need);
-	if (shm->desc_off != desc_off_for() || shm->data_off != data_off_for(&g))
-		return fail(err, -EPROTO, "bad channel offsets", shm->desc_off, shm->data_off);
-	if (shm->route.npath > MODEL_MAX_HOPS)
-		return fail(err, -EPROTO, "bad route length", shm->route.npath, MODEL_MAX_HOPS);
-	return 0;
-}
-
-void chan_abandon(struct chan_shm *shm, char which, int error)
-{
-	if (!shm || (which != 't' && which != 'r'))
-		return;
-	struct chan_side *side = which == 't' ? &shm->tx : &shm->rx;
-	SET(&side->error, error);
-	uint32_t st = CHAN_ST_INIT;
-	atomic_compare_exchange_strong(&side->state, &st, CHAN_ST_FAILED);
-}
-
-void chan_mark_dead(struct chan_shm *shm, char which)
-{
-	if (!shm)
-		return;
-	if (which == 't')
-		REL(&shm->tx_dead, 1);
-	else if (which == 'r')
-		REL(&shm->rx_dead, 1);
-	else if (which == 'd')
-		REL(&shm->daemon_gone, 1);
-}
-
-void chan_mark_reset(struct chan_shm *shm, uint32_t fault_id)
-{
-	REL(&shm->reset_fault, fault_id + 1);
-}
-
-uint32_t chan_set_hold(struct chan_shm *shm, uint32_t bits, int on)
-{
-	if (!shm)
-		return 0;
-	return on ? atomic_fetch_or(&shm->hold, bits) : atomic_fetch_and(&shm->hold, ~bits);
-}
-
-void chan_stats(const struct chan_shm *shm, struct chan_stats *out)
-{
-	/* The counters are single-writer atomics; a torn pair only skews a display. */
-	struct chan_shm *s = (struct chan_shm *)shm;
-	memset(out, 0, sizeof(*out));
-	out->tx_msgs = RLX(&s->tx.msgs);
-	out->tx_bytes = RLX(&s->tx.bytes);
-	out->rx_msgs = RLX(&s->rx.msgs);
-	out->rx_bytes = RLX(&s->rx.bytes);
-	out->tx_state = RLX(&s->tx.state);
-	out->rx_state = RLX(&s->rx.state);
-	out->tx_pid = RLX(&s->tx.pid);
-	out->rx_pid = RLX(&s->rx.pid);
-	out->tx_error = RLX(&s->tx.error);
-	out->rx_error = RLX(&s->rx.error);
-	out->tx_head = RLX(&s->tx.head);
-	out->rx_head = RLX(&s->rx.head);
-	out->rx_cts = RLX(&s->rx.cts);
-	out->inflight_slots = out->tx_head - out->rx_head;
-}
-
 /* ---- endpoints ----------------------------------------------------------- */
 
-struct tx_send {
-	const uint8_t *data;
-	uint64_t size;
-	uint64_t msg;
-	uint64_t pushed; /* bytes copied into staging */
-	uint64_t recv;
-	uint16_t buf;
-	uint8_t in_use;
-	uint8_t started; /* first chunk pushed (a 0-byte send has one chunk) */
-	uint8_t doomed;	 /* the model says it fails at done_ns */
-	int32_t tag;
-	int64_t ready_ns; /* modelled: the receive completes, 0 on the ideal fabric */
-	int64_t done_ns;  /* modelled: the send completes (or fails, if doomed) */
-	uint32_t timeouts;
-	uint32_t fail_link;
-	uint32_t corrupted; /* packets the model corrupts: bits flipped in the staged copy */
-	uint32_t fault;	    /* the fault that dooms it, id + 1 */
-	uint8_t corrupt_set; /* a degrade fault sets the hops' corruption: corrupt_p */
-	uint32_t corrupt_p[MODEL_MAX_HOPS];
-	int64_t delay_ns;   /* what faults added before that */
-	uint64_t key_msg;   /* the model's message number, for the corruption draws */
-	uint8_t direct;	    /* one-sided: the copy engine writes the receiver's buffer */
-	uint64_t ticket;    /* direct: the copy engine's */
-	uint64_t slot;	    /* direct: the slot of its descriptor (out once head passes it) */
-	uint64_t corrupt_k; /* the next packet the model corrupts (chunks are flipped in order) */
-	int64_t post_ns;    /* the time the model was asked for it (stamped on its last chunk) */
-};
-
-struct chan_tx {
-	struct chan_shm *shm;
-	struct chan_desc *desc;
-	uint8_t *slots;
-	uint32_t slot_bytes;
-	uint32_t mask;
-	uint64_t head;	    /* slots published (we are the only writer) */
-	uint64_t tail_seen; /* cached rx.head */
-	uint64_t cts_seen;  /* cached rx.cts */
-	uint64_t cur_recv;  /* the head receive: the oldest not fully matched */
-	uint8_t filled[CHAN_MAX_RECVS];
-	uint32_t nfilled;
-	uint64_t next_msg; /* sends posted */
-	uint64_t push_msg; /* oldest send not fully pushed */
-	uint64_t acked;	   /* cached rx.msgs */
-	uint64_t bytes;
-	int inflight;
-	int failed; /* sticky negative errno */
-	struct chan_err ferr;
-	struct fst_view *fab; /* NULL: the ideal fabric */
-	struct fst_conn conn;
-	struct model_path mpath; /* the route, for the corruption draws */
-	uint32_t mtu;
-	/* Copies handed to the copy threads (sim/copyq.h): slots [head, sub_head) are filled
-	 * or being filled and published in order once their copies are done. */
-	uint64_t sub_head;
-	int pool;
-	struct copyq_job *jobs; /* per slot */
-	struct tx_pend *pend;	/* per slot */
-	const struct chan_dma *dma; /* one-sided copies (NULL: none) */
-	void *dma_ctx;
-	uint32_t direct_busy;	    /* direct copies started and not yet published */
-	struct chan_flip *flips;    /* CHAN_MAX_FLIPS, allocated with the copy engine */
-	char where[CHAN_WHERE_LEN]; /* the receiver's, read once */
-	struct tx_send sends[CHAN_MAX_SENDS];
-};
-
-/* A slot whose copy is in flight: what to do once it is done. */
-struct tx_pend {
-	uint32_t send;	 /* index in sends[] */
-	uint32_t len;
-	uint64_t off;	 /* of the chunk in its message */
-	uint8_t corrupt; /* flip the model's bits in it first */
-};
-
-struct rx_recv {
-	uint8_t *data[CHAN_MAX_RECVS];
-	uint64_t cap[CHAN_MAX_RECVS];
-	uint64_t got[CHAN_MAX_RECVS];	 /* bytes landed so far, per buffer */
-	uint8_t complete[CHAN_MAX_RECVS]; /* its last chunk is in */
-	uint64_t sub[CHAN_MAX_RECVS];	 /* bytes handed to copies so far (>= got) */
-	uint8_t sub_last[CHAN_MAX_RECVS]; /* its last chunk is being copied */
-	uint8_t direct[CHAN_MAX_RECVS];	   /* the buffer has a region: filled one-sided only */
-	uint8_t doomed;			   /* a message of it fails at ready_ns */
-	uint32_t fail_link;
-	uint32_t fail_fault;
-	uint64_t fail_msg;
-	int64_t ready_ns;		   /* modelled completion: the latest of its messages' */
-	int64_t floor_ns;		   /* the soonest any model run could complete it (early) */
-	uint64_t seq;
-	uint32_t n;
-	uint32_t nfilled;
-	uint8_t in_use;
-};
-
-struct chan_rx {
-	struct chan_shm *shm;
-	struct chan_desc *desc;
-	uint8_t *slots;
-	uint32_t slot_bytes;
-	uint32_t mask;
-	uint64_t tail;	    /* slots consumed (we are the only writer) */
-	uint64_t head_seen; /* cached tx.head */
-	uint64_t posted;    /* receives posted */
-	uint64_t msgs;	    /* messages delivered */
-	uint64_t bytes;
-	int inflight;
-	int failed;
-	struct chan_err ferr;
-	struct fst_view *fab; /* NULL: the ideal fabric */
-	uint32_t last_link;   /* the route's last hop: where lateness is recorded */
-	struct chan_route route; /* copied from the region once and checked, at set_fabric */
-	/* Copies handed to the copy threads: slots [tail, sub_tail) are being copied out and
-	 * are counted (and freed for the sender) in order once done. */
-	uint64_t sub_tail;
-	int pool;
-	struct copyq_job *jobs;	 /* per slot */
-	struct chan_desc *pend; /* per slot: the checked descriptor */
-	struct rx_recv recvs[CHAN_MAX_REQS];
-};
-
-/* The "never early" monitor, at the end of this file. */
+/* The "never early" monitor's test build (chan_watch.c has the monitor). */
 #ifndef CHAN_INJECT_EARLY
 #define CHAN_INJECT_EARLY 0 /* 1 in a test build only (build/inject/): receives may skip the gate */
 #endif
@@ -376,9 +67,6 @@ int chan_inject_early = 1; /* skip it (sim/test/test_early.c turns it off and on
 #else
 #define chan_inject_early 0
 #endif
-static uint32_t post_stamp(int64_t post_ns);
-static void rx_note_floor(struct chan_rx *rx, struct rx_recv *r, const struct chan_desc *d);
-static void rx_record_delivery(struct chan_rx *rx, const struct rx_recv *r, int64_t now);
 
 /*
  * Attach one side. The peer can write the header, so the values used after the check are read
@@ -396,7 +84,7 @@ static int attach(struct chan_shm *shm, size_t len, struct chan_side *side, stru
 	off[0] = v->desc_off;
 	off[1] = v->data_off;
 	size_t need = chan_shm_bytes(g);
-	if (need == 0 || len < need || off[0] != desc_off_for() || off[1] != data_off_for(g))
+	if (need == 0 || len < need || off[0] != chan_desc_off() || off[1] != chan_data_off(g))
 		return -EPROTO; /* changed since chan_check */
 	uint32_t st = CHAN_ST_INIT;
 	if (!atomic_compare_exchange_strong(&side->state, &st, CHAN_ST_OPEN))
@@ -727,7 +415,7 @@ static int tx_publish_direct(struct chan_tx *tx, struct tx_send *s)
 	*d = (struct chan_desc){.msg = s->msg, .recv = s->recv, .offset = 0, .total = s->size,
 				.ready_ns = s->ready_ns, .len = 0, .buf = s->buf,
 				.flags = CHAN_F_LAST | CHAN_F_DIRECT, .tag = s->tag,
-				.post_us = tx->fab ? post_stamp(s->post_ns) : 0};
+				.post_us = tx->fab ? chan_post_stamp(s->post_ns) : 0};
 	if (s->doomed) {
 		d->flags |= CHAN_F_FAIL;
 		d->reserved = s->fail_link;
@@ -793,7 +481,7 @@ static void tx_push(struct chan_tx *tx)
 			d->ready_ns = d->flags ? s->ready_ns : 0;
 			d->reserved = 0;
 			d->fault = 0;
-			d->post_us = d->flags && tx->fab ? post_stamp(s->post_ns) : 0;
+			d->post_us = d->flags && tx->fab ? chan_post_stamp(s->post_ns) : 0;
 			if (d->flags && s->doomed) {
 				d->flags |= CHAN_F_FAIL;
 				d->reserved = s->fail_link; /* for the receiver's message */
@@ -1163,7 +851,7 @@ static void rx_account(struct chan_rx *rx, const struct chan_desc *d)
 		rx->msgs++;
 		if (d->ready_ns > r->ready_ns)
 			r->ready_ns = d->ready_ns;
-		rx_note_floor(rx, r, d);
+		chan_rx_note_floor(rx, r, d);
 		if (d->flags & CHAN_F_FAIL) {
 			r->doomed = 1;
 			r->fail_link = d->reserved;
@@ -1328,7 +1016,7 @@ int chan_rx_test(struct chan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 				*err = rx->ferr;
 			goto failed;
 		}
-		rx_record_delivery(rx, r, now);
+		chan_rx_record_delivery(rx, r, now);
 	}
 	if (r->nfilled == r->n) {
 		*done = 1;
@@ -1359,90 +1047,4 @@ int chan_tx_inflight(const struct chan_tx *tx)
 int chan_rx_inflight(const struct chan_rx *rx)
 {
 	return rx ? rx->inflight : 0;
-}
-
-/* ---- trace accessors (plugin/trace.c; see chan.h) -------------------------------------------
- * A self-contained block: reads the request tables and the peer's ACK count, changes nothing.
- */
-int chan_tx_times(const struct chan_tx *tx, chan_req req, struct chan_times *out)
-{
-	if (!tx || !out || req < 0 || req >= CHAN_MAX_SENDS)
-		return -EINVAL;
-	const struct tx_send *s = &tx->sends[req];
-	memset(out, 0, sizeof(*out));
-	out->ready_ns = s->ready_ns;
-	out->done_ns = s->done_ns;
-	out->msg = s->msg;
-	out->recv = s->recv;
-	out->bytes = s->size;
-	out->buf = s->buf;
-	out->fault = s->fault;
-	out->started = s->started;
-	out->arrived = ACQ(&tx->shm->rx.msgs) > s->msg;
-	out->doomed = s->doomed;
-	out->in_use = s->in_use;
-	return 0;
-}
-
-int chan_rx_times(const struct chan_rx *rx, chan_req req, struct chan_times *out)
-{
-	if (!rx || !out || req < 0 || req >= CHAN_MAX_REQS)
-		return -EINVAL;
-	const struct rx_recv *r = &rx->recvs[req];
-	memset(out, 0, sizeof(*out));
-	uint64_t got = 0;
-	for (uint32_t b = 0; b < r->n && b < CHAN_MAX_RECVS; b++)
-		got += r->got[b];
-	out->ready_ns = r->ready_ns;
-	out->msg = out->recv = r->seq;
-	out->bytes = got;
-	out->fault = r->fail_fault;
-	out->started = got > 0 || r->nfilled > 0;
-	out->arrived = r->n > 0 && r->nfilled == r->n;
-	out->doomed = r->doomed;
-	out->in_use = r->in_use;
-	return 0;
-}
-/* ---- end of trace accessors ---------------------------------------------------------------- */
-
-/* ---- the "never early" monitor ----------------------------------------------------------------
- * The gate above holds a receive until r->ready_ns, so checking a completion against ready_ns
- * right after it proves nothing. This checks it against a clock the gate does not use: the
- * sender's stamp of when it posted each message (post_us) plus the least time the model can give
- * a message of its size on this route (fst_floor_ns: an idle path, no jitter, impairment or fault
- * delay). A gate that lets a receive through early, or a model run that puts ready_ns before what
- * the route allows, counts in the links' `early`. A test build with CHAN_INJECT_EARLY set
- * (build/inject/) skips the gate on purpose, to show the counter counts.
- */
-
-/* The post time in microseconds, low 32 bits (wraps every 71 minutes; 0: not stamped). */
-static uint32_t post_stamp(int64_t post_ns)
-{
-	return (uint32_t)((uint64_t)post_ns / 1000);
-}
-
-/* A message's last chunk is in: the soonest its receive may complete goes up to its floor. */
-static void rx_note_floor(struct chan_rx *rx, struct rx_recv *r, const struct chan_desc *d)
-{
-	const struct chan_route *rt = &rx->route; /* checked at set_fabric */
-	if (!rx->fab || !d->post_us || (d->flags & CHAN_F_FAIL))
-		return;
-	/* The stamp's full time: the latest before now with these low bits, rounded down to the
-	 * microsecond (an earlier post only lowers the floor). */
-	uint64_t now_us = (uint64_t)now_ns() / 1000;
-	uint64_t age_us = (uint32_t)((uint32_t)now_us - d->post_us);
-	int64_t post = (int64_t)((now_us - age_us) * 1000);
-	int64_t floor_ns = post + fst_floor_ns(rx->fab, rt->path, (int)rt->npath, &rt->nic,
-					       (enum model_switching)rt->switching, d->total);
-	if (floor_ns > r->floor_ns)
-		r->floor_ns = floor_ns;
-}
-
-/* A receive completes at now: its lateness against the model's time, and whether it is early. */
-static void rx_record_delivery(struct chan_rx *rx, const struct rx_recv *r, int64_t now)
-{
-	if (!rx->fab)
-		return;
-	int early = now < r->floor_ns || now < r->ready_ns;
-	fst_record_lateness(rx->fab->shm, rx->last_link, now - r->ready_ns, early);
 }

@@ -391,6 +391,9 @@ CHAN_LAYOUT(CHAN_VERSION == 5 && sizeof(struct chan_shm) == 8128 &&
 	    offsetof(struct chan_shm, rx_where) == 336 && offsetof(struct chan_shm, cts) == 400);
 CHAN_LAYOUT(sizeof(struct chan_route) == 112 && sizeof(struct chan_side) == 64 &&
 	    sizeof(struct chan_desc) == 64 && sizeof(struct chan_cts) == 240);
+/* The sending NIC's model travels in chan_route. */
+CHAN_LAYOUT(offsetof(struct chan_route, nic) == 56 && sizeof(struct model_nic) == 56 &&
+	    offsetof(struct model_nic, timeout_exp) == 40);
 #undef CHAN_LAYOUT
 
 #endif /* SF_CHAN_H */

@@ -44,11 +44,6 @@ void fault_plan_free(struct fault_plan *p)
 	free(p);
 }
 
-void fault_plan_free_v(void *p)
-{
-	fault_plan_free(p);
-}
-
 static int64_t sat_add(int64_t a, int64_t b)
 {
 	if (b > 0 && a > INT64_MAX - b)
@@ -75,6 +70,21 @@ int fault_window_taken(const struct fault_spec *f, uint64_t seed, uint32_t fid, 
 	return (model_rand(&k, 0) >> 32) < f->prob;
 }
 
+int fault_window_nth(const struct fault_spec *f, int64_t origin, int64_t until, uint64_t i,
+		     int64_t *a, int64_t *b)
+{
+	if ((f->count && i >= f->count) || (i > 0 && f->period_ns <= 0))
+		return 0;
+	/* saturated at FAULT_FOREVER, which is never before until */
+	int64_t wa = sat_add(sat_add(origin, f->start_ns), sat_mul(f->period_ns, i));
+	if (wa >= until)
+		return 0;
+	int64_t wb = f->duration_ns == FAULT_FOREVER ? FAULT_FOREVER : sat_add(wa, f->duration_ns);
+	*a = wa;
+	*b = wb > until ? until : wb;
+	return 1;
+}
+
 int fault_window(const struct fault_spec *f, uint64_t seed, uint32_t fid, int64_t origin,
 		 int64_t until, int64_t lo, int64_t hi, int64_t *a, int64_t *b)
 {
@@ -93,17 +103,9 @@ int fault_window(const struct fault_spec *f, uint64_t seed, uint32_t fid, int64_
 		i = n > back ? n - back : 0;
 	}
 	for (uint64_t scanned = 0;; i++, scanned++) {
-		if (f->count && i >= f->count)
+		int64_t wa, wb;
+		if (!fault_window_nth(f, origin, until, i, &wa, &wb) || wa > hi)
 			return 0;
-		if (i > 0 && f->period_ns <= 0)
-			return 0;
-		int64_t wa = sat_add(first, sat_mul(f->period_ns, i));
-		if (wa > hi || wa >= until)
-			return 0;
-		int64_t wb = f->duration_ns == FAULT_FOREVER ? FAULT_FOREVER
-							     : sat_add(wa, f->duration_ns);
-		if (wb > until)
-			wb = until;
 		if (scanned >= FAULT_SCAN_MAX) {
 			*a = *b = wa; /* no window taken in [lo, wa): the caller asks again from wa */
 			return 2;

@@ -122,7 +122,8 @@ enum fault_trigger {
 #define FAULT_SET_LOSS 0x4
 #define FAULT_SET_CORRUPT 0x8
 
-/* One fault, resolved (names to ids); plain data, also stored in shared memory. */
+/* One fault, resolved (names to ids); plain data, also stored in shared memory (its layout is
+ * pinned in sim/core/fstate.h). */
 struct fault_spec {
 	char name[FAULT_NAME_MAX + 1];
 	uint32_t kind;	 /* enum fault_kind */
@@ -163,9 +164,21 @@ struct fault_plan {
 	struct fault_spec f[FAULT_MAX];
 };
 void fault_plan_free(struct fault_plan *p); /* NULL-safe */
-void fault_plan_free_v(void *p);	    /* the same, for fabric_set_faults */
 
 /* ---- pure functions of the schedule ---------------------------------------- */
+
+/*
+ * The schedule, the one place it is computed (the data path through
+ * fault_window, the daemon's timers through this): window i of f, given its
+ * origin (absolute ns) and the time it was cleared (until; FAULT_FOREVER:
+ * never). 1 with [*a, *b): a = origin + start + i x period, b = a + duration
+ * clipped to until (FAULT_FOREVER: it never closes); or 0 when there is no
+ * window i: past count, a second one without a period, one opening at or
+ * after until, or beyond int64 ns. Whether window i is taken (probability)
+ * is fault_window_taken's.
+ */
+int fault_window_nth(const struct fault_spec *f, int64_t origin, int64_t until, uint64_t i,
+		     int64_t *a, int64_t *b);
 
 /*
  * The first window of f that overlaps [lo, hi] (lo <= hi), given its origin

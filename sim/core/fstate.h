@@ -104,18 +104,22 @@ struct fst_shm {
  * write the new figures here; a change without a bump fails the build.
  */
 #define FST_LAYOUT(cond) _Static_assert(cond, "the fabric state's layout changed: bump FST_VERSION")
-FST_LAYOUT(sizeof(struct model_link) == 128 && offsetof(struct model_link, latency_ns) == 16 &&
-	   offsetof(struct model_link, jitter) == 40 && offsetof(struct model_link, loss) == 80 &&
-	   offsetof(struct model_link, corrupt_p) == 124);
-FST_LAYOUT(sizeof(struct model_loss_state) == 16 && sizeof(struct fault_spec) == 360);
+FST_LAYOUT(FST_VERSION == 4 && sizeof(struct model_link) == 128 &&
+	   offsetof(struct model_link, latency_ns) == 16 && offsetof(struct model_link, jitter) == 40 &&
+	   offsetof(struct model_link, loss) == 80 && offsetof(struct model_link, corrupt_p) == 124);
+FST_LAYOUT(sizeof(struct model_loss_state) == 16 && sizeof(struct fault_spec) == 360 &&
+	   offsetof(struct fault_spec, link) == 64 && offsetof(struct fault_spec, start_ns) == 232 &&
+	   offsetof(struct fault_spec, prob) == 264 && offsetof(struct fault_spec, nth) == 344);
 FST_LAYOUT(sizeof(struct fst_link) == 704 && offsetof(struct fst_link, loss) == 8 &&
 	   offsetof(struct fst_link, msgs) == 40 && offsetof(struct fst_link, queue_hist) == 128 &&
 	   offsetof(struct fst_link, late_hist) == 480);
 FST_LAYOUT(sizeof(struct fst_nic) == 64 && sizeof(struct fst_fault) == 448 &&
+	   offsetof(struct fst_fault, origin) == 8 && offsetof(struct fst_fault, until) == 16 &&
 	   offsetof(struct fst_fault, spec) == 64);
-FST_LAYOUT(sizeof(struct fst_shm) == 192 && offsetof(struct fst_shm, params_off) == 40 &&
-	   offsetof(struct fst_shm, faults_off) == 80 && offsetof(struct fst_shm, nfaults) == 88 &&
-	   offsetof(struct fst_shm, lock) == 128 && offsetof(struct fst_shm, lock_steals) == 136);
+FST_LAYOUT(sizeof(struct fst_shm) == 192 && offsetof(struct fst_shm, epoch_ns) == 24 &&
+	   offsetof(struct fst_shm, params_off) == 40 && offsetof(struct fst_shm, faults_off) == 80 &&
+	   offsetof(struct fst_shm, nfaults) == 88 && offsetof(struct fst_shm, lock) == 128 &&
+	   offsetof(struct fst_shm, lock_steals) == 136);
 #undef FST_LAYOUT
 
 /* ---- daemon side ---------------------------------------------------------- */

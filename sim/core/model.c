@@ -3,11 +3,14 @@
  * model.c - the fabric's model core. See model.h for the API and
  * docs/models.md for the formulas in words.
  *
- * Layout: probabilities and random numbers; the normal distribution; jitter;
- * loss (runs of kept and lost packets, lazily); links, NICs and paths; the
- * packet train through a path's stages; model_message; corruption.
+ * Layout: loss (runs of kept and lost packets, lazily); links, NICs and
+ * paths; the packet train through a path's stages; model_message;
+ * corruption. Probabilities, random numbers, the normal distribution and
+ * jitter, which all of it draws from: model_rand.c (a leaf: it calls
+ * nothing here).
  */
 #include "sim/core/model.h"
+#include "sim/core/model_int.h"
 
 #include <errno.h>
 #include <math.h>
@@ -19,18 +22,6 @@ __extension__ typedef unsigned __int128 u128;
 
 #define NS_BITS 8000000000ULL /* bits per byte times ns per second */
 #define RUN_INF UINT64_MAX    /* a run that never ends */
-
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
-						     ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
 
 static inline int64_t max64(int64_t a, int64_t b)
 {
@@ -50,55 +41,6 @@ static inline uint64_t uadd_sat(uint64_t a, uint64_t b)
 	return __builtin_add_overflow(a, b, &r) ? RUN_INF : r;
 }
 
-/* ---- probabilities and random numbers ------------------------------------- */
-
-uint32_t model_prob(double p)
-{
-	if (!(p > 0))
-		return 0;
-	if (p >= 1)
-		return MODEL_PROB_ONE;
-	double v = nearbyint(p * 4294967296.0);
-	return v >= 4294967295.0 ? MODEL_PROB_ONE - 1 : (uint32_t)v;
-}
-
-double model_prob_value(uint32_t p)
-{
-	return p == MODEL_PROB_ONE ? 1.0 : p * 0x1p-32;
-}
-
-/* splitmix64's finalizer. */
-static inline uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-#define GOLDEN 0x9e3779b97f4a7c15ULL
-
-uint64_t model_rand(const struct model_key *key, uint64_t k)
-{
-	/* One mixing round per field; each round is a bijection of the running hash for a
-	 * fixed field, and the golden-ratio increment keeps zero from being a fixed point. */
-	uint64_t h = mix64(key->seed + GOLDEN);
-	h = mix64((h ^ (((uint64_t)key->link << 32) | key->purpose)) + GOLDEN);
-	h = mix64((h ^ key->conn) + GOLDEN);
-	h = mix64((h ^ key->msg) + GOLDEN);
-	h = mix64((h ^ key->packet) + GOLDEN);
-	return mix64((h ^ k) + GOLDEN);
-}
-
-static inline double unit64(uint64_t r)
-{
-	return ((double)(r >> 11) + 0.5) * 0x1p-53;
-}
-
-double model_unit(const struct model_key *key, uint64_t k)
-{
-	return unit64(model_rand(key, k));
-}
-
 /*
  * Failures before the first success of a Bernoulli(q) sequence, from one
  * uniform draw: floor(log u / log(1 - q)), lq = log(1 - q). lq == 0 (q = 0):
@@ -110,242 +52,8 @@ static uint64_t geom(double lq, uint64_t r)
 		return RUN_INF;
 	if (lq == -INFINITY)
 		return 0;
-	double g = floor(log(unit64(r)) / lq);
+	double g = floor(log(model_unit64(r)) / lq);
 	return g < 0x1p62 ? (uint64_t)g : RUN_INF;
-}
-
-/* ---- the normal distribution ---------------------------------------------- */
-
-double model_phi(double z)
-{
-	return 0.5 * erfc(-z * M_SQRT1_2);
-}
-
-/* Wichura, "Algorithm AS241: The Percentage Points of the Normal Distribution" (1988),
- * PPND16: about 1e-16 relative accuracy. */
-double model_phi_inv(double u)
-{
-	if (!(u > 0))
-		return -INFINITY;
-	if (!(u < 1))
-		return INFINITY;
-	double q = u - 0.5, r, x;
-	if (fabs(q) <= 0.425) {
-		r = 0.180625 - q * q;
-		return q *
-		       (((((((2.5090809287301226727e+3 * r + 3.3430575583588128105e+4) * r +
-			     6.7265770927008700853e+4) * r +
-			    4.5921953931549871457e+4) * r +
-			   1.3731693765509461125e+4) * r +
-			  1.9715909503065514427e+3) * r +
-			 1.3314166789178437745e+2) * r +
-			3.3871328727963666080e+0) /
-		       (((((((5.2264952788528545610e+3 * r + 2.8729085735721942674e+4) * r +
-			     3.9307895800092710610e+4) * r +
-			    2.1213794301586595867e+4) * r +
-			   5.3941960214247511077e+3) * r +
-			  6.8718700749205790830e+2) * r +
-			 4.2313330701600911252e+1) * r +
-			1.0);
-	}
-	r = sqrt(-log(q < 0 ? u : 1.0 - u));
-	if (r <= 5.0) {
-		r -= 1.6;
-		x = (((((((7.7454501427834140764e-4 * r + 2.2723844989269184583e-2) * r +
-			  2.4178072517745061177e-1) * r +
-			 1.2704582524523683826e+0) * r +
-			3.6478483247632045400e+0) * r +
-		       5.7694972214606914055e+0) * r +
-		      4.6303378461565452959e+0) * r +
-		     1.4234371107496835773e+0) /
-		    (((((((1.0507500716444168432e-9 * r + 5.4759380849953449460e-4) * r +
-			  1.5198666563616457197e-2) * r +
-			 1.4810397642748007459e-1) * r +
-			6.8976733498510000455e-1) * r +
-		       1.6763848301838038494e+0) * r +
-		      2.0531916266377588219e+0) * r +
-		     1.0);
-	} else {
-		r -= 5.0;
-		x = (((((((2.0103343992922881327e-7 * r + 2.7115555687434875782e-5) * r +
-			  1.2426609473880784386e-3) * r +
-			 2.6532189526576123093e-2) * r +
-			2.9656057182850489123e-1) * r +
-		       1.7848265399172913358e+0) * r +
-		      5.4637849111641143699e+0) * r +
-		     6.6579046435011037772e+0) /
-		    (((((((2.0442631033899397856e-15 * r + 1.4215117583164458887e-7) * r +
-			  1.8463183175100546818e-5) * r +
-			 7.8686913114561325910e-4) * r +
-			1.4875361290850614853e-2) * r +
-		       1.3692988092273580531e-1) * r +
-		      5.9983220655588793769e-1) * r +
-		     1.0);
-	}
-	return q < 0 ? -x : x;
-}
-
-/* ---- jitter ---------------------------------------------------------------- */
-
-/*
- * Standardised one-sided quantiles: q(u) >= 0 with standard deviation 1.
- * Constants computed with mpmath at 40 digits (docs/models.md gives the
- * formulas; test_model.c recomputes them by quadrature).
- */
-#define SQRT3 1.7320508075688772935
-#define NRM_A 3.1671241833119921254e-05 /* Phi(-4) */
-#define NRM_S 0.99946450180707960166	/* sd of N(0,1) truncated to [-4, 4] */
-#define PAR_C 0.999			/* Pareto(3, 1) cut at its 0.999 quantile, 10 */
-#define PAR_MU 1.4864864864864864865	/* mean of the cut Pareto */
-#define PAR_SD 0.70218275982522052440	/* its sd */
-#define PN_MIN (-1.5196152422706631881) /* (normal + 3 pareto) / 4 at u = 0 */
-#define PN_SD 0.95784431438522682197	/* its sd */
-
-static double std_quantile(enum model_dist d, double u)
-{
-	double x;
-	switch (d) {
-	case MODEL_DIST_UNIFORM:
-		return 2 * SQRT3 * u;
-	case MODEL_DIST_NORMAL:
-		x = (model_phi_inv(NRM_A + u * (1 - 2 * NRM_A)) + 4) / NRM_S;
-		break;
-	case MODEL_DIST_PARETO:
-		x = (1 / cbrt(1 - u * PAR_C) - 1) / PAR_SD;
-		break;
-	case MODEL_DIST_PARETONORMAL: {
-		double n = model_phi_inv(NRM_A + u * (1 - 2 * NRM_A));
-		double p = (1 / cbrt(1 - u * PAR_C) - PAR_MU) / PAR_SD;
-		x = ((n + 3 * p) / 4 - PN_MIN) / PN_SD;
-		break;
-	}
-	default:
-		return 0;
-	}
-	return x > 0 ? x : 0;
-}
-
-static double std_mean(enum model_dist d)
-{
-	switch (d) {
-	case MODEL_DIST_UNIFORM:
-		return SQRT3;
-	case MODEL_DIST_NORMAL:
-		return 4 / NRM_S;
-	case MODEL_DIST_PARETO:
-		return (PAR_MU - 1) / PAR_SD;
-	case MODEL_DIST_PARETONORMAL:
-		return -PN_MIN / PN_SD;
-	default:
-		return 0;
-	}
-}
-
-double model_jitter_quantile(const struct model_jitter *j, double u)
-{
-	if (j->dist == MODEL_DIST_TABLE) {
-		if (j->ntable < 1 || !j->table)
-			return 0;
-		double v = u * j->ntable;
-		int i = v > 0 ? (v < j->ntable ? (int)v : j->ntable - 1) : 0;
-		return (double)(j->table[i] - j->table[0]);
-	}
-	if (j->sd_ns <= 0)
-		return 0;
-	return (double)j->sd_ns * std_quantile(j->dist, u);
-}
-
-double model_jitter_mean(const struct model_jitter *j)
-{
-	if (j->dist == MODEL_DIST_TABLE) {
-		if (j->ntable < 1 || !j->table)
-			return 0;
-		double s = 0;
-		for (int i = 0; i < j->ntable; i++)
-			s += (double)(j->table[i] - j->table[0]);
-		return s / j->ntable;
-	}
-	return j->sd_ns > 0 ? (double)j->sd_ns * std_mean(j->dist) : 0;
-}
-
-double model_jitter_sd(const struct model_jitter *j)
-{
-	if (j->dist == MODEL_DIST_TABLE) {
-		if (j->ntable < 1 || !j->table)
-			return 0;
-		double m = model_jitter_mean(j), s = 0;
-		for (int i = 0; i < j->ntable; i++) {
-			double e = (double)(j->table[i] - j->table[0]) - m;
-			s += e * e;
-		}
-		return sqrt(s / j->ntable);
-	}
-	return j->dist != MODEL_DIST_NONE && j->sd_ns > 0 ? (double)j->sd_ns : 0;
-}
-
-int64_t model_jitter_ns(const struct model_jitter *j, const struct model_key *key, double *z)
-{
-	if (j->dist == MODEL_DIST_NONE || (j->dist != MODEL_DIST_TABLE && j->sd_ns <= 0))
-		return 0;
-	struct model_key k = *key;
-	k.purpose = MODEL_P_JITTER;
-	k.packet = 0;
-	double u = model_unit(&k, 0);
-	if (j->rho > 0) {
-		if (!isfinite(*z))
-			*z = 0; /* garbage in the state: start afresh */
-		/* Gaussian copula: an AR(1) on normal scores keeps N(0,1) as the marginal,
-		 * so Phi(z) stays uniform and the quantile keeps the configured shape. */
-		double e = model_phi_inv(u);
-		double zz = *z == 0.0 ? e : j->rho * *z + sqrt(1 - j->rho * j->rho) * e;
-		*z = zz;
-		u = model_phi(zz);
-	}
-	double x = model_jitter_quantile(j, u) + 0.5;
-	if (!(x >= 0.5))
-		return 0;
-	return x < 0x1p62 ? (int64_t)x : (int64_t)1 << 62;
-}
-
-int model_jitter_check(const struct model_jitter *j, char *err, size_t errlen)
-{
-	if (!j)
-		return fail(err, errlen, "jitter: missing");
-	if ((int)j->dist < MODEL_DIST_NONE || j->dist > MODEL_DIST_TABLE)
-		return fail(err, errlen,
-			    "jitter.dist: %d is not one of none (0), uniform, normal, pareto, "
-			    "paretonormal, table (5)",
-			    (int)j->dist);
-	if (j->sd_ns < 0 || j->sd_ns > MODEL_SD_MAX_NS)
-		return fail(err, errlen, "jitter.sd_ns: %lld is out of range 0..%lld",
-			    (long long)j->sd_ns, (long long)MODEL_SD_MAX_NS);
-	if (!(j->rho >= 0 && j->rho < 1))
-		return fail(err, errlen, "jitter.corr: %g is out of range [0, 1)", j->rho);
-	if (j->dist != MODEL_DIST_TABLE)
-		return 0;
-	if (j->ntable < 1 || j->ntable > MODEL_TABLE_MAX)
-		return fail(err, errlen, "jitter.table: %d entries; 1..%d are needed", j->ntable,
-			    MODEL_TABLE_MAX);
-	if (!j->table)
-		return fail(err, errlen, "jitter.table: missing (%d entries announced)",
-			    j->ntable);
-	for (int i = 0; i < j->ntable; i++) {
-		if (j->table[i] < -MODEL_TIME_MAX_NS || j->table[i] > MODEL_TIME_MAX_NS)
-			return fail(err, errlen,
-				    "jitter.table: entry %d (%lld) is out of range -%lld..%lld", i,
-				    (long long)j->table[i], (long long)MODEL_TIME_MAX_NS,
-				    (long long)MODEL_TIME_MAX_NS);
-		if (i && j->table[i] < j->table[i - 1])
-			return fail(err, errlen,
-				    "jitter.table: entry %d (%lld) is below entry %d (%lld); an "
-				    "inverse CDF must not decrease",
-				    i, (long long)j->table[i], i - 1, (long long)j->table[i - 1]);
-	}
-	if (j->table[j->ntable - 1] - j->table[0] > MODEL_TIME_MAX_NS)
-		return fail(err, errlen, "jitter.table: spans %lld ns; at most %lld",
-			    (long long)(j->table[j->ntable - 1] - j->table[0]),
-			    (long long)MODEL_TIME_MAX_NS);
-	return 0;
 }
 
 /* ---- loss ------------------------------------------------------------------ */
@@ -536,11 +244,11 @@ static int loss_step(struct model_loss_iter *it)
 		uint64_t e = x + g;
 		uint32_t dest;
 		if (s == 1)
-			dest = unit64(draw(it, MODEL_P_LOSS_STATE, e, 1)) < it->split[1] ? 3 : 4;
+			dest = model_unit64(draw(it, MODEL_P_LOSS_STATE, e, 1)) < it->split[1] ? 3 : 4;
 		else if (s == 2)
 			dest = 3;
 		else
-			dest = unit64(draw(it, MODEL_P_LOSS_STATE, e, 1)) < it->split[3] ? 1 : 2;
+			dest = model_unit64(draw(it, MODEL_P_LOSS_STATE, e, 1)) < it->split[3] ? 1 : 2;
 		it->end = e;
 		it->cur = e + 1;
 		it->s = dest;
@@ -663,24 +371,25 @@ double model_loss_rate(const struct model_loss *l)
 int model_loss_check(const struct model_loss *l, char *err, size_t errlen)
 {
 	if (!l)
-		return fail(err, errlen, "loss: missing");
+		return model_fail(err, errlen, "loss: missing");
 	if ((int)l->kind < MODEL_LOSS_NONE || l->kind > MODEL_LOSS_4STATE)
-		return fail(err, errlen,
-			    "loss.model: %d is not one of none (0), bernoulli, ge, 4state (3)",
-			    (int)l->kind);
+		return model_fail(err, errlen,
+				  "loss.model: %d is not one of none (0), bernoulli, ge, "
+				  "4state (3)",
+				  (int)l->kind);
 	if (l->kind == MODEL_LOSS_4STATE) {
 		double p13 = model_prob_value(l->p[0]), p31 = model_prob_value(l->p[1]);
 		double p32 = model_prob_value(l->p[2]), p14 = model_prob_value(l->p[4]);
 		if (p13 + p14 > 1)
-			return fail(err, errlen,
-				    "loss.p14: %.9g with p13 %.9g leaves state 1 with probability "
-				    "%.9g > 1",
-				    p14, p13, p13 + p14);
+			return model_fail(err, errlen,
+					  "loss.p14: %.9g with p13 %.9g leaves state 1 with "
+					  "probability %.9g > 1",
+					  p14, p13, p13 + p14);
 		if (p31 + p32 > 1)
-			return fail(err, errlen,
-				    "loss.p32: %.9g with p31 %.9g leaves state 3 with probability "
-				    "%.9g > 1",
-				    p32, p31, p31 + p32);
+			return model_fail(err, errlen,
+					  "loss.p32: %.9g with p31 %.9g leaves state 3 with "
+					  "probability %.9g > 1",
+					  p32, p31, p31 + p32);
 	}
 	return 0;
 }
@@ -695,18 +404,18 @@ static uint64_t fs_per_byte(uint64_t rate_bps)
 static int rate_check(const char *key, uint64_t r, char *err, size_t errlen)
 {
 	if (r && (r < MODEL_RATE_MIN_BPS || r > MODEL_RATE_MAX_BPS))
-		return fail(err, errlen,
-			    "%s: %.9g Gb/s (%llu b/s) is out of range 0.001..1000000 Gb/s (0: "
-			    "unlimited)",
-			    key, (double)r / 1e9, (unsigned long long)r);
+		return model_fail(err, errlen,
+				  "%s: %.9g Gb/s (%llu b/s) is out of range 0.001..1000000 Gb/s "
+				  "(0: unlimited)",
+				  key, (double)r / 1e9, (unsigned long long)r);
 	return 0;
 }
 
 static int time_check(const char *key, int64_t t, char *err, size_t errlen)
 {
 	if (t < 0 || t > MODEL_TIME_MAX_NS)
-		return fail(err, errlen, "%s: %lld is out of range 0..%lld ns", key, (long long)t,
-			    (long long)MODEL_TIME_MAX_NS);
+		return model_fail(err, errlen, "%s: %lld is out of range 0..%lld ns", key,
+				  (long long)t, (long long)MODEL_TIME_MAX_NS);
 	return 0;
 }
 
@@ -717,26 +426,26 @@ int model_link_resolve(struct model_link *l, char *err, size_t errlen)
 	    (rc = time_check("latency_ns", l->latency_ns, err, errlen)))
 		return rc;
 	if (l->mtu < MODEL_MTU_MIN || l->mtu > MODEL_MTU_MAX)
-		return fail(err, errlen, "mtu: %u is out of range %u..%u bytes", l->mtu,
-			    MODEL_MTU_MIN, MODEL_MTU_MAX);
+		return model_fail(err, errlen, "mtu: %u is out of range %u..%u bytes", l->mtu,
+				  MODEL_MTU_MIN, MODEL_MTU_MAX);
 	if (l->hdr_bytes > MODEL_HDR_MAX)
-		return fail(err, errlen, "hdr_bytes: %u is out of range 0..%u", l->hdr_bytes,
-			    MODEL_HDR_MAX);
+		return model_fail(err, errlen, "hdr_bytes: %u is out of range 0..%u", l->hdr_bytes,
+				  MODEL_HDR_MAX);
 	if (l->hdr_first_extra > MODEL_HDR_MAX)
-		return fail(err, errlen, "hdr_first_extra: %u is out of range 0..%u",
-			    l->hdr_first_extra, MODEL_HDR_MAX);
+		return model_fail(err, errlen, "hdr_first_extra: %u is out of range 0..%u",
+				  l->hdr_first_extra, MODEL_HDR_MAX);
 	if (l->hdr_last_extra > MODEL_HDR_MAX)
-		return fail(err, errlen, "hdr_last_extra: %u is out of range 0..%u",
-			    l->hdr_last_extra, MODEL_HDR_MAX);
+		return model_fail(err, errlen, "hdr_last_extra: %u is out of range 0..%u",
+				  l->hdr_last_extra, MODEL_HDR_MAX);
 	if ((rc = model_jitter_check(&l->jitter, err, errlen)) ||
 	    (rc = model_loss_check(&l->loss, err, errlen)) ||
 	    (rc = time_check("reorder_delay_ns", l->reorder_delay_ns, err, errlen)))
 		return rc;
 	if (l->reorder_p && !l->reorder_delay_ns)
-		return fail(err, errlen,
-			    "reorder_delay_ns: 0 with reorder %.9g; a reordered packet needs a "
-			    "delay > 0",
-			    model_prob_value(l->reorder_p));
+		return model_fail(err, errlen,
+				  "reorder_delay_ns: 0 with reorder %.9g; a reordered packet needs "
+				  "a delay > 0",
+				  model_prob_value(l->reorder_p));
 	l->fs_per_byte = fs_per_byte(l->rate_bps);
 	return 0;
 }
@@ -750,13 +459,14 @@ int model_nic_resolve(struct model_nic *n, char *err, size_t errlen)
 	    (rc = time_check("ack_proc_ns", n->ack_proc_ns, err, errlen)))
 		return rc;
 	if (n->timeout_exp > 31)
-		return fail(err, errlen, "timeout_exp: %u is out of range 0..31 (0: never)",
-			    n->timeout_exp);
+		return model_fail(err, errlen, "timeout_exp: %u is out of range 0..31 (0: never)",
+				  n->timeout_exp);
 	if (n->retry_count > 7)
-		return fail(err, errlen, "retry_count: %u is out of range 0..7", n->retry_count);
+		return model_fail(err, errlen, "retry_count: %u is out of range 0..7",
+				  n->retry_count);
 	if (n->timeout_scale_ppm > 1000000)
-		return fail(err, errlen, "timeout_scale: %.6f (%u ppm) is out of range 0..1",
-			    n->timeout_scale_ppm / 1e6, n->timeout_scale_ppm);
+		return model_fail(err, errlen, "timeout_scale: %.6f (%u ppm) is out of range 0..1",
+				  n->timeout_scale_ppm / 1e6, n->timeout_scale_ppm);
 	n->host_fs_per_byte = fs_per_byte(n->host_rate_bps);
 	return 0;
 }
@@ -773,18 +483,18 @@ int64_t model_timeout_ns(const struct model_nic *n)
 int model_path_check(const struct model_path *p, char *err, size_t errlen)
 {
 	if (!p)
-		return fail(err, errlen, "path: missing");
+		return model_fail(err, errlen, "path: missing");
 	if (p->nhops < 0 || p->nhops > MODEL_MAX_HOPS)
-		return fail(err, errlen, "path: %d hops; 0..%d are possible", p->nhops,
-			    MODEL_MAX_HOPS);
+		return model_fail(err, errlen, "path: %d hops; 0..%d are possible", p->nhops,
+				  MODEL_MAX_HOPS);
 	for (int j = 0; j < p->nhops; j++)
 		if (!p->hop[j])
-			return fail(err, errlen, "path: hop %d (link %u) has no link", j,
-				    p->link_id[j]);
+			return model_fail(err, errlen, "path: hop %d (link %u) has no link", j,
+					  p->link_id[j]);
 	if (p->switching != MODEL_CUT_THROUGH && p->switching != MODEL_STORE_FORWARD)
-		return fail(err, errlen,
-			    "switching: %d is not cut_through (0) or store_forward (1)",
-			    (int)p->switching);
+		return model_fail(err, errlen,
+				  "switching: %d is not cut_through (0) or store_forward (1)",
+				  (int)p->switching);
 	return 0;
 }
 

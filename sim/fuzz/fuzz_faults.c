@@ -21,7 +21,7 @@
  * reach and the fault's schedule.
  * Seeds: the dictionary fuzz_faults.dict (whole specs among its words).
  *
- * fuzz-libs: sim/core/model.c sim/scn/param.c sim/scn/units.c sim/scn/fabric.c sim/log.c sim/scn/scenario.c sim/scn/yaml.c sim/core/fault.c sim/scn/faults.c sim/scn/job.c sim/scn/jbuf.c sim/core/fstate.c -lyaml
+ * fuzz-libs: sim/core/model.c sim/core/model_rand.c sim/scn/param.c sim/scn/units.c sim/scn/fabric.c sim/scn/fabric_out.c sim/log.c sim/scn/scenario.c sim/scn/yaml.c sim/core/fault.c sim/scn/faults.c sim/scn/job.c sim/scn/jbuf.c sim/core/fstate.c -lyaml
  */
 #include <assert.h>
 #include <errno.h>
@@ -38,6 +38,7 @@
 #include "sim/log.h"
 #include "sim/core/model.h"
 #include "sim/scn/scenario.h"
+#include "sim/fuzz/fuzz_err.h"
 
 /* node0, node1 (one NIC each) and node2 (two NICs) on sw0; a lossy, jittery default link. */
 static const char fabric_yaml[] =
@@ -55,23 +56,8 @@ static const char fabric_yaml[] =
 
 #define ORIGIN 1000000000LL
 
+static struct scenario *scn; /* the fixed fabric's, for the process's life */
 static struct fabric *fab;
-
-static void check_error(const char *err)
-{
-	int line = 0, col = 0, n = 0;
-	assert(sscanf(err, "spec:%d:%d:%n", &line, &col, &n) == 2 && n > 0);
-	assert(line >= 1 && col >= 1 && err[n] == ' ' && err[n + 1] != ' ');
-	const char *key = err + n + 1, *sep;
-	if (*key == '\'') {
-		sep = strchr(key + 1, '\'');
-		assert(sep && sep[1] == ':' && sep[2] == ' ' && sep[3]);
-	} else {
-		sep = key + strspn(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-/");
-		assert(sep > key && sep[0] == ':' && sep[1] == ' ' && sep[2]);
-	}
-	assert(!strchr(err, '\n'));
-}
 
 static void check_node(int32_t id)
 {
@@ -242,19 +228,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[SCN_ERR_LEN];
 	if (!fab) {
 		log_init("fuzz", LOG_LEVEL_ERROR);
-		int rc = scn_load_buffer("f.yaml", fabric_yaml, sizeof(fabric_yaml) - 1, &fab, err,
+		int rc = scn_load_buffer("f.yaml", fabric_yaml, sizeof(fabric_yaml) - 1, &scn, err,
 					 sizeof(err));
 		if (rc) {
 			fprintf(stderr, "fuzz_faults: the fixed fabric: %s\n", err);
 			abort();
 		}
+		fab = scn->fabric;
 	}
 	struct fault_plan *plan = (struct fault_plan *)1;
 	int rc = scn_load_faults(fab, "spec", (const char *)data, size, &plan, err, sizeof(err));
 	if (rc) {
 		assert(plan == NULL);
 		if (rc != -ENOMEM && rc != -EFBIG)
-			check_error(err);
+			fuzz_check_error(err, "spec");
 		return 0;
 	}
 	assert(plan && plan->n >= 0 && plan->n <= FAULT_MAX);

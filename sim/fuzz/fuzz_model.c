@@ -10,6 +10,8 @@
  *  - a loss pattern answers any increasing sequence of queries as a full
  *    enumeration of its runs does, and leaves the same Markov state.
  * Sizes are kept small (64 KiB) so that pathological loss rates stay fast.
+ *
+ * fuzz-libs: sim/core/model_rand.c
  */
 #include "sim/core/model.c"
 

@@ -17,7 +17,7 @@
  * The other section parsers (faults:, job:, expect:) are compiled alongside
  * (fuzz-libs), not included: their static helpers share names with scenario.c's.
  *
- * fuzz-libs: sim/scn/units.c sim/scn/yaml.c sim/core/fault.c sim/scn/faults.c sim/scn/job.c sim/scn/jbuf.c -lyaml
+ * fuzz-libs: sim/core/model_rand.c sim/scn/fabric_out.c sim/scn/units.c sim/scn/yaml.c sim/core/fault.c sim/scn/faults.c sim/scn/job.c sim/scn/jbuf.c -lyaml
  */
 #include "sim/core/model.c"
 #include "sim/scn/param.c"
@@ -30,35 +30,20 @@
 #include <assert.h>
 #include <stdio.h>
 
-static void check_error(const char *err)
-{
-	int line = 0, col = 0, n = 0;
-	assert(sscanf(err, "t.yaml:%d:%d:%n", &line, &col, &n) == 2 && n > 0);
-	assert(line >= 1 && col >= 1 && err[n] == ' ' && err[n + 1] != ' ');
-	/* The key: a plain word, or quoted; then ": " and a reason. */
-	const char *key = err + n + 1, *sep;
-	if (*key == '\'') {
-		sep = strchr(key + 1, '\'');
-		assert(sep && sep[1] == ':' && sep[2] == ' ' && sep[3]);
-	} else {
-		sep = key + strspn(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-/");
-		assert(sep > key && sep[0] == ':' && sep[1] == ' ' && sep[2]);
-	}
-	for (const char *c = err; *c; c++)
-		assert(*c != '\n');
-}
+#include "sim/fuzz/fuzz_err.h"
 
 static bool ep_is_nic(const struct fabric_ep *e, const struct fabric_nic *n)
 {
 	return e->kind == FABRIC_EP_NIC && e->id == n->node && e->nic == n->index;
 }
 
-static void check_fabric(struct fabric *f, const char *again, size_t again_len)
+static void check_fabric(struct scenario *sc, const char *again, size_t again_len)
 {
+	struct fabric *f = sc->fabric;
 	const char *js;
 	size_t jl;
 	char err[FABRIC_ERR_LEN];
-	assert(fabric_json(f, false, &js, &jl) == 0 && jl == strlen(js));
+	assert(scenario_json(sc, false, &js, &jl) == 0 && jl == strlen(js));
 	assert(js[0] == '{' && js[jl - 1] == '}');
 	for (size_t i = 0; i < jl; i++)
 		assert(js[i] >= 0x20 && js[i] < 0x7f);
@@ -66,7 +51,7 @@ static void check_fabric(struct fabric *f, const char *again, size_t again_len)
 		assert(again_len == jl && memcmp(again, js, jl) == 0);
 		return;
 	}
-	const struct fault_plan *plan = fabric_faults(f);
+	const struct fault_plan *plan = sc->faults;
 	assert(!plan || (plan->n >= 0 && plan->n <= FAULT_MAX && strstr(js, "\"faults\":[")));
 	for (int i = 0; plan && i < plan->n; i++) {
 		const struct fault_spec *s = &plan->f[i];
@@ -118,30 +103,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static bool quiet;
 	char err[SCN_ERR_LEN];
-	struct fabric *f = (struct fabric *)1;
+	struct scenario *sc = (struct scenario *)1;
 	if (!quiet) {
 		log_init("fuzz", LOG_LEVEL_ERROR);
 		quiet = true;
 	}
-	int rc = scn_load_buffer("t.yaml", (const char *)data, size, &f, err, sizeof(err));
+	int rc = scn_load_buffer("t.yaml", (const char *)data, size, &sc, err, sizeof(err));
 	if (rc) {
-		assert(f == NULL);
+		assert(sc == NULL);
 		if (rc != -ENOMEM && rc != -EFBIG)
-			check_error(err);
+			fuzz_check_error(err, "t.yaml");
 		return 0;
 	}
-	assert(f);
-	check_fabric(f, NULL, 0);
+	assert(sc && sc->fabric);
+	check_fabric(sc, NULL, 0);
 	const char *js;
 	size_t jl;
-	fabric_json(f, false, &js, &jl);
+	scenario_json(sc, false, &js, &jl);
 	char *copy = malloc(jl + 1);
 	assert(copy);
 	memcpy(copy, js, jl + 1);
-	fabric_free(f);
-	assert(scn_load_buffer("t.yaml", (const char *)data, size, &f, err, sizeof(err)) == 0);
-	check_fabric(f, copy, jl);
+	scenario_free(sc);
+	assert(scn_load_buffer("t.yaml", (const char *)data, size, &sc, err, sizeof(err)) == 0);
+	check_fabric(sc, copy, jl);
 	free(copy);
-	fabric_free(f);
+	scenario_free(sc);
 	return 0;
 }

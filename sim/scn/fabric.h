@@ -215,31 +215,24 @@ int64_t fabric_path_latency(const struct model_path *p);
 /* Is name a valid node or switch name? 0, or -EINVAL with the reason (the value quoted, escaped). */
 int fabric_name_check(const char *name, char *err, size_t errlen);
 
-/*
- * The resolved fabric as one line of JSON (printable ASCII, no newline):
- * kind, scenario, name, seed, config, nodes with their NICs, switches,
- * directed links, and every NIC-to-NIC path when there are at most 1024
- * ordered pairs. The text is cached in f: refresh rebuilds it (the ideal
- * fabric grows), otherwise the last one is returned. 0 or -ENOMEM.
- */
-int fabric_json(struct fabric *f, bool refresh, const char **text, size_t *len);
+/* A top-level member the dump carries for its caller (a scenario's sections, sim/scn/scenario.h):
+ * its name and a JSON value (NULL: null). */
+struct fabric_json_member {
+	const char *name;
+	const char *json;
+};
 
 /*
- * The scenario's other sections, resolved by their parsers (sim/scn/job.c,
- * sim/core/fault.c) into JSON texts that fabric_json includes under their names
- * ("job", "expect", "faults"; null when absent), so tools read them from the
- * dump instead of parsing the scenario again.
+ * The resolved fabric as one line of JSON (printable ASCII, no newline):
+ * kind, scenario, name, seed, config, the n members of extra (in order),
+ * nodes with their NICs, switches, directed links, and every NIC-to-NIC path
+ * when there are at most 1024 ordered pairs. The text is cached in f: refresh
+ * rebuilds it (the ideal fabric grows), otherwise the last one is returned;
+ * extra is read only when it is built, so a caller passes the same members
+ * every time. 0 or -ENOMEM.
  */
-enum fabric_section { FABRIC_SECTION_JOB, FABRIC_SECTION_EXPECT, FABRIC_SECTION_FAULTS,
-		      FABRIC_NSECTIONS };
-/* Takes json (malloc'd, a JSON value; NULL clears it). */
-void fabric_set_section(struct fabric *f, enum fabric_section which, char *json);
-/* The text, or NULL. */
-const char *fabric_section(const struct fabric *f, enum fabric_section which);
-/* The fault plan (sim/core/fault.h), handed over: plan_free(plan) frees it with the fabric. */
-void fabric_set_faults(struct fabric *f, void *plan, void (*plan_free)(void *));
-/* It, or NULL. */
-void *fabric_faults(const struct fabric *f);
+int fabric_json(struct fabric *f, const struct fabric_json_member *extra, int n, bool refresh,
+		const char **text, size_t *len);
 
 /* ---- building an explicit fabric (sim/scn/scenario.c) ---------------------- */
 

@@ -815,9 +815,9 @@ int scn_parse_faults(struct scn *s, const yaml_node_t *v)
 		free(plan);
 		return scn_fail_oom(s);
 	}
-	fault_plan_free(s->faults);
-	s->faults = plan;
-	free(s->section[FABRIC_SECTION_FAULTS]);
-	s->section[FABRIC_SECTION_FAULTS] = json;
+	fault_plan_free(s->sc->faults);
+	s->sc->faults = plan;
+	free(s->sc->faults_json);
+	s->sc->faults_json = json;
 	return 0;
 }

@@ -38,14 +38,14 @@
 #define JOB_DEFAULT_TIMEOUT_S 600
 #define JOB_MAX_SECONDS 86400
 
-/* Hands the text to the section slot (or fails for lack of memory). */
-static int set_section(struct scn *s, struct jbuf *b, enum fabric_section which)
+/* Hands the text to the scenario's slot (or fails for lack of memory). */
+static int set_section(struct scn *s, struct jbuf *b, char **slot)
 {
 	char *text;
 	if (jbuf_take(b, &text, NULL))
 		return scn_fail_oom(s);
-	free(s->section[which]);
-	s->section[which] = text;
+	free(*slot);
+	*slot = text;
 	return 0;
 }
 
@@ -777,7 +777,7 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 	jbuf_puts(&b, "}");
 	free(nd.name);
 	jbuf_free(&sub);
-	return set_section(s, &b, FABRIC_SECTION_JOB);
+	return set_section(s, &b, &s->sc->job_json);
 out:
 	free(nd.name);
 	jbuf_free(&sub);
@@ -1041,7 +1041,7 @@ static int miss_word(struct scn *s, const yaml_node_t *at, const char *key, cons
 		     void *ctx)
 {
 	struct miss_ctx *c = ctx;
-	const struct fault_plan *p = s->faults;
+	const struct fault_plan *p = s->sc->faults;
 	char names[256] = "";
 	size_t len = 0;
 	for (int i = 0; p && i < p->n; i++) {
@@ -1066,7 +1066,7 @@ static int parse_expect_faults(struct scn *s, const yaml_node_t *v, struct jbuf 
 		       "a mapping like {may_miss: [flap]} (faults allowed to hit nothing)") ||
 	    scn_get_keys(s, v, "faults", keys, SCN_NKEYS(keys)))
 		return s->rc;
-	if (!s->faults || !s->faults->n)
+	if (!s->sc->faults || !s->sc->faults->n)
 		return scn_fail(s, v, "faults", "the scenario has no faults: section");
 	jbuf_puts(b, "{\"may_miss\":");
 	if (!vm || scn_is_null(vm)) {
@@ -1135,7 +1135,7 @@ int scn_parse_expect(struct scn *s, const yaml_node_t *v)
 				       {"failure", &vf, NULL},
 				       {"faults", &vq, NULL},
 				       {"flight_recorder", &vr, NULL}};
-	const char *job = s->section[FABRIC_SECTION_JOB];
+	const char *job = s->sc->job_json;
 	char prog[16];
 	long long nranks = 0, timeout_s = JOB_DEFAULT_TIMEOUT_S;
 	struct jbuf b = JBUF_INIT;
@@ -1193,7 +1193,7 @@ int scn_parse_expect(struct scn *s, const yaml_node_t *v)
 			goto out;
 	}
 	jbuf_puts(&b, "}");
-	return set_section(s, &b, FABRIC_SECTION_EXPECT);
+	return set_section(s, &b, &s->sc->expect_json);
 out:
 	jbuf_free(&b);
 	return s->rc;

@@ -806,7 +806,37 @@ static const char *base_name(const char *file, char *buf, size_t cap)
 	return buf;
 }
 
-int scn_load_buffer(const char *file, const char *data, size_t len, struct fabric **out,
+int scenario_new(struct fabric *f, struct scenario **out)
+{
+	*out = calloc(1, sizeof(**out));
+	if (!*out) {
+		fabric_free(f);
+		return -ENOMEM;
+	}
+	(*out)->fabric = f;
+	return 0;
+}
+
+void scenario_free(struct scenario *sc)
+{
+	if (!sc)
+		return;
+	fabric_free(sc->fabric);
+	fault_plan_free(sc->faults);
+	free(sc->job_json);
+	free(sc->expect_json);
+	free(sc->faults_json);
+	free(sc);
+}
+
+int scenario_json(struct scenario *sc, bool refresh, const char **text, size_t *len)
+{
+	const struct fabric_json_member sections[] = {
+		{"job", sc->job_json}, {"expect", sc->expect_json}, {"faults", sc->faults_json}};
+	return fabric_json(sc->fabric, sections, 3, refresh, text, len);
+}
+
+int scn_load_buffer(const char *file, const char *data, size_t len, struct scenario **out,
 		    char *err, size_t errlen)
 {
 	struct scn s = {.file = file, .data = data, .len = len, .err = err, .errlen = errlen};
@@ -821,6 +851,9 @@ int scn_load_buffer(const char *file, const char *data, size_t len, struct fabri
 			 SCN_FILE_MAX >> 20);
 		return -EFBIG;
 	}
+	s.sc = calloc(1, sizeof(*s.sc));
+	if (!s.sc)
+		return scn_fail_oom(&s);
 	if (!load_doc(&s))
 		parse_top(&s, yaml_document_get_root_node(&s.doc));
 	if (!s.rc) {
@@ -829,32 +862,22 @@ int scn_load_buffer(const char *file, const char *data, size_t len, struct fabri
 				      s.description))
 			scn_fail_oom(&s);
 	}
-	if (!s.rc) {
-		for (int i = 0; i < FABRIC_NSECTIONS; i++) {
-			fabric_set_section(s.f, (enum fabric_section)i, s.section[i]);
-			s.section[i] = NULL;
-		}
-		if (s.faults)
-			fabric_set_faults(s.f, s.faults, fault_plan_free_v);
-		s.faults = NULL;
-	}
-	for (int i = 0; i < FABRIC_NSECTIONS; i++)
-		free(s.section[i]);
-	fault_plan_free(s.faults);
 	if (s.have_doc)
 		yaml_document_delete(&s.doc);
 	free(s.locs);
 	free(s.name);
 	free(s.description);
 	if (s.rc) {
+		scenario_free(s.sc);
 		fabric_free(s.f);
 		return s.rc;
 	}
-	*out = s.f;
+	s.sc->fabric = s.f;
+	*out = s.sc;
 	return 0;
 }
 
-int scn_load(const char *path, struct fabric **out, char *err, size_t errlen)
+int scn_load(const char *path, struct scenario **out, char *err, size_t errlen)
 {
 	*out = NULL;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -925,7 +948,9 @@ int scn_load(const char *path, struct fabric **out, char *err, size_t errlen)
 int scn_load_faults(struct fabric *f, const char *file, const char *data, size_t len,
 		    struct fault_plan **out, char *err, size_t errlen)
 {
-	struct scn s = {.file = file, .data = data, .len = len, .err = err, .errlen = errlen, .f = f};
+	struct scenario parsed = {0}; /* only its plan and that plan's text are filled */
+	struct scn s = {.file = file, .data = data, .len = len, .err = err, .errlen = errlen, .f = f,
+			.sc = &parsed};
 	*out = NULL;
 	err[0] = 0;
 	if (len > SCN_FILE_MAX) {
@@ -957,12 +982,11 @@ int scn_load_faults(struct fabric *f, const char *file, const char *data, size_t
 	if (s.have_doc)
 		yaml_document_delete(&s.doc);
 	free(s.locs);
-	for (int i = 0; i < FABRIC_NSECTIONS; i++)
-		free(s.section[i]);
+	free(parsed.faults_json);
 	if (s.rc) {
-		fault_plan_free(s.faults);
+		fault_plan_free(parsed.faults);
 		return s.rc;
 	}
-	*out = s.faults;
+	*out = parsed.faults;
 	return 0;
 }

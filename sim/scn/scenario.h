@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * scenario.h - scenario files (YAML) to a resolved fabric.
+ * scenario.h - scenario files (YAML) to a scenario: a resolved fabric, its fault plan and
+ * its job.
  *
  * A scenario is one YAML document: a mapping with the sections
  *   name, description   free text (name defaults to the file's base name)
@@ -22,6 +23,7 @@
 #ifndef SF_SCENARIO_H
 #define SF_SCENARIO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "sim/scn/fabric.h"
@@ -29,18 +31,47 @@
 #define SCN_ERR_LEN 768
 #define SCN_FILE_MAX (16u << 20) /* bytes */
 
+struct fault_plan;
+
 /*
- * Read, parse, validate and resolve the scenario at path into a new fabric
- * (free it with fabric_free). 0; -EINVAL with "file:line:column: key:
+ * A loaded scenario. It owns everything it points to (scenario_free), and is
+ * read-only once loaded except for the fabric's seed (and the ideal fabric's
+ * nodes, which come and go). Single-threaded, like the fabric.
+ */
+struct scenario {
+	struct fabric *fabric;	   /* finished; never NULL */
+	struct fault_plan *faults; /* the faults: timeline (sim/core/fault.h); NULL: none */
+	/* job:, expect: and faults: resolved by their parsers (sim/scn/job.c, faults.c) to
+	 * JSON texts, NULL when absent; the dump carries them, so tools read them from it
+	 * instead of parsing the scenario again */
+	char *job_json, *expect_json, *faults_json;
+};
+
+/*
+ * A scenario of f alone, without faults, job or expect (the daemon's ideal
+ * fabric). Takes f over, also when it fails: 0 or -ENOMEM.
+ */
+int scenario_new(struct fabric *f, struct scenario **out);
+/* Frees the scenario, its fabric, plan and texts. NULL-safe. */
+void scenario_free(struct scenario *sc);
+/*
+ * The scenario as op=fabric's one line of JSON: the fabric's dump (fabric_json)
+ * with "job", "expect" and "faults" after its config (null when absent). The
+ * text is cached; refresh rebuilds it (the ideal fabric grows). 0 or -ENOMEM.
+ */
+int scenario_json(struct scenario *sc, bool refresh, const char **text, size_t *len);
+
+/*
+ * Read, parse, validate and resolve the scenario at path into a new scenario
+ * (free it with scenario_free). 0; -EINVAL with "file:line:column: key:
  * reason" in err; a negative errno from reading the file with "file:
  * reason"; -EFBIG over SCN_FILE_MAX; -ENOMEM.
  */
-int scn_load(const char *path, struct fabric **out, char *err, size_t errlen);
+int scn_load(const char *path, struct scenario **out, char *err, size_t errlen);
 /* The same from memory; file is the name used in messages and kept as the fabric's scenario. */
-int scn_load_buffer(const char *file, const char *data, size_t len, struct fabric **out,
+int scn_load_buffer(const char *file, const char *data, size_t len, struct scenario **out,
 		    char *err, size_t errlen);
 
-struct fault_plan;
 /*
  * A faults: list alone (YAML text: a sequence of faults, or a mapping with a
  * faults: key), checked against a loaded fabric: what `simfabric fault apply`

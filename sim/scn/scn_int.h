@@ -20,8 +20,7 @@
 
 #include "sim/scn/fabric.h"
 #include "sim/scn/param.h"
-
-struct fault_plan;
+#include "sim/scn/scenario.h"
 
 struct loc {
 	int line, col;
@@ -57,16 +56,16 @@ struct scn {
 	int nlocs, caplocs;
 	yaml_node_t *links_at; /* where path errors point */
 	char *name, *description;
-	/* the other sections' parsers' results, handed to the fabric at the end */
-	char *section[FABRIC_NSECTIONS];
-	struct fault_plan *faults;
+	/* what the other sections' parsers resolve (its texts and plan; its fabric is set
+	 * once everything loaded) */
+	struct scenario *sc;
 };
 
 /*
  * The section parsers, called after the fabric is built (s->f, finished), so
  * they can check node, NIC and link names against it (scn_get_place). Each
- * stores its resolved JSON text in s->section[...] (and faults.c its plan
- * in s->faults).
+ * stores its resolved JSON text in s->sc (job_json, expect_json, faults_json;
+ * faults.c also its plan in s->sc->faults).
  */
 int scn_parse_job(struct scn *s, const yaml_node_t *v);	   /* sim/scn/job.c */
 int scn_parse_expect(struct scn *s, const yaml_node_t *v); /* sim/scn/job.c */

@@ -569,25 +569,20 @@ static void test_stress(void)
 	fix_down(&st.f);
 }
 
-int main(void)
-{
-	test_geometry();
-	test_check_rejects();
-	test_sizes();
-	test_would_block_and_limits();
-	test_grouped_tags();
-	test_tags_single();
-	test_hostile_descriptors();
-	test_truncation();
-	test_close_and_death();
-	test_corrupt_descriptor();
-	test_abandon();
-	test_delivered_before_failure();
-	test_stress();
-	if (failures) {
-		fprintf(stderr, "test_chan: %d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("test_chan: ok\n");
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_geometry),
+	CHECK_CASE(test_check_rejects),
+	CHECK_CASE(test_sizes),
+	CHECK_CASE(test_would_block_and_limits),
+	CHECK_CASE(test_grouped_tags),
+	CHECK_CASE(test_tags_single),
+	CHECK_CASE(test_hostile_descriptors),
+	CHECK_CASE(test_truncation),
+	CHECK_CASE(test_close_and_death),
+	CHECK_CASE(test_corrupt_descriptor),
+	CHECK_CASE(test_abandon),
+	CHECK_CASE(test_delivered_before_failure),
+	CHECK_CASE(test_stress),
+};
+
+CHECK_MAIN(cases)

@@ -420,18 +420,9 @@ static void test_modelled(void)
 	CHECK(memcmp(out[0], src, N) != 0, "and some were");
 }
 
-int main(void)
-{
-	test_one_sided();
-	test_mixed_order();
-	test_mismatch();
-	test_hostile();
-	test_engine_failures();
-	test_modelled();
-	if (failures) {
-		fprintf(stderr, "test_chan_direct: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_chan_direct: %d checks passed\n", checks);
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_one_sided), CHECK_CASE(test_mixed_order),     CHECK_CASE(test_mismatch),
+	CHECK_CASE(test_hostile),   CHECK_CASE(test_engine_failures), CHECK_CASE(test_modelled),
+};
+
+CHECK_MAIN(cases)

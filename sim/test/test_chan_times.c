@@ -14,15 +14,14 @@
 
 #include "sim/test/check.h"
 
-int main(void)
+static void test_times(void)
 {
 	struct chan_geom g = {.slot_bytes = 4096, .nslots = 4};
 	size_t len = chan_shm_bytes(&g);
 	void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (base == MAP_FAILED) {
-		perror("mmap");
-		return 1;
-	}
+	CHECK(base != MAP_FAILED, "mmap: %s", strerror(errno));
+	if (base == MAP_FAILED)
+		return;
 	struct chan_tx *tx;
 	struct chan_rx *rx;
 	CHECK(chan_format(base, len, &g, 9) == 0, "format");
@@ -82,10 +81,10 @@ int main(void)
 	free(src);
 	free(dst);
 	free(dst2);
-	if (failures) {
-		fprintf(stderr, "test_chan_times: %d of %d check(s) failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_chan_times: ok (%d checks)\n", checks);
-	return 0;
 }
+
+static const struct check_case cases[] = {
+	CHECK_CASE(test_times),
+};
+
+CHECK_MAIN(cases)

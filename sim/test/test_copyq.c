@@ -53,7 +53,7 @@ static int submit_all(struct copyq_job *j, int n, uint8_t (*dst)[LEN], uint8_t (
 	return queued;
 }
 
-int main(void)
+static void test_drain_and_stop(void)
 {
 	static uint8_t src[2 * NJOBS][LEN], dst[2 * NJOBS][LEN];
 	static struct copyq_job jobs[2 * NJOBS];
@@ -94,7 +94,10 @@ int main(void)
 	copyq_drain();
 	CHECK(atomic_load(&copies_started) == 3 * NJOBS + 1, "every copy ran once (%d)",
 	      atomic_load(&copies_started));
-
-	printf("test_copyq: %d checks, %d failed\n", checks, failures);
-	return failures != 0;
 }
+
+static const struct check_case cases[] = {
+	CHECK_CASE(test_drain_and_stop),
+};
+
+CHECK_MAIN(cases)

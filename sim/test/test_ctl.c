@@ -903,24 +903,13 @@ static void test_connect_auth(void)
 	rmdir(dir);
 }
 
-int main(void)
-{
-	test_framing_errors();
-	test_limits();
-	test_valid();
-	test_feed_contract();
-	test_random_stream();
-	test_builder();
-	test_getters();
-	test_fd_passing();
-	test_socket_errors();
-	test_default_socket();
-	test_connect();
-	test_connect_auth();
-	if (failures) {
-		fprintf(stderr, "test_ctl: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_ctl: %d checks passed\n", checks);
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_framing_errors), CHECK_CASE(test_limits),
+	CHECK_CASE(test_valid),		 CHECK_CASE(test_feed_contract),
+	CHECK_CASE(test_random_stream),	 CHECK_CASE(test_builder),
+	CHECK_CASE(test_getters),	 CHECK_CASE(test_fd_passing),
+	CHECK_CASE(test_socket_errors),	 CHECK_CASE(test_default_socket),
+	CHECK_CASE(test_connect),	 CHECK_CASE(test_connect_auth),
+};
+
+CHECK_MAIN(cases)

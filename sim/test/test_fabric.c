@@ -590,10 +590,13 @@ static void test_explicit(void)
 		      strcmp(err, "node 'zz' is not in scenario x.yaml (its 2 node(s): a, b)") == 0,
 	      "unknown node: '%s'", err);
 	CHECK(fabric_node_get(f, "b", &n, err, sizeof(err)) == 0 && n == b, "known node");
-	/* The dump: one line of printable ASCII. */
+	/* The dump: one line of printable ASCII, the caller's members after the config. */
+	const struct fabric_json_member extra[] = {{"x", "[1]"}, {"y", NULL}};
 	const char *js;
 	size_t jl;
-	CHECK(fabric_json(f, false, &js, &jl) == 0 && jl == strlen(js), "json");
+	CHECK(fabric_json(f, extra, 2, false, &js, &jl) == 0 && jl == strlen(js) &&
+		      strstr(js, "},\"x\":[1],\"y\":null,\"counts\":{"),
+	      "json: %.300s", js);
 	int odd = 0;
 	for (size_t i = 0; i < jl; i++)
 		odd += js[i] < 0x20 || js[i] > 0x7e;
@@ -601,7 +604,7 @@ static void test_explicit(void)
 		      strstr(js, "\"hop_latency_ns\":140") && strstr(js, "\"kind\":\"explicit\""),
 	      "json content: %.300s", js);
 	fabric_set_seed(f, 99);
-	CHECK(fabric_seed(f) == 99 && fabric_json(f, false, &js, &jl) == 0 &&
+	CHECK(fabric_seed(f) == 99 && fabric_json(f, extra, 2, false, &js, &jl) == 0 &&
 		      strstr(js, "\"seed\":99"),
 	      "seed");
 	fabric_free(f);
@@ -871,19 +874,10 @@ static void test_lint(void)
 	fabric_free(f);
 }
 
-int main(void)
-{
-	test_names();
-	test_params();
-	test_param_types();
-	test_ideal();
-	test_explicit();
-	test_routes();
-	test_lint();
-	if (failures) {
-		fprintf(stderr, "test_fabric: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_fabric: %d checks passed\n", checks);
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_names), CHECK_CASE(test_params),   CHECK_CASE(test_param_types),
+	CHECK_CASE(test_ideal), CHECK_CASE(test_explicit), CHECK_CASE(test_routes),
+	CHECK_CASE(test_lint),
+};
+
+CHECK_MAIN(cases)

@@ -37,13 +37,13 @@
 	"  links:\n"                                                                               \
 	"    - ends: [[node0, node1, node2], sw0]\n"
 
-static struct fabric *load(const char *yaml, int line)
+static struct scenario *load(const char *yaml, int line)
 {
-	struct fabric *f = NULL;
+	struct scenario *sc = NULL;
 	char err[SCN_ERR_LEN];
-	int rc = scn_load_buffer("t.yaml", yaml, strlen(yaml), &f, err, sizeof(err));
-	CHECK(rc == 0 && f, "line %d: load: %d %s\n%s", line, rc, err, yaml);
-	return rc ? NULL : f;
+	int rc = scn_load_buffer("t.yaml", yaml, strlen(yaml), &sc, err, sizeof(err));
+	CHECK(rc == 0 && sc, "line %d: load: %d %s\n%s", line, rc, err, yaml);
+	return rc ? NULL : sc;
 }
 
 static void test_errors(void)
@@ -284,15 +284,15 @@ static void test_errors(void)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char yaml[2048], err[SCN_ERR_LEN];
 		snprintf(yaml, sizeof(yaml), "%s%s", FABRIC, cases[i].faults);
-		struct fabric *f = (struct fabric *)1;
-		int rc = scn_load_buffer("t.yaml", yaml, strlen(yaml), &f, err, sizeof(err));
+		struct scenario *sc = (struct scenario *)1;
+		int rc = scn_load_buffer("t.yaml", yaml, strlen(yaml), &sc, err, sizeof(err));
 		if (!cases[i].err) {
 			/* the parameter table's message: just where and which key */
-			CHECK(rc == -EINVAL && f == NULL && !strncmp(err, "t.yaml:12:53: rate_gbps: ", 25),
+			CHECK(rc == -EINVAL && sc == NULL && !strncmp(err, "t.yaml:12:53: rate_gbps: ", 25),
 			      "case %zu: %d '%s'", i, rc, err);
 			continue;
 		}
-		CHECK(rc == -EINVAL && f == NULL && !strcmp(err, cases[i].err),
+		CHECK(rc == -EINVAL && sc == NULL && !strcmp(err, cases[i].err),
 		      "case %zu:\n%s\n got '%s'\nwant '%s'", i, cases[i].faults, err, cases[i].err);
 	}
 
@@ -303,13 +303,13 @@ static void test_errors(void)
 		snprintf(yaml, sizeof(yaml), "%s%s", FABRIC,
 			 "faults:\n  - {action: link_down, link: node0, after: {first_traffic: node0, "
 			 "link: node1}}\n");
-		struct fabric *f = NULL;
-		int rc = scn_load_buffer("t.yaml", yaml, strlen(yaml), &f, err, sizeof(err));
+		struct scenario *sc = NULL;
+		int rc = scn_load_buffer("t.yaml", yaml, strlen(yaml), &sc, err, sizeof(err));
 		CHECK(rc == -EINVAL, "after: {first_traffic: node0, link: node1} is accepted (trigger "
 				     "link %d); want an error at t.yaml:12:68",
-		      f && fabric_faults(f) ? ((const struct fault_plan *)fabric_faults(f))->f[0].trig_link
+		      sc && sc->faults ? sc->faults->f[0].trig_link
 					    : -1);
-		fabric_free(f);
+		scenario_free(sc);
 	}
 
 	/* the ideal fabric has no links to fail */
@@ -317,8 +317,8 @@ static void test_errors(void)
 		"fabric: {kind: ideal}\nfaults:\n  - {action: node_kill, node: n0}\n",
 	};
 	char err[SCN_ERR_LEN];
-	struct fabric *f;
-	int rc = scn_load_buffer("t.yaml", ideal[0], strlen(ideal[0]), &f, err, sizeof(err));
+	struct scenario *sc;
+	int rc = scn_load_buffer("t.yaml", ideal[0], strlen(ideal[0]), &sc, err, sizeof(err));
 	CHECK(rc == -EINVAL && !strcmp(err, "t.yaml:3:3: faults: faults need an explicit fabric "
 					    "(kind: explicit, with links); the ideal fabric has no "
 					    "links to fail"),
@@ -329,7 +329,7 @@ static void test_errors(void)
 			   "  nodes: {count: 2, name: \"node{i}\", nic: {timeout_exp: 0}}\n"
 			   "faults:\n"
 			   "  - {action: link_down, link: node0, for: 1ms}\n";
-	rc = scn_load_buffer("t.yaml", noto, strlen(noto), &f, err, sizeof(err));
+	rc = scn_load_buffer("t.yaml", noto, strlen(noto), &sc, err, sizeof(err));
 	CHECK(rc == -EINVAL && !strcmp(err, "t.yaml:4:14: action: link_down: node node0 has "
 					    "timeout_exp 0 (no ACK timer): its transport would "
 					    "never retry after a lost packet, so a down link would "
@@ -340,14 +340,14 @@ static void test_errors(void)
 			    "  nodes: {count: 2, name: \"node{i}\", nic: {timeout_exp: 0}}\n"
 			    "faults:\n"
 			    "  - {action: stall, link: node0, for: 1ms}\n";
-	f = load(stall, __LINE__);
-	fabric_free(f);
+	sc = load(stall, __LINE__);
+	scenario_free(sc);
 }
 
 /* The n-th fault of the fabric's plan. */
-static const struct fault_spec *nth(const struct fabric *f, int i)
+static const struct fault_spec *nth(const struct scenario *sc, int i)
 {
-	const struct fault_plan *p = fabric_faults(f);
+	const struct fault_plan *p = sc->faults;
 	return p && i < p->n ? &p->f[i] : NULL;
 }
 
@@ -376,16 +376,16 @@ static void test_good(void)
 		"  - {action: node_kill, node: node2, at: 30s}\n"
 		"  - {action: nic_down, nic: node2/0, for: 1000}\n"	  /* 25 */
 		"  - {action: stall, link: node0, for: 1ms, every: 3ms}\n";
-	struct fabric *f = load(yaml, __LINE__);
-	if (!f)
+	struct scenario *sc = load(yaml, __LINE__);
+	if (!sc)
 		return;
-	const struct fault_plan *p = fabric_faults(f);
+	const struct fault_plan *p = sc->faults;
 	CHECK(p && p->n == 12, "12 faults: %d", p ? p->n : -1);
 	if (!p || p->n != 12) {
-		fabric_free(f);
+		scenario_free(sc);
 		return;
 	}
-	const struct fault_spec *s = nth(f, 0);
+	const struct fault_spec *s = nth(sc, 0);
 	CHECK(!strcmp(s->name, "cable0") && s->kind == FAULT_K_LINK_DOWN &&
 		      s->action == FAULT_A_DOWN && s->nlinks == 2 && s->link[0] == 0 &&
 		      s->link[1] == 1 && s->start_ns == 5000000 && s->duration_ns == 200000000 &&
@@ -393,14 +393,14 @@ static void test_good(void)
 		      s->trigger == FAULT_T_TIME && s->line == 12,
 	      "cable0: %s links %u start %" PRId64 " dur %" PRId64 " line %d", s->name, s->nlinks,
 	      s->start_ns, s->duration_ns, s->line);
-	s = nth(f, 1);
+	s = nth(sc, 1);
 	CHECK(!strcmp(s->name, "flap-1") && s->action == FAULT_A_DOWN && s->nlinks == 1 &&
 		      s->link[0] == 2 && s->period_ns == 20000000 && s->duration_ns == 5000000 &&
 		      s->count == 4 && s->start_ns == 2000000 &&
 		      s->trigger == FAULT_T_FIRST_TRAFFIC && s->trig_link == 0 && s->line == 17,
 	      "flap: %s link %u period %" PRId64 " dur %" PRId64 " count %" PRIu64 " trig %d",
 	      s->name, s->link[0], s->period_ns, s->duration_ns, s->count, s->trig_link);
-	const struct fault_spec *s2 = nth(f, 2), *s3 = nth(f, 3);
+	const struct fault_spec *s2 = nth(sc, 2), *s3 = nth(sc, 3);
 	CHECK(s2->action == FAULT_A_STALL && s2->conn_scope && s2->nlinks == 0 &&
 		      s2->src_node == 0 && s2->dst_node == 2 && s3->src_node == 2 &&
 		      s3->dst_node == 0 && s2->start_ns == 1500000000 && s2->duration_ns == 250000 &&
@@ -408,13 +408,13 @@ static void test_good(void)
 		      s2->prob == model_prob(0.1) && !strcmp(s2->name, s3->name),
 	      "stall both ways: %d->%d, %d->%d", s2->src_node, s2->dst_node, s3->src_node,
 	      s3->dst_node);
-	s = nth(f, 4);
+	s = nth(sc, 4);
 	CHECK(s->action == FAULT_A_DEGRADE && s->nlinks == 1 && s->link[0] == 7 &&
 		      s->set == (FAULT_SET_RATE | FAULT_SET_LATENCY | FAULT_SET_LOSS) &&
 		      s->rate_bps == 12500000000ull && s->extra_latency_ns == 3000 &&
 		      s->loss.kind == MODEL_LOSS_BERNOULLI && s->loss.p[0] == model_prob(0.01),
 	      "degrade: link %u set %#x rate %" PRIu64, s->link[0], s->set, s->rate_bps);
-	s = nth(f, 5);
+	s = nth(sc, 5);
 	/* [sw0, node1] without direction: both directions of the cable */
 	CHECK(s->kind == FAULT_K_CORRUPT && s->action == FAULT_A_DEGRADE && s->link[0] == 2 &&
 		      s->link[1] == 3 && s->nlinks == 2 && s->set == FAULT_SET_CORRUPT &&
@@ -422,27 +422,27 @@ static void test_good(void)
 		      s->threshold == 65536 && s->trig_link == -1 && s->trig_src == 0 &&
 		      s->trig_dst == 1 && s->duration_ns == FAULT_FOREVER,
 	      "corrupt: link %u threshold %" PRIu64, s->link[0], s->threshold);
-	s = nth(f, 6);
+	s = nth(sc, 6);
 	CHECK(s->action == FAULT_A_RESET && s->conn_scope && s->src_node == 1 &&
 		      s->dst_node == FAULT_ANY && s->trigger == FAULT_T_MESSAGES &&
 		      s->threshold == 100 && s->trig_link == 2,
 	      "reset: %d -> %d trig %d", s->src_node, s->dst_node, s->trig_link);
-	s = nth(f, 7);
+	s = nth(sc, 7);
 	CHECK(s->action == FAULT_A_REFUSE && s->node == 1 && s->duration_ns == 10000000,
 	      "refuse");
-	s = nth(f, 8);
+	s = nth(sc, 8);
 	CHECK(s->action == FAULT_A_DELAY && s->node == FAULT_ANY && s->delay_ns == 300000000 &&
 		      s->duration_ns == FAULT_FOREVER,
 	      "delay");
-	s = nth(f, 9);
+	s = nth(sc, 9);
 	CHECK(s->action == FAULT_A_KILL && s->node == 2 && s->start_ns == 30000000000LL &&
 		      s->duration_ns == 1,
 	      "kill: dur %" PRId64, s->duration_ns);
-	s = nth(f, 10);
+	s = nth(sc, 10);
 	CHECK(s->kind == FAULT_K_NIC_DOWN && s->nlinks == 2 && s->link[0] == 4 && s->link[1] == 5 &&
 		      s->duration_ns == 1000,
 	      "nic_down: %u links", s->nlinks);
-	s = nth(f, 11);
+	s = nth(sc, 11);
 	CHECK(s->action == FAULT_A_STALL && !s->conn_scope && s->nlinks == 2 && s->count == 0 &&
 		      s->period_ns == 3000000,
 	      "periodic stall");
@@ -450,7 +450,7 @@ static void test_good(void)
 	/* the JSON dump */
 	const char *js;
 	size_t jl;
-	CHECK(fabric_json(f, false, &js, &jl) == 0, "json");
+	CHECK(scenario_json(sc, false, &js, &jl) == 0, "json");
 	static const char *const want[] = {
 		"\"faults\":[{\"id\":0,\"name\":\"cable0\",\"action\":\"link_down\",\"line\":12,"
 		"\"links\":[0,1],\"trigger\":{\"kind\":\"time\"},\"clock\":\"fabric_start\",\"start_ns\":5000000,"
@@ -476,21 +476,21 @@ static void test_good(void)
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		CHECK(strstr(js, want[i]) != NULL, "json lacks %s\nin %s", want[i], js);
-	fabric_free(f);
+	scenario_free(sc);
 
 	/* a scenario without faults: "faults":null */
-	f = load(FABRIC, __LINE__);
-	if (f) {
-		CHECK(fabric_json(f, false, &js, &jl) == 0 && strstr(js, "\"faults\":null"),
+	sc = load(FABRIC, __LINE__);
+	if (sc) {
+		CHECK(scenario_json(sc, false, &js, &jl) == 0 && strstr(js, "\"faults\":null"),
 		      "no faults: null");
-		CHECK(fabric_faults(f) == NULL, "no plan");
-		fabric_free(f);
+		CHECK(sc->faults == NULL, "no plan");
+		scenario_free(sc);
 	}
 	/* an empty list: a plan of none */
-	f = load(FABRIC "faults: []\n", __LINE__);
-	if (f) {
-		CHECK(fabric_json(f, false, &js, &jl) == 0 && strstr(js, "\"faults\":[]"), "[]");
-		fabric_free(f);
+	sc = load(FABRIC "faults: []\n", __LINE__);
+	if (sc) {
+		CHECK(scenario_json(sc, false, &js, &jl) == 0 && strstr(js, "\"faults\":[]"), "[]");
+		scenario_free(sc);
 	}
 	/* the shipped fault scenarios */
 	static const char *const shipped[] = {"fault-link-down.yaml", "fault-flap.yaml"};
@@ -498,11 +498,11 @@ static void test_good(void)
 	for (size_t i = 0; i < 2; i++) {
 		char err[SCN_ERR_LEN], path[PATH_MAX + 64];
 		snprintf(path, sizeof(path), "%s/%s", check_scenarios_dir(dir, sizeof(dir)), shipped[i]);
-		int rc = scn_load(path, &f, err, sizeof(err));
+		int rc = scn_load(path, &sc, err, sizeof(err));
 		CHECK(rc == 0, "%s: %s", path, err);
 		if (rc)
 			continue;
-		s = nth(f, 0);
+		s = nth(sc, 0);
 		if (i == 0)
 			CHECK(s && s->trigger == FAULT_T_MESSAGES && s->threshold == 20 &&
 				      s->duration_ns == 200000000 && s->nlinks == 2 && s->trig_link == 0,
@@ -512,7 +512,7 @@ static void test_good(void)
 				      s->duration_ns == 5000000 && s->count == 4 &&
 				      s->start_ns == 2000000,
 			      "fault-flap");
-		fabric_free(f);
+		scenario_free(sc);
 	}
 }
 
@@ -527,44 +527,44 @@ static void test_good_process(void)
 				  "  - {action: connect_fail, fraction: 0.25, error: internal, for: 5s}\n"
 				  "  - {action: accept_fail, node: node2}\n"
 				  "  - {action: comm_hang, conn: {from: node0, to: node1}, at: 10ms}\n";
-	struct fabric *f = load(yaml, __LINE__);
-	if (!f)
+	struct scenario *sc = load(yaml, __LINE__);
+	if (!sc)
 		return;
-	const struct fault_plan *p = fabric_faults(f);
+	const struct fault_plan *p = sc->faults;
 	CHECK(p && p->n == 7, "7 faults: %d", p ? p->n : -1);
 	if (!p || p->n != 7) {
-		fabric_free(f);
+		scenario_free(sc);
 		return;
 	}
-	const struct fault_spec *s = nth(f, 0);
+	const struct fault_spec *s = nth(sc, 0);
 	CHECK(s->action == FAULT_A_FREEZE && s->node == 1 && s->duration_ns == FAULT_FOREVER &&
 		      s->start_ns == 1000000000,
 	      "freeze: node %d dur %" PRId64, s->node, s->duration_ns);
-	s = nth(f, 1);
+	s = nth(sc, 1);
 	CHECK(s->action == FAULT_A_STRAGGLE && s->node == 2 && s->slow_period_ns == 10000000 &&
 		      s->frac == model_prob(0.25) && s->duration_ns == 2000000000 && s->period_ns == 0,
 	      "straggle: period %" PRId64 " frac %u", s->slow_period_ns, s->frac);
-	s = nth(f, 2);
+	s = nth(sc, 2);
 	CHECK(s->slow_period_ns == FAULT_SLOW_PERIOD_NS && s->frac == model_prob(0.5),
 	      "straggle defaults: %" PRId64 " %u", s->slow_period_ns, s->frac);
-	s = nth(f, 3);
+	s = nth(sc, 3);
 	CHECK(s->action == FAULT_A_CALLFAIL && s->kind == FAULT_K_REGMR_FAIL && s->nth == 3 &&
 		      s->node == 1 && s->err_kind == FAULT_E_SYSTEM,
 	      "regmr_fail nth %" PRIu64, s->nth);
-	s = nth(f, 4);
+	s = nth(sc, 4);
 	CHECK(s->kind == FAULT_K_CONNECT_FAIL && s->nth == 0 && s->frac == model_prob(0.25) &&
 		      s->node == FAULT_ANY && s->err_kind == FAULT_E_INTERNAL,
 	      "connect_fail frac %u err %u", s->frac, s->err_kind);
-	s = nth(f, 5);
+	s = nth(sc, 5);
 	CHECK(s->kind == FAULT_K_ACCEPT_FAIL && s->nth == 0 && s->frac == MODEL_PROB_ONE,
 	      "accept_fail: every call");
-	s = nth(f, 6);
+	s = nth(sc, 6);
 	CHECK(s->action == FAULT_A_HANG && s->conn_scope && s->src_node == 0 && s->dst_node == 1 &&
 		      s->duration_ns == FAULT_FOREVER,
 	      "comm_hang %d -> %d", s->src_node, s->dst_node);
 	const char *js;
 	size_t jl;
-	CHECK(fabric_json(f, false, &js, &jl) == 0, "json");
+	CHECK(scenario_json(sc, false, &js, &jl) == 0, "json");
 	static const char *const want[] = {
 		"\"action\":\"node_freeze\",\"line\":12,\"links\":[],\"node\":\"node1\"",
 		"\"probability\":1,\"period_slow_ns\":10000000,\"duty\":0.25}",
@@ -576,22 +576,22 @@ static void test_good_process(void)
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		CHECK(strstr(js, want[i]) != NULL, "json lacks %s\nin %s", want[i], js);
-	fabric_free(f);
+	scenario_free(sc);
 }
 
 /* A trigger on a fault whose conn: [a, b] means both ways keeps both ways. */
 static void test_both_ways_with_trigger(void)
 {
-	struct fabric *f =
+	struct scenario *sc =
 		load(FABRIC "faults:\n  - {action: reset, conn: [node0, node1], after: {messages: "
 			    "5, link: node0}}\n",
 		     __LINE__);
-	if (!f)
+	if (!sc)
 		return;
-	const struct fault_plan *p = fabric_faults(f);
+	const struct fault_plan *p = sc->faults;
 	CHECK(p && p->n == 2, "conn: [node0, node1] with after: is both ways, 2 faults; got %d",
 	      p ? p->n : -1);
-	fabric_free(f);
+	scenario_free(sc);
 }
 
 /*
@@ -605,25 +605,25 @@ static void test_degrade_corrupt_p(void)
 	char yaml[2048], err[SCN_ERR_LEN];
 	snprintf(yaml, sizeof(yaml), "%s%s", FABRIC,
 		 "faults:\n  - {action: degrade, link: node0, set: {corrupt: 0.5}}\n");
-	struct fabric *f = NULL;
-	int rc = scn_load_buffer("t.yaml", yaml, strlen(yaml), &f, err, sizeof(err));
+	struct scenario *sc = NULL;
+	int rc = scn_load_buffer("t.yaml", yaml, strlen(yaml), &sc, err, sizeof(err));
 	CHECK(rc == 0, "set: {corrupt: 0.5} refused: %s", err);
-	const struct fault_spec *s = f ? nth(f, 0) : NULL;
-	CHECK(!f || (s && s->set == FAULT_SET_CORRUPT && s->corrupt_p == model_prob(0.5)),
+	const struct fault_spec *s = sc ? nth(sc, 0) : NULL;
+	CHECK(!sc || (s && s->set == FAULT_SET_CORRUPT && s->corrupt_p == model_prob(0.5)),
 	      "corrupt_p: set %#x p %u", s ? s->set : 0, s ? s->corrupt_p : 0);
-	fabric_free(f);
+	scenario_free(sc);
 }
 
 static void test_live(void)
 {
-	struct fabric *f = load(FABRIC, __LINE__);
-	if (!f)
+	struct scenario *sc = load(FABRIC, __LINE__);
+	if (!sc)
 		return;
 	struct fault_plan *p = NULL;
 	char err[SCN_ERR_LEN];
 	/* one fault in flow syntax, as op=fault apply wraps it: a list of one */
 	const char *one = "[{action: link_down, link: [node1, sw0], for: 5ms}]";
-	int rc = scn_load_faults(f, "spec", one, strlen(one), &p, err, sizeof(err));
+	int rc = scn_load_faults(sc->fabric, "spec", one, strlen(one), &p, err, sizeof(err));
 	CHECK(rc == 0 && p && p->n == 1, "one: %d %s", rc, err);
 	if (p) {
 		CHECK(p->f[0].nlinks == 2 && p->f[0].link[0] == 2 && p->f[0].link[1] == 3 &&
@@ -636,7 +636,7 @@ static void test_live(void)
 	/* a mapping with faults: and several */
 	const char *map = "{faults: [{action: stall, conn: all, for: 1ms}, {action: "
 			  "connect_refuse, node: node2}]}";
-	rc = scn_load_faults(f, "spec", map, strlen(map), &p, err, sizeof(err));
+	rc = scn_load_faults(sc->fabric, "spec", map, strlen(map), &p, err, sizeof(err));
 	CHECK(rc == 0 && p && p->n == 2 && p->f[0].conn_scope && p->f[0].src_node == FAULT_ANY &&
 		      p->f[1].action == FAULT_A_REFUSE && p->f[1].node == 2,
 	      "map: %d %s", rc, err);
@@ -659,7 +659,7 @@ static void test_live(void)
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		p = (struct fault_plan *)1;
-		rc = scn_load_faults(f, "spec", bad[i].spec, strlen(bad[i].spec), &p, err, sizeof(err));
+		rc = scn_load_faults(sc->fabric, "spec", bad[i].spec, strlen(bad[i].spec), &p, err, sizeof(err));
 		if (!bad[i].err)
 			CHECK(rc == -EINVAL && p == NULL && !strncmp(err, "spec:", 5) &&
 				      strstr(err, ": yaml: "),
@@ -668,32 +668,27 @@ static void test_live(void)
 			CHECK(rc == -EINVAL && p == NULL && !strcmp(err, bad[i].err),
 			      "live %zu: %d\n got '%s'\nwant '%s'", i, rc, err, bad[i].err);
 	}
-	fabric_free(f);
+	scenario_free(sc);
 	/* against the ideal fabric */
 	const char *ideal = "fabric: {kind: ideal}\n";
-	f = load(ideal, __LINE__);
-	if (f) {
-		rc = scn_load_faults(f, "spec", one, strlen(one), &p, err, sizeof(err));
+	sc = load(ideal, __LINE__);
+	if (sc) {
+		rc = scn_load_faults(sc->fabric, "spec", one, strlen(one), &p, err, sizeof(err));
 		CHECK(rc == -EINVAL && !strcmp(err, "spec:1:1: faults: faults need an explicit fabric "
 						    "(kind: explicit, with links); the ideal fabric "
 						    "has no links to fail"),
 		      "live on ideal: '%s'", err);
-		fabric_free(f);
+		scenario_free(sc);
 	}
 }
 
-int main(void)
-{
-	test_errors();
-	test_good();
-	test_good_process();
-	test_both_ways_with_trigger();
-	test_degrade_corrupt_p();
-	test_live();
-	if (failures) {
-		fprintf(stderr, "test_fault_parse: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_fault_parse: %d checks passed\n", checks);
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_errors),
+	CHECK_CASE(test_good),
+	CHECK_CASE(test_good_process),
+	CHECK_CASE(test_both_ways_with_trigger),
+	CHECK_CASE(test_degrade_corrupt_p),
+	CHECK_CASE(test_live),
+};
+
+CHECK_MAIN(cases)

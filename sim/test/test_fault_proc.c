@@ -381,7 +381,7 @@ static int count_sig(int from, int sig)
 }
 
 struct dfx {
-	struct fabric *fab;
+	struct scenario *sc;
 	void *base;
 	size_t len;
 	struct fst_view *v;
@@ -394,7 +394,7 @@ static void dfx_open(struct dfx *x, const char *faults)
 	snprintf(yaml, sizeof(yaml), "fabric:\n  nodes: {count: 3, name: \"node{i}\"}\nfaults:\n%s",
 		 faults);
 	memset(x, 0, sizeof(*x));
-	int rc = scn_load_buffer("t.yaml", yaml, strlen(yaml), &x->fab, err, sizeof(err));
+	int rc = scn_load_buffer("t.yaml", yaml, strlen(yaml), &x->sc, err, sizeof(err));
 	CHECK(rc == 0, "load: %s", err);
 	struct model_link links[1] = {{.rate_bps = 25000000000ull, .latency_ns = 500, .mtu = 4096}};
 	struct model_nic nic = {.timeout_exp = 10, .retry_count = 7, .timeout_scale_ppm = 1000000};
@@ -403,8 +403,8 @@ static void dfx_open(struct dfx *x, const char *faults)
 	x->v->shm->epoch_ns = mono_ns() - 1; /* the fabric starts now */
 	const struct faultd_ops ops = {.signal = rec_signal, .hold = rec_hold};
 	nrec = 0;
-	rc = faultd_new(x->v->shm, x->fab, rc ? NULL : fabric_faults(x->fab), &ops, &x->d, err,
-			sizeof(err));
+	rc = faultd_new(x->v->shm, rc ? NULL : x->sc->fabric, rc ? NULL : x->sc->faults, &ops,
+			&x->d, err, sizeof(err));
 	CHECK(rc == 0, "faultd_new: %s", err);
 }
 
@@ -412,7 +412,7 @@ static void dfx_close(struct dfx *x)
 {
 	faultd_free(x->d);
 	fenv_unmap(x->v, x->base, x->len);
-	fabric_free(x->fab);
+	scenario_free(x->sc);
 }
 
 static void test_faultd_freeze(void)
@@ -549,22 +549,12 @@ static void test_faultd_hang(void)
 	dfx_close(&x);
 }
 
-int main(void)
-{
-	test_kinds();
-	test_spec_check();
-	test_call_fails();
-	test_fst_call_fault();
-	test_chan_hang();
-	test_chan_rx_frozen();
-	test_faultd_freeze();
-	test_faultd_straggle();
-	test_faultd_overlap();
-	test_faultd_hang();
-	if (failures) {
-		fprintf(stderr, "test_fault_proc: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_fault_proc: %d checks passed\n", checks);
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_kinds),		 CHECK_CASE(test_spec_check),
+	CHECK_CASE(test_call_fails),	 CHECK_CASE(test_fst_call_fault),
+	CHECK_CASE(test_chan_hang),	 CHECK_CASE(test_chan_rx_frozen),
+	CHECK_CASE(test_faultd_freeze),	 CHECK_CASE(test_faultd_straggle),
+	CHECK_CASE(test_faultd_overlap), CHECK_CASE(test_faultd_hang),
+};
+
+CHECK_MAIN(cases)

@@ -154,12 +154,11 @@ static void test_oom(void)
 	free(text);
 }
 
-int main(void)
-{
-	test_append();
-	test_str();
-	test_take();
-	test_oom();
-	printf("test_jbuf: %d checks, %d failures\n", checks, failures);
-	return failures ? 1 : 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_append),
+	CHECK_CASE(test_str),
+	CHECK_CASE(test_take),
+	CHECK_CASE(test_oom),
+};
+
+CHECK_MAIN(cases)

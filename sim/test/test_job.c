@@ -123,14 +123,14 @@ static void test_resolve(void)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char err[SCN_ERR_LEN];
-		struct fabric *f = NULL;
+		struct scenario *sc = NULL;
 		const char *y = cases[i].yaml;
-		int rc = scn_load_buffer("t.yaml", y, strlen(y), &f, err, sizeof(err));
-		CHECK(rc == 0 && f, "case %zu: %d %s\n%s", i, rc, err, y);
+		int rc = scn_load_buffer("t.yaml", y, strlen(y), &sc, err, sizeof(err));
+		CHECK(rc == 0 && sc, "case %zu: %d %s\n%s", i, rc, err, y);
 		if (rc)
 			continue;
-		const char *job = fabric_section(f, FABRIC_SECTION_JOB);
-		const char *exp = fabric_section(f, FABRIC_SECTION_EXPECT);
+		const char *job = sc->job_json;
+		const char *exp = sc->expect_json;
 		if (cases[i].job && *cases[i].job)
 			CHECK(job && !strcmp(job, cases[i].job), "case %zu job:\n got  %s\n want %s", i,
 			      job ? job : "(null)", cases[i].job);
@@ -145,10 +145,10 @@ static void test_resolve(void)
 		/* ... and the dump carries them under their names. */
 		const char *js;
 		size_t jl;
-		CHECK(fabric_json(f, false, &js, &jl) == 0 && (!job || strstr(js, job)) &&
+		CHECK(scenario_json(sc, false, &js, &jl) == 0 && (!job || strstr(js, job)) &&
 			      (!exp || strstr(js, exp)),
 		      "case %zu: the dump carries job and expect", i);
-		fabric_free(f);
+		scenario_free(sc);
 	}
 }
 
@@ -338,23 +338,18 @@ static void test_errors(void)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char err[SCN_ERR_LEN];
-		struct fabric *f = NULL;
+		struct scenario *sc = NULL;
 		const char *y = cases[i].yaml;
-		int rc = scn_load_buffer("t.yaml", y, strlen(y), &f, err, sizeof(err));
-		CHECK(rc == -EINVAL && !f && !strcmp(err, cases[i].err),
+		int rc = scn_load_buffer("t.yaml", y, strlen(y), &sc, err, sizeof(err));
+		CHECK(rc == -EINVAL && !sc && !strcmp(err, cases[i].err),
 		      "case %zu: rc %d\n%s\n got  %s\n want %s", i, rc, y, err, cases[i].err);
-		fabric_free(f);
+		scenario_free(sc);
 	}
 }
 
-int main(void)
-{
-	test_resolve();
-	test_errors();
-	if (failures) {
-		fprintf(stderr, "test_job: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_job: %d checks passed\n", checks);
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_resolve),
+	CHECK_CASE(test_errors),
+};
+
+CHECK_MAIN(cases)

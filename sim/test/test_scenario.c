@@ -22,12 +22,12 @@
 
 #define GBPS 1000000000ull
 
-static struct fabric *load(const char *yaml, char *err)
+static struct scenario *load(const char *yaml, char *err)
 {
-	struct fabric *f = NULL;
-	int rc = scn_load_buffer("t.yaml", yaml, strlen(yaml), &f, err, SCN_ERR_LEN);
-	CHECK(rc == 0 && f, "load: %d %s\n%s", rc, err, yaml);
-	return rc ? NULL : f;
+	struct scenario *sc = NULL;
+	int rc = scn_load_buffer("t.yaml", yaml, strlen(yaml), &sc, err, SCN_ERR_LEN);
+	CHECK(rc == 0 && sc, "load: %d %s\n%s", rc, err, yaml);
+	return rc ? NULL : sc;
 }
 
 static const struct fabric_link *link_between(const struct fabric *f, const char *from,
@@ -68,11 +68,12 @@ static void test_shipped(void)
 		if (len < 6 || strcmp(e->d_name + len - 5, ".yaml"))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		struct fabric *f = NULL;
-		int rc = scn_load(path, &f, err, sizeof(err));
-		CHECK(rc == 0 && f, "%s: %s", path, err);
+		struct scenario *sc = NULL;
+		int rc = scn_load(path, &sc, err, sizeof(err));
+		CHECK(rc == 0 && sc, "%s: %s", path, err);
 		if (rc)
 			continue;
+		struct fabric *f = sc->fabric;
 		n++;
 		char base[256];
 		snprintf(base, sizeof(base), "%.*s", (int)(len - 5), e->d_name);
@@ -80,7 +81,7 @@ static void test_shipped(void)
 		      fabric_name(f));
 		const char *js;
 		size_t jl;
-		CHECK(fabric_json(f, false, &js, &jl) == 0 && jl > 0 && !strchr(js, '\n'),
+		CHECK(scenario_json(sc, false, &js, &jl) == 0 && jl > 0 && !strchr(js, '\n'),
 		      "%s: json", path);
 		/* Every NIC reaches every other one. */
 		struct model_path p;
@@ -122,7 +123,7 @@ static void test_shipped(void)
 			CHECK(l->param.loss.kind == MODEL_LOSS_BERNOULLI && l->param.rate_bps == 10 * GBPS,
 			      "slow-lossy");
 		}
-		fabric_free(f);
+		scenario_free(sc);
 	}
 	closedir(d);
 	CHECK(n >= 20 && seen_ideal && seen_hdr && seen_ls && seen_roce && seen_lossy,
@@ -336,26 +337,26 @@ static void test_errors(void)
 	};
 	char err[SCN_ERR_LEN];
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct fabric *f = (struct fabric *)1;
+		struct scenario *sc = (struct scenario *)1;
 		err[0] = 0;
-		int rc = scn_load_buffer("t.yaml", cases[i].yaml, strlen(cases[i].yaml), &f, err,
+		int rc = scn_load_buffer("t.yaml", cases[i].yaml, strlen(cases[i].yaml), &sc, err,
 					 sizeof(err));
-		CHECK(rc == -EINVAL && f == NULL && strcmp(err, cases[i].err) == 0,
+		CHECK(rc == -EINVAL && sc == NULL && strcmp(err, cases[i].err) == 0,
 		      "case %zu: %d\n  got:  %s\n  want: %s", i, rc, err, cases[i].err);
 		if (rc == 0)
-			fabric_free(f);
+			scenario_free(sc);
 	}
 	/* Reading the file. */
-	struct fabric *f;
-	CHECK(scn_load("/nonexistent/x.yaml", &f, err, sizeof(err)) == -ENOENT && f == NULL &&
+	struct scenario *sc;
+	CHECK(scn_load("/nonexistent/x.yaml", &sc, err, sizeof(err)) == -ENOENT && sc == NULL &&
 		      strcmp(err, "/nonexistent/x.yaml: No such file or directory") == 0,
 	      "missing file: '%s'", err);
-	CHECK(scn_load("/", &f, err, sizeof(err)) == -EINVAL &&
+	CHECK(scn_load("/", &sc, err, sizeof(err)) == -EINVAL &&
 		      strcmp(err, "/: not a regular file") == 0,
 	      "a directory: '%s'", err);
 	/* A short err buffer is cut, never overrun. */
 	char tiny[12];
-	CHECK(scn_load_buffer("t.yaml", "fabrik: 1", 9, &f, tiny, sizeof(tiny)) == -EINVAL &&
+	CHECK(scn_load_buffer("t.yaml", "fabrik: 1", 9, &sc, tiny, sizeof(tiny)) == -EINVAL &&
 		      strlen(tiny) == sizeof(tiny) - 1,
 	      "tiny: '%s'", tiny);
 }
@@ -390,9 +391,10 @@ static void test_resolve(void)
 		"      jitter: {dist: normal, sd_ns: 300}\n"
 		"    - ends: [sw, core]\n";
 	char err[SCN_ERR_LEN];
-	struct fabric *f = load(yaml, err);
-	if (!f)
+	struct scenario *sc = load(yaml, err);
+	if (!sc)
 		return;
+	struct fabric *f = sc->fabric;
 	CHECK(fabric_seed(f) == 42 && !strcmp(fabric_name(f), "resolve") &&
 		      !strcmp(fabric_scenario(f), "t.yaml") && fabric_nnodes(f) == 4 &&
 		      fabric_nnics(f) == 6,
@@ -452,55 +454,60 @@ static void test_resolve(void)
 	CHECK(fabric_path(f, a->id, 0, x5->id, 0, &p, err, sizeof(err)) == 0 && p.nhops == 3 &&
 		      fabric_path_latency(&p) == 220 + 220 + 20,
 	      "a/0 -> x5: %d hops", p.nhops);
-	fabric_free(f);
+	scenario_free(sc);
 
 	/* The implicit switch: nodes alone, every NIC on one switch sw0 with a port each. */
-	f = load("fabric:\n  nodes: {count: 3, nics: 2}\n  defaults: {switch: {port_rate_gbps: 400}}",
+	sc = load("fabric:\n  nodes: {count: 3, nics: 2}\n  defaults: {switch: {port_rate_gbps: 400}}",
 		 err);
-	if (f) {
+	if (sc) {
+		f = sc->fabric;
 		const struct fabric_switch *sw = fabric_switch_find(f, "sw0");
 		CHECK(sw && fabric_nswitches(f) == 1 && sw->cfg.ports == 6 && sw->ports_used == 6 &&
 			      fabric_link(f, 0)->model.rate_bps == 400 * GBPS &&
 			      fabric_config(f)->seed == 1 && !strcmp(fabric_name(f), "t"),
 		      "implicit switch");
-		fabric_free(f);
+		scenario_free(sc);
 	}
 	/* Multi-rail: all/<i> picks one rail. */
-	f = load("fabric:\n  nodes: {count: 2, nics: 2}\n  switches: [{name: r0}, {name: r1}]\n"
+	sc = load("fabric:\n  nodes: {count: 2, nics: 2}\n  switches: [{name: r0}, {name: r1}]\n"
 		 "  links:\n    - ends: [all/0, r0]\n    - ends: [all/1, r1]\n"
 		 "    - ends: [r0, r1]\n",
 		 err);
-	if (f) {
+	if (sc) {
+		f = sc->fabric;
 		CHECK(link_between(f, "n1/1", "r1") && link_between(f, "n0/0", "r0") &&
 			      !link_between(f, "n0/1", "r0"),
 		      "rails");
 		CHECK(fabric_path(f, 0, 0, 1, 1, &p, err, sizeof(err)) == 0 && p.nhops == 3,
 		      "across rails");
-		fabric_free(f);
+		scenario_free(sc);
 	}
 	/* Ideal from a scenario, and kind: explicit spelled out. */
-	f = load("seed: 0x10\nfabric: {kind: ideal, nics_per_node: 3, speed_mbps: 100000}", err);
-	if (f) {
+	sc = load("seed: 0x10\nfabric: {kind: ideal, nics_per_node: 3, speed_mbps: 100000}", err);
+	if (sc) {
+		f = sc->fabric;
 		const struct fabric_node *n;
 		CHECK(fabric_is_ideal(f) && fabric_seed(f) == 16 &&
 			      fabric_node_get(f, "anyone", &n, err, sizeof(err)) == 0 && n->nnics == 3 &&
 			      n->nic[2].speed_mbps == 100000,
 		      "ideal scenario");
-		fabric_free(f);
+		scenario_free(sc);
 	}
-	f = load("fabric: {kind: explicit, switching: store_forward, nodes: {names: [a, b]}}", err);
-	if (f) {
+	sc = load("fabric: {kind: explicit, switching: store_forward, nodes: {names: [a, b]}}", err);
+	if (sc) {
+		f = sc->fabric;
 		CHECK(fabric_path(f, 0, 0, 1, 0, &p, err, sizeof(err)) == 0 &&
 			      p.switching == MODEL_STORE_FORWARD,
 		      "switching");
-		fabric_free(f);
+		scenario_free(sc);
 	}
 	/* Values in every syntax the table takes, through the YAML. */
-	f = load("fabric:\n  nodes: {names: [a, b]}\n  defaults:\n    link: {rate_gbps: \"12.5\", "
+	sc = load("fabric:\n  nodes: {names: [a, b]}\n  defaults:\n    link: {rate_gbps: \"12.5\", "
 		 "duplicate: 1%, corrupt: 1e-6, reorder: 0.25, mtu: 2048}\n"
 		 "    nic: {timeout_scale: 0.001, host_rate_gbps: 0}",
 		 err);
-	if (f) {
+	if (sc) {
+		f = sc->fabric;
 		const struct fabric_link *l = fabric_link(f, 0);
 		const struct fabric_nic *c = &fabric_node(f, 0)->nic[0];
 		CHECK(l->param.rate_bps == 12500000000ull && l->param.duplicate_p == 42949673 &&
@@ -509,13 +516,14 @@ static void test_resolve(void)
 			      c->model.host_rate_bps == 0 && c->model.host_fs_per_byte == 0 &&
 			      l->model.fs_per_byte == 640000,
 		      "value syntaxes");
-		fabric_free(f);
+		scenario_free(sc);
 	}
 	/* A jitter table is kept by the fabric (copied out of the document). */
-	f = load("fabric:\n  nodes: {names: [a, b]}\n  defaults:\n    link:\n      jitter: {dist: "
+	sc = load("fabric:\n  nodes: {names: [a, b]}\n  defaults:\n    link:\n      jitter: {dist: "
 		 "table, table: [0, 10, 20, 1000], corr: 0.25}",
 		 err);
-	if (f) {
+	if (sc) {
+		f = sc->fabric;
 		const struct fabric_link *l = fabric_link(f, 3);
 		CHECK(l->param.jitter.dist == MODEL_DIST_TABLE && l->param.jitter.ntable == 4 &&
 			      l->param.jitter.table[3] == 1000 && l->param.jitter.rho == 0.25 &&
@@ -523,42 +531,39 @@ static void test_resolve(void)
 		      "table");
 		const char *js;
 		size_t jl;
-		CHECK(fabric_json(f, false, &js, &jl) == 0 &&
+		CHECK(scenario_json(sc, false, &js, &jl) == 0 &&
 			      strstr(js, "\"jitter\":{\"dist\":\"table\",\"corr\":0.25,\"table\":[0,10,20,"
 					 "1000]}"),
 		      "table in json: %.400s", js);
-		fabric_free(f);
+		scenario_free(sc);
 	}
 	/* Text in the dump: UTF-8 as \u escapes, so the JSON stays printable ASCII. */
-	f = load("description: \"caf\u00e9 \\\"\U0001F600\\\" \\t\"\nfabric: {kind: ideal}", err);
-	if (f) {
+	sc = load("description: \"caf\u00e9 \\\"\U0001F600\\\" \\t\"\nfabric: {kind: ideal}", err);
+	if (sc) {
+		f = sc->fabric;
 		const char *js;
 		size_t jl;
-		CHECK(fabric_json(f, false, &js, &jl) == 0 &&
+		CHECK(scenario_json(sc, false, &js, &jl) == 0 &&
 			      strstr(js, "\"description\":\"caf\\u00e9 \\\"\\ud83d\\ude00\\\" \\u0009\""),
 		      "utf-8 in json: %.200s", js);
-		fabric_free(f);
+		scenario_free(sc);
 	}
 	/* Aliases work where a value is expected; anchors reuse a model. */
-	f = load("fabric:\n  defaults:\n    link: {loss: &l {model: bernoulli, p: 0.5}}\n"
+	sc = load("fabric:\n  defaults:\n    link: {loss: &l {model: bernoulli, p: 0.5}}\n"
 		 "  nodes: {names: [a, b]}\n  switches: [{name: s}]\n"
 		 "  links:\n    - {ends: [a, s]}\n    - {ends: [b, s], a_to_b: {loss: *l}}\n",
 		 err);
-	if (f) {
+	if (sc) {
+		f = sc->fabric;
 		CHECK(link_between(f, "b/0", "s")->param.loss.p[0] == 2147483648u, "alias");
-		fabric_free(f);
+		scenario_free(sc);
 	}
 }
 
-int main(void)
-{
-	test_shipped();
-	test_errors();
-	test_resolve();
-	if (failures) {
-		fprintf(stderr, "test_scenario: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_scenario: %d checks passed\n", checks);
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_shipped),
+	CHECK_CASE(test_errors),
+	CHECK_CASE(test_resolve),
+};
+
+CHECK_MAIN(cases)

@@ -261,14 +261,9 @@ static void test_layout(void)
 	env_fini(&e);
 }
 
-int main(void)
-{
-	test_buckets();
-	test_hist_le();
-	test_queueing();
-	test_crossed();
-	test_series();
-	test_layout();
-	printf("test_series: %d checks, %d failures\n", checks, failures);
-	return failures ? 1 : 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_buckets), CHECK_CASE(test_hist_le), CHECK_CASE(test_queueing),
+	CHECK_CASE(test_crossed), CHECK_CASE(test_series),  CHECK_CASE(test_layout),
+};
+
+CHECK_MAIN(cases)

@@ -281,15 +281,15 @@ static void test_aliases(void)
 /* The fabric JSON of a scenario, without its "scenario" (file name) field; NULL on error. */
 static char *json_of(const char *yaml, char *err)
 {
-	struct fabric *f = NULL;
+	struct scenario *sc = NULL;
 	const char *text;
 	size_t len;
-	if (scn_load_buffer("t.yaml", yaml, strlen(yaml), &f, err, SCN_ERR_LEN))
+	if (scn_load_buffer("t.yaml", yaml, strlen(yaml), &sc, err, SCN_ERR_LEN))
 		return NULL;
 	char *out = NULL;
-	if (fabric_json(f, false, &text, &len) == 0)
+	if (scenario_json(sc, false, &text, &len) == 0)
 		out = strndup(text, len);
-	fabric_free(f);
+	scenario_free(sc);
 	return out;
 }
 
@@ -431,16 +431,11 @@ static void test_scenarios(void)
 	}
 }
 
-int main(void)
-{
-	test_parse();
-	test_format();
-	test_aliases();
-	test_scenarios();
-	if (failures) {
-		fprintf(stderr, "test_units: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_units: %d checks passed\n", checks);
-	return 0;
-}
+static const struct check_case cases[] = {
+	CHECK_CASE(test_parse),
+	CHECK_CASE(test_format),
+	CHECK_CASE(test_aliases),
+	CHECK_CASE(test_scenarios),
+};
+
+CHECK_MAIN(cases)

@@ -77,6 +77,21 @@ struct hx_flow {
 extern struct hx_flow hx_flows[HX_MAX_FLOWS];
 extern int hx_nflows, hx_nphases;
 
+/* ---- the command line (opts.c) ---- */
+
+/* The options into hx_opt; the --tests list into *tests (NULL: none given). Exits on a bad
+ * one. */
+void hx_parse_args(int argc, char **argv, const char **tests);
+/* The tests to run, in order, from the --tests list (NULL: the default set):
+ * hx_sched[hx_nsched]. */
+void hx_build_schedule(const char *list);
+extern int hx_sched[64], hx_nsched;
+extern int hx_nranks_set; /* --nranks was given */
+/* --flows into hx_flows for nranks ranks. Exits on a bad one. */
+void hx_parse_flows(const char *spec, int nranks);
+/* "simfabric-harness: <message> (see --help)" on stderr, then exit status 2. */
+void hx_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
 /* ---- what every rank knows about every other (gathered by the load step) ---- */
 
 struct hx_devinfo {
@@ -177,7 +192,7 @@ void hx_log(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* -v o
 
 extern int hx_base_threads; /* threads of a rank before it loaded anything */
 
-/* Helpers the test files share (tests.c). */
+/* Helpers the test files share (testlib.c, but t_size_list: tests.c). */
 enum { T_SEED_CONNECT = 1, T_SEED_SIZES, T_SEED_TAGS, T_SEED_INFLIGHT, T_SEED_A2A, T_SEED_CLOSE,
        T_SEED_REUSE, T_SEED_THREADS, T_SEED_RELOAD, T_SEED_MR, T_SEED_FAULT, T_SEED_BENCH,
        T_SEED_FLOWS, T_SEED_FAULTS };
@@ -198,6 +213,13 @@ int t_barrier(struct hx_test *t);
 void t_aborted(struct hx_test *t, const char *during);
 /* Finalize, wait for helper threads to go, dlclose; reports what it finds. 0 or -1. */
 int t_unload_plugin(struct hx_test *t);
+/* A single receive, no retry: 0 posted, 1 would block, -1 failed. */
+struct eng_op;
+int t_irecv1(struct eng_conn *c, void *buf, size_t cap, int tag, void *mh, struct eng_op *op);
+/* Registration sizes: NCCL never registers 0 bytes; our buffers are whole pages. */
+size_t t_reglen(size_t n);
+/* The sizes the sizes test sends (up to cap of them): how many. */
+int t_size_list(size_t *out, int cap);
 
 void t_load(struct hx_test *t);
 void t_unload(struct hx_test *t);
