@@ -335,6 +335,7 @@ FORMAT_CLEAN := docs/examples/buggy-plugin.c plugin/client.h plugin/net.h plugin
 	sim/srv_look.c tools/harness/json.c tools/harness/state.c tools/nccljob/job.c \
 	tools/nccljob/wait.c tools/profcheck/ncclprof.h \
 	plugin/agent.c plugin/agent.h plugin/cudadrv.c plugin/cudadrv.h plugin/gpu.c plugin/gpu.h \
+	plugin/gpu_int.h plugin/gpu_base.c plugin/gpu_copy.c plugin/gpu_issue.c plugin/gpu_kern.c plugin/gpu_share.c \
 	plugin/test/check_cudadrv.c plugin/test/test_gpu_export.c sim/test/test_chan_direct.c \
 	plugin/ncclenv.c plugin/ncclenv.h plugin/test/test_ncclenv.c \
 	sim/scn/units.c sim/scn/units.h sim/core/units.h sim/test/test_units.c sim/fuzz/fuzz_units.c \

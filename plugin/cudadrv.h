@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cudadrv.h - the CUDA driver calls the GPU data path makes (plugin/gpu.c),
+ * cudadrv.h - the CUDA driver calls the GPU data path makes (plugin/gpu*.c),
  * resolved at run time from libcuda.so.1, so that the plugin builds and runs
  * on machines without CUDA.
  *

@@ -366,7 +366,7 @@ __attribute__((cold, noinline)) static ncclResult_t comm_fail(struct sfnet_comm 
 			      c->desc, op, e ? (unsigned long long)e->msg : 0ULL,
 			      *what ? what : "timed out on link", v0, v1);
 		break;
-	case -EIO: /* plugin/gpu.c has said what CUDA reported */
+	case -EIO: /* plugin/gpu_copy.c has said what CUDA reported */
 		res = ncclSystemError;
 		PWARN("%s: %s: %s (values %llu, %llu)", c->desc, op, what, v0, v1);
 		break;

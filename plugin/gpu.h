@@ -9,7 +9,7 @@
  * engine imports the region on first use (asking the receiver's process over
  * a Unix socket: SCM_RIGHTS for fds, the server's secret in the request), then
  * copies each message straight into the receive buffer on its context's copy
- * stream (one per context, made early: see copy_stream in gpu.c) and polls an
+ * stream (one per context, made early: see copy_stream in gpu_copy.c) and polls an
  * event for it (struct chan_dma, sim/chan.h). No payload through host memory,
  * and the receiving process is not needed for a send to complete. A sendComm
  * keeps up to 64 regions mapped and lets the least recently used go.

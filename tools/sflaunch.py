@@ -175,7 +175,7 @@ def gpu_map(nnodes, gpus_per_node, gpus):
 def device_connections(nranks, ngpus):
     """CUDA_DEVICE_MAX_CONNECTIONS per rank: the hardware queues a CUDA context spreads its streams
     over. A rank with a GPU to itself gets 32, so that the GPU data path's copies, which run in
-    the application's context there, rarely share a queue with NCCL's kernel (plugin/gpu.c,
+    the application's context there, rarely share a queue with NCCL's kernel (plugin/gpu_copy.c,
     copy_stream). Ranks sharing a GPU run under MPS, which hands every context's queues out of
     one pool (measured on an H200: 2 ranks x 32 ran, 4 x 32 failed cudaSetDevice with out of
     memory, and 2 x 32 left no room for the plugin's own copy context): 32 shared out, 4 at

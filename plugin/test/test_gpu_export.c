@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_gpu_export.c - the GPU path's export server, its client and the copy engine's
- * bookkeeping (plugin/gpu.c), without a GPU: exports are planted by hand (a memfd stands in for
+ * bookkeeping (plugin/gpu*.c), without a GPU: exports are planted by hand (a memfd stands in for
  * a cuMem POSIX fd, bytes for a legacy IPC handle) and asked for over the real socket and
  * protocol, as a sender would; the CUDA calls of the copy engine are stubs that record what
  * they were asked to do.
@@ -9,6 +9,11 @@
 
 #include "plugin/cudadrv.c"
 #include "plugin/gpu.c"
+#include "plugin/gpu_base.c"
+#include "plugin/gpu_copy.c"
+#include "plugin/gpu_issue.c"
+#include "plugin/gpu_kern.c"
+#include "plugin/gpu_share.c"
 
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -465,7 +470,7 @@ static void test_export(void)
 	snprintf(G.secret, sizeof(G.secret), "0123456789abcdef0123456789abcdef");
 	snprintf(G.where, sizeof(G.where), "%s#%s", G.name, G.secret);
 	pthread_mutex_lock(&G.lock);
-	CHECK(server_start(why, sizeof(why)) == 0, "server: %s", why);
+	CHECK(gpu_server_start(why, sizeof(why)) == 0, "server: %s", why);
 	pthread_mutex_unlock(&G.lock);
 
 	struct gexport *fd_exp = plant(EXPORT_FD, 2 << 20);
@@ -762,8 +767,8 @@ static void test_export(void)
 	h = hold_until(tq, 1);
 	rc = dma_start(t, srv, region, 48, src, 16, NULL, 0, &qb[0]);
 	stuck_ns = 0;
-	int64_t p0 = mono_ns();
-	CHECK(dma_poll(t, qb[0]) == 0 && mono_ns() - p0 < 2000000 && tq->n == 1,
+	int64_t p0 = gpu_now_ns();
+	CHECK(dma_poll(t, qb[0]) == 0 && gpu_now_ns() - p0 < 2000000 && tq->n == 1,
 	      "a poll that would issue for a stuck issuer does not wait for another issuing");
 	stuck_ns = 10 * 1000000000LL;
 	c1 = batch_copies;
@@ -791,12 +796,12 @@ static void test_export(void)
 	}
 	pthread_create(&h, NULL, unbusy_later, NULL);
 	c1 = batch_copies;
-	p0 = mono_ns();
+	p0 = gpu_now_ns();
 	rc |= dma_start(t, srv, region, 0, src, 16, NULL, 0, &qa);
-	CHECK(rc == 0 && batch_copies == c1 + 1 && mono_ns() - p0 >= 10000000 &&
+	CHECK(rc == 0 && batch_copies == c1 + 1 && gpu_now_ns() - p0 >= 10000000 &&
 		      poll_done(t, qa) == 1,
 	      "the batch after %d running waited for one to end, then went: %d calls, %lld ms",
-	      SFGPU_BATCH_EVENTS, batch_copies - c1, (long long)((mono_ns() - p0) / 1000000));
+	      SFGPU_BATCH_EVENTS, batch_copies - c1, (long long)((gpu_now_ns() - p0) / 1000000));
 	pthread_join(h, NULL);
 	sfgpu_tx_free(t);
 	W.failed = 0;
@@ -904,9 +909,10 @@ static void test_export(void)
 	CHECK(dma_start(t2, srv, region, 0, msg, 8, NULL, 0, &ticket) == 0 &&
 		      batch_copies == b0 + 4,
 	      "after it, small copies take the copy engine: %d", batch_copies - b0);
-	int64_t f0 = mono_ns();
+	int64_t f0 = gpu_now_ns();
 	sfgpu_tx_free(t2); /* the kernel is gone: no 10 s wait for it */
-	CHECK(mono_ns() - f0 < 1000000000LL, "freeing after the kernel ended does not wait it out");
+	CHECK(gpu_now_ns() - f0 < 1000000000LL,
+	      "freeing after the kernel ended does not wait it out");
 	k_paused = 0;
 	G.small_kernel = 0;
 	G.cu.MemcpyBatchAsync2 = NULL;

@@ -23,7 +23,7 @@
  * buffer may name a region the receiver exported (struct chan_region: an id
  * that means something to the sender's copy engine, and an offset in it).
  * The sender then copies the whole message straight into that buffer with
- * its copy engine (struct chan_dma, plugin/gpu.c), like an RDMA write, and
+ * its copy engine (struct chan_dma, plugin/gpu_copy.c), like an RDMA write, and
  * publishes one descriptor (CHAN_F_DIRECT, no slot data) once the copy is
  * done. Such a send completes when its descriptor is out and the model's time
  * has come: the receiving process need not run for it, as long as the
@@ -274,7 +274,7 @@ struct chan_flip {
 };
 
 /*
- * The sender's copy engine (plugin/gpu.c on CUDA; a memcpy stand-in in the
+ * The sender's copy engine (plugin/gpu_copy.c on CUDA; a memcpy stand-in in the
  * unit tests). Called from the thread that drives the tx endpoint; never
  * blocks but in drain. Errors are negative errno values; a failed copy fails
  * the message (-EIO to the caller).
