@@ -153,6 +153,13 @@ static int parse_hello(struct sfc_session *s, const struct ctl_msg *r, char *why
 		snprintf(why, whylen, "hello reply has a bad instance token '%s'", v);
 		return -EPROTO;
 	}
+	/* A daemon that cannot see our pid (another pid namespace) knows our listen and connect
+	 * connections by this token only; an older daemon gives none and wants none. */
+	if (ctl_get(r, "session") && ctl_get_u64(r, "session", &s->token) != 0) {
+		snprintf(why, whylen, "hello reply has a bad session token '%s'",
+			 ctl_get(r, "session"));
+		return -EPROTO;
+	}
 	v = ctl_get(r, "node");
 	if (v && *v)
 		copy_name(s->node, sizeof(s->node), v);

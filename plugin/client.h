@@ -78,6 +78,7 @@ struct sfc_session {
 	char fabric[SFC_NAME_MAX];
 	char instance_text[64]; /* as sent: shown in logs */
 	uint64_t instance;	/* the daemon run's token, checked in handles */
+	uint64_t token;		/* our session's, sent with listen and connect; 0: none given */
 	int node_id;
 	uint64_t conn_mem;
 	int nnics;

@@ -248,6 +248,8 @@ ncclResult_t sfnet_listen(void *ctx, int dev, void *handle, void **listen_comm)
 		rc = ctl_addf(m, "listener", "0x%016llx", (unsigned long long)l->id);
 	if (!rc)
 		rc = ctl_addf(m, "nic", "%d", dev);
+	if (!rc && sfnet_g.session->token)
+		rc = ctl_addf(m, "session", "0x%016llx", (unsigned long long)sfnet_g.session->token);
 	if (!rc)
 		rc = sfc_conn_send(&l->conn, m, -1);
 	if (rc) {
@@ -459,6 +461,8 @@ static ncclResult_t pconn_start(struct sfnet_ctx *ctx, int dev, int tc,
 		rc = ctl_addf(m, "listener", "0x%016llx", (unsigned long long)h->listener);
 	if (!rc)
 		rc = ctl_addf(m, "nic", "%d", dev);
+	if (!rc && sfnet_g.session->token)
+		rc = ctl_addf(m, "session", "0x%016llx", (unsigned long long)sfnet_g.session->token);
 	if (!rc)
 		rc = sfc_conn_send(&pc->conn, m, -1);
 	if (rc) {

@@ -361,13 +361,15 @@ fail:;
 
 /* ---- sessions, listeners, pending connects ------------------------------- */
 
-static struct session *session_by_pid(struct srv *s, pid_t pid)
+/* The session of a visible pid (pid > 0), or of a token (not 0): a session whose pid this
+ * daemon cannot see (0) is found by its token only. */
+static struct session *session_find(struct srv *s, pid_t pid, uint64_t token)
 {
 	struct dl *p, *t;
 	dl_each_safe(p, t, &s->sessions)
 	{
 		struct session *se = dl_entry(p, struct session, link);
-		if (se->pid == pid)
+		if ((pid > 0 && se->pid == pid) || (token && se->token == token))
 			return se;
 	}
 	return NULL;
@@ -706,14 +708,47 @@ static void do_connect(struct srv *s, struct srv_conn *c, struct session *se, st
 
 /* ---- requests ------------------------------------------------------------ */
 
-static struct session *need_session(struct srv *s, struct srv_conn *c, char *err)
+/*
+ * The session a request acts for: the session's own connection is its session; another
+ * connection names it by session= (the hello's token) or, without one, by the socket's pid.
+ * A daemon in a pid namespace that does not hold its clients sees pid 0 for all of them, so
+ * there only the token can tell the processes apart.
+ */
+static struct session *need_session(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
+				    char *err)
 {
-	struct session *se = session_by_pid(s, c->pid);
-	if (!se)
+	char q[72];
+	if (c->role == R_SESSION && c->sess)
+		return c->sess;
+	const char *tv = ctl_get(req, "session");
+	if (tv) {
+		uint64_t token;
+		struct session *se = NULL;
+		if (ctl_get_u64(req, "session", &token) == 0)
+			se = session_find(s, 0, token);
+		if (!se)
+			snprintf(err, SRV_ERR_LEN,
+				 "session='%s' is no live session's token (its hello's reply has it)",
+				 clip(tv, q));
+		else if (c->pid > 0 && se->pid > 0 && se->pid != c->pid) {
+			snprintf(err, SRV_ERR_LEN,
+				 "session='%s' is pid %d's, and this connection is pid %d's",
+				 clip(tv, q), (int)se->pid, (int)c->pid);
+			se = NULL;
+		}
+		return se;
+	}
+	struct session *se = session_find(s, c->pid, 0);
+	if (!se && c->pid > 0)
 		snprintf(err, SRV_ERR_LEN,
 			 "hello first: pid %d has no session (send op=hello on a connection "
 			 "that stays open)",
 			 (int)c->pid);
+	else if (!se)
+		snprintf(err, SRV_ERR_LEN,
+			 "this daemon cannot see the client's pid (SO_PEERCRED says 0: another pid "
+			 "namespace), so op=listen and op=connect must name their session: "
+			 "session=<the token of the hello's reply>");
 	return se;
 }
 
@@ -744,32 +779,14 @@ static int get_nic(const struct ctl_msg *req, const struct fabric_node *node, in
 	return 0;
 }
 
-/*
- * Sessions are keyed by the socket's pid: the plugin's listen and connect come on connections
- * of their own. A daemon in a pid namespace that does not contain its client sees pid 0 for
- * every such process, so every rank would be one "process": refuse, saying how to fix it.
- */
-static int need_visible_pid(const struct srv_conn *c, char *err)
-{
-	if (c->pid > 0)
-		return 0;
-	snprintf(err, SRV_ERR_LEN,
-		 "this daemon cannot see the client's pid (SO_PEERCRED says %d: the daemon runs in "
-		 "a pid namespace that does not hold its clients, e.g. another container); sessions "
-		 "are per process, so run simfabricd in the ranks' pid namespace or an ancestor of "
-		 "it (docker --pid=host, Kubernetes shareProcessNamespace)",
-		 (int)c->pid);
-	return -ESRCH;
-}
-
 static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 		    struct ctl_msg *rep, char *err)
 {
 	char q[72];
 	int rc = need_fresh(c, "hello", err), version, pid;
-	if (rc || (rc = need_visible_pid(c, err)))
+	if (rc)
 		return rc;
-	struct session *old = session_by_pid(s, c->pid);
+	struct session *old = session_find(s, c->pid, 0);
 	if (old && old->conn->fd >= 0) {
 		/* A plugin copy unloaded with objects still open closes its socket without a
 		 * word, and a reloaded copy says hello at once: if the old socket is at EOF, that
@@ -777,7 +794,7 @@ static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 		char b;
 		if (recv(old->conn->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
 			conn_kill(old->conn, "the peer closed the connection (seen at its new hello)");
-			old = session_by_pid(s, c->pid);
+			old = session_find(s, c->pid, 0);
 		}
 	}
 	if (old) {
@@ -826,6 +843,12 @@ static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 	}
 	se->serial = ++s->next_serial;
 	se->pid = c->pid;
+	se->said_pid = pid;
+	do { /* unguessable and never 0 or another live session's */
+		if (getrandom(&se->token, sizeof(se->token), GRND_NONBLOCK) !=
+		    (ssize_t)sizeof(se->token))
+			se->token = (uint64_t)now_ns() * 0x9e3779b97f4a7c15ull ^ se->serial;
+	} while (!se->token || session_find(s, 0, se->token));
 	se->node = node;
 	snprintf(se->client, sizeof(se->client), "%s", client);
 	snprintf(se->gpu, sizeof(se->gpu), "%s", gpu ? gpu : "");
@@ -834,7 +857,11 @@ static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 	s->nsessions++;
 	c->role = R_SESSION;
 	c->sess = se;
-	if (pid != (int)c->pid)
+	if (c->pid <= 0)
+		log_info("conn#%llu: hello says pid=%d, the socket says pid %d (another pid "
+			 "namespace): the session goes by its token, and faults cannot signal it",
+			 (unsigned long long)c->id, pid, (int)c->pid);
+	else if (pid != (int)c->pid)
 		log_info("conn#%llu: hello says pid=%d, the socket says pid %d (another pid "
 			 "namespace?); using %d",
 			 (unsigned long long)c->id, pid, (int)c->pid, (int)c->pid);
@@ -843,13 +870,18 @@ static int op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 	if (faultd_node_joined(fabmon_faults(s->mon), node->id)) {
 		/* a process that joins a frozen (or straggling, now stopped) node stops with it; the
 		 * SIGCONT that ends the fault goes to every session of the node */
-		if (kill(se->pid, SIGSTOP) == 0)
+		if (se->pid <= 0) /* kill(0, ...) would stop the daemon's own process group */
+			log_warn("session of hello pid %d joins node %s while a fault holds it "
+				 "stopped, but this daemon cannot see its pid to stop it",
+				 pid, node->name);
+		else if (kill(se->pid, SIGSTOP) == 0)
 			log_warn("session pid %d joins node %s while a fault holds it stopped: SIGSTOP",
 				 (int)se->pid, node->name);
 	}
 
 	ctl_add(rep, "fabric", fabric_kind(s->fabric));
 	ctl_add(rep, "instance", s->instance);
+	ctl_addf(rep, "session", "0x%016llx", (unsigned long long)se->token);
 	ctl_add(rep, "node", node->name);
 	ctl_addf(rep, "node_id", "%d", node->id);
 	ctl_addf(rep, "nics", "%d", node->nnics);
@@ -890,7 +922,7 @@ static int op_listen(struct srv *s, struct srv_conn *c, const struct ctl_msg *re
 {
 	uint64_t id;
 	int nic, rc;
-	struct session *se = need_session(s, c, err);
+	struct session *se = need_session(s, c, req, err);
 	if (!se)
 		return -EPERM;
 	if ((rc = need_fresh(c, "listen", err)) || (rc = get_u64(req, "listener", &id, err)) ||
@@ -945,7 +977,7 @@ static int op_connect(struct srv *s, struct srv_conn *c, const struct ctl_msg *r
 	uint64_t id;
 	int nic, rc;
 	(void)rep;
-	struct session *se = need_session(s, c, err);
+	struct session *se = need_session(s, c, req, err);
 	if (!se)
 		return -EPERM;
 	if ((rc = need_fresh(c, "connect", err)) || (rc = get_u64(req, "listener", &id, err)) ||
@@ -994,7 +1026,7 @@ static int op_close(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 	uint64_t id;
 	int rc;
 	(void)rep;
-	struct session *se = need_session(s, c, err);
+	struct session *se = need_session(s, c, req, err);
 	if (!se)
 		return -EPERM;
 	if ((rc = get_u64(req, "chan", &id, err)))
@@ -1018,7 +1050,7 @@ static int op_close(struct srv *s, struct srv_conn *c, const struct ctl_msg *req
 	if (ch->shm && e->sess != se) {
 		snprintf(err, SRV_ERR_LEN, "the %s end of channel 0x%llx belongs to pid %d%s",
 			 end_name(side), (unsigned long long)id, (int)e->pid,
-			 e->pid == c->pid ? " (an earlier session)" : "");
+			 c->pid > 0 && e->pid == c->pid ? " (an earlier session)" : "");
 		return -EPERM;
 	}
 	if (!ch->shm || e->st != END_OPEN) {
@@ -1180,9 +1212,9 @@ static const struct op_def {
 	bool looks; /* only reads: logged here, at debug (the others log what they do) */
 } op_table[] = {
 	{"hello", op_hello, KEYS("node", "pid", "version", "client"), KEYS("gpu"), false},
-	{"listen", op_listen, KEYS("listener", "nic"), KEYS(NULL), false},
-	{"connect", op_connect, KEYS("listener", "nic"), KEYS(NULL), false},
-	{"close", op_close, KEYS("chan", "side"), KEYS(NULL), false},
+	{"listen", op_listen, KEYS("listener", "nic"), KEYS("session"), false},
+	{"connect", op_connect, KEYS("listener", "nic"), KEYS("session"), false},
+	{"close", op_close, KEYS("chan", "side"), KEYS("session"), false},
 	{"show", srv_op_show, KEYS(NULL), KEYS("skip"), true},
 	{"fabric", srv_op_fabric, KEYS(NULL), KEYS("skip"), true},
 	{"stats", srv_op_stats, KEYS(NULL), KEYS("skip"), true},
@@ -1312,8 +1344,16 @@ static int signal_node(void *ctx, int node, int sig, int quiet, const char *why)
 	struct dl *p;
 	for (p = s->sessions.next; p != &s->sessions; p = p->next) {
 		struct session *se = dl_entry(p, struct session, link);
-		if (!se->node || se->node->id != node || se->pid <= 0)
+		if (!se->node || se->node->id != node)
 			continue;
+		if (se->pid <= 0) { /* kill(0, ...) would signal the daemon's own process group */
+			if (!quiet)
+				log_warn("%s: cannot send SIG%s to the session of hello pid %d (node %s): "
+					 "this daemon cannot see its pid (another pid namespace)",
+					 why, sig ? sigabbrev_np(sig) : "0", (int)se->said_pid,
+					 se->node->name);
+			continue;
+		}
 		if (kill(se->pid, sig) == 0) {
 			if (!quiet)
 				log_warn("%s: SIG%s pid %d (node %s)", why, sigabbrev_np(sig),

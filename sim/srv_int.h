@@ -83,7 +83,9 @@ struct srv_conn {
 struct session {
 	struct dl link;
 	uint64_t serial;
-	pid_t pid;
+	pid_t pid;	/* the socket's (SO_PEERCRED); 0: not visible to this daemon */
+	pid_t said_pid; /* the hello's, shown when pid is 0, never signalled */
+	uint64_t token; /* in the hello's reply; listen and connect name the session by it */
 	const struct fabric_node *node;
 	char client[SRV_CLIENT_MAX + 1];
 	char gpu[4]; /* the plugin's GPU data path: "on", "off", or "" (not said) */

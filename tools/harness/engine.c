@@ -478,8 +478,14 @@ int eng_expired(struct eng *e)
 		int ab = oob_aborted();
 
 		if (ab) {
-			if (ab - 1 != hx_w.rank)
+			/* Test what is in flight once more before giving up: an error that already
+			 * happened at this end (the same fault's other side, failing at the same
+			 * model time) is this rank's to report, not masked by the abort. A rank
+			 * kept off its CPU past the failure used to see the abort first. */
+			if (ab - 1 != hx_w.rank && !e->t->aborted) {
 				e->t->aborted = 1;
+				eng_progress(e);
+			}
 			return 2;
 		}
 	}
