@@ -65,3 +65,13 @@ int own_streams(void)
 {
 	return G.own_streams > 0 ? G.own_streams : 1;
 }
+
+cu_result gpu_batch_copy(cu_ptr *dst, cu_ptr *src, size_t *len, size_t n, cu_stream s)
+{
+	size_t idx = 0, fail = 0;
+	struct cu_memcpy_attr a = {.src_access_order = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM_,
+				   .flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE_};
+	return G.cu.MemcpyBatchAsync2
+		? G.cu.MemcpyBatchAsync2(dst, src, len, n, &a, &idx, 1, s)
+		: G.cu.MemcpyBatchAsync1(dst, src, len, n, &a, &idx, 1, &fail, s);
+}

@@ -414,12 +414,8 @@ static cu_result copy_in(struct sfgpu_tx *t, const struct gimport *im, cu_ptr ds
 {
 	if (G.cu.MemcpyBatchAsync2 || G.cu.MemcpyBatchAsync1) {
 		cu_ptr d = dst, sp = (cu_ptr)(uintptr_t)src;
-		size_t n = len, idx = 0, fail = 0;
-		struct cu_memcpy_attr a = {.src_access_order = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM_,
-					   .flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE_};
-		if (G.cu.MemcpyBatchAsync2)
-			return G.cu.MemcpyBatchAsync2(&d, &sp, &n, 1, &a, &idx, 1, t->stream);
-		return G.cu.MemcpyBatchAsync1(&d, &sp, &n, 1, &a, &idx, 1, &fail, t->stream);
+		size_t n = len;
+		return gpu_batch_copy(&d, &sp, &n, 1, t->stream);
 	}
 	if (t->ctx == t->app)
 		return G.cu.MemcpyAsync(dst, (cu_ptr)(uintptr_t)src, len, t->stream);

@@ -182,7 +182,11 @@ const char *gpu_cuerr(cu_result r);
 void gpu_nap(void); /* 20 us: a bounded poll's pause */
 void gpu_hex_put(char *out, const unsigned char *b, size_t n);
 cu_result gpu_top_stream(cu_stream *s); /* non-blocking, the current context's top priority */
-int own_streams(void);			/* streams of our own context, per device */
+/* streams of our own context, per device */
+int own_streams(void);
+/* n copies in one cuMemcpyBatchAsync on s, asking for a copy engine (see copy_in in
+ * gpu_copy.c); the batch call must exist */
+cu_result gpu_batch_copy(cu_ptr *dst, cu_ptr *src, size_t *len, size_t n, cu_stream s);
 
 /* ---- gpu_share.c */
 int gpu_server_start(char *why, size_t cap);

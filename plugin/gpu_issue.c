@@ -155,14 +155,8 @@ int queue_issue(struct gqueue *q, int how)
 	}
 	if (r == CU_SUCCESS && !*e)
 		r = G.cu.EventCreate(e, CU_EVENT_DISABLE_TIMING_);
-	if (r == CU_SUCCESS && ncopies) {
-		size_t idx = 0, fail = 0;
-		struct cu_memcpy_attr a = {.src_access_order = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM_,
-					   .flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE_};
-		r = G.cu.MemcpyBatchAsync2
-			? G.cu.MemcpyBatchAsync2(dst, src, len, ncopies, &a, &idx, 1, q->s)
-			: G.cu.MemcpyBatchAsync1(dst, src, len, ncopies, &a, &idx, 1, &fail, q->s);
-	}
+	if (r == CU_SUCCESS && ncopies)
+		r = gpu_batch_copy(dst, src, len, ncopies, q->s);
 	if (r == CU_SUCCESS)
 		r = G.cu.EventRecord(*e, q->s);
 	if (pushed)
