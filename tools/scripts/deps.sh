@@ -41,6 +41,8 @@ need pkg-config command -v "$PKG_CONFIG"
 need python3 test -x "$PYTHON"
 need python3-pytest "$PYTHON" -c 'import pytest'
 need binutils command -v nm
+# cross-host channels (plugin/ofi.c loads libfabric at run time; its tests need the headers)
+need libfabric-dev have_lib libfabric rdma/fabric.h
 
 [ -z "$missing" ] && exit 0
 

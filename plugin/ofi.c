@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ofi.c - the libfabric transport (ofi.h). Only five libfabric functions are real symbols
+ * (fi_getinfo, fi_freeinfo, fi_dupinfo, fi_fabric, fi_strerror): they come from dlsym. The
+ * rest of libfabric's API is inline calls through the objects' operation tables, which need
+ * no symbol, so the plugin still links with -z defs and nothing more.
+ */
+#include "plugin/ofi.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__has_include)
+#if __has_include(<rdma/fabric.h>)
+#define SF_HAVE_OFI 1
+#endif
+#endif
+
+#ifndef SF_HAVE_OFI
+
+int sfofi_open(const char *prov, struct sfofi **out, char *why, size_t whylen)
+{
+	snprintf(why, whylen,
+		 "this build has no libfabric headers (install libfabric-dev and "
+		 "rebuild)");
+	return -ENOSYS;
+}
+int sfofi_addr(struct sfofi *o, void *addr, size_t *len)
+{
+	return -ENOSYS;
+}
+int sfofi_peer(struct sfofi *o, const void *addr, size_t len, uint64_t *peer)
+{
+	return -ENOSYS;
+}
+const struct xnet *sfofi_net(struct sfofi *o)
+{
+	return NULL;
+}
+const char *sfofi_describe(const struct sfofi *o)
+{
+	return "none";
+}
+void sfofi_close(struct sfofi *o)
+{
+}
+
+#else
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#define SFOFI_API FI_VERSION(1, 9) /* FI_DIRECTED_RECV, fi_tsendv: long there */
+#define SFOFI_CQ_BATCH 16
+
+struct ofi_lib {
+	void *dl;
+	int (*getinfo)(uint32_t, const char *, const char *, uint64_t, const struct fi_info *,
+		       struct fi_info **);
+	void (*freeinfo)(struct fi_info *);
+	struct fi_info *(*dupinfo)(const struct fi_info *);
+	int (*fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
+	const char *(*strerror)(int);
+};
+
+struct sfofi {
+	struct ofi_lib lib;
+	pthread_mutex_t lock;
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	struct xnet net;
+	char desc[96];
+};
+
+static int lib_load(struct ofi_lib *l, char *why, size_t whylen)
+{
+	l->dl = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!l->dl) {
+		snprintf(why, whylen, "cannot load libfabric.so.1 (%s)", dlerror());
+		return -ELIBACC;
+	}
+	*(void **)&l->getinfo = dlsym(l->dl, "fi_getinfo");
+	*(void **)&l->freeinfo = dlsym(l->dl, "fi_freeinfo");
+	*(void **)&l->dupinfo = dlsym(l->dl, "fi_dupinfo");
+	*(void **)&l->fabric = dlsym(l->dl, "fi_fabric");
+	*(void **)&l->strerror = dlsym(l->dl, "fi_strerror");
+	if (!l->getinfo || !l->freeinfo || !l->dupinfo || !l->fabric || !l->strerror) {
+		snprintf(why, whylen,
+			 "libfabric.so.1 lacks fi_getinfo, fi_freeinfo, fi_dupinfo, "
+			 "fi_fabric or fi_strerror");
+		dlclose(l->dl);
+		l->dl = NULL;
+		return -ELIBACC;
+	}
+	return 0;
+}
+
+/* libfabric's errors are errno values (fi_errno.h), negated; its own codes (>= 256) are not. */
+static int ofi_err(int rc)
+{
+	if (rc >= 0)
+		return rc;
+	return -rc < FI_ERRNO_OFFSET ? rc : -EIO;
+}
+
+static int ofi_send(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *iov, int niov,
+		    struct xnet_op *op)
+{
+	struct sfofi *o = ctx;
+	pthread_mutex_lock(&o->lock);
+	ssize_t rc = fi_tsendv(o->ep, iov, NULL, (size_t)niov, (fi_addr_t)peer, tag, op);
+	pthread_mutex_unlock(&o->lock);
+	return rc == -FI_EAGAIN ? -EAGAIN : ofi_err((int)rc);
+}
+
+static int ofi_recv(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *iov, int niov,
+		    struct xnet_op *op)
+{
+	struct sfofi *o = ctx;
+	pthread_mutex_lock(&o->lock);
+	ssize_t rc = fi_trecvv(o->ep, iov, NULL, (size_t)niov, (fi_addr_t)peer, tag, 0, op);
+	pthread_mutex_unlock(&o->lock);
+	return rc == -FI_EAGAIN ? -EAGAIN : ofi_err((int)rc);
+}
+
+static int ofi_cancel(void *ctx, struct xnet_op *op)
+{
+	struct sfofi *o = ctx;
+	pthread_mutex_lock(&o->lock);
+	ssize_t rc = fi_cancel(&o->ep->fid, op);
+	pthread_mutex_unlock(&o->lock);
+	return ofi_err((int)rc);
+}
+
+/* An error completion: the op fails with the errno it names (a peer gone: -ECONNRESET). */
+static void ofi_take_error(struct sfofi *o)
+{
+	struct fi_cq_err_entry e;
+	memset(&e, 0, sizeof(e));
+	if (fi_cq_readerr(o->cq, &e, 0) != 1 || !e.op_context)
+		return;
+	int status;
+	switch (e.err) {
+	case FI_ECANCELED:
+		status = -ECANCELED;
+		break;
+	case FI_ETRUNC:
+		status = -EMSGSIZE;
+		break;
+	case FI_ENOMEM:
+		status = -ENOMEM;
+		break;
+	default: /* the connection under the peer's address broke */
+		status = -ECONNRESET;
+		break;
+	}
+	xop_finish(e.op_context, status, (e.flags & FI_RECV) ? e.len + e.olen : 0);
+}
+
+static int ofi_progress(void *ctx)
+{
+	struct sfofi *o = ctx;
+	struct fi_cq_tagged_entry ent[SFOFI_CQ_BATCH];
+	pthread_mutex_lock(&o->lock);
+	for (;;) {
+		ssize_t n = fi_cq_read(o->cq, ent, SFOFI_CQ_BATCH);
+		if (n == -FI_EAVAIL) {
+			ofi_take_error(o);
+			continue;
+		}
+		if (n <= 0)
+			break;
+		for (ssize_t i = 0; i < n; i++)
+			if (ent[i].op_context)
+				xop_finish(ent[i].op_context, 0,
+					   (ent[i].flags & FI_RECV) ? ent[i].len : 0);
+		if (n < SFOFI_CQ_BATCH)
+			break;
+	}
+	pthread_mutex_unlock(&o->lock);
+	return 0;
+}
+
+static struct fi_info *hints_new(const struct ofi_lib *l, const char *prov)
+{
+	struct fi_info *h = l->dupinfo(NULL);
+	if (!h)
+		return NULL;
+	h->caps = FI_TAGGED | FI_DIRECTED_RECV;
+	h->mode = 0; /* an op's context is ours: no FI_CONTEXT space in it */
+	h->ep_attr->type = FI_EP_RDM;
+	h->domain_attr->mr_mode = 0;
+	h->domain_attr->threading = FI_THREAD_SAFE;
+	h->tx_attr->msg_order = FI_ORDER_SAS;
+	h->rx_attr->msg_order = FI_ORDER_SAS;
+	h->fabric_attr->prov_name = strdup(prov); /* fi_freeinfo frees it */
+	return h;
+}
+
+#define TRY(call, what)                                                                            \
+	do {                                                                                       \
+		int rc_ = (int)(call);                                                             \
+		if (rc_) {                                                                         \
+			snprintf(why, whylen, "%s on %s: %s", what, prov, o->lib.strerror(-rc_));  \
+			sfofi_close(o);                                                            \
+			return ofi_err(rc_);                                                       \
+		}                                                                                  \
+	} while (0)
+
+int sfofi_open(const char *prov, struct sfofi **out, char *why, size_t whylen)
+{
+	if (!out)
+		return -EINVAL;
+	if (!prov || !*prov)
+		prov = getenv("SIMFABRIC_OFI_PROVIDER");
+	if (!prov || !*prov)
+		prov = SFOFI_DEFAULT_PROVIDER;
+	struct sfofi *o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	pthread_mutex_init(&o->lock, NULL);
+	int rc = lib_load(&o->lib, why, whylen);
+	if (rc) {
+		free(o);
+		return rc;
+	}
+	struct fi_info *h = hints_new(&o->lib, prov);
+	if (!h) {
+		snprintf(why, whylen, "out of memory for libfabric's hints");
+		sfofi_close(o);
+		return -ENOMEM;
+	}
+	rc = o->lib.getinfo(SFOFI_API, NULL, NULL, 0, h, &o->info);
+	o->lib.freeinfo(h);
+	if (rc || !o->info) {
+		snprintf(why, whylen,
+			 "no libfabric provider '%s' with reliable tagged messages here "
+			 "(fi_getinfo: "
+			 "%s; SIMFABRIC_OFI_PROVIDER chooses another)",
+			 prov, rc ? o->lib.strerror(-rc) : "nothing");
+		o->info = NULL;
+		sfofi_close(o);
+		return -ENODEV;
+	}
+	struct fi_cq_attr cqa = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE};
+	struct fi_av_attr ava = {.type = FI_AV_TABLE};
+	TRY(o->lib.fabric(o->info->fabric_attr, &o->fabric, NULL), "fi_fabric");
+	TRY(fi_domain(o->fabric, o->info, &o->domain, NULL), "fi_domain");
+	TRY(fi_cq_open(o->domain, &cqa, &o->cq, NULL), "fi_cq_open");
+	TRY(fi_av_open(o->domain, &ava, &o->av, NULL), "fi_av_open");
+	TRY(fi_endpoint(o->domain, o->info, &o->ep, NULL), "fi_endpoint");
+	TRY(fi_ep_bind(o->ep, &o->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind (cq)");
+	TRY(fi_ep_bind(o->ep, &o->av->fid, 0), "fi_ep_bind (av)");
+	TRY(fi_enable(o->ep), "fi_enable");
+	o->net = (struct xnet){.ctx = o,
+			       .send = ofi_send,
+			       .recv = ofi_recv,
+			       .cancel = ofi_cancel,
+			       .progress = ofi_progress};
+	snprintf(o->desc, sizeof(o->desc), "%s on %s", o->info->fabric_attr->prov_name,
+		 o->info->domain_attr->name ? o->info->domain_attr->name : "?");
+	*out = o;
+	return 0;
+}
+
+int sfofi_addr(struct sfofi *o, void *addr, size_t *len)
+{
+	if (!o || !addr || !len)
+		return -EINVAL;
+	pthread_mutex_lock(&o->lock);
+	int rc = fi_getname(&o->ep->fid, addr, len);
+	pthread_mutex_unlock(&o->lock);
+	return rc == -FI_ETOOSMALL ? -ENOBUFS : ofi_err(rc);
+}
+
+int sfofi_peer(struct sfofi *o, const void *addr, size_t len, uint64_t *peer)
+{
+	if (!o || !addr || !len || len > SFOFI_ADDR_MAX || !peer)
+		return -EINVAL;
+	fi_addr_t a = FI_ADDR_NOTAVAIL;
+	pthread_mutex_lock(&o->lock);
+	int n = fi_av_insert(o->av, addr, 1, &a, 0, NULL);
+	pthread_mutex_unlock(&o->lock);
+	if (n != 1 || a == FI_ADDR_NOTAVAIL)
+		return n < 0 ? ofi_err(n) : -EADDRNOTAVAIL;
+	*peer = (uint64_t)a;
+	return 0;
+}
+
+const struct xnet *sfofi_net(struct sfofi *o)
+{
+	return o ? &o->net : NULL;
+}
+
+const char *sfofi_describe(const struct sfofi *o)
+{
+	return o ? o->desc : "none";
+}
+
+void sfofi_close(struct sfofi *o)
+{
+	if (!o)
+		return;
+	if (o->ep)
+		fi_close(&o->ep->fid);
+	if (o->av)
+		fi_close(&o->av->fid);
+	if (o->cq)
+		fi_close(&o->cq->fid);
+	if (o->domain)
+		fi_close(&o->domain->fid);
+	if (o->fabric)
+		fi_close(&o->fabric->fid);
+	if (o->info)
+		o->lib.freeinfo(o->info);
+	/* libfabric stays loaded: its providers keep threads and atexit handlers */
+	pthread_mutex_destroy(&o->lock);
+	free(o);
+}
+
+#endif /* SF_HAVE_OFI */

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xchan.h - one direction of an emulated connection whose two ends are on different hosts:
+ * the shared-memory channel's protocol (sim/core/chan.h), in messages over a transport
+ * (sim/core/xnet.h: libfabric RDM endpoints, plugin/ofi.c). docs/scale-out.md §3 has the
+ * design.
+ *
+ * Protocol. Each message below is one transport message whose tag names its kind, the
+ * connection (28 bits, unique between the two processes) and, for data, the receive and the
+ * buffer it fills:
+ *   CTS   rx -> tx  one per posted receive: its number, n buffers, their capacities and tags.
+ *                   The receiver has already posted one transport receive per buffer, straight
+ *                   into the application's buffer (no staging copy).
+ *   DATA  tx -> rx  one per send: a 72-byte header (message and receive numbers, buffer, size,
+ *                   the model's stamp) and the payload, as one message of two parts.
+ *   ACK   rx -> tx  one per message, sent when its data are in (an RC NIC's ACK: it does not
+ *                   wait for the receiving application to test), with the model's stamp back.
+ *   CTL   either    EMSGSIZE (both ends fail, as the shared-memory channel does) or CLOSE (with
+ *                   the number of messages the closing end sent, so the peer fails only what
+ *                   can no longer come, whatever order the transport completes things in).
+ * The sender matches each send to the oldest posted receive (never one further down: NCCL's
+ * rule) and, inside it, the buffer whose tag matches (n == 1 included), exactly as chan does.
+ * Nothing relies on the transport ordering messages of different tags.
+ *
+ * The model. Without one (the ideal fabric) completions come as soon as the data are in (rx)
+ * and the ACK is back (tx). With one, a send asks it at post for the hops the sender's host
+ * owns and carries the stamp; the receiver asks it, on arrival, for the rest and the delivery
+ * time, and never completes the receive before that time; the ACK carries the sender's
+ * completion time back, and the send never completes before it. A message the model fails
+ * (retries exhausted) fails both ends at the model's time with -ETIMEDOUT and the fault.
+ *
+ * Errors: negative errno values, as chan's (chan.h has the list), with a struct chan_err:
+ *   -EAGAIN (would block), -EMSGSIZE, -ECONNRESET (the peer closed, died or its host is gone),
+ *   -ETIMEDOUT (the model failed a message), -EPROTO (the peer sent what this code does not
+ *   write), -EINVAL (misuse), or the transport's own error.
+ *
+ * Threads: an endpoint is used by one thread at a time; endpoints are independent of each
+ * other and share the transport, which locks what it shares.
+ * Ownership: the transport and the model (struct xchan_cfg) are not owned and must outlive the
+ * endpoint; send and receive buffers stay the caller's, untouched, until reported done.
+ */
+#ifndef SF_XCHAN_H
+#define SF_XCHAN_H
+
+#include <stdint.h>
+
+#include "sim/core/chan.h"
+#include "sim/core/xnet.h"
+
+#define XCHAN_MAX_CONN ((1u << 28) - 1)
+#define XCHAN_S_FAIL 0x1 /* stamp flag: the model fails the message */
+
+/* The model's word about one message, carried from sender to receiver and back. */
+struct xchan_stamp {
+	int64_t t[2];	  /* the model's times so far (its own business: virtual ns) */
+	uint32_t hop;	  /* the next hop of the route to reserve */
+	uint32_t flags;	  /* XCHAN_S_* */
+	uint32_t fault;	  /* XCHAN_S_FAIL: the fault that failed it, id + 1 (0: the models') */
+	uint32_t link;	  /* ... and the link */
+	int64_t delay_ns; /* ... and what it had cost the message before */
+};
+
+/*
+ * The model's side (sim/core/fstate.c behind it in the plugin; a table in the tests). Times
+ * are this process's CLOCK_MONOTONIC ns. Every hook returns 0 or a negative errno, which fails
+ * the message's endpoint with that error.
+ */
+struct xchan_model {
+	/* Sender, at post: reserve what this host owns of the route; fill *s. */
+	int (*post)(void *ctx, int64_t now_ns, uint64_t bytes, struct xchan_stamp *s);
+	/* Receiver, when the data are in: reserve the rest; say when the receive completes
+	 * (*ready_ns) and fill *ack for the sender. */
+	int (*arrive)(void *ctx, int64_t now_ns, uint64_t bytes, const struct xchan_stamp *s,
+		      int64_t *ready_ns, struct xchan_stamp *ack);
+	/* Sender, on the ACK: when the send completes (*done_ns). */
+	int (*acked)(void *ctx, const struct xchan_stamp *ack, int64_t *done_ns);
+};
+
+struct xchan_cfg {
+	const struct xnet *net;
+	uint64_t peer; /* the other end's address in the transport's peer table */
+	uint32_t conn; /* 1..XCHAN_MAX_CONN, the same at both ends, unique between the two */
+	const struct xchan_model *model; /* NULL: the ideal fabric */
+	void *model_ctx;
+};
+
+struct xchan_tx;
+struct xchan_rx;
+
+/* New endpoints: posts the receives for CTS, ACK and CTL (tx) or CTL (rx). 0, -EINVAL, -ENOMEM
+ * or the transport's error. */
+int xchan_tx_new(const struct xchan_cfg *cfg, struct xchan_tx **out);
+int xchan_rx_new(const struct xchan_cfg *cfg, struct xchan_rx **out);
+/*
+ * Close: tell the peer (CLOSE, unless the endpoint failed), withdraw what is posted, and wait
+ * (at most XCHAN_DRAIN_MS; XCHAN_GONE_DRAIN_MS when the peer is known gone) for the transport
+ * to give every op back. An endpoint whose ops the transport still holds after that is left
+ * allocated rather than freed under it (a leak, never a use after free). NULL-safe.
+ */
+#define XCHAN_DRAIN_MS 2000
+#define XCHAN_GONE_DRAIN_MS 100
+void xchan_tx_free(struct xchan_tx *tx);
+void xchan_rx_free(struct xchan_rx *rx);
+
+/* As chan_tx_post / chan_tx_test (host or registered memory: the transport reads it). */
+int xchan_tx_post(struct xchan_tx *tx, const void *data, uint64_t size, int32_t tag, chan_req *req,
+		  struct chan_err *err);
+int xchan_tx_test(struct xchan_tx *tx, chan_req req, int *done, uint64_t *size,
+		  struct chan_err *err);
+/* As chan_rx_post / chan_rx_test. */
+int xchan_rx_post(struct xchan_rx *rx, int n, void *const *data, const uint64_t *sizes,
+		  const int32_t *tags, chan_req *req, struct chan_err *err);
+int xchan_rx_test(struct xchan_rx *rx, chan_req req, int *done, uint64_t *sizes,
+		  struct chan_err *err);
+/* Drive the endpoint (and the transport) without testing a request: the receive agent's
+ * call, so that ACKs go out while the application computes. */
+int xchan_tx_progress(struct xchan_tx *tx, struct chan_err *err);
+int xchan_rx_progress(struct xchan_rx *rx, struct chan_err *err);
+/* The peer's process is gone (the daemon says so: the transport may never notice a posted
+ * receive's peer dying): everything in flight and every later call fails with -ECONNRESET. */
+void xchan_tx_peer_gone(struct xchan_tx *tx);
+void xchan_rx_peer_gone(struct xchan_rx *rx);
+int xchan_tx_inflight(const struct xchan_tx *tx);
+int xchan_rx_inflight(const struct xchan_rx *rx);
+
+/* The tag of a message (exposed for the tests and the transport's logs). */
+enum xchan_kind { XCHAN_CTS = 1, XCHAN_DATA = 2, XCHAN_ACK = 3, XCHAN_CTL = 4 };
+static inline uint64_t xchan_tag(enum xchan_kind k, uint32_t conn, uint32_t low)
+{
+	return (uint64_t)k << 60 | (uint64_t)(conn & XCHAN_MAX_CONN) << 32 | low;
+}
+
+#endif /* SF_XCHAN_H */

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xnet.h - the message transport a cross-host channel (sim/core/xchan.h) runs over: reliable
+ * tagged messages between the endpoints of two processes, as libfabric's RDM endpoints give
+ * them (plugin/ofi.c: tcp;ofi_rxm, verbs;ofi_rxm, efa). The unit tests put an in-memory
+ * stand-in behind the same table (sim/test/xnet_fake.h), so the protocol is tested without a
+ * network.
+ *
+ * The contract every transport keeps:
+ *   - A message sent with tag T to a peer lands in a receive that peer posted for exactly T
+ *     (no wildcard bits); receives with one tag are filled in the order they were posted, and
+ *     messages with one tag arrive in the order they were sent. Nothing else is ordered:
+ *     messages with different tags may complete in any order, so xchan never relies on it.
+ *   - A message that arrives before its receive is posted waits for it (libfabric's
+ *     unexpected-message queue).
+ *   - A message longer than the receive's buffers fails that receive with -EMSGSIZE.
+ *   - Every op a call accepted (return 0) completes exactly once: the transport sets its
+ *     status and len and then stores XOP_DONE with release semantics, from whichever thread
+ *     drives progress; the op's owner reads state with acquire and only then the rest. Until
+ *     then the op and its buffers belong to the transport. Nothing else is called back, so a
+ *     completion for one channel found while progressing another touches no channel state.
+ *   - A peer that is gone fails the ops that involve it with -ECONNRESET (or -EHOSTUNREACH).
+ *
+ * Threads: every function may be called from any thread (the transport locks what it shares).
+ * Errors are negative errno values.
+ */
+#ifndef SF_XNET_H
+#define SF_XNET_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define XNET_MAX_IOV 2
+
+enum xop_state { XOP_IDLE = 0, XOP_POSTED = 1, XOP_DONE = 2 };
+
+/* One send or receive in flight. Owned by the caller; lent to the transport while POSTED. */
+struct xnet_op {
+	_Atomic int state; /* enum xop_state */
+	int status;	   /* when DONE: 0, or a negative errno */
+	uint64_t len;	   /* when DONE: bytes received (receives), bytes sent (sends) */
+};
+
+struct xnet {
+	void *ctx;
+	/*
+	 * Send the niov (1..XNET_MAX_IOV) buffers as one message with tag to peer (an address
+	 * from the transport's own peer table). The buffers stay untouched by the caller until
+	 * op is DONE. 0 (op is POSTED), -EAGAIN (nothing sent: try again after progress) or a
+	 * negative errno.
+	 */
+	int (*send)(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *iov, int niov,
+		    struct xnet_op *op);
+	/* Post a receive for the message with exactly this tag from peer, into the buffers. */
+	int (*recv)(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *iov, int niov,
+		    struct xnet_op *op);
+	/* Withdraw a posted receive: it completes (soon, through progress) with -ECANCELED, or
+	 * with its message if that won the race. 0 or a negative errno. */
+	int (*cancel)(void *ctx, struct xnet_op *op);
+	/* Drive the transport: completions found mark their ops DONE. 0 or a negative errno
+	 * for the transport as a whole. */
+	int (*progress)(void *ctx);
+};
+
+static inline int xop_done(const struct xnet_op *op)
+{
+	return atomic_load_explicit(&op->state, memory_order_acquire) == XOP_DONE;
+}
+
+static inline int xop_busy(const struct xnet_op *op)
+{
+	return atomic_load_explicit(&op->state, memory_order_acquire) == XOP_POSTED;
+}
+
+/* For transports: finish an op (status, then len, then the release store of DONE). */
+static inline void xop_finish(struct xnet_op *op, int status, uint64_t len)
+{
+	op->status = status;
+	op->len = len;
+	atomic_store_explicit(&op->state, XOP_DONE, memory_order_release);
+}
+
+#endif /* SF_XNET_H */
