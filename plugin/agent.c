@@ -112,10 +112,14 @@ static void *agent_main(void *arg)
 			/* NCCL's thread is in this comm: it is progressing it already */
 			if (pthread_mutex_trylock(&c->rx_lock) != 0)
 				continue;
-			if (c->failed == ncclSuccess && chan_rx_inflight(c->rx)) {
+			if (c->failed == ncclSuccess && c->rx && chan_rx_inflight(c->rx)) {
 				busy = 1;
 				/* errors stay in the channel (sticky); NCCL's test() reports them */
 				(void)chan_rx_progress(c->rx, NULL);
+			} else if (c->failed == ncclSuccess && c->xrx &&
+				   xchan_rx_inflight(c->xrx)) {
+				busy = 1; /* a cross-host receive: its ACKs go out from here */
+				(void)xchan_rx_progress(c->xrx, NULL);
 			}
 			pthread_mutex_unlock(&c->rx_lock);
 		}

@@ -18,6 +18,7 @@
 #include "plugin/gpu.h"
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
+#include "plugin/xhost.h"
 #include "sim/core/ctl.h"
 
 /* A hex u64 as the protocol writes ids (with or without 0x). */
@@ -65,6 +66,40 @@ ncclResult_t sfnet_call_fault(uint32_t kind, const char *what)
 }
 
 /* ---- opening a channel end --------------------------------------------------------- */
+
+/* What every comm has, whatever carries it: its place, its request pool, its name. */
+static void comm_finish(struct sfnet_comm *c, enum sfnet_kind kind, int dev, uint64_t id,
+			const char *peer_node, const char *peer_nic, int traffic_class,
+			const char *idname)
+{
+	const char *me = sfnet_g.session->node;
+	const char *mynic = sfnet_g.devs[dev].name;
+	c->session = sfnet_g.session;
+	c->chan_id = id;
+	c->dev = dev;
+	c->traffic_class = traffic_class;
+	c->live_period_ns = (int64_t)sfnet_g.liveness_ms * 1000000;
+	c->live_next_ns = sfnet_coarse_ns() + c->live_period_ns;
+	int nreq = kind == SFNET_SEND ? CHAN_MAX_SENDS : CHAN_MAX_REQS;
+	for (int i = 0; i < nreq; i++) {
+		c->reqs[i].comm = c;
+		c->reqs[i].next_free = i + 1 < nreq ? i + 1 : -1;
+	}
+	c->free_head = 0;
+	if (snprintf(c->desc, sizeof(c->desc), "%s %s/%s %s %s/%s %s 0x%llx",
+		     kind == SFNET_SEND ? "send" : "recv", me, mynic,
+		     kind == SFNET_SEND ? "->" : "<-", peer_node, peer_nic, idname,
+		     (unsigned long long)id) >= (int)sizeof(c->desc))
+		PTRACE(NCCL_NET, "comm description truncated to '%s'", c->desc);
+}
+
+static void comm_link(struct sfnet_comm *c, enum sfnet_kind kind, struct sfnet_ctx *ctx)
+{
+	pthread_mutex_init(&c->rx_lock, NULL);
+	sfnet_obj_link(&c->obj, kind, ctx);
+	if (kind == SFNET_RECV)
+		sfagent_add(c);
+}
 
 /*
  * Map a channel's memfd and attach one end. The caller keeps (and closes)
@@ -153,22 +188,7 @@ static ncclResult_t comm_open(enum sfnet_kind kind, struct sfnet_ctx *ctx, int d
 			return ncclInternalError;
 		}
 	}
-	c->session = sfnet_g.session;
-	c->chan_id = chan_id;
-	c->dev = dev;
-	c->traffic_class = traffic_class;
-	c->live_period_ns = (int64_t)sfnet_g.liveness_ms * 1000000;
-	c->live_next_ns = sfnet_coarse_ns() + c->live_period_ns;
-	int nreq = kind == SFNET_SEND ? CHAN_MAX_SENDS : CHAN_MAX_REQS;
-	for (int i = 0; i < nreq; i++) {
-		c->reqs[i].comm = c;
-		c->reqs[i].next_free = i + 1 < nreq ? i + 1 : -1;
-	}
-	c->free_head = 0;
-	if (snprintf(c->desc, sizeof(c->desc), "%s %s/%s %s %s/%s chan 0x%llx", side, me, mynic,
-		     kind == SFNET_SEND ? "->" : "<-", peer_node, peer_nic,
-		     (unsigned long long)chan_id) >= (int)sizeof(c->desc))
-		PTRACE(NCCL_NET, "comm description truncated to '%s'", c->desc);
+	comm_finish(c, kind, dev, chan_id, peer_node, peer_nic, traffic_class, "chan");
 	/* A sender's copy engine, for receivers that post GPU memory (its stream comes later,
 	 * with the first copy, in the proxy thread). */
 	if (kind == SFNET_SEND && sfgpu_on() &&
@@ -180,12 +200,53 @@ static ncclResult_t comm_open(enum sfnet_kind kind, struct sfnet_ctx *ctx, int d
 		free(c);
 		return ncclSystemError;
 	}
-	pthread_mutex_init(&c->rx_lock, NULL);
-	sfnet_obj_link(&c->obj, kind, ctx);
-	if (kind == SFNET_RECV)
-		sfagent_add(c);
+	comm_link(c, kind, ctx);
 	*out = c;
 	return ncclSuccess;
+}
+
+/*
+ * A channel end to another host (plugin/xhost.h): the same comm over sim/core/xchan. Ideal
+ * fabric only, for now: a modelled one needs the distributed clock (docs/scale-out.md §4), and
+ * host memory only (the GPU path stages through the copy engine, not yet). Under sfnet_g.lock.
+ */
+static ncclResult_t comm_xopen(enum sfnet_kind kind, struct sfnet_ctx *ctx, int dev,
+			       const struct sfxh_peer *p, int traffic_class, struct sfnet_comm **out)
+{
+	*out = NULL;
+	struct sfnet_comm *c = calloc(1, sizeof(*c));
+	if (!c) {
+		PWARN("%s on %s/%s: out of memory", kind == SFNET_SEND ? "send" : "recv",
+		      sfnet_g.session->node, sfnet_g.devs[dev].name);
+		return ncclSystemError;
+	}
+	struct xchan_cfg cfg = {.net = sfxh_net(), .peer = p->peer, .conn = p->conn};
+	int rc = kind == SFNET_SEND ? xchan_tx_new(&cfg, &c->xtx) : xchan_rx_new(&cfg, &c->xrx);
+	if (rc) {
+		PWARN("%s on %s/%s: cannot open the cross-host channel to %s (host %u): %s",
+		      kind == SFNET_SEND ? "send" : "recv", sfnet_g.session->node,
+		      sfnet_g.devs[dev].name, p->node, p->host, strerror(-rc));
+		free(c);
+		return rc == -ENOMEM ? ncclSystemError : ncclInternalError;
+	}
+	char nic[24];
+	snprintf(nic, sizeof(nic), "nic%u@host%u", p->nic, p->host);
+	comm_finish(c, kind, dev, p->conn, p->node, nic, traffic_class, "xconn");
+	comm_link(c, kind, ctx);
+	*out = c;
+	return ncclSuccess;
+}
+
+/* Why a connection to another host cannot be made here, or NULL. */
+static const char *xhost_refusal(void)
+{
+	if (sfnet_g.session->fab)
+		return "the fabric is modelled, and cross-host connections run on the ideal fabric "
+		       "only until the distributed clock is in (docs/scale-out.md)";
+	if (sfgpu_on())
+		return "the GPU data path is on (SIMFABRIC_GPU), and cross-host connections carry "
+		       "host memory only for now: set SIMFABRIC_GPU=off";
+	return NULL;
 }
 
 /* ---- listen, accept ------------------------------------------------------------------ */
@@ -269,6 +330,22 @@ ncclResult_t sfnet_listen(void *ctx, int dev, void *handle, void **listen_comm)
 	size_t nlen = strnlen(sfnet_g.session->node, sizeof(h.node) - 1);
 	memcpy(h.node, sfnet_g.session->node, nlen);
 	memcpy(handle, &h, sizeof(h));
+	struct sfxh_addr xa = {.host = (uint16_t)sfxh_host()};
+	if (sfxh_host() >= 0) { /* version 2, endpoint or not: a connect then says why not */
+		if (!xhost_refusal())
+			sfxh_listen_new(sfnet_g.devs[dev].name, &l->x, &xa);
+		struct sfnet_handle2 h2;
+		memset(&h2, 0, sizeof(h2));
+		memcpy(&h2, &h, offsetof(struct sfnet_handle2, host)); /* the common 32 bytes */
+		h2.version = SFNET_HANDLE_VERSION_XHOST;
+		h2.host = xa.host;
+		h2.addr_len = xa.len;
+		h2.port = xa.port;
+		memcpy(h2.addr, xa.addr, sizeof(h2.addr));
+		nlen = strnlen(sfnet_g.session->node, sizeof(h2.node) - 1);
+		memcpy(h2.node, sfnet_g.session->node, nlen);
+		memcpy(handle, &h2, sizeof(h2));
+	}
 	sfnet_obj_link(&l->obj, SFNET_LISTEN, c);
 	PTRACE(NCCL_NET, "listen on %s/%s: listener 0x%016llx", sfnet_g.session->node,
 	       sfnet_g.devs[dev].name, (unsigned long long)l->id);
@@ -361,6 +438,22 @@ ncclResult_t sfnet_accept(void *listen_comm, void **recv_comm,
 	if (!l->deadline_ms)
 		l->deadline_ms = sfnet_now_ms() + sfnet_g.connect_timeout_ms;
 	struct sfnet_comm *c = NULL;
+	struct sfxh_peer xp;
+	if (l->x && sfxh_accept_poll(l->x, &xp) == 1) { /* a connect from another host */
+		const char *no = xhost_refusal();
+		res = no ? ncclInvalidUsage
+			 : comm_xopen(SFNET_RECV, l->obj.ctx, l->dev, &xp,
+				      NCCL_NET_TRAFFIC_CLASS_UNDEF, &c);
+		if (no)
+			PWARN("accept on %s/%s: refusing the connect from %s on another host: %s",
+			      node, nic, xp.node, no);
+		if (sfxh_welcome(l->x, &xp, res == ncclSuccess ? 0 : ECONNREFUSED) && c) {
+			sfnet_obj_unlink(&c->obj);
+			sfnet_obj_destroy(&c->obj);
+			c = NULL;
+			res = ncclSystemError;
+		}
+	}
 	while (!c && res == ncclSuccess) {
 		struct ctl_msg *m;
 		int rc = sfc_conn_recv(&l->conn, &m, 0);
@@ -426,6 +519,20 @@ static void pconn_drop(struct sfnet_pconn *pc)
 	sfnet_obj_destroy(&pc->obj);
 }
 
+/* A pending connect's identity, whichever way it goes. node: NUL-terminated. */
+static void pconn_init(struct sfnet_pconn *pc, const void *handle_addr, uint64_t listener,
+		       int dev, int tc, uint32_t nic, const char *node)
+{
+	pc->conn.fd = -1;
+	pc->handle_addr = handle_addr;
+	pc->listener = listener;
+	pc->dev = dev;
+	pc->traffic_class = tc;
+	pc->peer_nic = nic;
+	snprintf(pc->peer_node, sizeof(pc->peer_node), "%s", node);
+	pc->deadline_ms = sfnet_now_ms() + sfnet_g.connect_timeout_ms;
+}
+
 static ncclResult_t pconn_start(struct sfnet_ctx *ctx, int dev, int tc,
 				const struct sfnet_handle *h, const void *handle_addr,
 				struct sfnet_pconn **out)
@@ -439,15 +546,7 @@ static ncclResult_t pconn_start(struct sfnet_ctx *ctx, int dev, int tc,
 		res = ncclSystemError;
 		goto out;
 	}
-	pc->conn.fd = -1;
-	pc->handle_addr = handle_addr;
-	pc->listener = h->listener;
-	pc->dev = dev;
-	pc->traffic_class = tc;
-	pc->peer_nic = h->nic;
-	memcpy(pc->peer_node, h->node, sizeof(pc->peer_node));
-	pc->peer_node[sizeof(pc->peer_node) - 1] = 0;
-	pc->deadline_ms = sfnet_now_ms() + sfnet_g.connect_timeout_ms;
+	pconn_init(pc, handle_addr, h->listener, dev, tc, h->nic, h->node);
 	int rc = sfc_conn_open(&pc->conn, sfnet_g.sock);
 	if (rc) {
 		PWARN("connect from %s/%s to %s/nic%u: cannot reach the fabric daemon at %s: %s",
@@ -558,6 +657,82 @@ static ncclResult_t pconn_poll(struct sfnet_pconn *pc, struct sfnet_comm **out)
 	}
 }
 
+/*
+ * A connect to a listener on another host (a version-2 handle): the handshake of
+ * plugin/xhost.h instead of the daemon, polled like the daemon's reply. Under sfnet_g.lock.
+ */
+static ncclResult_t xconnect(struct sfnet_ctx *ctx, int dev, int tc, const struct sfnet_handle2 *h,
+			     const void *handle_addr, void **send_comm)
+{
+	char what[SFNET_DESC_LEN];
+	snprintf(what, sizeof(what), "connect from %.64s/%.24s to %.32s/nic%u on host %u",
+		 sfnet_g.session->node, sfnet_g.devs[dev].name, h->node, h->nic, h->host);
+	if (sfxh_host() < 0) {
+		PWARN("%s: the listener is on another host, and this process has no host number "
+		      "(SIMFABRIC_HOST): every rank of a multi-host run needs one",
+		      what);
+		return ncclInvalidUsage;
+	}
+	const char *no = xhost_refusal();
+	if (no) {
+		PWARN("%s: %s", what, no);
+		return ncclInvalidUsage;
+	}
+	if (!h->addr_len) {
+		PWARN("%s: the listener has no endpoint for cross-host connections (its own log says "
+		      "why)",
+		      what);
+		return ncclSystemError;
+	}
+	ncclResult_t res;
+	struct sfnet_pconn *pc = pconn_find(handle_addr);
+	if (pc && (pc->listener != h->listener || !pc->x)) {
+		pconn_drop(pc); /* the buffer now holds another handle */
+		pc = NULL;
+	}
+	if (!pc && sfnet_call_armed(FAULT_K_CONNECT_FAIL) &&
+	    (res = sfnet_call_fault(FAULT_K_CONNECT_FAIL, what)) != ncclSuccess)
+		return res;
+	if (!pc) {
+		pc = calloc(1, sizeof(*pc));
+		if (!pc) {
+			PWARN("%s: out of memory", what);
+			return ncclSystemError;
+		}
+		pconn_init(pc, handle_addr, h->listener, dev, tc, h->nic, h->node);
+		pc->peer_host = h->host;
+		struct sfxh_addr a = {.host = h->host, .len = h->addr_len, .port = h->port};
+		memcpy(a.addr, h->addr, sizeof(a.addr));
+		if (sfxh_pconn_new(&a, sfnet_g.session->node, (uint32_t)dev, what, &pc->x)) {
+			free(pc);
+			return ncclSystemError;
+		}
+		sfnet_obj_link(&pc->obj, SFNET_PCONN, ctx);
+	}
+	struct sfxh_peer p;
+	int k = sfxh_pconn_poll(pc->x, &p);
+	if (k == 0 && sfnet_now_ms() < pc->deadline_ms)
+		return ncclSuccess; /* not yet: NCCL calls again */
+	if (k == 0)
+		PWARN("%s: no answer from the listener within %d ms (SIMFABRIC_CONNECT_TIMEOUT_MS): "
+		      "is host %u's rank running?",
+		      what, sfnet_g.connect_timeout_ms, h->host);
+	res = ncclRemoteError;
+	struct sfnet_comm *sc = NULL;
+	if (k == 1) {
+		p.nic = h->nic;
+		p.host = h->host;
+		snprintf(p.node, sizeof(p.node), "%.63s", pc->peer_node);
+		res = comm_xopen(SFNET_SEND, ctx, dev, &p, tc, &sc);
+	}
+	pconn_drop(pc);
+	if (sc) {
+		PTRACE(NCCL_NET, "%s: connected", sc->desc);
+		*send_comm = sc;
+	}
+	return res;
+}
+
 ncclResult_t sfnet_connect_tc(void *ctx, int dev, int traffic_class, void *handle, void **send_comm,
 			      ncclNetDeviceHandle_t **send_dev_comm)
 {
@@ -581,13 +756,27 @@ ncclResult_t sfnet_connect_tc(void *ctx, int dev, int traffic_class, void *handl
 		res = ncclInternalError;
 		goto out;
 	}
-	if (h.magic != SFNET_HANDLE_MAGIC || h.version != SFNET_HANDLE_VERSION) {
+	int v2 = h.magic == SFNET_HANDLE_MAGIC && h.version == SFNET_HANDLE_VERSION_XHOST;
+	if (h.magic != SFNET_HANDLE_MAGIC || (h.version != SFNET_HANDLE_VERSION && !v2)) {
 		PWARN("connect from %s: the handle is not a simfabric handle (magic 0x%016llx "
-		      "version %u, want 0x%016llx version %u): the ranks use different plugins?",
+		      "version %u, want 0x%016llx version %u or %u): the ranks use different "
+		      "plugins?",
 		      sfnet_g.devs[dev].name, (unsigned long long)h.magic, h.version,
-		      (unsigned long long)SFNET_HANDLE_MAGIC, SFNET_HANDLE_VERSION);
+		      (unsigned long long)SFNET_HANDLE_MAGIC, SFNET_HANDLE_VERSION,
+		      SFNET_HANDLE_VERSION_XHOST);
 		res = ncclInvalidUsage;
 		goto out;
+	}
+	if (v2) { /* the listener's host says which way; its shorter node name, for messages */
+		struct sfnet_handle2 h2;
+		memcpy(&h2, handle, sizeof(h2));
+		h2.node[sizeof(h2.node) - 1] = 0;
+		if ((int)h2.host != sfxh_host()) {
+			res = xconnect(c, dev, traffic_class, &h2, handle, send_comm);
+			goto out;
+		}
+		memset(h.node, 0, sizeof(h.node));
+		memcpy(h.node, h2.node, sizeof(h2.node));
 	}
 	h.node[sizeof(h.node) - 1] = 0;
 	if (h.instance != sfnet_g.session->instance) {

@@ -397,10 +397,55 @@ static inline ncclResult_t live_check(struct sfnet_comm *c, const char *op)
 	if (__builtin_expect(now < c->live_next_ns, 1))
 		return ncclSuccess;
 	c->live_next_ns = now + c->live_period_ns;
-	if (atomic_load_explicit(&c->shm->daemon_gone, memory_order_acquire) ||
+	if ((c->shm && atomic_load_explicit(&c->shm->daemon_gone, memory_order_acquire)) ||
 	    sfc_session_gone(c->session))
 		return comm_daemon_gone(c, op);
+	if (__builtin_expect(c->xtx || c->xrx, 0)) { /* no daemon sees a peer on another host */
+		struct chan_err err;
+		int rc = c->xtx ? xchan_tx_ping(c->xtx, &err) : xchan_rx_ping(c->xrx, &err);
+		if (rc)
+			return comm_fail(c, op, rc, &err);
+	}
 	return ncclSuccess;
+}
+
+/*
+ * The channel under a comm: shared memory (sim/core/chan.h) within a host, messages
+ * (sim/core/xchan.h) to another host. The same contract, so the rest of the data path does
+ * not know which. (Cross-host comms carry host memory only: plugin/conn.c opens none with the
+ * GPU path on.)
+ */
+static inline int dp_tx_post(struct sfnet_comm *c, const void *data, uint64_t size, int tag,
+			     enum chan_mem src, chan_req *q, struct chan_err *e)
+{
+	if (__builtin_expect(c->xtx != NULL, 0))
+		return xchan_tx_post(c->xtx, data, size, tag, q, e);
+	return chan_tx_post_src(c->tx, data, size, tag, src, q, e);
+}
+
+static inline int dp_rx_post(struct sfnet_comm *c, int n, void **data, const uint64_t *sizes,
+			     const int32_t *tags, const struct chan_region *where, chan_req *q,
+			     struct chan_err *e)
+{
+	if (__builtin_expect(c->xrx != NULL, 0))
+		return xchan_rx_post(c->xrx, n, data, sizes, tags, q, e);
+	return chan_rx_post_in(c->rx, n, data, sizes, tags, where, q, e);
+}
+
+static inline int dp_tx_test(struct sfnet_comm *c, chan_req q, int *d, uint64_t *size,
+			     struct chan_err *e)
+{
+	if (__builtin_expect(c->xtx != NULL, 0))
+		return xchan_tx_test(c->xtx, q, d, size, e);
+	return chan_tx_test(c->tx, q, d, size, e);
+}
+
+static inline int dp_rx_test(struct sfnet_comm *c, chan_req q, int *d, uint64_t *sizes,
+			     struct chan_err *e)
+{
+	if (__builtin_expect(c->xrx != NULL, 0))
+		return xchan_rx_test(c->xrx, q, d, sizes, e);
+	return chan_rx_test(c->rx, q, d, sizes, e);
 }
 
 static inline struct sfnet_req *req_get(struct sfnet_comm *c)
@@ -478,7 +523,7 @@ ncclResult_t sfnet_isend(void *send_comm, void *data, size_t size, int tag, void
 	if (!r)
 		return ncclSuccess; /* all requests in flight: would block */
 	struct chan_err err;
-	int rc = chan_tx_post_src(c->tx, data, size, tag, src, &r->creq, &err);
+	int rc = dp_tx_post(c, data, size, tag, src, &r->creq, &err);
 	if (rc) {
 		req_put(c, r);
 		if (rc == -EAGAIN)
@@ -535,8 +580,8 @@ ncclResult_t sfnet_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 		return ncclSuccess;
 	struct chan_err err;
 	pthread_mutex_lock(&c->rx_lock); /* the receive agent (plugin/agent.h) */
-	int rc = chan_rx_post_in(c->rx, n, data, (const uint64_t *)sizes, (const int32_t *)tags,
-				 gpu ? where : NULL, &r->creq, &err);
+	int rc = dp_rx_post(c, n, data, (const uint64_t *)sizes, (const int32_t *)tags,
+			    gpu ? where : NULL, &r->creq, &err);
 	pthread_mutex_unlock(&c->rx_lock);
 	if (rc) {
 		req_put(c, r);
@@ -600,7 +645,7 @@ ncclResult_t sfnet_test(void *request, int *done, int *sizes)
 	int d = 0, rc;
 	if (r->is_send) {
 		uint64_t sent = 0;
-		rc = chan_tx_test(c->tx, r->creq, &d, &sent, &err);
+		rc = dp_tx_test(c, r->creq, &d, &sent, &err);
 		if (sticky == ncclSuccess || d) /* a failure is traced once, when it happens */
 			SFTRACE(sftrace_test(c, r, rc, d, &err));
 		if (__builtin_expect(rc != 0, 0)) {
@@ -614,7 +659,7 @@ ncclResult_t sfnet_test(void *request, int *done, int *sizes)
 	} else {
 		uint64_t got[CHAN_MAX_RECVS];
 		pthread_mutex_lock(&c->rx_lock);
-		rc = chan_rx_test(c->rx, r->creq, &d, got, &err);
+		rc = dp_rx_test(c, r->creq, &d, got, &err);
 		if (sticky == ncclSuccess || d) /* reads the channel: under the lock */
 			SFTRACE(sftrace_test(c, r, rc, d, &err));
 		pthread_mutex_unlock(&c->rx_lock);

@@ -22,6 +22,7 @@
 #include "plugin/plog.h"
 #include "plugin/prof.h"
 #include "plugin/trace.h"
+#include "plugin/xhost.h"
 #include "sim/core/copyq.h"
 #include "sim/core/ctl.h"
 
@@ -147,15 +148,20 @@ static void comm_destroy(struct sfnet_comm *c)
 	for (int i = 0; i < CHAN_MAX_SENDS; i++) /* a profiler sees in-flight events end */
 		if (c->reqs[i].magic == SFNET_REQ_MAGIC && c->reqs[i].npev)
 			sfprof_stop(c, &c->reqs[i]);
-	int inflight = c->tx ? chan_tx_inflight(c->tx) : chan_rx_inflight(c->rx);
+	int inflight = c->tx	  ? chan_tx_inflight(c->tx)
+		       : c->rx	  ? chan_rx_inflight(c->rx)
+		       : c->xtx ? xchan_tx_inflight(c->xtx)
+				: xchan_rx_inflight(c->xrx);
 	if (inflight)
 		PINFO(NCCL_NET, "%s: closing with %d request(s) in flight", c->desc, inflight);
 	sfagent_remove(c); /* from here on only this thread touches the channel */
 	/* Mark our side closed first: the peer fails what can no longer complete. */
 	chan_tx_free(c->tx); /* waits for its GPU copies */
 	chan_rx_free(c->rx);
+	xchan_tx_free(c->xtx); /* its CLOSE tells the peer on the other host */
+	xchan_rx_free(c->xrx);
 	sfgpu_tx_free(c->gpu);
-	if (c->session && !sfc_session_gone(c->session)) {
+	if (c->shm && c->session && !sfc_session_gone(c->session)) {
 		struct ctl_msg *m = ctl_msg_new();
 		if (m && ctl_add(m, "op", "close") == 0 &&
 		    ctl_addf(m, "chan", "0x%llx", (unsigned long long)c->chan_id) == 0 &&
@@ -186,12 +192,14 @@ void sfnet_obj_destroy(struct sfnet_obj *o)
 		struct sfnet_listen *l = (struct sfnet_listen *)o;
 		/* Closing the listener's connection drops the listener at the daemon. */
 		sfc_conn_close(&l->conn);
+		sfxh_listen_free(l->x);
 		free(l);
 		break;
 	}
 	case SFNET_PCONN: {
 		struct sfnet_pconn *pc = (struct sfnet_pconn *)o;
 		sfc_conn_close(&pc->conn);
+		sfxh_pconn_free(pc->x);
 		free(pc);
 		break;
 	}

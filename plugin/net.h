@@ -57,6 +57,28 @@ struct sfnet_handle {
 _Static_assert(sizeof(struct sfnet_handle) == NCCL_NET_HANDLE_MAXSIZE, "handle is 128 bytes");
 
 /*
+ * Version 2, written when cross-host connections are on (SIMFABRIC_HOST, plugin/xhost.h): the
+ * same first 32 bytes, then the listener's host, its endpoint's address and handshake port, and
+ * a shorter node name. A connect from the same host uses the daemon as with version 1; from
+ * another host, the handshake.
+ */
+#define SFNET_HANDLE_VERSION_XHOST 2
+#define SFNET_HANDLE2_NODE_LEN 32
+struct sfnet_handle2 {
+	uint64_t magic;
+	uint32_t version; /* SFNET_HANDLE_VERSION_XHOST */
+	uint32_t nic;
+	uint64_t instance;
+	uint64_t listener;
+	uint16_t host;
+	uint16_t addr_len;
+	uint32_t port;
+	uint8_t addr[56];
+	char node[SFNET_HANDLE2_NODE_LEN];
+};
+_Static_assert(sizeof(struct sfnet_handle2) == NCCL_NET_HANDLE_MAXSIZE, "handle is 128 bytes");
+
+/*
  * Largest message: test() reports sizes as int, so nothing above INT_MAX
  * could be reported back; NCCL's own p2p chunks are far below it.
  */

@@ -18,6 +18,10 @@
 #include "plugin/net.h"
 #include "sim/core/chan.h"
 #include "sim/core/fstate.h"
+#include "sim/core/xchan.h"
+
+struct sfxh_listen;
+struct sfxh_pconn;
 
 #define SFNET_DEFAULT_CONNECT_TIMEOUT_MS 120000
 #define SFNET_DEFAULT_LIVENESS_MS 100
@@ -64,6 +68,7 @@ struct sfnet_listen {
 	int replied;	     /* the listen reply (errno=0) has been read */
 	ncclResult_t failed; /* sticky */
 	int64_t deadline_ms; /* of the accept in progress; 0 when none */
+	struct sfxh_listen *x; /* the cross-host handshake (plugin/xhost.h), else NULL */
 };
 
 /* A connect in progress: NCCL retries connect with the same handle buffer. */
@@ -77,6 +82,8 @@ struct sfnet_pconn {
 	int64_t deadline_ms;
 	uint32_t peer_nic;
 	char peer_node[SFNET_HANDLE_NODE_LEN];
+	struct sfxh_pconn *x; /* a connect to another host (plugin/xhost.h): no daemon connection */
+	uint32_t peer_host;
 };
 
 struct sfnet_comm;
@@ -113,6 +120,8 @@ struct sfnet_comm {
 	int free_head;	     /* request pool free list (index, -1 = empty) */
 	struct chan_tx *tx;
 	struct chan_rx *rx;
+	struct xchan_tx *xtx; /* a connection to another host: these instead of tx, rx, shm */
+	struct xchan_rx *xrx;
 	struct chan_shm *shm;
 	struct sfc_session *session;
 	int64_t live_next_ns; /* next liveness check (CLOCK_MONOTONIC_COARSE) */

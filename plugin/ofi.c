@@ -60,6 +60,7 @@ void sfofi_close(struct sfofi *o)
 
 #define SFOFI_API FI_VERSION(1, 9) /* FI_DIRECTED_RECV, fi_tsendv: long there */
 #define SFOFI_CQ_BATCH 16
+#define SFOFI_PEERS 1024 /* addresses remembered: libfabric warns on a second insert */
 
 struct ofi_lib {
 	void *dl;
@@ -82,6 +83,12 @@ struct sfofi {
 	struct fid_ep *ep;
 	struct xnet net;
 	char desc[96];
+	int npeers;
+	struct {
+		uint8_t len;
+		uint8_t addr[SFOFI_ADDR_MAX];
+		fi_addr_t fa;
+	} peers[SFOFI_PEERS];
 };
 
 static int lib_load(struct ofi_lib *l, char *why, size_t whylen)
@@ -291,7 +298,18 @@ int sfofi_peer(struct sfofi *o, const void *addr, size_t len, uint64_t *peer)
 		return -EINVAL;
 	fi_addr_t a = FI_ADDR_NOTAVAIL;
 	pthread_mutex_lock(&o->lock);
+	for (int i = 0; i < o->npeers; i++)
+		if (o->peers[i].len == len && !memcmp(o->peers[i].addr, addr, len)) {
+			*peer = (uint64_t)o->peers[i].fa;
+			pthread_mutex_unlock(&o->lock);
+			return 0;
+		}
 	int n = fi_av_insert(o->av, addr, 1, &a, 0, NULL);
+	if (n == 1 && a != FI_ADDR_NOTAVAIL && o->npeers < SFOFI_PEERS) {
+		o->peers[o->npeers].len = (uint8_t)len;
+		memcpy(o->peers[o->npeers].addr, addr, len);
+		o->peers[o->npeers++].fa = a;
+	}
 	pthread_mutex_unlock(&o->lock);
 	if (n != 1 || a == FI_ADDR_NOTAVAIL)
 		return n < 0 ? ofi_err(n) : -EADDRNOTAVAIL;

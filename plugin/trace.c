@@ -353,7 +353,9 @@ __attribute__((cold, noinline)) static struct sftrace_comm *tr_comm_new(struct s
 
 static inline struct sftrace_comm *tr_comm(struct sfnet_comm *c)
 {
-	return __builtin_expect(c->trace != NULL, 1) ? c->trace : tr_comm_new(c);
+	if (__builtin_expect(c->trace != NULL, 1))
+		return c->trace;
+	return c->tx || c->rx ? tr_comm_new(c) : NULL; /* cross-host comms: not traced yet */
 }
 
 /* The events a finished message becomes (the writer writes exactly these). */

@@ -18,6 +18,7 @@
 #define XR_ACK_RING (2 * CHAN_MAX_SENDS)
 #define XCTL_EMSGSIZE 1
 #define XCTL_CLOSE 2
+#define XCTL_PING 3 /* liveness: a send that fails once the peer's endpoint is gone */
 
 struct xw_cts {
 	uint32_t magic;
@@ -199,8 +200,8 @@ struct xchan_tx {
 	struct xnet_op cts_op[XT_CTS_RING];
 	struct xw_ack ack_in[XT_ACK_RING];
 	struct xnet_op ack_op[XT_ACK_RING];
-	struct xw_ctl ctl_in, ctl_out;
-	struct xnet_op ctl_in_op, ctl_out_op;
+	struct xw_ctl ctl_in, ctl_out, ping;
+	struct xnet_op ctl_in_op, ctl_out_op, ping_op;
 	struct xtx_send sends[CHAN_MAX_SENDS];
 };
 
@@ -237,6 +238,23 @@ static void ctl_send(const struct xchan_cfg *c, uint32_t dir, struct xw_ctl *out
 			return;
 		c->net->progress(c->net->ctx);
 	}
+}
+
+/*
+ * Liveness: a PING to the peer unless one is still out. Its send fails once the peer's
+ * endpoint is gone (its process died: its connections reset), which is how a peer on another
+ * host that dies while nothing is in flight to it gets noticed. 0, or the failed PING's
+ * status.
+ */
+static int ping(const struct xchan_cfg *c, uint32_t dir, struct xw_ctl *out, struct xnet_op *op)
+{
+	if (xop_busy(op))
+		return 0;
+	if (xop_done(op) && op->status)
+		return op->status;
+	*out = (struct xw_ctl){.magic = XW_MAGIC, .code = XCTL_PING};
+	int rc = post_send(c, xchan_tag(XCHAN_CTL, c->conn, dir), out, sizeof(*out), NULL, 0, op);
+	return rc == -EAGAIN ? 0 : rc;
 }
 
 /* Control messages travel on two tags: 1 from tx to rx, 2 from rx to tx. */
@@ -350,6 +368,11 @@ static int tx_take_ctl(struct xchan_tx *tx, struct chan_err *err)
 	if (m.code == XCTL_EMSGSIZE)
 		return stick(&tx->failed, err, -EMSGSIZE, "send larger than the posted receive",
 			     m.v[0], m.v[1]);
+	if (m.code == XCTL_PING) {
+		int rc = ctl_recv(&tx->c, XDIR_TO_TX, &tx->ctl_in, &tx->ctl_in_op);
+		return rc ? stick(&tx->failed, err, rc, "could not post a control receive", 0, 0)
+			  : 0;
+	}
 	if (m.code != XCTL_CLOSE)
 		return stick(&tx->failed, err, -EPROTO, "unknown control message", m.code, 0);
 	tx->peer_closed = 1;
@@ -502,6 +525,18 @@ int xchan_tx_test(struct xchan_tx *tx, chan_req req, int *done, uint64_t *size,
 	return 0;
 }
 
+int xchan_tx_ping(struct xchan_tx *tx, struct chan_err *err)
+{
+	if (!tx)
+		return fail(err, -EINVAL, "no endpoint", 0, 0);
+	int rc = sticky_get(&tx->failed, err);
+	if (!rc && (rc = ping(&tx->c, XDIR_TO_RX, &tx->ping, &tx->ping_op)))
+		rc = stick(&tx->failed, err, -ECONNRESET,
+			   "the receiver's process is gone (its endpoint no longer answers)",
+			   (uint64_t)-rc, 0);
+	return rc;
+}
+
 void xchan_tx_peer_gone(struct xchan_tx *tx)
 {
 	if (tx)
@@ -522,7 +557,7 @@ void xchan_tx_free(struct xchan_tx *tx)
 	if (!tx->failed.code) /* a failed peer fails and closes too: no CLOSE to wait on */
 		ctl_send(&tx->c, XDIR_TO_RX, &tx->ctl_out, &tx->ctl_out_op, XCTL_CLOSE,
 			 tx->queued_from, 0);
-	struct xnet_op *ops[XT_CTS_RING + XT_ACK_RING + 2 + CHAN_MAX_SENDS];
+	struct xnet_op *ops[XT_CTS_RING + XT_ACK_RING + 3 + CHAN_MAX_SENDS];
 	size_t n = 0;
 	for (int i = 0; i < XT_CTS_RING; i++)
 		ops[n++] = &tx->cts_op[i];
@@ -530,6 +565,7 @@ void xchan_tx_free(struct xchan_tx *tx)
 		ops[n++] = &tx->ack_op[i];
 	ops[n++] = &tx->ctl_in_op;
 	ops[n++] = &tx->ctl_out_op;
+	ops[n++] = &tx->ping_op;
 	for (int i = 0; i < CHAN_MAX_SENDS; i++)
 		ops[n++] = &tx->sends[i].op;
 	for (size_t i = 0; i < XT_CTS_RING + XT_ACK_RING + 1; i++)
@@ -580,8 +616,8 @@ struct xchan_rx {
 	uint64_t ack_head, ack_tail;
 	struct xw_ack ack_out[XR_ACK_RING];
 	struct xnet_op ack_op[XR_ACK_RING];
-	struct xw_ctl ctl_in, ctl_out;
-	struct xnet_op ctl_in_op, ctl_out_op;
+	struct xw_ctl ctl_in, ctl_out, ping;
+	struct xnet_op ctl_in_op, ctl_out_op, ping_op;
 };
 
 int xchan_rx_new(const struct xchan_cfg *cfg, struct xchan_rx **out)
@@ -693,6 +729,11 @@ static int rx_take_ctl(struct xchan_rx *rx, struct chan_err *err)
 	if (m.code == XCTL_EMSGSIZE)
 		return stick(&rx->failed, err, -EMSGSIZE, "send larger than the posted receive",
 			     m.v[0], m.v[1]);
+	if (m.code == XCTL_PING) {
+		int rc = ctl_recv(&rx->c, XDIR_TO_RX, &rx->ctl_in, &rx->ctl_in_op);
+		return rc ? stick(&rx->failed, err, rc, "could not post a control receive", 0, 0)
+			  : 0;
+	}
 	if (m.code != XCTL_CLOSE)
 		return stick(&rx->failed, err, -EPROTO, "unknown control message", m.code, 0);
 	rx->peer_closed = 1;
@@ -832,6 +873,18 @@ int xchan_rx_test(struct xchan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 	return 0;
 }
 
+int xchan_rx_ping(struct xchan_rx *rx, struct chan_err *err)
+{
+	if (!rx)
+		return fail(err, -EINVAL, "no endpoint", 0, 0);
+	int rc = sticky_get(&rx->failed, err);
+	if (!rc && (rc = ping(&rx->c, XDIR_TO_TX, &rx->ping, &rx->ping_op)))
+		rc = stick(&rx->failed, err, -ECONNRESET,
+			   "the sender's process is gone (its endpoint no longer answers)",
+			   (uint64_t)-rc, 0);
+	return rc;
+}
+
 void xchan_rx_peer_gone(struct xchan_rx *rx)
 {
 	if (rx)
@@ -853,7 +906,7 @@ void xchan_rx_free(struct xchan_rx *rx)
 	if (!rx->failed.code)
 		ctl_send(&rx->c, XDIR_TO_TX, &rx->ctl_out, &rx->ctl_out_op, XCTL_CLOSE,
 			 rx->acks_out, 0);
-	struct xnet_op *ops[CHAN_MAX_REQS * (CHAN_MAX_RECVS + 1) + XR_ACK_RING + 2];
+	struct xnet_op *ops[CHAN_MAX_REQS * (CHAN_MAX_RECVS + 1) + XR_ACK_RING + 3];
 	size_t n = 0;
 	ops[n++] = &rx->ctl_in_op;
 	for (int q = 0; q < CHAN_MAX_REQS; q++)
@@ -866,6 +919,7 @@ void xchan_rx_free(struct xchan_rx *rx)
 	for (int i = 0; i < XR_ACK_RING; i++)
 		ops[n++] = &rx->ack_op[i];
 	ops[n++] = &rx->ctl_out_op;
+	ops[n++] = &rx->ping_op;
 	if (drain_close(&rx->c, ops, n, rx->failed.code == -ECONNRESET))
 		free(rx);
 }

@@ -116,6 +116,14 @@ int xchan_rx_test(struct xchan_rx *rx, chan_req req, int *done, uint64_t *sizes,
  * call, so that ACKs go out while the application computes. */
 int xchan_tx_progress(struct xchan_tx *tx, struct chan_err *err);
 int xchan_rx_progress(struct xchan_rx *rx, struct chan_err *err);
+/*
+ * Liveness, at most every so often (the plugin's liveness period): a PING to the peer. The
+ * transport fails it once the peer's endpoint is gone, and then the endpoint fails with
+ * -ECONNRESET: a peer on another host that dies with nothing in flight to it is noticed so.
+ * 0 or the endpoint's error.
+ */
+int xchan_tx_ping(struct xchan_tx *tx, struct chan_err *err);
+int xchan_rx_ping(struct xchan_rx *rx, struct chan_err *err);
 /* The peer's process is gone (the daemon says so: the transport may never notice a posted
  * receive's peer dying): everything in flight and every later call fails with -ECONNRESET. */
 void xchan_tx_peer_gone(struct xchan_tx *tx);
@@ -124,7 +132,14 @@ int xchan_tx_inflight(const struct xchan_tx *tx);
 int xchan_rx_inflight(const struct xchan_rx *rx);
 
 /* The tag of a message (exposed for the tests and the transport's logs). */
-enum xchan_kind { XCHAN_CTS = 1, XCHAN_DATA = 2, XCHAN_ACK = 3, XCHAN_CTL = 4 };
+enum xchan_kind {
+	XCHAN_CTS = 1,
+	XCHAN_DATA = 2,
+	XCHAN_ACK = 3,
+	XCHAN_CTL = 4,
+	XCHAN_HELLO = 5,  /* the plugin's handshake (plugin/xhost.c): a connect to a listener */
+	XCHAN_WELCOME = 6 /* ... and the listener's answer */
+};
 static inline uint64_t xchan_tag(enum xchan_kind k, uint32_t conn, uint32_t low)
 {
 	return (uint64_t)k << 60 | (uint64_t)(conn & XCHAN_MAX_CONN) << 32 | low;

@@ -32,6 +32,7 @@
 #include <sys/uio.h>
 
 #define XNET_MAX_IOV 2
+#define XNET_ANY_PEER UINT64_MAX /* a receive's peer: from anyone (a listener's handshake) */
 
 enum xop_state { XOP_IDLE = 0, XOP_POSTED = 1, XOP_DONE = 2 };
 
@@ -52,7 +53,8 @@ struct xnet {
 	 */
 	int (*send)(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *iov, int niov,
 		    struct xnet_op *op);
-	/* Post a receive for the message with exactly this tag from peer, into the buffers. */
+	/* Post a receive for the message with exactly this tag from peer (XNET_ANY_PEER: from
+	 * any peer), into the buffers. */
 	int (*recv)(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *iov, int niov,
 		    struct xnet_op *op);
 	/* Withdraw a posted receive: it completes (soon, through progress) with -ECANCELED, or

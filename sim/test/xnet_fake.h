@@ -132,13 +132,14 @@ static int xf_recv(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *i
 {
 	struct xf_ep *e = ctx;
 	struct xf_world *w = e->w;
-	if (peer >= XF_MAX_EP || niov < 1 || niov > XNET_MAX_IOV)
+	if ((peer >= XF_MAX_EP && peer != XNET_ANY_PEER) || niov < 1 || niov > XNET_MAX_IOV)
 		return -EINVAL;
 	struct xf_recv r = {.ep = e->id, .src = (int)peer, .tag = tag, .niov = niov, .op = op};
 	memcpy(r.iov, iov, sizeof(*iov) * (size_t)niov);
 	for (int i = 0; i < w->nunexp; i++) {
 		struct xf_msg *m = &w->unexp[i];
-		if (m->dst == e->id && m->src == (int)peer && m->tag == tag) {
+		if (m->dst == e->id && (m->src == (int)peer || peer == XNET_ANY_PEER) &&
+		    m->tag == tag) {
 			xf_scatter(&r, m);
 			free(m->copy);
 			memmove(m, m + 1, sizeof(*m) * (size_t)(--w->nunexp - i));
@@ -176,7 +177,7 @@ static void xf_deliver(struct xf_world *w, int k)
 	w->delivered++;
 	for (int i = 0; i < w->nposted; i++) {
 		struct xf_recv *r = &w->posted[i];
-		if (r->ep == m.dst && r->src == m.src && r->tag == m.tag) {
+		if (r->ep == m.dst && (r->src == m.src || r->src == -1) && r->tag == m.tag) {
 			xf_scatter(r, &m);
 			memmove(r, r + 1, sizeof(*r) * (size_t)(--w->nposted - i));
 			xop_finish(m.op, 0, m.len);
@@ -196,7 +197,8 @@ static int xf_progress(void *ctx)
 {
 	struct xf_world *w = ((struct xf_ep *)ctx)->w;
 	for (int i = 0; i < w->nposted; i++) /* a dead peer's receives fail */
-		if (w->dead[w->posted[i].src] || w->dead[w->posted[i].ep]) {
+		if ((w->posted[i].src >= 0 && w->dead[w->posted[i].src]) ||
+		    w->dead[w->posted[i].ep]) {
 			xop_finish(w->posted[i].op, -ECONNRESET, 0);
 			memmove(&w->posted[i], &w->posted[i + 1],
 				sizeof(w->posted[0]) * (size_t)(--w->nposted - i));

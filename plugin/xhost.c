@@ -1,0 +1,371 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xhost.c - the process's libfabric endpoint and the cross-host handshake (xhost.h).
+ */
+#include "plugin/xhost.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "plugin/client.h"
+#include "plugin/plog.h"
+#include "sim/core/xchan.h"
+
+#define XH_MAGIC 0x31485853u /* "SXH1" */
+#define XH_DRAIN_MS 2000
+
+struct xh_hello {
+	uint32_t magic;
+	uint32_t nonce; /* the connector's: names its WELCOME */
+	uint16_t host;
+	uint16_t len;
+	uint32_t nic;
+	uint8_t addr[SFOFI_ADDR_MAX];
+	char node[SFXH_NODE_LEN];
+};
+
+struct xh_welcome {
+	uint32_t magic;
+	int32_t status; /* 0, or the positive errno the listener refused with */
+	uint32_t conn;
+	uint32_t nonce;
+};
+
+_Static_assert(sizeof(struct xh_hello) == 136 && sizeof(struct xh_welcome) == 16,
+	       "the handshake's layout changed: both ends must agree");
+
+/* The process's endpoint: under sfnet_g.lock. */
+static struct {
+	int parsed, host; /* SIMFABRIC_HOST, -1 off */
+	int tried;	  /* the endpoint was opened, or failed to (then said so once) */
+	struct sfofi *o;
+	uint32_t next_port, next_conn;
+} X;
+
+int sfxh_host(void)
+{
+	if (!X.parsed) {
+		X.parsed = 1;
+		X.host = -1;
+		const char *e = getenv("SIMFABRIC_HOST");
+		char *end = NULL;
+		long v = e && *e ? strtol(e, &end, 10) : -1;
+		if (e && *e && (*end || v < 0 || v > 65535))
+			PWARN("SIMFABRIC_HOST='%s' is not a host number (0..65535): cross-host "
+			      "connections are off",
+			      e);
+		else
+			X.host = (int)v;
+	}
+	return X.host;
+}
+
+const struct xnet *sfxh_net(void)
+{
+	return sfofi_net(X.o);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int endpoint(const char *what)
+{
+	if (X.o)
+		return 0;
+	if (X.tried)
+		return -ENODEV;
+	X.tried = 1;
+	char why[256] = "";
+	int rc = sfofi_open(NULL, &X.o, why, sizeof(why));
+	if (rc) {
+		PWARN("%s: no endpoint for cross-host connections: %s; this process takes "
+		      "same-host "
+		      "connections only",
+		      what, why);
+		return rc;
+	}
+	PINFO(NCCL_INIT | NCCL_NET, "cross-host connections from host %d over libfabric %s", X.host,
+	      sfofi_describe(X.o));
+	return 0;
+}
+
+/* Wait, bounded, for the transport to give ops back; 1 when it did. */
+static int drain(struct xnet_op *const *ops, int n)
+{
+	const struct xnet *net = sfxh_net();
+	for (int64_t until = now_ms() + XH_DRAIN_MS;;) {
+		int busy = 0;
+		for (int i = 0; i < n; i++)
+			busy |= xop_busy(ops[i]);
+		if (!busy)
+			return 1;
+		if (!net || now_ms() > until)
+			return 0;
+		net->progress(net->ctx);
+		struct timespec ts = {0, 100000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int post(int send, uint64_t peer, uint64_t tag, void *buf, size_t len, struct xnet_op *op)
+{
+	const struct xnet *net = sfxh_net();
+	struct iovec iov = {buf, len};
+	atomic_store_explicit(&op->state, XOP_POSTED, memory_order_relaxed);
+	int rc = send ? net->send(net->ctx, peer, tag, &iov, 1, op)
+		      : net->recv(net->ctx, peer, tag, &iov, 1, op);
+	if (rc)
+		atomic_store_explicit(&op->state, XOP_IDLE, memory_order_relaxed);
+	return rc;
+}
+
+/* A connection id for a new channel into this process. */
+static uint32_t conn_id(void)
+{
+	X.next_conn = X.next_conn % XCHAN_MAX_CONN + 1;
+	return X.next_conn;
+}
+
+/* ---- the listener's side ------------------------------------------------------------------ */
+
+#define XH_WELCOMES 4 /* answers in flight per listener (NCCL connects once per listener) */
+
+struct sfxh_listen {
+	uint32_t port;
+	char what[96];
+	struct xh_hello hello;
+	struct xnet_op hello_op;
+	struct xh_welcome wel[XH_WELCOMES];
+	struct xnet_op wel_op[XH_WELCOMES];
+};
+
+static int listen_post(struct sfxh_listen *l)
+{
+	return post(0, XNET_ANY_PEER, xchan_tag(XCHAN_HELLO, l->port, 0), &l->hello,
+		    sizeof(l->hello), &l->hello_op);
+}
+
+int sfxh_listen_new(const char *what, struct sfxh_listen **out, struct sfxh_addr *a)
+{
+	*out = NULL;
+	memset(a, 0, sizeof(*a)); /* len 0: no endpoint, whatever fails below */
+	a->host = (uint16_t)sfxh_host();
+	int rc = endpoint(what);
+	if (rc)
+		return rc;
+	struct sfxh_listen *l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	snprintf(l->what, sizeof(l->what), "%s", what);
+	X.next_port = X.next_port % XCHAN_MAX_CONN + 1;
+	l->port = X.next_port;
+	size_t len = sizeof(a->addr);
+	rc = sfofi_addr(X.o, a->addr, &len);
+	if (!rc)
+		rc = listen_post(l);
+	if (rc) {
+		PWARN("%s: cannot set up the cross-host handshake: %s", what, strerror(-rc));
+		free(l);
+		return rc;
+	}
+	a->len = (uint16_t)len;
+	a->port = l->port;
+	*out = l;
+	return 0;
+}
+
+int sfxh_accept_poll(struct sfxh_listen *l, struct sfxh_peer *p)
+{
+	const struct xnet *net = sfxh_net();
+	net->progress(net->ctx);
+	if (!xop_done(&l->hello_op))
+		return 0;
+	struct xh_hello h = l->hello;
+	int status = l->hello_op.status;
+	uint64_t len = l->hello_op.len;
+	int rc = listen_post(l); /* for the next connect */
+	if (status || len != sizeof(h) || h.magic != XH_MAGIC || !h.len || h.len > SFOFI_ADDR_MAX) {
+		PWARN("%s: a malformed cross-host connect (%llu bytes, status %d, magic 0x%x): "
+		      "ignored",
+		      l->what, (unsigned long long)len, status, h.magic);
+		return rc;
+	}
+	memset(p, 0, sizeof(*p));
+	rc = sfofi_peer(X.o, h.addr, h.len, &p->peer);
+	if (rc) {
+		PWARN("%s: the connect from host %u cannot be answered: its address is refused "
+		      "(%s)",
+		      l->what, h.host, strerror(-rc));
+		return rc;
+	}
+	p->conn = conn_id();
+	p->nonce = h.nonce;
+	p->host = h.host;
+	p->nic = h.nic;
+	memcpy(p->node, h.node, sizeof(p->node));
+	p->node[sizeof(p->node) - 1] = 0;
+	return 1;
+}
+
+int sfxh_welcome(struct sfxh_listen *l, const struct sfxh_peer *p, int status)
+{
+	int i = 0;
+	while (i < XH_WELCOMES && xop_busy(&l->wel_op[i]))
+		i++;
+	if (i == XH_WELCOMES) {
+		PWARN("%s: %d cross-host answers still in flight", l->what, XH_WELCOMES);
+		return -EAGAIN;
+	}
+	l->wel[i] = (struct xh_welcome){.magic = XH_MAGIC,
+					.status = status,
+					.conn = status ? 0 : p->conn,
+					.nonce = p->nonce};
+	int rc = post(1, p->peer, xchan_tag(XCHAN_WELCOME, p->nonce, 0), &l->wel[i],
+		      sizeof(l->wel[i]), &l->wel_op[i]);
+	if (rc)
+		PWARN("%s: cannot answer the cross-host connect from %s: %s", l->what, p->node,
+		      strerror(-rc));
+	return rc;
+}
+
+void sfxh_listen_free(struct sfxh_listen *l)
+{
+	if (!l)
+		return;
+	const struct xnet *net = sfxh_net();
+	if (xop_busy(&l->hello_op))
+		net->cancel(net->ctx, &l->hello_op);
+	struct xnet_op *ops[1 + XH_WELCOMES] = {&l->hello_op};
+	for (int i = 0; i < XH_WELCOMES; i++)
+		ops[1 + i] = &l->wel_op[i];
+	if (drain(ops, 1 + XH_WELCOMES))
+		free(l);
+}
+
+/* ---- the connector's side ----------------------------------------------------------------- */
+
+struct sfxh_pconn {
+	uint64_t peer;
+	uint32_t nonce, nic;
+	char node[SFXH_NODE_LEN];
+	struct xh_hello hello;
+	struct xh_welcome wel;
+	struct xnet_op hello_op, wel_op;
+	uint32_t port; /* the listener's */
+	int hello_out; /* the transport took the HELLO (rxm says -EAGAIN until it has a
+			   connection to the peer: the poll tries again) */
+	char what[96];
+};
+
+static int pconn_send_hello(struct sfxh_pconn *pc)
+{
+	if (pc->hello_out)
+		return 0;
+	int rc = post(1, pc->peer, xchan_tag(XCHAN_HELLO, pc->port, 0), &pc->hello,
+		      sizeof(pc->hello), &pc->hello_op);
+	if (rc == -EAGAIN)
+		return 0;
+	if (rc)
+		PWARN("%s: cannot send the cross-host connect: %s", pc->what, strerror(-rc));
+	else
+		pc->hello_out = 1;
+	return rc;
+}
+
+int sfxh_pconn_new(const struct sfxh_addr *a, const char *node, uint32_t nic, const char *what,
+		   struct sfxh_pconn **out)
+{
+	*out = NULL;
+	int rc = endpoint(what);
+	if (rc)
+		return rc;
+	struct sfxh_pconn *pc = calloc(1, sizeof(*pc));
+	if (!pc)
+		return -ENOMEM;
+	snprintf(pc->what, sizeof(pc->what), "%s", what);
+	pc->nonce = (uint32_t)(sfc_random_id() % XCHAN_MAX_CONN) + 1;
+	rc = a->len && a->len <= SFOFI_ADDR_MAX ? sfofi_peer(X.o, a->addr, a->len, &pc->peer)
+						: -EINVAL;
+	if (rc) {
+		PWARN("%s: the listener's address in the handle is refused (%u bytes): %s", what,
+		      a->len, strerror(-rc));
+		free(pc);
+		return rc;
+	}
+	pc->hello = (struct xh_hello){
+		.magic = XH_MAGIC, .nonce = pc->nonce, .host = (uint16_t)X.host, .nic = nic};
+	size_t len = sizeof(pc->hello.addr);
+	rc = sfofi_addr(X.o, pc->hello.addr, &len);
+	pc->hello.len = (uint16_t)len;
+	snprintf(pc->hello.node, sizeof(pc->hello.node), "%s", node);
+	pc->port = a->port;
+	if (!rc)
+		rc = post(0, pc->peer, xchan_tag(XCHAN_WELCOME, pc->nonce, 0), &pc->wel,
+			  sizeof(pc->wel), &pc->wel_op);
+	if (rc)
+		PWARN("%s: cannot wait for the answer to a cross-host connect: %s", what,
+		      strerror(-rc));
+	if (!rc)
+		rc = pconn_send_hello(pc);
+	if (rc) {
+		sfxh_pconn_free(pc);
+		return rc;
+	}
+	*out = pc;
+	return 0;
+}
+
+int sfxh_pconn_poll(struct sfxh_pconn *pc, struct sfxh_peer *p)
+{
+	const struct xnet *net = sfxh_net();
+	net->progress(net->ctx);
+	int rc = pconn_send_hello(pc);
+	if (rc)
+		return rc;
+	if (xop_done(&pc->hello_op) && pc->hello_op.status) {
+		PWARN("%s: the cross-host connect could not be sent: %s", pc->what,
+		      strerror(-pc->hello_op.status));
+		return pc->hello_op.status;
+	}
+	if (!xop_done(&pc->wel_op))
+		return 0;
+	struct xh_welcome w = pc->wel;
+	if (pc->wel_op.status || pc->wel_op.len != sizeof(w) || w.magic != XH_MAGIC ||
+	    w.nonce != pc->nonce) {
+		PWARN("%s: a malformed answer to the cross-host connect (status %d, %llu bytes)",
+		      pc->what, pc->wel_op.status, (unsigned long long)pc->wel_op.len);
+		return -EPROTO;
+	}
+	if (w.status) {
+		PWARN("%s: the listener refused the cross-host connect: %s", pc->what,
+		      strerror(w.status));
+		return -w.status;
+	}
+	if (w.conn < 1 || w.conn > XCHAN_MAX_CONN) {
+		PWARN("%s: the listener answered with connection id %u", pc->what, w.conn);
+		return -EPROTO;
+	}
+	memset(p, 0, sizeof(*p));
+	p->peer = pc->peer;
+	p->conn = w.conn;
+	return 1;
+}
+
+void sfxh_pconn_free(struct sfxh_pconn *pc)
+{
+	if (!pc)
+		return;
+	const struct xnet *net = sfxh_net();
+	if (net && xop_busy(&pc->wel_op))
+		net->cancel(net->ctx, &pc->wel_op);
+	struct xnet_op *ops[2] = {&pc->hello_op, &pc->wel_op};
+	if (drain(ops, 2))
+		free(pc);
+}
