@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: MIT
+"""Connections between hosts (issue 18, docs/scale-out.md): two daemons on this machine stand for
+two hosts, launched harness ranks split between them with SIMFABRIC_HOST, and every connection
+whose ends are on different hosts runs over libfabric (tcp;ofi_rxm on loopback) process to
+process, never through a daemon. The harness's tests must pass exact as on one host; what is
+not supported yet is refused with its reason, never run wrong."""
+import ctypes
+import os
+
+import pytest
+
+from test_35_launched_harness import ALL, launch_by_hand
+
+ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+
+
+def _libfabric_missing():
+    try:
+        ctypes.CDLL("libfabric.so.1")
+        return None
+    except OSError as e:
+        return "libfabric.so.1 cannot be loaded (%s): `make deps` installs libfabric-dev" % e
+
+
+pytestmark = pytest.mark.skipif(_libfabric_missing() is not None,
+                                reason=_libfabric_missing() or "")
+
+
+def two_hosts(sf_fabric_factory, args=()):
+    return [sf_fabric_factory(args=list(args), name="host%d" % h) for h in (0, 1)]
+
+
+def host_env(hosts, nranks, debug="WARN"):
+    """Ranks in consecutive blocks per host, as the launcher will place them."""
+    per = nranks // len(hosts)
+
+    def env_of(r):
+        h = min(r // per, len(hosts) - 1)
+        e = dict(hosts[h].env_vars(), SIMFABRIC_HOST=str(h), FI_TCP_IFACE="lo",
+                 NCCL_DEBUG=debug)
+        e.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET")
+        return e
+    return env_of
+
+
+def nodes_of(fabric):
+    """The nodes each side of the daemon's channels belongs to."""
+    out = set()
+    for c in fabric.show()["chans"]:
+        for end in (c.get("src"), c.get("dst")):
+            if end:
+                out.add(str(end).split("/")[0])
+    return out
+
+
+def test_38_01_every_harness_test_is_exact_across_two_hosts(sf_env, sf_fabric_factory,
+                                                             tmp_path):
+    hosts = two_hosts(sf_fabric_factory)
+    n = 4
+    r = launch_by_hand(sf_env, None, tmp_path, n, ["--tests", "all", "--max-bytes", "4M",
+                                                   "--threads", "2"],
+                       env_of=host_env(hosts, n, debug="INFO"), timeout=240)
+    r.check_ok(n)
+    for name in ALL:
+        ranks = sorted(t["rank"] for t in r.tests(name))
+        assert ranks == list(range(n)), "%s ran on ranks %s\n%s" % (name, ranks, r.report())
+    assert all(t["ok"] for t in r.tests()), r.report()
+    for t in r.tests("sizes"):
+        assert t["metrics"].get("bytes_sent", 0) > 0, t
+    # every rank opened its endpoint on its own host, and said so
+    for k in range(n):
+        assert "cross-host connections from host %d over libfabric tcp;ofi_rxm" % (k // 2) \
+            in r.outs[k][2], r.report()
+    # each daemon carried only its own host's connections: the others went process to process
+    assert nodes_of(hosts[0]) <= {"node0", "node1"}, hosts[0].show()
+    assert nodes_of(hosts[1]) <= {"node2", "node3"}, hosts[1].show()
+    assert nodes_of(hosts[0]) and nodes_of(hosts[1]), "no same-host connection was made"
+
+
+def test_38_02_a_rank_without_a_host_number_is_told_why(sf_env, sf_fabric_factory, tmp_path):
+    """Rank 1 (on host 1's daemon) forgot SIMFABRIC_HOST: its connect to host 0's listener is
+    refused with the variable named, and nothing hangs."""
+    hosts = two_hosts(sf_fabric_factory)
+    base = host_env(hosts, 2)
+
+    def env_of(k):
+        e = base(k)
+        if k == 1:
+            e.pop("SIMFABRIC_HOST")
+        return e
+    r = launch_by_hand(sf_env, None, tmp_path, 2, ["--tests", "allreduce", "--max-bytes", "64K"],
+                       env_of=env_of, timeout=60)
+    assert r.rc(0) != 0 or r.rc(1) != 0, r.report()
+    assert "this process has no host number (SIMFABRIC_HOST)" in r.outs[1][2], r.report()
+
+
+def test_38_03_a_modelled_fabric_refuses_cross_host_connections_with_the_reason(
+        sf_env, sf_fabric_factory, tmp_path):
+    scn = os.path.join(ROOT, "scenarios", "fault-link-down.yaml")
+    hosts = two_hosts(sf_fabric_factory, ["--scenario", scn])
+    r = launch_by_hand(sf_env, None, tmp_path, 2, ["--tests", "allreduce", "--max-bytes", "64K"],
+                       env_of=host_env(hosts, 2), timeout=60)
+    assert r.rc(0) != 0 or r.rc(1) != 0, r.report()
+    err = r.outs[0][2] + r.outs[1][2]
+    assert "cross-host connections run on the ideal fabric only until the distributed clock" \
+        in err, r.report()
+
+
+@pytest.mark.parametrize("value", ["one", "-1", "65536", "0x1"])
+def test_38_04_a_bad_host_number_is_named_and_leaves_cross_host_off(sf_env, sf_fabric, tmp_path,
+                                                                    value):
+    """A malformed SIMFABRIC_HOST: one WARN naming it, and same-host connections still work."""
+    r = launch_by_hand(sf_env, sf_fabric, tmp_path, 2, ["--tests", "allreduce",
+                                                        "--max-bytes", "64K"],
+                       env_of=lambda k: {"SIMFABRIC_HOST": value}, timeout=60)
+    r.check_ok(2)
+    assert "SIMFABRIC_HOST='%s' is not a host number (0..65535): cross-host connections are " \
+        "off" % value in r.outs[0][2], r.report()
