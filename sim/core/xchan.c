@@ -202,6 +202,7 @@ struct xchan_tx {
 	struct xnet_op ack_op[XT_ACK_RING];
 	struct xw_ctl ctl_in, ctl_out, ping;
 	struct xnet_op ctl_in_op, ctl_out_op, ping_op;
+	int64_t ping_ns; /* when the PING out was posted */
 	struct xtx_send sends[CHAN_MAX_SENDS];
 };
 
@@ -246,13 +247,15 @@ static void ctl_send(const struct xchan_cfg *c, uint32_t dir, struct xw_ctl *out
  * host that dies while nothing is in flight to it gets noticed. 0, or the failed PING's
  * status.
  */
-static int ping(const struct xchan_cfg *c, uint32_t dir, struct xw_ctl *out, struct xnet_op *op)
+static int ping(const struct xchan_cfg *c, uint32_t dir, struct xw_ctl *out, struct xnet_op *op,
+		int64_t *since)
 {
-	if (xop_busy(op))
-		return 0;
+	if (xop_busy(op)) /* the transport could not hand it to the peer's host for this long */
+		return now_ns() - *since > (int64_t)XCHAN_PING_DEAD_MS * 1000000 ? -ETIMEDOUT : 0;
 	if (xop_done(op) && op->status)
 		return op->status;
 	*out = (struct xw_ctl){.magic = XW_MAGIC, .code = XCTL_PING};
+	*since = now_ns();
 	int rc = post_send(c, xchan_tag(XCHAN_CTL, c->conn, dir), out, sizeof(*out), NULL, 0, op);
 	return rc == -EAGAIN ? 0 : rc;
 }
@@ -530,9 +533,9 @@ int xchan_tx_ping(struct xchan_tx *tx, struct chan_err *err)
 	if (!tx)
 		return fail(err, -EINVAL, "no endpoint", 0, 0);
 	int rc = sticky_get(&tx->failed, err);
-	if (!rc && (rc = ping(&tx->c, XDIR_TO_RX, &tx->ping, &tx->ping_op)))
+	if (!rc && (rc = ping(&tx->c, XDIR_TO_RX, &tx->ping, &tx->ping_op, &tx->ping_ns)))
 		rc = stick(&tx->failed, err, -ECONNRESET,
-			   "the receiver's process is gone (its endpoint no longer answers)",
+			   "the receiver's process is gone (its host takes no message for it)",
 			   (uint64_t)-rc, 0);
 	return rc;
 }
@@ -618,6 +621,7 @@ struct xchan_rx {
 	struct xnet_op ack_op[XR_ACK_RING];
 	struct xw_ctl ctl_in, ctl_out, ping;
 	struct xnet_op ctl_in_op, ctl_out_op, ping_op;
+	int64_t ping_ns;
 };
 
 int xchan_rx_new(const struct xchan_cfg *cfg, struct xchan_rx **out)
@@ -878,9 +882,9 @@ int xchan_rx_ping(struct xchan_rx *rx, struct chan_err *err)
 	if (!rx)
 		return fail(err, -EINVAL, "no endpoint", 0, 0);
 	int rc = sticky_get(&rx->failed, err);
-	if (!rc && (rc = ping(&rx->c, XDIR_TO_TX, &rx->ping, &rx->ping_op)))
+	if (!rc && (rc = ping(&rx->c, XDIR_TO_TX, &rx->ping, &rx->ping_op, &rx->ping_ns)))
 		rc = stick(&rx->failed, err, -ECONNRESET,
-			   "the sender's process is gone (its endpoint no longer answers)",
+			   "the sender's process is gone (its host takes no message for it)",
 			   (uint64_t)-rc, 0);
 	return rc;
 }

@@ -117,11 +117,14 @@ int xchan_rx_test(struct xchan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 int xchan_tx_progress(struct xchan_tx *tx, struct chan_err *err);
 int xchan_rx_progress(struct xchan_rx *rx, struct chan_err *err);
 /*
- * Liveness, at most every so often (the plugin's liveness period): a PING to the peer. The
- * transport fails it once the peer's endpoint is gone, and then the endpoint fails with
- * -ECONNRESET: a peer on another host that dies with nothing in flight to it is noticed so.
- * 0 or the endpoint's error.
+ * Liveness, at most every so often (the plugin's liveness period): a PING to the peer. When the
+ * transport fails it (the peer's endpoint is gone: its process died and its connections reset)
+ * or cannot hand it over for XCHAN_PING_DEAD_MS (no connection to the peer's host can be made),
+ * the endpoint fails with -ECONNRESET: a peer on another host that dies with nothing in flight
+ * to it is noticed so. A stopped process (node_freeze) is not dead: its host's kernel still
+ * takes the PING, as a frozen host's NIC still acknowledges. 0 or the endpoint's error.
  */
+#define XCHAN_PING_DEAD_MS 5000
 int xchan_tx_ping(struct xchan_tx *tx, struct chan_err *err);
 int xchan_rx_ping(struct xchan_rx *rx, struct chan_err *err);
 /* The peer's process is gone (the daemon says so: the transport may never notice a posted
