@@ -16,19 +16,8 @@
 #include "sim/core/chan.c"
 
 #include <stdio.h>
+#include "sim/fuzz/fuzz_input.h"
 
-struct rd {
-	const uint8_t *p;
-	size_t n;
-};
-
-static uint32_t take(struct rd *r, int bytes)
-{
-	uint32_t v = 0;
-	for (int i = 0; i < bytes && r->n; i++, r->p++, r->n--)
-		v = v << 8 | *r->p;
-	return v;
-}
 
 /* The stand-in copy engine: regions 1 and 2; copies land at start, are "done" every other poll. */
 #define FZ_REGION 4096

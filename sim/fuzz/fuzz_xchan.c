@@ -16,20 +16,8 @@
 
 #include <assert.h>
 
+#include "sim/fuzz/fuzz_input.h"
 #include "sim/test/xnet_fake.h"
-
-struct rd {
-	const uint8_t *p;
-	size_t n;
-};
-
-static uint32_t take(struct rd *r, int bytes)
-{
-	uint32_t v = 0;
-	for (int i = 0; i < bytes && r->n; i++, r->p++, r->n--)
-		v = v << 8 | *r->p;
-	return v;
-}
 
 static void check_rc(int rc)
 {
