@@ -16,8 +16,8 @@
 #include "sim/core/chan.c"
 
 #include <stdio.h>
-#include "sim/fuzz/fuzz_input.h"
 
+#include "sim/fuzz/fuzz_input.h"
 
 /* The stand-in copy engine: regions 1 and 2; copies land at start, are "done" every other poll. */
 #define FZ_REGION 4096
