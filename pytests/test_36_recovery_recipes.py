@@ -42,6 +42,8 @@ def test_36_01_shrink_survivors_finish_every_step_exact_on_three_ranks(nccljob, 
     assert d["status"] == "ok" and d["exit_code"] == 0, j.report()
     assert [(s["step"], s["lost"], s["nranks"]) for s in d["shrinks"]] == [(1, [2], 3)], d
     assert d["shrinks"][0]["cause"]["code"] == "peer_lost", d["shrinks"][0]
+    # by default a new communicator of the survivors: NCCL 2.28 cannot shrink one in error
+    assert d["shrinks"][0]["by"] == "reinit", d["shrinks"][0]
     res = d["results"]
     assert len(res) == NSTEPS and all(r["wrong"] == 0 and r["checked"] for r in res), res
     # the step before the loss ran on 4 ranks, the one it hit and every later one on 3
@@ -54,7 +56,8 @@ def test_36_01_shrink_survivors_finish_every_step_exact_on_three_ranks(nccljob, 
     # each survivor says so itself, with its new place
     for r, new in ((0, 0), (1, 1), (3, 2)):
         assert "lost rank(s) 2 during allreduce 4096 B" in j.err[r], j.report()
-        assert "now rank %d of 3; running step 1 again" % new in j.err[r], j.report()
+        assert "now rank %d of 3; running step 1 again (a new communicator of the " \
+            "survivors)" % new in j.err[r], j.report()
         assert "survivor: 1 shrink(s), rank %d of 3 at the end; 7 step(s) from step 1" % new \
             in j.err[r] and "0 wrong element(s) here" in j.err[r], j.report()
     assert "# shrink 1: at step 1, without rank(s) 2 (peer_lost), 3 rank(s)" in j.out[0]
@@ -111,8 +114,21 @@ def test_36_04_without_shrink_a_lost_rank_stops_the_job_as_before(nccljob, tmp_p
     assert d["error"]["code"] == "peer_lost" and d["error"]["rank"] == 2, d
 
 
+def test_36_01b_shrink_by_nccl_is_what_rank_0_tells_every_survivor(nccljob, tmp_path):
+    """--shrink-by nccl: the method travels in rank 0's SHRINK message, so every survivor
+    takes the same way (ncclCommShrink) and the JSON says which."""
+    j = Job(nccljob, 4, SWEEP + ["--on-peer-loss", "shrink", "--shrink-by", "nccl",
+                                 "--inject", "2:exit:1"], tmp_path)
+    assert [j.rc[r] for r in (0, 1, 3)] == [0, 0, 0], j.report()
+    d = j.json(0)
+    assert [s["by"] for s in d["shrinks"]] == ["ncclCommShrink"], d["shrinks"]
+    for r in (0, 1, 3):
+        assert "running step 1 again (ncclCommShrink)" in j.err[r], j.report()
+
+
 @pytest.mark.parametrize("args,says", [
     (["--on-peer-loss", "heal"], "--on-peer-loss: 'heal' is neither fail nor shrink"),
+    (["--shrink-by", "magic"], "--shrink-by: 'magic' is neither reinit nor nccl"),
     (["--on-peer-loss", "shrink", "--register", "1"],
      "--on-peer-loss shrink with --register 1: the registrations would have to be made again"),
 ])
@@ -122,6 +138,7 @@ def test_36_05_on_peer_loss_usage_errors(nccljob, args, says):
     assert p.returncode == 1 and says in p.stderr, p.stderr
     h = subprocess.run([nccljob, "--help"], capture_output=True, text=True, timeout=60).stdout
     assert "--on-peer-loss fail|shrink" in h and "NCCL_SHRINK_ABORT" in h, h
+    assert "--shrink-by reinit|nccl" in h, h
 
 
 # ---- lose a node and carry on: the torch recipe's loss round, on the CPU --------------------

@@ -244,7 +244,8 @@ int dev_unique_id(struct nj_job *j, uint8_t id[NJ_ID_BYTES], struct nj_fail *f)
 
 static int dev_register(struct nj_job *j, struct nj_fail *f);
 
-int dev_comm_init(struct nj_job *j, const uint8_t id[NJ_ID_BYTES], struct nj_fail *f)
+static int comm_init_as(struct nj_job *j, const uint8_t id[NJ_ID_BYTES], int nranks, int rank,
+			struct nj_fail *f)
 {
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
 	ncclUniqueId uid;
@@ -254,7 +255,7 @@ int dev_comm_init(struct nj_job *j, const uint8_t id[NJ_ID_BYTES], struct nj_fai
 	cfg.blocking = j->o.blocking;
 	if (j->o.blocking)
 		wd_arm(j->o.op_timeout_s, "ncclCommInitRankConfig (blocking communicator)");
-	r = ncclCommInitRankConfig(&j->dev->comm, j->nranks, uid, j->rank, &cfg);
+	r = ncclCommInitRankConfig(&j->dev->comm, nranks, uid, rank, &cfg);
 	wd_disarm();
 	if (r == ncclInProgress &&
 	    job_wait(j, "ncclCommInitRankConfig", j->o.op_timeout_s, poll_async, f) < 0)
@@ -263,6 +264,13 @@ int dev_comm_init(struct nj_job *j, const uint8_t id[NJ_ID_BYTES], struct nj_fai
 		fail_nccl(j, f, r, "ncclCommInitRankConfig failed");
 		return -1;
 	}
+	return 0;
+}
+
+int dev_comm_init(struct nj_job *j, const uint8_t id[NJ_ID_BYTES], struct nj_fail *f)
+{
+	if (comm_init_as(j, id, j->nranks, j->rank, f) < 0)
+		return -1;
 	return j->o.reg ? dev_register(j, f) : 0;
 }
 
@@ -541,6 +549,20 @@ int dev_shrink(struct nj_job *j, int *excl, int nexcl, struct nj_fail *f)
 	ncclCommAbort(old);
 	wd_disarm();
 	return job_wait(j, "the stream after the shrink", j->o.op_timeout_s, poll_stream, f);
+}
+
+/*
+ * --shrink-by reinit: the old communicator is aborted (what is in flight on it ends, bounded),
+ * the stream drained of its kernels, and the survivors join a new one with rank 0's id. What
+ * NCCL 2.28 allows after a network error: its ncclCommShrink starts with ncclCommEnsureReady,
+ * which returns the error the proxy recorded (src/init.cc), so the shrink itself fails there.
+ */
+int dev_reinit(struct nj_job *j, const uint8_t id[NJ_ID_BYTES], struct nj_fail *f)
+{
+	dev_abort(j);
+	if (job_wait(j, "the stream after the abort", j->o.op_timeout_s, poll_stream, f) < 0)
+		return -1;
+	return comm_init_as(j, id, j->cranks, j->crank, f);
 }
 
 /* the good way out: finalize (polled), destroy, free */

@@ -79,6 +79,12 @@ int dev_shrink(struct nj_job *j, int *excl, int nexcl, struct nj_fail *f)
 	return no_device(j, f);
 }
 
+int dev_reinit(struct nj_job *j, const uint8_t id[NJ_ID_BYTES], struct nj_fail *f)
+{
+	(void)id;
+	return no_device(j, f);
+}
+
 int dev_finalize(struct nj_job *j, struct nj_fail *f)
 {
 	(void)j, (void)f;

@@ -602,6 +602,10 @@ static int recover(struct nj_job *j, int si, struct nj_fail *f)
 			return -1;
 		s.why = *f;
 		s.after_ms = (nj_now() - j->t0) * 1e3;
+		s.by = j->o.shrink_by;
+		/* the survivors' new communicator: its id before anyone is told */
+		if (s.by == NJ_SHRINK_REINIT && !j->o.dry && dev_unique_id(j, s.id, f) < 0)
+			return -1;
 	} else {
 		if (!j->oob.have_shrink && (j->oob.have_fail || await_verdict(j, f) < 0))
 			return -1; /* rank 0 said ABORT, or was lost itself */
@@ -636,13 +640,16 @@ static int recover(struct nj_job *j, int si, struct nj_fail *f)
 		if (j->cmap[r] >= 0)
 			j->cmap[r] = j->cranks++;
 	fprintf(stderr, "nccljob[rank %d]: lost rank(s) %s during %s (%s); shrinking the "
-		"communicator to %d rank(s): now rank %d of %d; running step %d again\n", j->rank,
-		names, j->phase, s.why.code[0] ? s.why.code : "?", j->cranks, j->cmap[j->rank],
-		j->cranks, si);
-	snprintf(j->phase, sizeof(j->phase), "ncclCommShrink");
-	if (!j->o.dry && dev_shrink(j, excl, n, f) < 0)
-		return -1;
+		"communicator to %d rank(s): now rank %d of %d; running step %d again (%s)\n",
+		j->rank, names, j->phase, s.why.code[0] ? s.why.code : "?", j->cranks,
+		j->cmap[j->rank], j->cranks, si,
+		s.by == NJ_SHRINK_NCCL ? "ncclCommShrink" : "a new communicator of the survivors");
 	j->crank = j->cmap[j->rank];
+	snprintf(j->phase, sizeof(j->phase), "%s",
+		 s.by == NJ_SHRINK_NCCL ? "ncclCommShrink" : "ncclCommInitRankConfig (survivors)");
+	if (!j->o.dry && (s.by == NJ_SHRINK_NCCL ? dev_shrink(j, excl, n, f)
+						  : dev_reinit(j, s.id, f)) < 0)
+		return -1;
 	nj_data_init(&j->data, j->o.dtype, j->o.op, j->cranks);
 	opts_geometry(j, j->cranks);
 	j->shrinks[j->nshrinks++] = s;

@@ -165,9 +165,10 @@ struct nj_shrink {
 	int32_t nlost;
 	int32_t lost[NJ_MAX_LOST]; /* the lost ranks (their RANK, not a communicator rank) */
 	int32_t cranks;       /* the communicator's size after it */
-	int32_t pad;
+	int32_t by;           /* enum nj_shrink_by */
 	double after_ms;      /* when rank 0 decided, since its start */
 	struct nj_fail why;   /* the failure that started it */
+	uint8_t id[NJ_ID_BYTES]; /* NJ_SHRINK_REINIT: the new communicator's ncclUniqueId */
 };
 
 struct nj_conn;
@@ -268,11 +269,14 @@ struct nj_opts {
 	int reg;      /* --register 1: ncclCommRegister both buffers (user-buffer registration) */
 	int dry;
 	int on_loss;  /* --on-peer-loss: NJ_LOSS_FAIL or NJ_LOSS_SHRINK */
+	int shrink_by; /* --shrink-by: NJ_SHRINK_REINIT or NJ_SHRINK_NCCL */
 	int inject_rank, inject_kind, inject_step;
 	int verbose;
 };
 
 enum nj_on_loss { NJ_LOSS_FAIL, NJ_LOSS_SHRINK };
+/* How the survivors get their smaller communicator (rank 0 decides; the SHRINK message says). */
+enum nj_shrink_by { NJ_SHRINK_REINIT, NJ_SHRINK_NCCL };
 
 enum nj_inject {
 	NJ_INJ_NONE,
@@ -381,6 +385,9 @@ int dev_flip(struct nj_job *j, size_t i, struct nj_fail *f);
 void dev_abort(struct nj_job *j);
 /* ncclCommShrink without the excluded communicator ranks; the old communicator aborted. */
 int dev_shrink(struct nj_job *j, int *excl, int nexcl, struct nj_fail *f);
+/* --shrink-by reinit: abort the communicator, then join the survivors' new one (id) as rank
+ * j->crank of j->cranks. */
+int dev_reinit(struct nj_job *j, const uint8_t id[NJ_ID_BYTES], struct nj_fail *f);
 int dev_finalize(struct nj_job *j, struct nj_fail *f);
 
 #endif

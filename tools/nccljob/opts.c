@@ -86,13 +86,19 @@ static const char usage_text[] =
 	"  --on-peer-loss fail|shrink  what the survivors do when a rank other than 0 is lost\n"
 	"                       (killed, crashed): fail (default: every rank aborts, exit 3), or\n"
 	"                       shrink: rank 0 waits up to 10 s for the lost ranks' connections to\n"
-	"                       close, tells the others, and every survivor aborts what is in\n"
-	"                       flight, ncclCommShrink's the communicator without them\n"
-	"                       (NCCL_SHRINK_ABORT) and runs the step again, then the rest, on the\n"
-	"                       smaller one, every result checked for its size; each survivor\n"
+	"                       close, tells the others, and every survivor gets a communicator\n"
+	"                       without them (--shrink-by) and runs the step again, then the rest,\n"
+	"                       on the smaller one, every result checked for its size; each survivor\n"
 	"                       says so on stderr, the JSON lists the shrinks, and the job exits 0\n"
 	"                       if the survivors' results are exact. Rank 0 is the coordinator:\n"
 	"                       losing it is fatal. Not with --register 1\n"
+	"  --shrink-by reinit|nccl  how the survivors get the smaller communicator: reinit\n"
+	"                       (default: abort the old one and join a new one of the survivors,\n"
+	"                       ncclCommInitRankConfig with an id rank 0 sends; what works after a\n"
+	"                       network error, which leaves NCCL 2.28's communicator unable to\n"
+	"                       shrink: ncclCommShrink's ncclCommEnsureReady returns the error), or\n"
+	"                       nccl (ncclCommShrink with NCCL_SHRINK_ABORT: for a lost rank that\n"
+	"                       left no error, a hang)\n"
 	"  --dry-run            no CUDA and no NCCL: the bootstrap, the steps, the failure\n"
 	"                       handling and the reports run as usual, and what NCCL would have\n"
 	"                       written is computed on the host (the long way) and checked\n"
@@ -274,7 +280,7 @@ enum {
 	OPT_COLL = 256, OPT_MIN, OPT_MAX, OPT_FACTOR, OPT_SIZES, OPT_DTYPE, OPT_OP, OPT_ROOT,
 	OPT_WARMUP, OPT_ITERS, OPT_TIMING, OPT_CHECK, OPT_DEVICE, OPT_BLOCKING, OPT_TIMEOUT,
 	OPT_OP_TIMEOUT, OPT_JSON, OPT_DRY, OPT_INJECT, OPT_VERSION, OPT_BUFFERS, OPT_REGISTER,
-	OPT_ON_LOSS
+	OPT_ON_LOSS, OPT_SHRINK_BY
 };
 
 static const struct option long_opts[] = {
@@ -300,6 +306,7 @@ static const struct option long_opts[] = {
 	{"buffers", required_argument, NULL, OPT_BUFFERS},
 	{"register", required_argument, NULL, OPT_REGISTER},
 	{"on-peer-loss", required_argument, NULL, OPT_ON_LOSS},
+	{"shrink-by", required_argument, NULL, OPT_SHRINK_BY},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, OPT_VERSION},
@@ -393,6 +400,11 @@ int opts_parse(struct nj_job *j, int argc, char **argv)
 			if (strcmp(optarg, "fail") && strcmp(optarg, "shrink"))
 				rc = bad("--on-peer-loss: '%s' is neither fail nor shrink", optarg);
 			o->on_loss = !strcmp(optarg, "shrink") ? NJ_LOSS_SHRINK : NJ_LOSS_FAIL;
+			break;
+		case OPT_SHRINK_BY:
+			if (strcmp(optarg, "reinit") && strcmp(optarg, "nccl"))
+				rc = bad("--shrink-by: '%s' is neither reinit nor nccl", optarg);
+			o->shrink_by = !strcmp(optarg, "nccl") ? NJ_SHRINK_NCCL : NJ_SHRINK_REINIT;
 			break;
 		case 'v': o->verbose = 1; break;
 		case 'h':
@@ -534,8 +546,9 @@ uint32_t opts_hash(const struct nj_job *j)
 		MIX(&o->colls[i], sizeof(o->colls[i]));
 	for (i = 0; i < o->nsizes; i++)
 		MIX(&o->sizes[i], sizeof(o->sizes[i]));
-	snprintf(buf, sizeof(buf), "%d %d %d %d %d %d %d %d %d %d", o->dtype, o->op, o->root,
-		 o->warmup, o->iters, o->check, o->each, o->blocking, o->dry, o->on_loss);
+	snprintf(buf, sizeof(buf), "%d %d %d %d %d %d %d %d %d %d %d", o->dtype, o->op, o->root,
+		 o->warmup, o->iters, o->check, o->each, o->blocking, o->dry, o->on_loss,
+		 o->shrink_by);
 	MIX(buf, strlen(buf));
 #undef MIX
 	return h;

@@ -356,6 +356,7 @@ static int write_all(const struct nj_job *j, FILE *f)
 			jw_int(&w, NULL, x->lost[r]);
 		jw_close(&w, ']');
 		jw_int(&w, "nranks", x->cranks);
+		jw_str(&w, "by", x->by == NJ_SHRINK_NCCL ? "ncclCommShrink" : "reinit");
 		jw_num(&w, "after_ms", x->after_ms);
 		write_fail(&w, "cause", &x->why);
 		jw_close(&w, '}');
