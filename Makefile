@@ -341,7 +341,7 @@ FORMAT_CLEAN := docs/examples/buggy-plugin.c plugin/client.h plugin/net.h plugin
 	sim/scn/units.c sim/scn/units.h sim/core/units.h sim/test/test_units.c sim/fuzz/fuzz_units.c \
 	sim/test/test_fault_proc.c tools/harness/launched.c sim/test/fspec.h sim/test/mfix.h \
 	sim/core/chan_int.h sim/core/chan_shm.c sim/core/chan_watch.c sim/core/model_int.h \
-	sim/scn/fabric_int.h sim/fuzz/fuzz_err.h
+	sim/scn/fabric_int.h sim/fuzz/fuzz_err.h sim/scn/place.c sim/scn/place.h sim/test/test_place.c
 # The small-copy kernel's PTX (plugin/copier_ptx.h) from plugin/copier.cu: run after changing
 # the kernel, and commit both. The plugin builds without nvcc; only this target needs it.
 ptx:
