@@ -344,7 +344,8 @@ FORMAT_CLEAN := docs/examples/buggy-plugin.c plugin/client.h plugin/net.h plugin
 	sim/scn/fabric_int.h sim/fuzz/fuzz_err.h \
 	sim/core/xnet.h sim/core/xchan.h sim/core/xchan.c sim/test/xnet_fake.h sim/test/test_xchan.c \
 	plugin/ofi.h plugin/ofi.c plugin/test/test_ofi.c plugin/xhost.h plugin/xhost.c \
-	sim/fuzz/fuzz_xchan.c sim/fuzz/fuzz_input.h
+	sim/fuzz/fuzz_xchan.c sim/fuzz/fuzz_input.h \
+	sim/scn/place.c sim/scn/place.h sim/test/test_place.c
 # The small-copy kernel's PTX (plugin/copier_ptx.h) from plugin/copier.cu: run after changing
 # the kernel, and commit both. The plugin builds without nvcc; only this target needs it.
 ptx:

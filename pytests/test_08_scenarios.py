@@ -291,3 +291,44 @@ def test_08_13_the_plugin_sees_the_scenarios_nics(harness, fabric_factory):
         assert [d["name"] for d in devs] == [n["name"] for n in node["nics"]], devs
         assert [d["guid"] for d in devs] == [n["guid"] for n in node["nics"]]
         assert [d["speed"] for d in devs] == [n["speed_mbps"] for n in node["nics"]]
+
+
+def test_08_14_dump_fabric_on_hosts(sf_env, tmp_path):
+    """--dump-fabric --hosts H: each node's host and each link's owner (scenarios/README.md,
+    "Placement"); without --hosts the dump has neither, and a bad count or map exits 2."""
+    import json
+    ls = scenario("leafspine-8node-2to1")
+    plain = subprocess.run([sf_env.daemon, "--dump-fabric", "--scenario", ls],
+                           capture_output=True, text=True, timeout=10)
+    assert plain.returncode == 0 and '"hosts"' not in plain.stdout, plain.stderr
+    p = subprocess.run([sf_env.daemon, "--dump-fabric", "--scenario", ls, "--hosts", "2"],
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0, p.stderr
+    fb = json.loads(p.stdout)
+    h = fb["hosts"]
+    assert h["count"] == 2 and h["node_host"] == [0] * 4 + [1] * 4, h
+    owner = {(l["from"], l["to"]): h["link_owner"][l["id"]] for l in fb["links"]}
+    assert owner[("node5/0", "leaf1")] == 1 and owner[("leaf0", "node2/0")] == 0
+    assert owner[("spine0", "leaf1")] == 1 and owner[("leaf0", "spine1")] == 0
+    assert {k: v for k, v in json.loads(plain.stdout).items()} == \
+        {k: v for k, v in fb.items() if k != "hosts"}
+    sc = tmp_path / "placed.yaml"
+    sc.write_text(open(ls).read() + "placement: {node0..node3: 1, node4..node7: 0}\n")
+    p = subprocess.run([sf_env.daemon, "--dump-fabric", "--scenario", str(sc), "--hosts", "2"],
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0, p.stderr
+    fb = json.loads(p.stdout)
+    assert fb["hosts"]["node_host"] == [1] * 4 + [0] * 4
+    assert fb["placement"][0] == {"nodes": "node0..node3", "first": "node0", "last": "node3",
+                                  "host": 1}
+    for args, needle in ((["--dump-fabric", "--hosts", "9"], "--hosts 9: not in 1..8"),
+                         (["--dump-fabric", "--hosts", "0"], "--hosts: '0' is not a host count"),
+                         (["--check", "--hosts", "2"], "--hosts: only with --dump-fabric")):
+        q = subprocess.run([sf_env.daemon, "--scenario", str(sc)] + args,
+                           capture_output=True, text=True, timeout=10)
+        assert q.returncode == 2 and needle in q.stderr, (args, q.stderr)
+    sc.write_text(open(ls).read() + "placement: {node0..node3: 2}\n")
+    q = subprocess.run([sf_env.daemon, "--dump-fabric", "--scenario", str(sc), "--hosts", "2"],
+                       capture_output=True, text=True, timeout=10)
+    assert q.returncode == 2 and "placed.yaml:25:13: placement: 'node0..node3' on host 2, " \
+        "but there are 2 hosts (0..1)" in q.stderr, q.stderr

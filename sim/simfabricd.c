@@ -30,6 +30,7 @@
 #include "sim/faultd.h"
 #include "sim/log.h"
 #include "sim/scn/param.h"
+#include "sim/scn/place.h"
 #include "sim/scn/scenario.h"
 #include "sim/scn/units.h"
 #include "sim/series.h"
@@ -70,6 +71,9 @@ static void usage(FILE *f)
 		"                         with file:line:column: key: reason)\n"
 		"  --dump-fabric          load the scenario, print the resolved fabric as op=fabric's\n"
 		"                         JSON (job: and expect: included) and exit\n"
+		"  --hosts H              with --dump-fabric: the fabric on H hosts, each node's\n"
+		"                         host and each link's owner in the dump's \"hosts\"\n"
+		"                         (docs/scale-out.md)\n"
 		"  --dump-params FORMAT   print the parameter table (markdown or json) and exit\n"
 		"  --nics N               NICs per node of the ideal fabric, 1..%d (default 1);\n"
 		"                         not with --scenario\n"
@@ -324,6 +328,7 @@ struct opts {
 	struct scenario *scn; /* once loaded (then also cfg.use_scenario) */
 	enum log_level level;
 	int check, dump_fabric, nics_given;
+	int hosts; /* --hosts H; 0: not given */
 };
 
 /* The options into o: an exit status (--help, --version, a usage error), or -1 to go on. */
@@ -336,6 +341,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_CHECK,
 		O_DUMP_FABRIC,
 		O_DUMP_PARAMS,
+		O_HOSTS,
 		O_NICS,
 		O_CONN_MEM,
 		O_WAIT,
@@ -358,6 +364,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"check", no_argument, NULL, O_CHECK},
 		{"dump-fabric", no_argument, NULL, O_DUMP_FABRIC},
 		{"dump-params", required_argument, NULL, O_DUMP_PARAMS},
+		{"hosts", required_argument, NULL, O_HOSTS},
 		{"nics", required_argument, NULL, O_NICS},
 		{"conn-mem", required_argument, NULL, O_CONN_MEM},
 		{"connect-wait-ms", required_argument, NULL, O_WAIT},
@@ -405,6 +412,18 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_DUMP_PARAMS:
 			o->dump = optarg;
 			break;
+		case O_HOSTS: {
+			char *end;
+			long h = strtol(optarg, &end, 10);
+			if (!*optarg || *end || optarg[0] == '-' || optarg[0] == '+' || h < 1 ||
+			    h > PLACE_MAX_HOSTS) {
+				fprintf(stderr, "simfabricd: --hosts: '%s' is not a host count in 1..%d\n",
+					optarg, PLACE_MAX_HOSTS);
+				return 2;
+			}
+			o->hosts = (int)h;
+			break;
+		}
 		case O_NICS:
 			if (fabric_config_set(&o->cfg.fabric, "nics_per_node", optarg, err,
 					      sizeof(err))) {
@@ -526,6 +545,11 @@ static int run_offline(struct opts *o)
 				"NICs each node has)\n");
 		return 2;
 	}
+	if (o->hosts && !o->dump_fabric) {
+		fprintf(stderr, "simfabricd: --hosts: only with --dump-fabric (a daemon serves one "
+				"host; federation is to come: docs/scale-out.md)\n");
+		return 2;
+	}
 	if ((o->check || o->dump_fabric) && !o->scenario) {
 		fprintf(stderr, "simfabricd: --%s: needs --scenario FILE\n",
 			o->check ? "check" : "dump-fabric");
@@ -545,7 +569,12 @@ static int run_offline(struct opts *o)
 		if (o->dump_fabric) { /* stdout: the JSON alone */
 			const char *js;
 			size_t jl;
-			rc = scenario_json(o->scn, false, &js, &jl);
+			if (o->hosts && scenario_place(o->scn, o->hosts, err, sizeof(err))) {
+				fprintf(stderr, "simfabricd: %s\n", err);
+				scenario_free(o->scn);
+				return 2;
+			}
+			rc = scenario_json(o->scn, o->hosts != 0, &js, &jl);
 			if (!rc)
 				printf("%s\n", js);
 			scenario_free(o->scn);

@@ -523,6 +523,23 @@ static void count_triggers(struct fst_view *v, const struct fst_conn *c, int64_t
 	}
 }
 
+static int impaired(const struct model_link *l)
+{
+	return l->loss.kind != MODEL_LOSS_NONE || l->jitter.dist != MODEL_DIST_NONE ||
+		l->reorder_p || l->duplicate_p;
+}
+
+static void count_queue(struct fst_link *s, uint64_t bytes, uint64_t packets, uint64_t q)
+{
+	atomic_fetch_add_explicit(&s->msgs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->bytes, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->packets, packets, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->queue_ns, q, memory_order_relaxed);
+	atomic_max(&s->queue_max_ns, q);
+	atomic_fetch_add_explicit(&s->queue_hist[fst_bucket(q, FST_QUEUE_BUCKETS)], 1,
+				  memory_order_relaxed);
+}
+
 int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t bytes,
 		struct model_msg *out, struct fst_hit *hit)
 {
@@ -587,15 +604,8 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 		out->fail_hop = -1;
 	c->msgs++;
 	for (int j = 0; j < c->npath; j++) {
-		struct fst_link *s = link_state(v->shm, c->path[j]);
 		uint64_t q = before[j] > now_ns ? (uint64_t)(before[j] - now_ns) : 0;
-		atomic_fetch_add_explicit(&s->msgs, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&s->bytes, bytes, memory_order_relaxed);
-		atomic_fetch_add_explicit(&s->packets, out->packets, memory_order_relaxed);
-		atomic_fetch_add_explicit(&s->queue_ns, q, memory_order_relaxed);
-		atomic_max(&s->queue_max_ns, q);
-		atomic_fetch_add_explicit(&s->queue_hist[fst_bucket(q, FST_QUEUE_BUCKETS)], 1,
-					  memory_order_relaxed);
+		count_queue(link_state(v->shm, c->path[j]), bytes, out->packets, q);
 	}
 	/* Impairments are charged to the first hop: the model reports them per message. */
 	if (c->npath > 0) {
@@ -608,6 +618,53 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 		atomic_fetch_add_explicit(&s->corrupted, out->corrupted, memory_order_relaxed);
 		if (out->failed)
 			atomic_fetch_add_explicit(&s->failed, 1, memory_order_relaxed);
+	}
+	return 0;
+}
+
+int fst_reserve_hops(struct fst_view *v, const struct fst_conn *c, int first, int n, uint64_t bytes,
+		     const struct model_stamp *in, struct model_stamp *out)
+{
+	if (!v || !c || !in || !out || c->npath < 0 || c->npath > MODEL_MAX_HOPS || first < 0 ||
+	    n < 0 || first + n > c->npath || c->src_nic >= v->nnics || bytes > MODEL_MAX_BYTES)
+		return -EINVAL;
+	struct model_path p = {.nhops = c->npath, .switching = c->switching};
+	for (int j = 0; j < c->npath; j++) {
+		if (c->path[j] >= v->nlinks)
+			return -EINVAL;
+		p.link_id[j] = c->path[j];
+		p.hop[j] = &v->links[c->path[j]];
+		if (j >= first && j < first + n && impaired(p.hop[j]))
+			return -EOPNOTSUPP;
+	}
+	struct model_train tr;
+	model_train_init(&tr, &p, bytes);
+	struct model_hop_times h = {.next = *in};
+	int64_t before[MODEL_MAX_HOPS], at[MODEL_MAX_HOPS];
+	struct fst_nic *nic = (struct fst_nic *)((uint8_t *)v->shm + v->shm->nics_off) + c->src_nic;
+	int rc = fst_lock(v->shm);
+	if (rc)
+		return rc;
+	if (first == 0 && c->nic.host_rate_bps) {
+		struct model_link host = {.rate_bps = c->nic.host_rate_bps};
+		struct model_stamp st = h.next;
+		model_hop(&host, p.switching, &tr, 0, nic->host_busy, &st, &h);
+		nic->host_busy = h.done_ns > nic->host_busy ? h.done_ns : nic->host_busy;
+	}
+	for (int j = first; j < first + n; j++) {
+		struct fst_link *s = link_state(v->shm, c->path[j]);
+		struct model_stamp st = h.next;
+		before[j] = s->busy_until;
+		at[j] = st.first_ns;
+		model_hop(p.hop[j], p.switching, &tr, 0, s->busy_until, &st, &h);
+		if (h.done_ns > s->busy_until)
+			s->busy_until = h.done_ns;
+	}
+	fst_unlock(v->shm);
+	*out = h.next;
+	for (int j = first; j < first + n; j++) {
+		uint64_t q = before[j] > at[j] ? (uint64_t)(before[j] - at[j]) : 0;
+		count_queue(link_state(v->shm, c->path[j]), bytes, tr.packets, q);
 	}
 	return 0;
 }

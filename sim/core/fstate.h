@@ -212,6 +212,23 @@ struct fst_hit {
 int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t bytes,
 		struct model_msg *out, struct fst_hit *hit);
 /*
+ * The distributed fabric clock's step (docs/scale-out.md section 4): reserve hops
+ * [first, first + n) of the connection's path for one message of bytes, from its stamp at hop
+ * first (*in), FIFO with every other sender on those links, and give its stamp after hop
+ * first + n - 1 in *out (model_hop's, hop after hop; after the path's last hop out->last_ns is
+ * the arrival). With first == 0 the sending NIC's host stage comes first and *in is the post
+ * time plus o_send, {t, t, 0}. Reserving [0, k) then [k, npath) from the stamp between them is
+ * one model_message reservation of an unimpaired path, to the nanosecond, while nothing else
+ * reserves those links in between (test_fstate); otherwise each link serves reservations in
+ * the order they reach it, not in post order, which is the approximation scale-out.md
+ * describes. Timing only: no per-connection FIFO clamp, no faults, and the hops' impairments
+ * are refused (-EOPNOTSUPP: loss, jitter, reordering or duplicates on a reserved hop); counts
+ * msgs, bytes, packets and queueing on each reserved link. 0, -EINVAL (a bad range or path),
+ * -EOPNOTSUPP, -EDEADLK (the lock).
+ */
+int fst_reserve_hops(struct fst_view *v, const struct fst_conn *c, int first, int n, uint64_t bytes,
+		     const struct model_stamp *in, struct model_stamp *out);
+/*
  * The fidelity monitor: a receive on a path whose last hop is link completed late_ns after the
  * model's time; early: before the soonest the model could ever give it (fst_floor_ns, from the
  * sender's post time), or before the model's time (late_ns < 0). An early one is only counted.

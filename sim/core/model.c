@@ -529,103 +529,115 @@ static int64_t tx_ns(uint64_t x, uint64_t rate)
 	return q > (u128)INT64_MAX ? MODEL_NEVER : (int64_t)q;
 }
 
-/* A stage: the host-to-NIC transfer (payload only), then each hop's link. */
-struct stage {
-	uint64_t rate;
-	int64_t d; /* latency after the stage */
-	uint32_t hdr, fe, le;
-	int payload_only;
+/*
+ * The stages a message crosses: the host-to-NIC transfer (payload only: a link with no
+ * headers and no latency at the NIC's host rate), then each hop's link.
+ */
+struct train_ctx {
+	const struct model_link *st[MODEL_MAX_HOPS + 1];
+	struct model_link host; /* stage 0 when the NIC has a host rate */
+	int ns, first_link;	/* stages; index of hop 0's stage */
+	struct model_train tr;	/* the whole message: packets [0, n) */
+	enum model_switching sw;
 };
 
-struct train_ctx {
-	struct stage st[MODEL_MAX_HOPS + 1];
-	int ns, first_link; /* stages; index of hop 0's stage */
-	uint64_t S, M, n;   /* bytes, path MTU, packets */
-	int sf;		    /* store-and-forward */
-};
+void model_train_init(struct model_train *tr, const struct model_path *p, uint64_t bytes)
+{
+	uint64_t m = model_path_mtu(p);
+	tr->bytes = bytes;
+	tr->mtu = m;
+	tr->packets = m && bytes > m ? (bytes + m - 1) / m : 1;
+	tr->lo = 0;
+	tr->hi = tr->packets;
+}
 
 static void ctx_init(struct train_ctx *c, const struct model_path *p, const struct model_nic *nic,
 		     uint64_t bytes)
 {
 	c->ns = 0;
 	if (nic->host_rate_bps) {
-		c->st[0] = (struct stage){.rate = nic->host_rate_bps, .payload_only = 1};
-		c->ns = 1;
+		memset(&c->host, 0, sizeof(c->host));
+		c->host.rate_bps = nic->host_rate_bps;
+		c->st[c->ns++] = &c->host;
 	}
 	c->first_link = c->ns;
-	for (int j = 0; j < p->nhops; j++) {
-		const struct model_link *l = p->hop[j];
-		c->st[c->ns++] = (struct stage){l->rate_bps, l->latency_ns, l->hdr_bytes,
-						l->hdr_first_extra, l->hdr_last_extra, 0};
-	}
-	c->S = bytes;
-	c->M = model_path_mtu(p);
-	c->n = c->M && bytes > c->M ? (bytes + c->M - 1) / c->M : 1;
-	c->sf = p->switching == MODEL_STORE_FORWARD;
+	for (int j = 0; j < p->nhops; j++)
+		c->st[c->ns++] = p->hop[j];
+	model_train_init(&c->tr, p, bytes);
+	c->sw = p->switching;
 }
 
 /* Payload of packet i. */
-static inline uint64_t pay(const struct train_ctx *c, uint64_t i)
+static inline uint64_t pay(const struct model_train *tr, uint64_t i)
 {
-	return i + 1 < c->n ? c->M : c->S - (c->n - 1) * c->M;
+	return i + 1 < tr->packets ? tr->mtu : tr->bytes - (tr->packets - 1) * tr->mtu;
 }
 
-/* Bytes of one packet on a stage. */
-static inline uint64_t pkt_wire(const struct train_ctx *c, const struct stage *g, uint64_t i)
+/* Bytes of packet i on a link. */
+static inline uint64_t pkt_wire(const struct model_train *tr, const struct model_link *l,
+				uint64_t i)
 {
-	if (g->payload_only)
-		return pay(c, i);
-	return pay(c, i) + g->hdr + (i == 0 ? g->fe : 0) + (i + 1 == c->n ? g->le : 0);
+	return pay(tr, i) + l->hdr_bytes + (i == 0 ? l->hdr_first_extra : 0) +
+		(i + 1 == tr->packets ? l->hdr_last_extra : 0);
 }
 
-/* Bytes of packets [lo, hi) on a stage. */
-static inline uint64_t train_wire(const struct train_ctx *c, const struct stage *g, uint64_t lo,
-				  uint64_t hi)
+/* Bytes of packets [lo, hi) on a link. */
+static inline uint64_t train_wire(const struct model_train *tr, const struct model_link *l,
+				  uint64_t lo, uint64_t hi)
 {
-	uint64_t b = hi == c->n ? c->S - lo * c->M : (hi - lo) * c->M;
-	if (g->payload_only)
-		return b;
-	return b + (hi - lo) * g->hdr + (lo == 0 ? g->fe : 0) + (hi == c->n ? g->le : 0);
+	uint64_t b = hi == tr->packets ? tr->bytes - lo * tr->mtu : (hi - lo) * tr->mtu;
+	return b + (hi - lo) * l->hdr_bytes + (lo == 0 ? l->hdr_first_extra : 0) +
+		(hi == tr->packets ? l->hdr_last_extra : 0);
+}
+
+/*
+ * One hop (model.h): the train [lo, hi) on link l, free from busy, carrying extra more
+ * bytes (duplicates). With in = the stamp at the hop:
+ *   s = max(busy, in.first)
+ *   f = max(s + T(W), in.last + tail)
+ *   tail = T(last) store-and-forward; max(0, T(last) - in.last_tx) cut-through
+ *   next = {s + d + (store-and-forward ? T(first) : 0), f + d, T(last)}
+ * At the first stage in = {t, t, 0} gives s = max(t, busy), f = s + T(W) (T(W) >= T(last)).
+ */
+void model_hop(const struct model_link *l, enum model_switching sw, const struct model_train *tr,
+	       uint64_t extra_bytes, int64_t busy_ns, const struct model_stamp *in,
+	       struct model_hop_times *out)
+{
+	int sf = sw == MODEL_STORE_FORWARD;
+	uint64_t rate = l->rate_bps;
+	int64_t tw = tx_ns(train_wire(tr, l, tr->lo, tr->hi) + extra_bytes, rate);
+	int64_t ta = sf ? tx_ns(pkt_wire(tr, l, tr->lo), rate) : 0;
+	int64_t tz = tx_ns(pkt_wire(tr, l, tr->hi - 1), rate);
+	int64_t tail = sf ? tz : (tz > in->last_tx_ns ? tz - in->last_tx_ns : 0);
+	int64_t s = max64(busy_ns, in->first_ns);
+	int64_t f = max64(tadd(s, tw), tadd(in->last_ns, tail));
+	out->start_ns = s;
+	out->done_ns = f;
+	out->next.first_ns = tadd(tadd(s, l->latency_ns), ta);
+	out->next.last_ns = tadd(f, l->latency_ns);
+	out->next.last_tx_ns = tz;
 }
 
 /*
  * Packets [lo, hi) through every stage, the first starting no earlier than t:
  * stage k is free from b[k] and carries x[k] more bytes (duplicates; x may be
  * NULL). Fills each stage's start s[k] and finish f[k] (last byte out) and
- * returns the last byte's arrival at the receiver.
- *   first stage:  s = max(t, b);  f = s + T(W)
- *   then:         s_k = max(b_k, s_{k-1} + d_{k-1} + (store-and-forward ? T_{k-1}(first) : 0))
- *                 f_k = max(s_k + T_k(W_k), f_{k-1} + d_{k-1} + tail_k)
- *   tail_k = T_k(last) store-and-forward; max(0, T_k(last) - T_{k-1}(last)) cut-through
+ * returns the last byte's arrival at the receiver: model_hop, stage after stage.
  */
 static int64_t train_run(const struct train_ctx *c, uint64_t lo, uint64_t hi, int64_t t,
 			 const int64_t *b, const uint64_t *x, int64_t *s, int64_t *f)
 {
-	int64_t ps = t, pf = t, pa = 0, pz = 0, pd = 0;
+	struct model_train tr = c->tr;
+	struct model_hop_times h = {.next = {t, t, 0}};
+	tr.lo = lo;
+	tr.hi = hi;
 	for (int k = 0; k < c->ns; k++) {
-		const struct stage *g = &c->st[k];
-		uint64_t w = train_wire(c, g, lo, hi) + (x ? x[k] : 0);
-		int64_t tw = tx_ns(w, g->rate);
-		int64_t ta = c->sf ? tx_ns(pkt_wire(c, g, lo), g->rate) : 0;
-		int64_t tz = tx_ns(pkt_wire(c, g, hi - 1), g->rate);
-		int64_t sk, fk;
-		if (k == 0) {
-			sk = max64(t, b[0]);
-			fk = tadd(sk, tw);
-		} else {
-			sk = max64(b[k], tadd(tadd(ps, pd), c->sf ? pa : 0));
-			int64_t tail = c->sf ? tz : (tz > pz ? tz - pz : 0);
-			fk = max64(tadd(sk, tw), tadd(tadd(pf, pd), tail));
-		}
-		s[k] = sk;
-		f[k] = fk;
-		ps = sk;
-		pf = fk;
-		pa = ta;
-		pz = tz;
-		pd = g->d;
+		struct model_stamp in = h.next;
+		model_hop(c->st[k], c->sw, &tr, x ? x[k] : 0, b[k], &in, &h);
+		s[k] = h.start_ns;
+		f[k] = h.done_ns;
 	}
-	return tadd(pf, pd);
+	return h.next.last_ns;
 }
 
 int64_t model_ideal_ns(const struct model_path *p, const struct model_nic *nic, uint64_t bytes)
@@ -634,22 +646,23 @@ int64_t model_ideal_ns(const struct model_path *p, const struct model_nic *nic, 
 	ctx_init(&c, p, nic, bytes);
 	int64_t dsum = 0, best = 0, acc = 0, a = 0;
 	for (int k = 0; k < c.ns; k++) {
-		const struct stage *g = &c.st[k];
-		dsum = tadd(dsum, g->d);
-		int64_t tw = tx_ns(train_wire(&c, g, 0, c.n), g->rate);
-		int64_t tz = tx_ns(pkt_wire(&c, g, c.n - 1), g->rate);
+		const struct model_link *g = c.st[k];
+		const uint64_t n = c.tr.packets;
+		dsum = tadd(dsum, g->latency_ns);
+		int64_t tw = tx_ns(train_wire(&c.tr, g, 0, n), g->rate_bps);
+		int64_t tz = tx_ns(pkt_wire(&c.tr, g, n - 1), g->rate_bps);
 		/* closed forms: the bottleneck stage m carries the whole train, every stage
 		 * after it adds (cut-through) what its last packet takes longer than on the
 		 * stage before, or (store-and-forward) the last packet's full time; with
 		 * store-and-forward every stage before m adds its first packet's time. */
-		if (c.sf) {
+		if (c.sw == MODEL_STORE_FORWARD) {
 			acc = k ? tadd(acc, tz) : 0;
 			if (k == 0 || tadd(a, tw) > acc)
 				acc = tadd(a, tw);
-			a = tadd(a, tx_ns(pkt_wire(&c, g, 0), g->rate));
+			a = tadd(a, tx_ns(pkt_wire(&c.tr, g, 0), g->rate_bps));
 		} else {
-			const struct stage *h = &c.st[k ? k - 1 : 0];
-			int64_t pz = k ? tx_ns(pkt_wire(&c, h, c.n - 1), h->rate) : 0;
+			const struct model_link *h = c.st[k ? k - 1 : 0];
+			int64_t pz = k ? tx_ns(pkt_wire(&c.tr, h, n - 1), h->rate_bps) : 0;
 			acc = k ? tadd(acc, tz > pz ? tz - pz : 0) : 0;
 			if (tw > acc)
 				acc = tw;
@@ -687,11 +700,12 @@ static uint32_t duplicates(const struct train_ctx *c, const struct model_path *p
 		k.link = p->link_id[j];
 		k.purpose = MODEL_P_DUPLICATE;
 		double lq = log1p(-model_prob_value(dp));
-		for (uint64_t i = event_next(&k, lq, lo, c->n, attempt); i < c->n;
-		     i = event_next(&k, lq, i + 1, c->n, attempt)) {
+		const uint64_t n = c->tr.packets;
+		for (uint64_t i = event_next(&k, lq, lo, n, attempt); i < n;
+		     i = event_next(&k, lq, i + 1, n, attempt)) {
 			count++;
 			for (int s = c->first_link + j; s < c->ns; s++)
-				x[s] += pkt_wire(c, &c->st[s], i);
+				x[s] += pkt_wire(&c->tr, c->st[s], i);
 		}
 	}
 	return count;
@@ -701,12 +715,13 @@ static uint32_t duplicates(const struct train_ctx *c, const struct model_path *p
  * there before t (>= 1 when t > s0): what a sender stopped at t has already sent. */
 static uint64_t sent_before(const struct train_ctx *c, uint64_t lo, int64_t s0, int64_t t)
 {
-	uint64_t a = 0, b = c->n - lo - 1; /* packet lo + a begins before t; find the last */
-	if (!c->ns || !c->st[0].rate || t <= s0)
-		return t <= s0 ? 0 : c->n - lo;
+	uint64_t a = 0, b = c->tr.packets - lo - 1; /* packet lo + a begins before t: the last */
+	if (!c->ns || !c->st[0]->rate_bps || t <= s0)
+		return t <= s0 ? 0 : c->tr.packets - lo;
 	while (a < b) {
 		uint64_t m = a + (b - a + 1) / 2;
-		if (tadd(s0, tx_ns(train_wire(c, &c->st[0], lo, lo + m), c->st[0].rate)) < t)
+		if (tadd(s0, tx_ns(train_wire(&c->tr, c->st[0], lo, lo + m), c->st[0]->rate_bps)) <
+		    t)
 			a = m;
 		else
 			b = m - 1;
@@ -756,8 +771,9 @@ int model_message(const struct model_path *p, const struct model_nic *nic, int64
 
 	struct train_ctx c;
 	ctx_init(&c, p, nic, bytes);
+	const uint64_t n = c.tr.packets;
 	memset(out, 0, sizeof(*out));
-	out->packets = c.n;
+	out->packets = n;
 	out->fail_hop = -1;
 	if (conn->failed) { /* flush: the connection is in error */
 		int64_t t = max64(t_post, conn->last_arrive);
@@ -784,7 +800,7 @@ int model_message(const struct model_path *p, const struct model_nic *nic, int64
 	int deferred = 0, failed = 0, hang = 0;
 	for (;;) {
 		out->duplicates += duplicates(&c, p, key, lo, attempt, x);
-		arr = train_run(&c, lo, c.n, t, b, x, s, f);
+		arr = train_run(&c, lo, n, t, b, x, s, f);
 		if (!deferred)
 			for (int k = 0; k < c.ns; k++)
 				cm[k] = max64(cm[k], f[k]);
@@ -792,7 +808,7 @@ int model_message(const struct model_path *p, const struct model_nic *nic, int64
 			break;
 
 		struct model_loss_iter it[MODEL_MAX_HOPS];
-		uint64_t len = c.n - lo, first = len, after;
+		uint64_t len = n - lo, first = len, after;
 		int lhop = -1, nl = 0;
 		for (int j = 0; j < p->nhops; j++) {
 			if (p->hop[j]->loss.kind == MODEL_LOSS_NONE)
@@ -859,7 +875,7 @@ int model_message(const struct model_path *p, const struct model_nic *nic, int64
 			for (int k = 0; k < c.ns; k++)
 				b[k] = max64(b[k], f2[k]);
 		}
-		out->retx_packets += c.n - istar;
+		out->retx_packets += n - istar;
 		lo = istar;
 		t = tev;
 		attempt++;
@@ -897,13 +913,13 @@ int model_message(const struct model_path *p, const struct model_nic *nic, int64
 			k.link = p->link_id[j];
 			k.purpose = MODEL_P_REORDER;
 			double lq = log1p(-model_prob_value(l->reorder_p));
-			uint64_t last = c.n;
-			for (uint64_t i = event_next(&k, lq, lo, c.n, attempt); i < c.n;
-			     i = event_next(&k, lq, i + 1, c.n, attempt)) {
+			uint64_t last = n;
+			for (uint64_t i = event_next(&k, lq, lo, n, attempt); i < n;
+			     i = event_next(&k, lq, i + 1, n, attempt)) {
 				out->reordered++;
 				last = i;
 			}
-			if (last < c.n) {
+			if (last < n) {
 				int64_t a = train_run(&c, lo, last + 1, t, b, NULL, s2, s2);
 				arr = max64(arr, tadd(a, l->reorder_delay_ns));
 			}
@@ -920,15 +936,16 @@ int model_message(const struct model_path *p, const struct model_nic *nic, int64
 		}
 	/* FIFO per connection: never before the previous message's arrival plus this
 	 * message's last packet time on the last link */
-	int64_t gap = c.ns ? tx_ns(pkt_wire(&c, &c.st[c.ns - 1], c.n - 1), c.st[c.ns - 1].rate) : 0;
+	int64_t gap = c.ns ? tx_ns(pkt_wire(&c.tr, c.st[c.ns - 1], n - 1), c.st[c.ns - 1]->rate_bps)
+			   : 0;
 	int64_t ta = max64(tadd(arr, jit), tadd(conn->last_arrive, gap));
 	conn->last_arrive = ta;
 	out->arrive_ns = ta;
 	out->recv_done_ns = tadd(ta, nic->o_recv_ns);
 	out->send_done_ns = tadd(tadd(tadd(ta, nic->ack_proc_ns), rev), nic->o_recv_ns);
 
-	for (uint64_t i = model_corrupt_next(p, key, 0, c.n); i < c.n;
-	     i = model_corrupt_next(p, key, i + 1, c.n))
+	for (uint64_t i = model_corrupt_next(p, key, 0, n); i < n;
+	     i = model_corrupt_next(p, key, i + 1, n))
 		out->corrupted++;
 	return 0;
 }

@@ -267,7 +267,8 @@ struct model_msg {
 /*
  * The timing of one message of `bytes` posted at t_post on a path (the
  * reference's §7.5 recurrences, exact integers; docs/models.md): FIFO
- * reservation on each stage, in call order. host_busy is the sending NIC's
+ * reservation on each stage, in call order; each stage is a model_hop (the
+ * NIC's host-to-NIC stage one with no headers and no latency). host_busy is the sending NIC's
  * host-to-NIC stage's "busy until" (used only when nic->host_rate_bps != 0;
  * may be NULL otherwise), busy[j] hop j's, loss_state[j] hop j's Markov state
  * (may be NULL when no hop has a Markov model): all in/out, committed. key
@@ -278,6 +279,57 @@ int model_message(const struct model_path *p, const struct model_nic *nic, int64
 		  uint64_t bytes, const struct model_key *key, int64_t *host_busy, int64_t *busy,
 		  struct model_loss_state *loss_state, struct model_conn *conn,
 		  struct model_msg *out);
+
+/*
+ * One hop of a message, the step model_message loops over (and the distributed
+ * fabric clock reserves a path with, a run of hops at a time: docs/scale-out.md
+ * section 4). A train is packets [lo, hi) of a message of `bytes` cut at the
+ * path's MTU; a stamp is what the next hop needs to know of it.
+ */
+struct model_train {
+	uint64_t bytes;	  /* the message */
+	uint64_t mtu;	  /* the path's (model_path_mtu): every packet but the last carries it */
+	uint64_t packets; /* the message's (model_packets) */
+	uint64_t lo, hi;  /* this train: packets [lo, hi), lo < hi <= packets */
+};
+/* The whole message on path p: packets [0, model_packets(p, bytes)). */
+void model_train_init(struct model_train *tr, const struct model_path *p, uint64_t bytes);
+
+struct model_stamp {
+	int64_t first_ns;   /* the first packet may begin: its first bit is at the hop
+			     * (cut-through), or all of it (store-and-forward) */
+	int64_t last_ns;    /* the train's last bit is at the hop */
+	int64_t last_tx_ns; /* the last packet's transmission time on the stage before (0 at
+			     * the first): cut-through forwards its head last_tx_ns earlier */
+};
+
+struct model_hop_times {
+	int64_t start_ns;	 /* the first packet begins on the link */
+	int64_t done_ns;	 /* the last bit leaves: the link's busy-until after the train */
+	struct model_stamp next; /* the stamp at the next hop; after a path's last hop,
+				  * next.last_ns is the arrival at the receiver */
+};
+
+/*
+ * The train tr crossing link l (its rate, latency, headers; nothing else of it),
+ * free from busy_ns, carrying extra_bytes more on the wire (duplicates; 0
+ * otherwise), when its stamp at the link is *in:
+ *   start = max(busy, in.first)
+ *   done  = max(start + T(W), in.last + tail), W the train's bytes on the link
+ *           (payload, hdr_bytes per packet, the first/last extras) + extra_bytes
+ *   tail  = T(last packet) store-and-forward,
+ *           max(0, T(last packet) - in.last_tx) cut-through
+ *   next  = {start + latency (+ T(first packet) store-and-forward),
+ *            done + latency, T(last packet)}
+ * where T(x) = ceil(x * 8e9 / rate) ns (0 at rate 0). A message posted at t
+ * enters its first stage with {t, t, 0}. Times in ns, sizes in bytes; saturates
+ * at MODEL_NEVER. Pure: it reads l, tr and in, writes only *out, and reserves
+ * nothing: the caller commits busy = max(busy, out->done_ns) if it takes it.
+ * Trusts what model_message trusts (l resolved, tr consistent with a path).
+ */
+void model_hop(const struct model_link *l, enum model_switching sw, const struct model_train *tr,
+	       uint64_t extra_bytes, int64_t busy_ns, const struct model_stamp *in,
+	       struct model_hop_times *out);
 
 /*
  * The uncontended closed form of model_message without impairments: recv_done -

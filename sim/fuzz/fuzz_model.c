@@ -7,6 +7,10 @@
  *    keeps every connection in FIFO order, and its busy-until values never go
  *    back;
  *  - a second run from the same state gives the same results (determinism);
+ *  - on a path without impairments, model_hop stage by stage (the NIC's host
+ *    stage, then every hop) from the same busy-until values gives what
+ *    model_message reserved and delivered; every step keeps its stamp in order
+ *    and is monotone in its busy-until;
  *  - a loss pattern answers any increasing sequence of queries as a full
  *    enumeration of its runs does, and leaves the same Markov state.
  * Sizes are kept small (64 KiB) so that pathological loss rates stay fast.
@@ -185,6 +189,57 @@ static void loss_iter_check(struct in *in)
 	      "the Markov state depends on the queries");
 }
 
+static int impaired(const struct model_path *p)
+{
+	for (int j = 0; j < p->nhops; j++) {
+		const struct model_link *l = p->hop[j];
+		if (l->loss.kind != MODEL_LOSS_NONE || l->jitter.dist != MODEL_DIST_NONE ||
+		    l->reorder_p || l->duplicate_p)
+			return 1;
+	}
+	return 0;
+}
+
+/* model_hop over the message's stages from busy-until values host and busy[] (not changed):
+ * each stage's done in done[] (the host stage's in *host_done), the arrival returned, the
+ * last stage's last-packet time in *gap. */
+static int64_t hop_chain(const struct model_path *p, const struct model_nic *nic, int64_t t,
+			 uint64_t bytes, int64_t host, const int64_t *busy, int64_t *host_done,
+			 int64_t *done, int64_t *gap)
+{
+	struct model_train tr;
+	model_train_init(&tr, p, bytes);
+	struct model_stamp st = {t, t, 0};
+	struct model_hop_times h;
+	*gap = 0;
+	if (nic->host_rate_bps) {
+		struct model_link hl;
+		memset(&hl, 0, sizeof(hl));
+		hl.rate_bps = nic->host_rate_bps;
+		model_hop(&hl, p->switching, &tr, 0, host, &st, &h);
+		*host_done = h.done_ns;
+		st = h.next;
+		*gap = h.next.last_tx_ns;
+	}
+	for (int j = 0; j < p->nhops; j++) {
+		int64_t b = busy[j];
+		model_hop(p->hop[j], p->switching, &tr, 0, b, &st, &h);
+		check(h.start_ns >= st.first_ns && h.start_ns >= b && h.done_ns >= h.start_ns &&
+			      h.next.last_ns >= h.done_ns && h.next.first_ns <= h.next.last_ns &&
+			      h.next.last_ns >= st.last_ns,
+		      "model_hop: a stamp out of order");
+		struct model_hop_times later;
+		model_hop(p->hop[j], p->switching, &tr, 0, b + 1000, &st, &later);
+		check(later.done_ns >= h.done_ns && later.next.first_ns >= h.next.first_ns &&
+			      later.next.last_ns >= h.next.last_ns,
+		      "model_hop: a later busy-until gave an earlier time");
+		done[j] = h.done_ns;
+		st = h.next;
+		*gap = h.next.last_tx_ns;
+	}
+	return st.last_ns;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -197,10 +252,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct model_path p;
 	memset(&p, 0, sizeof(p));
 	p.nhops = (int)(take(&in, 1) % (MODEL_MAX_HOPS + 2)); /* 9: refused */
-	p.switching = (enum model_switching)(take(&in, 1) % 3);
+	uint8_t sw = (uint8_t)take(&in, 1);
+	p.switching = (enum model_switching)(sw % 3);
 	char err[MODEL_ERR_LEN];
 	for (int j = 0; j < p.nhops && j < MODEL_MAX_HOPS; j++) {
 		mk_link(&in, &links[j]);
+		if (sw & 0x10) { /* timing only: model_hop's check below applies */
+			links[j].loss.kind = MODEL_LOSS_NONE;
+			links[j].jitter.dist = MODEL_DIST_NONE;
+			links[j].reorder_p = links[j].duplicate_p = 0;
+		}
 		err[0] = 0;
 		if (model_link_resolve(&links[j], err, sizeof(err))) {
 			check(memchr(err, 0, sizeof(err)) && err[0], "link error message");
@@ -247,9 +308,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			int64_t prev = x->conn[c].last_arrive, host = x->host;
 			int64_t busy[MODEL_MAX_HOPS];
 			memcpy(busy, x->busy, sizeof(busy));
-			struct model_key k = {.seed = seed, .conn = (uint64_t)c,
-					      .msg = (uint64_t)i};
+			struct model_key k = {
+				.seed = seed, .conn = (uint64_t)c, .msg = (uint64_t)i};
 			struct model_msg *m = &out[run][i];
+			int plain = !impaired(&p) && !x->conn[c].failed && run == 0;
+			int64_t hdone = 0, done[MODEL_MAX_HOPS], gap = 0, arr = 0;
+			if (plain)
+				arr = hop_chain(&p, &nic, msg[i].t + nic.o_send_ns, msg[i].bytes,
+						x->host, busy, &hdone, done, &gap);
 			int rc = model_message(&p, &nic, msg[i].t, msg[i].bytes, &k, &x->host,
 					       x->busy, x->ls, &x->conn[c], m);
 			check(rc == 0, "model_message failed");
@@ -258,6 +324,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			check(m->recv_done_ns >= m->arrive_ns && m->send_done_ns >= m->arrive_ns,
 			      "completion before arrival");
 			check(x->host >= host, "host busy went back");
+			if (plain && !m->failed) {
+				check(m->arrive_ns == (arr > prev + gap ? arr : prev + gap),
+				      "model_hop's arrival is not model_message's");
+				check(!nic.host_rate_bps ||
+					      x->host == (hdone > host ? hdone : host),
+				      "model_hop's host stage is not model_message's");
+				for (int j = 0; j < p.nhops; j++)
+					check(x->busy[j] == (done[j] > busy[j] ? done[j] : busy[j]),
+					      "model_hop's reservation is not model_message's");
+			}
 			for (int j = 0; j < p.nhops; j++)
 				check(x->busy[j] >= busy[j], "busy went back");
 			if (!m->failed) {

@@ -17,7 +17,7 @@
  * The other section parsers (faults:, job:, expect:) are compiled alongside
  * (fuzz-libs), not included: their static helpers share names with scenario.c's.
  *
- * fuzz-libs: sim/core/model_rand.c sim/scn/fabric_out.c sim/scn/units.c sim/scn/yaml.c sim/core/fault.c sim/scn/faults.c sim/scn/job.c sim/scn/jbuf.c -lyaml
+ * fuzz-libs: sim/core/model_rand.c sim/scn/fabric_out.c sim/scn/units.c sim/scn/yaml.c sim/core/fault.c sim/scn/faults.c sim/scn/job.c sim/scn/jbuf.c sim/scn/place.c -lyaml
  */
 #include "sim/core/model.c"
 #include "sim/scn/param.c"

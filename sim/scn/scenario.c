@@ -34,6 +34,7 @@
 
 #include "sim/scn/param.h"
 #include "sim/core/fault.h"
+#include "sim/scn/place.h"
 #include "sim/scn/scn_int.h"
 
 #define NAME_TEXT_MAX 128
@@ -675,11 +676,12 @@ static int parse_text(struct scn *s, const yaml_node_t *v, const char *key, size
 
 static int parse_top(struct scn *s, const yaml_node_t *root)
 {
-	const yaml_node_t *fab = NULL, *seed = NULL, *faults = NULL, *job = NULL, *expct = NULL;
+	const yaml_node_t *fab = NULL, *seed = NULL, *faults = NULL, *job = NULL, *expct = NULL,
+			  *place = NULL;
 	if (root->type != YAML_MAPPING_NODE)
 		return scn_fail(s, root, "document",
 				"a scenario is a mapping of sections (name, description, seed, "
-				"fabric, faults, job, expect), not %s",
+				"fabric, faults, job, expect, placement), not %s",
 				scn_kind_name(root));
 	for (int i = 0; i < scn_npairs(root); i++) {
 		const char *name;
@@ -694,6 +696,8 @@ static int parse_top(struct scn *s, const yaml_node_t *root)
 			job = v;
 		} else if (!strcmp(name, "expect")) {
 			expct = v;
+		} else if (!strcmp(name, "placement")) {
+			place = v;
 		} else if (!strcmp(name, "seed")) {
 			seed = v;
 		} else if (!strcmp(name, "name")) {
@@ -705,7 +709,7 @@ static int parse_top(struct scn *s, const yaml_node_t *root)
 		} else {
 			return scn_fail(s, k, name,
 					"unknown top-level key (known: name, description, seed, "
-					"fabric, faults, job, expect)");
+					"fabric, faults, job, expect, placement)");
 		}
 	}
 	if (seed) {
@@ -725,6 +729,8 @@ static int parse_top(struct scn *s, const yaml_node_t *root)
 	if (job && !scn_is_null(job) && scn_parse_job(s, job))
 		return s->rc;
 	if (expct && !scn_is_null(expct) && scn_parse_expect(s, expct))
+		return s->rc;
+	if (place && !scn_is_null(place) && scn_parse_placement(s, place))
 		return s->rc;
 	return 0;
 }
@@ -826,14 +832,39 @@ void scenario_free(struct scenario *sc)
 	free(sc->job_json);
 	free(sc->expect_json);
 	free(sc->faults_json);
+	place_map_free(sc->placement);
+	free(sc->placement_json);
+	free(sc->hosts_json);
 	free(sc);
 }
 
 int scenario_json(struct scenario *sc, bool refresh, const char **text, size_t *len)
 {
-	const struct fabric_json_member sections[] = {
+	struct fabric_json_member sections[5] = {
 		{"job", sc->job_json}, {"expect", sc->expect_json}, {"faults", sc->faults_json}};
-	return fabric_json(sc->fabric, sections, 3, refresh, text, len);
+	int n = 3;
+	if (sc->placement_json)
+		sections[n++] = (struct fabric_json_member){"placement", sc->placement_json};
+	if (sc->hosts_json)
+		sections[n++] = (struct fabric_json_member){"hosts", sc->hosts_json};
+	return fabric_json(sc->fabric, sections, n, refresh, text, len);
+}
+
+int scenario_place(struct scenario *sc, int nhosts, char *err, size_t errlen)
+{
+	struct placement *p;
+	int rc = place_compute(sc->fabric, sc->placement, nhosts, &p, err, errlen);
+	if (rc)
+		return rc;
+	char *js = placement_json(p, sc->fabric);
+	placement_free(p);
+	if (!js) {
+		snprintf(err, errlen, "placement: out of memory");
+		return -ENOMEM;
+	}
+	free(sc->hosts_json);
+	sc->hosts_json = js;
+	return 0;
 }
 
 int scn_load_buffer(const char *file, const char *data, size_t len, struct scenario **out,

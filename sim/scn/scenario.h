@@ -9,6 +9,7 @@
  *   fabric              required: what the fabric is (schema: scenarios/README.md)
  *   faults              the fault timeline (sim/scn/faults.c, sim/core/fault.h)
  *   job, expect         what `simfabric run` launches and checks (sim/scn/job.c)
+ *   placement           which host runs which node, on several hosts (sim/scn/place.c)
  * Any other top-level key is an error. Everything is validated at load,
  * before anything is built into the fabric the caller gets: a scenario
  * either loads completely or not at all.
@@ -32,6 +33,7 @@
 #define SCN_FILE_MAX (16u << 20) /* bytes */
 
 struct fault_plan;
+struct place_map;
 
 /*
  * A loaded scenario. It owns everything it points to (scenario_free), and is
@@ -45,6 +47,11 @@ struct scenario {
 	 * JSON texts, NULL when absent; the dump carries them, so tools read them from it
 	 * instead of parsing the scenario again */
 	char *job_json, *expect_json, *faults_json;
+	/* placement: its rules (sim/scn/place.h) and their JSON; NULL when absent */
+	struct place_map *placement;
+	char *placement_json;
+	/* where nodes and links are on --hosts H hosts (scenario_place); NULL until then */
+	char *hosts_json;
 };
 
 /*
@@ -56,10 +63,19 @@ int scenario_new(struct fabric *f, struct scenario **out);
 void scenario_free(struct scenario *sc);
 /*
  * The scenario as op=fabric's one line of JSON: the fabric's dump (fabric_json)
- * with "job", "expect" and "faults" after its config (null when absent). The
- * text is cached; refresh rebuilds it (the ideal fabric grows). 0 or -ENOMEM.
+ * with "job", "expect" and "faults" after its config (null when absent), then
+ * "placement" (the section's rules) and "hosts" (scenario_place's), each only
+ * when there is one. The text is cached; refresh rebuilds it (the ideal fabric
+ * grows). 0 or -ENOMEM.
  */
 int scenario_json(struct scenario *sc, bool refresh, const char **text, size_t *len);
+
+/*
+ * Place the fabric's nodes and links on nhosts hosts (place_compute, with the
+ * scenario's placement: rules) and keep the result for the dump's "hosts" (call
+ * scenario_json with refresh then). 0, or place_compute's error.
+ */
+int scenario_place(struct scenario *sc, int nhosts, char *err, size_t errlen);
 
 /*
  * Read, parse, validate and resolve the scenario at path into a new scenario

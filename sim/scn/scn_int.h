@@ -3,7 +3,7 @@
  * scn_int.h - what the scenario parser's section parsers share: the parse
  * state and the loader's library, sim/scn/yaml.c (errors, YAML tree helpers,
  * places, parameter layers). Internal to the scenario loader (scenario.c,
- * yaml.c, faults.c, job.c); nothing else includes it.
+ * yaml.c, faults.c, job.c, place.c); nothing else includes it.
  *
  * Errors: the first one wins. scn_fail() records "file:line:column: key:
  * reason" at a node and returns s->rc (-EINVAL); every later call returns the
@@ -70,6 +70,8 @@ struct scn {
 int scn_parse_job(struct scn *s, const yaml_node_t *v);	   /* sim/scn/job.c */
 int scn_parse_expect(struct scn *s, const yaml_node_t *v); /* sim/scn/job.c */
 int scn_parse_faults(struct scn *s, const yaml_node_t *v); /* sim/scn/faults.c */
+/* The placement: section into s->sc->placement and placement_json (sim/scn/place.c). */
+int scn_parse_placement(struct scn *s, const yaml_node_t *v);
 
 __attribute__((format(printf, 5, 6))) int scn_fail_at(struct scn *s, int line, int col,
 						       const char *key, const char *fmt, ...);

@@ -193,8 +193,155 @@ static void test_never_early(void)
 	printf("test_fstate: %d messages, every one at or after its modelled time\n", checked);
 }
 
+/* A fabric state of the NLINK links for NCONN NICs, and a connection over uplink up and the
+ * downlink. */
+static struct fst_view *hops_fabric(struct model_link *links, void **base, size_t *len)
+{
+	links_init(links);
+	*len = fst_bytes(NLINK, NCONN, 0);
+	*base = map(*len);
+	struct fst_view *v = NULL;
+	CHECK(fst_format(*base, *len, NLINK, links, NCONN, 42, 0) == 0 &&
+		      fst_view_new(*base, *len, &v) == 0,
+	      "fabric");
+	return v;
+}
+
+static struct fst_conn hops_conn(int up, uint64_t host_rate, enum model_switching sw)
+{
+	struct fst_conn c;
+	memset(&c, 0, sizeof(c));
+	c.id = 100 + (uint64_t)up;
+	c.npath = 2;
+	c.path[0] = (uint32_t)up;
+	c.path[1] = 2;
+	c.src_nic = (uint32_t)up;
+	nic_init(&c.nic);
+	c.nic.host_rate_bps = host_rate;
+	c.switching = sw;
+	return c;
+}
+
+static int64_t busy_of(struct fst_view *v, int link)
+{
+	struct fst_link *st = (struct fst_link *)((uint8_t *)v->shm + v->shm->state_off);
+	return st[link].busy_until;
+}
+
+/*
+ * fst_reserve_hops, a path in two pieces: two connections (uplinks 0 and 1) into one downlink,
+ * 200 messages in post order of random sizes, each reserved as [0, 1) then [1, 2) from the
+ * stamp between them, against fst_reserve on a second fabric state: every arrival and every
+ * busy-until to the nanosecond (cut-through and store-and-forward, with a host stage), and
+ * [0, 2) in one call the same.
+ */
+static void test_hops_split(void)
+{
+	for (int variant = 0; variant < 4; variant++) {
+		struct model_link la[NLINK], lb[NLINK];
+		void *ba, *bb;
+		size_t len;
+		struct fst_view *va = hops_fabric(la, &ba, &len), *vb = hops_fabric(lb, &bb, &len);
+		enum model_switching sw = variant & 1 ? MODEL_STORE_FORWARD : MODEL_CUT_THROUGH;
+		uint64_t host = variant & 2 ? 16000000000ull : 0;
+		struct fst_conn ca[2] = {hops_conn(0, host, sw), hops_conn(1, host, sw)};
+		struct fst_conn cb[2] = {ca[0], ca[1]};
+		uint32_t x = 7;
+		int64_t t = 1000;
+		int same = 0;
+		for (int i = 0; i < 200; i++) {
+			x = x * 1103515245 + 12345;
+			int k = (int)(x >> 30) & 1;
+			uint64_t bytes = (x >> 8) % (300 << 10);
+			t += (int64_t)((x >> 3) % 40000);
+			struct model_msg m;
+			CHECK(fst_reserve(va, &ca[k], t, bytes, &m, NULL) == 0, "fst_reserve");
+			struct model_stamp in = {t + ca[k].nic.o_send_ns, t + ca[k].nic.o_send_ns,
+						 0},
+					   mid, end;
+			if (i % 2) {
+				CHECK(fst_reserve_hops(vb, &cb[k], 0, 1, bytes, &in, &mid) == 0 &&
+					      fst_reserve_hops(vb, &cb[k], 1, 1, bytes, &mid,
+							       &end) == 0,
+				      "fst_reserve_hops");
+			} else {
+				CHECK(fst_reserve_hops(vb, &cb[k], 0, 2, bytes, &in, &end) == 0,
+				      "fst_reserve_hops whole");
+			}
+			same += end.last_ns == m.arrive_ns && busy_of(va, 0) == busy_of(vb, 0) &&
+				busy_of(va, 1) == busy_of(vb, 1) &&
+				busy_of(va, 2) == busy_of(vb, 2);
+		}
+		CHECK(same == 200, "variant %d: %d of 200 the same", variant, same);
+		fst_view_free(va);
+		fst_view_free(vb);
+		munmap(ba, len);
+		munmap(bb, len);
+	}
+	/* what it refuses */
+	struct model_link l[NLINK];
+	void *b;
+	size_t len;
+	struct fst_view *v = hops_fabric(l, &b, &len);
+	struct fst_conn c = hops_conn(0, 0, MODEL_CUT_THROUGH);
+	struct model_stamp in = {0, 0, 0}, out;
+	CHECK(fst_reserve_hops(v, &c, 1, 2, 8, &in, &out) == -EINVAL, "beyond the path");
+	CHECK(fst_reserve_hops(v, &c, -1, 1, 8, &in, &out) == -EINVAL, "before it");
+	v->links[2].loss.kind = MODEL_LOSS_BERNOULLI;
+	CHECK(fst_reserve_hops(v, &c, 1, 1, 8, &in, &out) == -EOPNOTSUPP, "a lossy hop");
+	CHECK(fst_reserve_hops(v, &c, 0, 1, 8, &in, &out) == 0, "an unimpaired one");
+	fst_view_free(v);
+	munmap(b, len);
+}
+
+/*
+ * The approximation: A (uplink 0, 25 Gb/s, 2000 ns) posted at 0 and B (uplink 1, 2500 ns) at
+ * 600, 64 KiB each, into the 10 Gb/s downlink (3000 ns; T(W) = (65536 + 16 * 64) * 0.8 =
+ * 53248 ns). Their first bits reach the downlink at 2300 and 3400 (o_send 300). Reserved in
+ * post order (one host): A's downlink train 2300..55548, B's 55548..108796. When B's record
+ * reaches the downlink's owner first: B 3400..56648, A 56648..109896. So A arrives 54348 ns
+ * later and B 52148 ns earlier: each moves by at most the other's train plus the 1100 ns
+ * between their arrivals at the link, and the pair's last arrival by those 1100 ns (the link
+ * is work-conserving in either order).
+ */
+static void test_hops_arrival_order(void)
+{
+	struct model_link l[NLINK];
+	void *b;
+	size_t len;
+	int64_t post_order[2], swapped[2];
+	for (int run = 0; run < 2; run++) {
+		struct fst_view *v = hops_fabric(l, &b, &len);
+		struct fst_conn c[2] = {hops_conn(0, 0, MODEL_CUT_THROUGH),
+					hops_conn(1, 0, MODEL_CUT_THROUGH)};
+		struct model_stamp in[2] = {{300, 300, 0}, {900, 900, 0}}, mid[2], end[2];
+		for (int k = 0; k < 2; k++)
+			CHECK(fst_reserve_hops(v, &c[k], 0, 1, 65536, &in[k], &mid[k]) == 0,
+			      "uplink");
+		for (int i = 0; i < 2; i++) {
+			int k = run ? 1 - i : i;
+			CHECK(fst_reserve_hops(v, &c[k], 1, 1, 65536, &mid[k], &end[k]) == 0,
+			      "down");
+		}
+		for (int k = 0; k < 2; k++)
+			(run ? swapped : post_order)[k] = end[k].last_ns;
+		fst_view_free(v);
+		munmap(b, len);
+	}
+	CHECK(post_order[0] == 55548 + 3000 && post_order[1] == 108796 + 3000,
+	      "post order: %lld %lld", (long long)post_order[0], (long long)post_order[1]);
+	CHECK(swapped[1] == 56648 + 3000 && swapped[0] == 109896 + 3000, "swapped: %lld %lld",
+	      (long long)swapped[0], (long long)swapped[1]);
+	printf("  fst_reserve_hops: reserved in arrival order, A %+lld ns, B %+lld ns, the last "
+	       "%+lld ns\n",
+	       (long long)(swapped[0] - post_order[0]), (long long)(swapped[1] - post_order[1]),
+	       (long long)(swapped[0] - post_order[1]));
+}
+
 static const struct check_case cases[] = {
 	CHECK_CASE(test_never_early),
+	CHECK_CASE(test_hops_split),
+	CHECK_CASE(test_hops_arrival_order),
 };
 
 CHECK_MAIN(cases)

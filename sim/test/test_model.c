@@ -946,6 +946,218 @@ static void test_cost(void)
 	hdr_path();
 }
 
+/*
+ * model_hop by hand: test_1mib_two_hops's path, hop by hop, from t = 1300 (posted at 1000,
+ * o_send 300): T(W) = 85197, T(first) = T(last) = T(4160 B) = 333.
+ * cut-through: hop 0 from {1300, 1300, 0}: start 1300, done 86497, next {1800, 86997, 333};
+ *   hop 1: start 1800, done max(1800 + 85197, 86997 + (333 - 333)) = 86997, arrival 87297.
+ * store-and-forward: hop 0's next.first = 1300 + 500 + 333 = 2133; hop 1: start 2133,
+ *   done max(2133 + 85197, 86997 + 333) = 87330, arrival 87630.
+ * A busy link delays the start; a later train [lo, hi) carries only its own packets.
+ */
+/* One step, checked: start, done, and the next stamp's first and last (-1: not checked). */
+static struct model_hop_times hop1(const struct model_link *l, enum model_switching sw,
+				   const struct model_train *tr, uint64_t extra, int64_t busy,
+				   const struct model_stamp *in, const int64_t want[4])
+{
+	struct model_hop_times h;
+	model_hop(l, sw, tr, extra, busy, in, &h);
+	int64_t got[4] = {h.start_ns, h.done_ns, h.next.first_ns, h.next.last_ns};
+	for (int i = 0; i < 4; i++)
+		CHECK(want[i] < 0 || got[i] == want[i], "model_hop: time %d = %lld, want %lld", i,
+		      (long long)got[i], (long long)want[i]);
+	return h;
+}
+
+static void test_hop_worked(void)
+{
+	struct model_link l[2] = {mklink(100 * GBPS, 500, 4096, 64),
+				  mklink(100 * GBPS, 300, 4096, 64)};
+	struct model_path ct = mkpath(2, l, MODEL_CUT_THROUGH);
+	struct model_train tr;
+	model_train_init(&tr, &ct, 1 << 20);
+	EQ(tr.mtu, 4096);
+	EQ(tr.packets, 256);
+	EQ(tr.lo, 0);
+	EQ(tr.hi, 256);
+	const enum model_switching CT = MODEL_CUT_THROUGH, SF = MODEL_STORE_FORWARD;
+	struct model_stamp in = {1300, 1300, 0};
+	struct model_hop_times h =
+		hop1(&l[0], CT, &tr, 0, 0, &in, (int64_t[]){1300, 86497, 1800, 86997});
+	EQ(h.next.last_tx_ns, 333);
+	hop1(&l[1], CT, &tr, 0, 0, &h.next, (int64_t[]){1800, 86997, -1, 87297});
+	h = hop1(&l[0], SF, &tr, 0, 0, &in, (int64_t[]){1300, 86497, 2133, 86997});
+	hop1(&l[1], SF, &tr, 0, 0, &h.next, (int64_t[]){2133, 87330, -1, 87630});
+	/* hop 0 busy until 5000: everything 3700 later (the train is the bottleneck) */
+	hop1(&l[0], CT, &tr, 0, 5000, &in, (int64_t[]){5000, 90197, 5500, 90697});
+	/* packets [255, 256): the last, 4096 + 64 B = 333 ns; 640 duplicate bytes add 51 ns
+	 * (T(4800 B) = 384) */
+	tr.lo = 255;
+	hop1(&l[0], CT, &tr, 0, 0, &in, (int64_t[]){1300, 1300 + 333, -1, -1});
+	hop1(&l[0], CT, &tr, 640, 0, &in, (int64_t[]){1300, 1300 + 384, -1, -1});
+	/* unlimited rate: only the latency */
+	struct model_link fast = mklink(0, 70, 4096, 64);
+	h = hop1(&fast, SF, &tr, 0, 0, &in, (int64_t[]){1300, 1300, 1370, 1370});
+	EQ(h.next.last_tx_ns, 0);
+}
+
+/* ---- model_hop: byte-identical to the function before it ------------------------- */
+
+/*
+ * A sweep of random paths, NICs and message streams (0..8 hops, both switching modes, every
+ * impairment in some, several connections contending), folded into one FNV-1a hash of every
+ * output, busy-until, Markov state, FIFO clamp and model_ideal_ns after each message. The
+ * hashes are those that model_message gave before it became a loop over model_hop (commit
+ * 6556544, the same sweep): the loop gives byte-identical times. One sweep is integer-only (no
+ * impairments), one has them all (libm's log1p and friends, deterministic on one platform).
+ * Before the change, the same sweep over 200 more seeds each (6.3 million messages) printed
+ * the same hashes as after it.
+ */
+static uint64_t fnv(uint64_t h, int64_t v)
+{
+	for (int i = 0; i < 8; i++) {
+		h ^= (uint64_t)v >> (8 * i) & 0xff;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+static uint64_t pick(struct model_key *r, uint64_t n)
+{
+	r->packet++;
+	return model_rand(r, 0) % n;
+}
+
+static const uint64_t sweep_rates[] = {0,	   1000000,    999999937ULL, 25 * GBPS,
+				       100 * GBPS, 192 * GBPS, 200 * GBPS,   400 * GBPS};
+static const uint32_t sweep_mtus[] = {64, 1500, 4096, 9000};
+
+static void sweep_link(struct model_key *r, struct model_link *l, int impair)
+{
+	memset(l, 0, sizeof(*l));
+	l->rate_bps = sweep_rates[pick(r, 8)];
+	l->latency_ns = (int64_t)pick(r, 4) * (int64_t)pick(r, 1000);
+	l->mtu = sweep_mtus[pick(r, 4)];
+	l->hdr_bytes = (uint32_t)pick(r, 80);
+	l->hdr_first_extra = (uint32_t)pick(r, 3) * 8;
+	l->hdr_last_extra = (uint32_t)pick(r, 3) * 2;
+	if (impair) {
+		switch (pick(r, 5)) {
+		case 1:
+			l->loss = (struct model_loss){MODEL_LOSS_BERNOULLI,
+						      {(uint32_t)pick(r, 1u << 23)}};
+			break;
+		case 2:
+			l->loss = (struct model_loss){MODEL_LOSS_GE,
+						      {model_prob(0.002), model_prob(0.3),
+						       model_prob(0.6), 0}};
+			break;
+		case 3:
+			l->loss = (struct model_loss){MODEL_LOSS_4STATE,
+						      {model_prob(0.001), model_prob(0.5),
+						       model_prob(0.1), model_prob(0.2),
+						       model_prob(0.0005)}};
+			break;
+		}
+		if (pick(r, 3) == 0)
+			l->jitter = (struct model_jitter){(enum model_dist)(1 + pick(r, 4)),
+							  (int64_t)pick(r, 500),
+							  0.3 * (double)pick(r, 2), 0, NULL};
+		if (pick(r, 4) == 0) {
+			l->reorder_p = (uint32_t)pick(r, 1u << 26);
+			l->reorder_delay_ns = 1 + (int64_t)pick(r, 5000);
+		}
+		if (pick(r, 4) == 0)
+			l->duplicate_p = (uint32_t)pick(r, 1u << 23);
+		if (pick(r, 4) == 0)
+			l->corrupt_p = (uint32_t)pick(r, 1u << 24);
+	}
+	char err[MODEL_ERR_LEN];
+	CHECK(model_link_resolve(l, err, sizeof(err)) == 0, "sweep link: %s", err);
+}
+
+static uint64_t sweep_msgs, sweep_lost, sweep_timeouts, sweep_failed, sweep_dup, sweep_reo;
+
+static uint64_t sweep(uint64_t seed, int impair, int paths)
+{
+	struct model_key r = {.seed = seed, .purpose = 98};
+	uint64_t h = 0xcbf29ce484222325ULL;
+	static const uint64_t sizes[] = {0, 1, 8, 4095, 4096, 4097, 65536, 1 << 20};
+	for (int pi = 0; pi < paths; pi++) {
+		struct model_link l[MODEL_MAX_HOPS];
+		int nh = (int)pick(&r, MODEL_MAX_HOPS + 1);
+		for (int j = 0; j < nh; j++)
+			sweep_link(&r, &l[j], impair);
+		struct model_path p =
+			mkpath(nh, l, pick(&r, 2) ? MODEL_STORE_FORWARD : MODEL_CUT_THROUGH);
+		struct model_nic nic = mknic(pick(&r, 2) ? sweep_rates[1 + pick(&r, 7)] : 0,
+					     (int64_t)pick(&r, 500), (int64_t)pick(&r, 500),
+					     (int64_t)pick(&r, 300));
+		nic.timeout_exp = (uint32_t)pick(&r, 4) * 7;
+		nic.retry_count = (uint32_t)pick(&r, 8);
+		nic.timeout_scale_ppm = 1 + (uint32_t)pick(&r, 1000);
+		struct st s;
+		memset(&s, 0, sizeof(s));
+		struct model_conn conn[3];
+		memset(conn, 0, sizeof(conn));
+		int64_t t = 0;
+		for (int i = 0; i < 24; i++) {
+			t += (int64_t)pick(&r, 4) * (int64_t)pick(&r, 20000);
+			uint64_t bytes = sizes[pick(&r, 8)] + (pick(&r, 2) ? pick(&r, 70000) : 0);
+			uint64_t c = pick(&r, 3);
+			struct model_key k = {.seed = seed + 1, .conn = c, .msg = (uint64_t)i};
+			struct model_msg m;
+			int rc = model_message(&p, &nic, t, bytes, &k, &s.host, s.busy, s.ls,
+					       &conn[c], &m);
+			int64_t v[] = {rc,
+				       m.arrive_ns,
+				       m.recv_done_ns,
+				       m.send_done_ns,
+				       (int64_t)m.packets,
+				       m.lost,
+				       m.timeouts,
+				       (int64_t)m.retx_packets,
+				       m.duplicates,
+				       m.reordered,
+				       m.corrupted,
+				       m.failed,
+				       m.fail_hop,
+				       s.host,
+				       conn[c].last_arrive,
+				       conn[c].failed,
+				       model_ideal_ns(&p, &nic, bytes)};
+			for (size_t q = 0; q < sizeof(v) / sizeof(v[0]); q++)
+				h = fnv(h, v[q]);
+			sweep_msgs++;
+			sweep_lost += m.lost;
+			sweep_timeouts += m.timeouts;
+			sweep_failed += (uint64_t)m.failed;
+			sweep_dup += m.duplicates;
+			sweep_reo += m.reordered;
+			for (int j = 0; j < nh; j++) {
+				h = fnv(h, s.busy[j]);
+				h = fnv(h, s.ls[j].state);
+				h = fnv(h, (int64_t)s.ls[j].packets);
+			}
+		}
+	}
+	return h;
+}
+
+static void test_hop_identical(void)
+{
+	uint64_t plain = sweep(1, 0, 3000), impaired = sweep(2, 1, 1000);
+	EQ(plain, 0xd998f584583471e7ULL);
+	EQ(impaired, 0xd21b81b1ec6a5bc8ULL);
+	printf("  model_hop: %llu messages on 4000 random paths, hashes %016llx (timing only), "
+	       "%016llx (impairments: %llu losses, %llu timeouts, %llu failed, %llu duplicates, "
+	       "%llu reordered)\n",
+	       (unsigned long long)sweep_msgs, (unsigned long long)plain,
+	       (unsigned long long)impaired, (unsigned long long)sweep_lost,
+	       (unsigned long long)sweep_timeouts, (unsigned long long)sweep_failed,
+	       (unsigned long long)sweep_dup, (unsigned long long)sweep_reo);
+}
+
 static const struct check_case cases[] = {
 	CHECK_CASE(test_rand),
 	CHECK_CASE(test_1mib_two_hops),
@@ -961,6 +1173,8 @@ static const struct check_case cases[] = {
 	CHECK_CASE(test_reorder_dup_corrupt),
 	CHECK_CASE(test_determinism),
 	CHECK_CASE(test_validation),
+	CHECK_CASE(test_hop_worked),
+	CHECK_CASE(test_hop_identical),
 	CHECK_CASE(test_cost),
 };
 

@@ -153,12 +153,12 @@ static void test_errors(void)
 		 "t.yaml:3:1: document: a scenario is one YAML document; a second one starts here"},
 		{"[1, 2]",
 		 "t.yaml:1:1: document: a scenario is a mapping of sections (name, description, seed, "
-		 "fabric, faults, job, expect), not a sequence"},
+		 "fabric, faults, job, expect, placement), not a sequence"},
 		{"seed: 1", "t.yaml:1:1: fabric: missing: a scenario needs a fabric: section"},
 		/* unknown keys */
 		{"fabrik: {}",
 		 "t.yaml:1:1: fabrik: unknown top-level key (known: name, description, seed, fabric, "
-		 "faults, job, expect)"},
+		 "faults, job, expect, placement)"},
 		{"fabric:\n  nodes: {count: 2}\n  switches: [{name: sw}]\n  links:\n    - ends: [all, "
 		 "sw]\n      rat_gbps: 100\n",
 		 "t.yaml:6:7: rat_gbps: unknown key in a link (known: ends, a_to_b, b_to_a, rate_gbps, "
@@ -176,13 +176,13 @@ static void test_errors(void)
 		 "nics, nic)"},
 		{"fabric:\n  nodes: {count: 2}\n  \"\": 1", "t.yaml:3:3: yaml: an empty key"},
 		{"? ' '", "t.yaml:1:3: ' ': unknown top-level key (known: name, description, seed, "
-			  "fabric, faults, job, expect)"},
+			  "fabric, faults, job, expect, placement)"},
 		{"\"it's\": 1",
 		 "t.yaml:1:1: 'it\\x27s': unknown top-level key (known: name, description, seed, "
-		 "fabric, faults, job, expect)"},
+		 "fabric, faults, job, expect, placement)"},
 		{"\"a: b\": 1",
 		 "t.yaml:1:1: 'a: b': unknown top-level key (known: name, description, seed, fabric, "
-		 "faults, job, expect)"},
+		 "faults, job, expect, placement)"},
 		{"fabric:\n  nodes: {count: 2}\n  nodes: {count: 3}",
 		 "t.yaml:3:3: nodes: duplicate key (first at 2:3)"},
 		{"fabric: {kind: ideal, seed: 3}",

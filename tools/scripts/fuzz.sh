@@ -51,7 +51,9 @@ for src in sim/fuzz/fuzz_*.c; do
 	corpus=$OUT/$name.corpus
 	mkdir -p "$work" "$corpus"
 	[ "$name" = fuzz_ctl ] && seed_ctl "$corpus"
-	[ "$name" = fuzz_scenario ] && cp scenarios/*.yaml "$corpus"/
+	[ "$name" = fuzz_scenario ] && cp scenarios/*.yaml "$corpus"/ &&
+		{ cat scenarios/leafspine-8node-2to1.yaml
+		  printf 'placement: {node0..node3: 1, node4: 0, node7: 2}\n'; } >"$corpus"/placement.yaml
 	dict=
 	[ -e "sim/fuzz/$name.dict" ] && dict="-dict=../../sim/fuzz/$name.dict"
 	echo "  FUZZ    $name for ${SECONDS_EACH}s"
