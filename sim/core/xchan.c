@@ -53,8 +53,8 @@ struct xw_ctl {
 	uint64_t v[2];
 };
 
-_Static_assert(sizeof(struct xw_cts) == 112 && sizeof(struct xw_hdr) == 72 &&
-		       sizeof(struct xw_ack) == 56 && sizeof(struct xw_ctl) == 24,
+_Static_assert(sizeof(struct xw_cts) == 112 && sizeof(struct xw_hdr) == 80 &&
+		       sizeof(struct xw_ack) == 64 && sizeof(struct xw_ctl) == 24,
 	       "the wire layout changed: both ends must agree");
 
 static int64_t now_ns(void)

@@ -11,7 +11,7 @@
  *   CTS   rx -> tx  one per posted receive: its number, n buffers, their capacities and tags.
  *                   The receiver has already posted one transport receive per buffer, straight
  *                   into the application's buffer (no staging copy).
- *   DATA  tx -> rx  one per send: a 72-byte header (message and receive numbers, buffer, size,
+ *   DATA  tx -> rx  one per send: an 80-byte header (message and receive numbers, buffer, size,
  *                   the model's stamp) and the payload, as one message of two parts.
  *   ACK   rx -> tx  one per message, sent when its data are in (an RC NIC's ACK: it does not
  *                   wait for the receiving application to test), with the model's stamp back.
@@ -52,7 +52,8 @@
 
 /* The model's word about one message, carried from sender to receiver and back. */
 struct xchan_stamp {
-	int64_t t[2];	  /* the model's times so far (its own business: virtual ns) */
+	int64_t t[3];	  /* the model's times so far (its own business: virtual ns; room for a
+			     model_stamp's first, last and last_tx) */
 	uint32_t hop;	  /* the next hop of the route to reserve */
 	uint32_t flags;	  /* XCHAN_S_* */
 	uint32_t fault;	  /* XCHAN_S_FAIL: the fault that failed it, id + 1 (0: the models') */
