@@ -402,7 +402,15 @@ static inline ncclResult_t live_check(struct sfnet_comm *c, const char *op)
 		return comm_daemon_gone(c, op);
 	if (__builtin_expect(c->xtx || c->xrx, 0)) { /* no daemon sees a peer on another host */
 		struct chan_err err;
-		int rc = c->xtx ? xchan_tx_ping(c->xtx, &err) : xchan_rx_ping(c->xrx, &err);
+		int rc;
+		if (c->xtx) {
+			rc = xchan_tx_ping(c->xtx, &err);
+		} else { /* the receive agent progresses this endpoint under rx_lock (xchan.h:
+			  * one thread at a time): the PING's sticky failure too */
+			pthread_mutex_lock(&c->rx_lock);
+			rc = xchan_rx_ping(c->xrx, &err);
+			pthread_mutex_unlock(&c->rx_lock);
+		}
 		if (rc)
 			return comm_fail(c, op, rc, &err);
 	}

@@ -327,10 +327,46 @@ static void test_a_dead_peer_fails_what_waits_on_it(void)
 	side_close(&s);
 }
 
+/* review: the same death without the daemon's word (the plugin never calls *_peer_gone for a
+ * cross-host comm): only the liveness PING can notice it, as plugin/data.c's live_check does
+ * every 100 ms. The case above cannot fail: it sets the sticky -ECONNRESET itself. */
+static void test_review_a_dead_peer_is_noticed_by_the_ping_alone(void)
+{
+	struct side s = {0};
+	pid_t pid = echo_or_skip(&s, __func__);
+	if (pid <= 0)
+		return;
+	uint64_t sz = 1000;
+	round_trip(&s, 1, &sz, 5);
+	uint64_t d[8];
+	uint64_t cap = sizeof(d);
+	chan_req q;
+	CHECK(xchan_rx_post(s.rx, 1, (void *[]){d}, &cap, (int32_t[]){-1}, &q, NULL) == 0,
+	      "a receive the echo will never fill");
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	struct chan_err e = {0};
+	int64_t t0 = mono_ms(), next = 0;
+	int rc = 0;
+	for (int done = 0; !rc && !done && mono_ms() - t0 < 12000;) {
+		rc = xchan_rx_test(s.rx, q, &done, NULL, &e);
+		if (!rc && mono_ms() >= next) {
+			next = mono_ms() + 100;
+			rc = xchan_rx_ping(s.rx, &e);
+		}
+	}
+	CHECK(rc == -ECONNRESET, "a dead peer, PING every 100 ms: %d after %lld ms (%s)", rc,
+	      (long long)(mono_ms() - t0), rc ? e.what : "never noticed");
+	xchan_tx_peer_gone(s.tx);
+	xchan_rx_peer_gone(s.rx);
+	side_close(&s);
+}
+
 static const struct check_case cases[] = {
 	CHECK_CASE(test_exact_across_processes_at_every_size),
 	CHECK_CASE(test_a_send_larger_than_the_receive_fails_both_processes),
 	CHECK_CASE(test_a_dead_peer_fails_what_waits_on_it),
+	CHECK_CASE(test_review_a_dead_peer_is_noticed_by_the_ping_alone),
 };
 
 int main(int argc, char **argv)

@@ -250,14 +250,23 @@ static void ctl_send(const struct xchan_cfg *c, uint32_t dir, struct xw_ctl *out
 static int ping(const struct xchan_cfg *c, uint32_t dir, struct xw_ctl *out, struct xnet_op *op,
 		int64_t *since)
 {
+	const int64_t dead = (int64_t)XCHAN_PING_DEAD_MS * 1000000;
 	if (xop_busy(op)) /* the transport could not hand it to the peer's host for this long */
-		return now_ns() - *since > (int64_t)XCHAN_PING_DEAD_MS * 1000000 ? -ETIMEDOUT : 0;
-	if (xop_done(op) && op->status)
-		return op->status;
+		return now_ns() - *since > dead ? -ETIMEDOUT : 0;
+	if (xop_done(op)) {
+		if (op->status)
+			return op->status;
+		atomic_store_explicit(&op->state, XOP_IDLE, memory_order_relaxed);
+		*since = 0; /* handed over: the next PING starts its own clock */
+	}
+	int64_t t = now_ns();
+	if (!*since) /* the first try of this PING: refusals (-EAGAIN) count as not handed over */
+		*since = t;
 	*out = (struct xw_ctl){.magic = XW_MAGIC, .code = XCTL_PING};
-	*since = now_ns();
 	int rc = post_send(c, xchan_tag(XCHAN_CTL, c->conn, dir), out, sizeof(*out), NULL, 0, op);
-	return rc == -EAGAIN ? 0 : rc;
+	if (rc == -EAGAIN)
+		return t - *since > dead ? -ETIMEDOUT : 0;
+	return rc;
 }
 
 /* Control messages travel on two tags: 1 from tx to rx, 2 from rx to tx. */
@@ -557,7 +566,10 @@ void xchan_tx_free(struct xchan_tx *tx)
 		return;
 	tx->closing = 1;
 	tx->c.net->progress(tx->c.net->ctx);
-	if (!tx->failed.code) /* a failed peer fails and closes too: no CLOSE to wait on */
+	/* The peer knows of a reset (it is gone) and of an EMSGSIZE (it was told); any other
+	 * failure of this end alone (the transport or the model refused, a corrupt message)
+	 * it learns only from the CLOSE, else its receives wait for ever. */
+	if (tx->failed.code != -ECONNRESET && tx->failed.code != -EMSGSIZE)
 		ctl_send(&tx->c, XDIR_TO_RX, &tx->ctl_out, &tx->ctl_out_op, XCTL_CLOSE,
 			 tx->queued_from, 0);
 	struct xnet_op *ops[XT_CTS_RING + XT_ACK_RING + 3 + CHAN_MAX_SENDS];
@@ -707,11 +719,15 @@ static int rx_take_data(struct xchan_rx *rx, struct xrx_recv *r, int b, struct c
 		if (ready > r->ready_ns)
 			r->ready_ns = ready;
 	}
-	if (doomed && !r->doomed) {
+	/* the sender's hops, or this host's (arrive's word, carried back in the ACK) */
+	const struct xchan_stamp *fs = doomed ? &h.st
+				       : (rx->ack_out[i].st.flags & XCHAN_S_FAIL) ? &rx->ack_out[i].st
+										  : NULL;
+	if (fs && !r->doomed) {
 		r->doomed = 1;
-		r->fault = h.st.fault;
-		r->link = h.st.link;
-		r->delay_ns = h.st.delay_ns;
+		r->fault = fs->fault;
+		r->link = fs->link;
+		r->delay_ns = fs->delay_ns;
 	}
 	x->in = 1;
 	r->nin++;
@@ -907,7 +923,7 @@ void xchan_rx_free(struct xchan_rx *rx)
 	rx->closing = 1;
 	rx->c.net->progress(rx->c.net->ctx);
 	rx_push(rx, NULL); /* ACKs still owed go out before the CLOSE that counts them */
-	if (!rx->failed.code)
+	if (rx->failed.code != -ECONNRESET && rx->failed.code != -EMSGSIZE) /* as tx_free */
 		ctl_send(&rx->c, XDIR_TO_TX, &rx->ctl_out, &rx->ctl_out_op, XCTL_CLOSE,
 			 rx->acks_out, 0);
 	struct xnet_op *ops[CHAN_MAX_REQS * (CHAN_MAX_RECVS + 1) + XR_ACK_RING + 3];

@@ -451,6 +451,123 @@ static void test_a_peer_that_is_gone_fails_both_ends(void)
 	pair_free(p);
 }
 
+/* ---- review: cases the suite misses ---------------------------------------------------------- */
+
+/* The receiver's hops (its downlink) fail the message: arrive sets XCHAN_S_FAIL in the ACK's
+ * stamp. xchan.h: "A message the model fails ... fails both ends at the model's time". */
+static int fm_arrive_fails(void *ctx, int64_t now, uint64_t bytes, const struct xchan_stamp *s,
+			   int64_t *ready, struct xchan_stamp *ack)
+{
+	(void)ctx;
+	(void)now;
+	(void)bytes;
+	*ready = s->t[0];
+	ack->t[1] = s->t[0];
+	ack->flags |= XCHAN_S_FAIL;
+	ack->fault = 9;
+	ack->link = 21;
+	ack->delay_ns = 555;
+	return 0;
+}
+
+static const struct xchan_model rx_hop_fail_model = {fm_post, fm_arrive_fails, fm_acked};
+
+static void test_review_a_message_the_receivers_hops_fail_fails_the_receiver_too(void)
+{
+	struct fake_model m = {.lat_ns = 1000, .ack_ns = 1000};
+	struct pair *p = pair_new(0, 0, &rx_hop_fail_model, &m);
+	uint8_t s[64] = {1}, d[64];
+	void *bufs[1] = {d};
+	uint64_t cap[1] = {64};
+	int32_t tags[1] = {1};
+	chan_req rq, sq;
+	struct chan_err e = {0}, f = {0};
+	CHECK(xchan_rx_post(p->rx, 1, bufs, cap, tags, &rq, NULL) == 0, "rx post");
+	CHECK(send_post(p, s, 64, 1, &sq) == 0, "tx post");
+	int rr = recv_wait(p, rq, NULL, &f), sr = send_wait(p, sq, NULL, &e);
+	CHECK(sr == -ETIMEDOUT && e.fault == 9, "sender: %d fault %u", sr, e.fault);
+	CHECK(rr == -ETIMEDOUT && f.fault == 9 && f.value[0] == 21,
+	      "receiver of a message its own hops failed: %d (0 = delivered as good data) "
+	      "fault %u",
+	      rr, f.fault);
+	pair_free(p);
+}
+
+/* A transport that can never hand the PING over (always -EAGAIN: no connection to the peer's
+ * host can be made). xchan.h: "cannot hand it over for XCHAN_PING_DEAD_MS ... the endpoint
+ * fails with -ECONNRESET". */
+static const struct xnet *ping_inner;
+static int ping_eagain_send(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *iov,
+			    int niov, struct xnet_op *op)
+{
+	if (tag >> 60 == XCHAN_CTL)
+		return -EAGAIN;
+	return ping_inner->send(ctx, peer, tag, iov, niov, op);
+}
+
+static void test_review_a_ping_the_transport_never_takes_fails_the_endpoint(void)
+{
+	struct pair *p = pair_new(0, 0, NULL, NULL);
+	ping_inner = &p->e[0].net;
+	struct xnet wrapped = p->e[0].net;
+	wrapped.send = ping_eagain_send;
+	struct xchan_cfg ct = {.net = &wrapped, .peer = 1, .conn = 8};
+	struct xchan_tx *tx = NULL;
+	CHECK(xchan_tx_new(&ct, &tx) == 0, "tx_new");
+	struct chan_err e = {0};
+	int rc = 0;
+	int64_t until = mono_ns() + (int64_t)(XCHAN_PING_DEAD_MS + 700) * 1000000;
+	while (!rc && mono_ns() < until) {
+		rc = xchan_tx_ping(tx, &e);
+		struct timespec ts = {0, 50 * 1000000};
+		nanosleep(&ts, NULL);
+	}
+	CHECK(rc == -ECONNRESET, "a PING refused for %d ms: %d (0 = never noticed)",
+	      XCHAN_PING_DEAD_MS + 700, rc);
+	/* free without the CLOSE getting out: bounded, nothing to drain */
+	xchan_tx_free(tx);
+	pair_free(p);
+}
+
+/* The sender fails on its own (here the model refuses to reserve the route; likewise a
+ * transport that refuses a send, or a corrupt CTS): xchan_tx_free sends no CLOSE ("a failed
+ * peer fails and closes too"), but the receiver knows nothing of it, and its process is alive
+ * (a PING still gets through): its posted receive waits for ever. */
+static int fm_post_refuses(void *ctx, int64_t now, uint64_t bytes, struct xchan_stamp *s)
+{
+	(void)ctx;
+	(void)now;
+	(void)bytes;
+	(void)s;
+	return -EIO;
+}
+
+static const struct xchan_model refusing_model = {fm_post_refuses, fm_arrive, fm_acked};
+
+static void test_review_a_sender_that_fails_alone_still_releases_the_receiver(void)
+{
+	struct fake_model m = {0};
+	struct pair *p = pair_new(0, 0, &refusing_model, &m);
+	uint8_t s[16] = {0}, d[16];
+	uint64_t cap[1] = {16};
+	int32_t tags[1] = {1};
+	chan_req rq, sq;
+	struct chan_err e = {0};
+	CHECK(xchan_rx_post(p->rx, 1, (void *[]){d}, cap, tags, &rq, NULL) == 0, "rx post");
+	CHECK(send_post(p, s, 16, 1, &sq) == -EIO, "the sender fails on its own");
+	xchan_tx_free(p->tx);
+	p->tx = NULL;
+	int rc = 0, done = 0;
+	for (int i = 0; i < 10000 && !rc && !done; i++) {
+		rc = xchan_rx_test(p->rx, rq, &done, NULL, &e);
+		if (!rc && !done && i % 100 == 0)
+			rc = xchan_rx_ping(p->rx, &e);
+	}
+	CHECK(rc == -ECONNRESET, "the receiver after its sender failed and closed: %d (0 = waits "
+	      "for ever)", rc);
+	pair_free(p);
+}
+
 /* ---- limits and misuse --------------------------------------------------------------------- */
 
 static void test_limits_and_misuse(void)
@@ -517,6 +634,9 @@ static const struct check_case cases[] = {
 	CHECK_CASE(test_a_send_in_flight_when_the_receiver_closes_fails),
 	CHECK_CASE(test_a_peer_that_is_gone_fails_both_ends),
 	CHECK_CASE(test_limits_and_misuse),
+	CHECK_CASE(test_review_a_message_the_receivers_hops_fail_fails_the_receiver_too),
+	CHECK_CASE(test_review_a_ping_the_transport_never_takes_fails_the_endpoint),
+	CHECK_CASE(test_review_a_sender_that_fails_alone_still_releases_the_receiver),
 };
 
 int main(int argc, char **argv)
