@@ -439,7 +439,10 @@ ncclResult_t sfnet_accept(void *listen_comm, void **recv_comm,
 		l->deadline_ms = sfnet_now_ms() + sfnet_g.connect_timeout_ms;
 	struct sfnet_comm *c = NULL;
 	struct sfxh_peer xp;
-	if (l->x && sfxh_accept_poll(l->x, &xp) == 1) { /* a connect from another host */
+	int xk = l->x ? sfxh_accept_poll(l->x, &xp) : 0;
+	if (xk < 0)
+		res = ncclSystemError; /* logged: the listener fails (sticky, below) */
+	if (xk == 1) { /* a connect from another host */
 		const char *no = xhost_refusal();
 		res = no ? ncclInvalidUsage
 			 : comm_xopen(SFNET_RECV, l->obj.ctx, l->dev, &xp,

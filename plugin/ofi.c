@@ -152,12 +152,15 @@ static int ofi_cancel(void *ctx, struct xnet_op *op)
 }
 
 /* An error completion: the op fails with the errno it names (a peer gone: -ECONNRESET). */
-static void ofi_take_error(struct sfofi *o)
+/* 0, or -EIO when the error entry cannot be read (the CQ is broken: no spinning on it). */
+static int ofi_take_error(struct sfofi *o)
 {
 	struct fi_cq_err_entry e;
 	memset(&e, 0, sizeof(e));
-	if (fi_cq_readerr(o->cq, &e, 0) != 1 || !e.op_context)
-		return;
+	if (fi_cq_readerr(o->cq, &e, 0) != 1)
+		return -EIO;
+	if (!e.op_context)
+		return 0;
 	int status;
 	switch (e.err) {
 	case FI_ECANCELED:
@@ -174,21 +177,28 @@ static void ofi_take_error(struct sfofi *o)
 		break;
 	}
 	xop_finish(e.op_context, status, (e.flags & FI_RECV) ? e.len + e.olen : 0);
+	return 0;
 }
 
 static int ofi_progress(void *ctx)
 {
 	struct sfofi *o = ctx;
 	struct fi_cq_tagged_entry ent[SFOFI_CQ_BATCH];
+	int rc = 0;
 	pthread_mutex_lock(&o->lock);
 	for (;;) {
 		ssize_t n = fi_cq_read(o->cq, ent, SFOFI_CQ_BATCH);
 		if (n == -FI_EAVAIL) {
-			ofi_take_error(o);
+			if ((rc = ofi_take_error(o)))
+				break;
 			continue;
 		}
-		if (n <= 0)
+		if (n == -FI_EAGAIN || n == 0)
 			break;
+		if (n < 0) { /* the completion queue itself failed: every channel over it does */
+			rc = ofi_err((int)n);
+			break;
+		}
 		for (ssize_t i = 0; i < n; i++)
 			if (ent[i].op_context)
 				xop_finish(ent[i].op_context, 0,
@@ -197,7 +207,7 @@ static int ofi_progress(void *ctx)
 			break;
 	}
 	pthread_mutex_unlock(&o->lock);
-	return 0;
+	return rc;
 }
 
 static struct fi_info *hints_new(const struct ofi_lib *l, const char *prov)

@@ -184,26 +184,35 @@ int sfxh_listen_new(const char *what, struct sfxh_listen **out, struct sfxh_addr
 int sfxh_accept_poll(struct sfxh_listen *l, struct sfxh_peer *p)
 {
 	const struct xnet *net = sfxh_net();
-	net->progress(net->ctx);
+	int rc = net->progress(net->ctx);
+	if (rc) {
+		PWARN("%s: the cross-host endpoint failed: %s", l->what, strerror(-rc));
+		return rc;
+	}
 	if (!xop_done(&l->hello_op))
 		return 0;
 	struct xh_hello h = l->hello;
 	int status = l->hello_op.status;
 	uint64_t len = l->hello_op.len;
-	int rc = listen_post(l); /* for the next connect */
+	rc = listen_post(l); /* for the next connect; a listener that cannot wait for one fails */
+	if (rc) {
+		PWARN("%s: cannot wait for the next cross-host connect: %s", l->what,
+		      strerror(-rc));
+		return rc;
+	}
 	if (status || len != sizeof(h) || h.magic != XH_MAGIC || !h.len || h.len > SFOFI_ADDR_MAX) {
 		PWARN("%s: a malformed cross-host connect (%llu bytes, status %d, magic 0x%x): "
 		      "ignored",
 		      l->what, (unsigned long long)len, status, h.magic);
-		return rc;
+		return 0;
 	}
 	memset(p, 0, sizeof(*p));
 	rc = sfofi_peer(X.o, h.addr, h.len, &p->peer);
-	if (rc) {
+	if (rc) { /* no way to answer it: its connect times out, naming this host */
 		PWARN("%s: the connect from host %u cannot be answered: its address is refused "
-		      "(%s)",
+		      "(%s); ignored",
 		      l->what, h.host, strerror(-rc));
-		return rc;
+		return 0;
 	}
 	p->conn = conn_id();
 	p->nonce = h.nonce;

@@ -59,7 +59,8 @@ struct sfxh_listen;
  * *a. 0 or a negative errno (then only same-host peers can connect). */
 int sfxh_listen_new(const char *what, struct sfxh_listen **out, struct sfxh_addr *a);
 /* A HELLO waiting? 1 with *p filled, a fresh connection id included (the caller then opens
- * its receive end and answers with sfxh_welcome), 0 none yet, < 0 failed. */
+ * its receive end and answers with sfxh_welcome), 0 none yet (a malformed one is logged and
+ * dropped), < 0 the listener's handshake failed (logged): the listener should fail. */
 int sfxh_accept_poll(struct sfxh_listen *l, struct sfxh_peer *p);
 /* Answer the HELLO accept_poll returned: status 0 (the receive end is open) or an errno. */
 int sfxh_welcome(struct sfxh_listen *l, const struct sfxh_peer *p, int status);

@@ -250,7 +250,8 @@ static void ctl_send(const struct xchan_cfg *c, uint32_t dir, struct xw_ctl *out
 static int ping(const struct xchan_cfg *c, uint32_t dir, struct xw_ctl *out, struct xnet_op *op,
 		int64_t *since)
 {
-	const int64_t dead = (int64_t)XCHAN_PING_DEAD_MS * 1000000;
+	const int64_t dead =
+		(int64_t)(c->ping_dead_ms ? c->ping_dead_ms : XCHAN_PING_DEAD_MS) * 1000000;
 	if (xop_busy(op)) /* the transport could not hand it to the peer's host for this long */
 		return now_ns() - *since > dead ? -ETIMEDOUT : 0;
 	if (xop_done(op)) {
@@ -685,11 +686,12 @@ static int rx_take_data(struct xchan_rx *rx, struct xrx_recv *r, int b, struct c
 {
 	struct xrx_buf *x = &r->b[b];
 	struct xw_hdr h = x->hdr;
-	if (x->op.status == -EMSGSIZE) {
-		ctl_send(&rx->c, XDIR_TO_TX, &rx->ctl_out, &rx->ctl_out_op, XCTL_EMSGSIZE,
-			 x->op.len, x->cap);
+	if (x->op.status == -EMSGSIZE) { /* the transport's length counts the header */
+		uint64_t sent = x->op.len > sizeof(h) ? x->op.len - sizeof(h) : 0;
+		ctl_send(&rx->c, XDIR_TO_TX, &rx->ctl_out, &rx->ctl_out_op, XCTL_EMSGSIZE, sent,
+			 x->cap);
 		return stick(&rx->failed, err, -EMSGSIZE, "send larger than the posted receive",
-			     x->op.len, x->cap);
+			     sent, x->cap);
 	}
 	if (x->op.status)
 		return rx->closing
@@ -720,9 +722,9 @@ static int rx_take_data(struct xchan_rx *rx, struct xrx_recv *r, int b, struct c
 			r->ready_ns = ready;
 	}
 	/* the sender's hops, or this host's (arrive's word, carried back in the ACK) */
-	const struct xchan_stamp *fs = doomed ? &h.st
-				       : (rx->ack_out[i].st.flags & XCHAN_S_FAIL) ? &rx->ack_out[i].st
-										  : NULL;
+	const struct xchan_stamp *fs = doomed		   ? &h.st
+		: (rx->ack_out[i].st.flags & XCHAN_S_FAIL) ? &rx->ack_out[i].st
+							   : NULL;
 	if (fs && !r->doomed) {
 		r->doomed = 1;
 		r->fault = fs->fault;

@@ -83,6 +83,8 @@ struct xchan_cfg {
 	uint32_t conn; /* 1..XCHAN_MAX_CONN, the same at both ends, unique between the two */
 	const struct xchan_model *model; /* NULL: the ideal fabric */
 	void *model_ctx;
+	uint32_t ping_dead_ms; /* a PING not handed over this long fails the endpoint (0: the
+				  default, XCHAN_PING_DEAD_MS) */
 };
 
 struct xchan_tx;
@@ -97,6 +99,10 @@ int xchan_rx_new(const struct xchan_cfg *cfg, struct xchan_rx **out);
  * (at most XCHAN_DRAIN_MS; XCHAN_GONE_DRAIN_MS when the peer is known gone) for the transport
  * to give every op back. An endpoint whose ops the transport still holds after that is left
  * allocated rather than freed under it (a leak, never a use after free). NULL-safe.
+ * Known limits (docs/scale-out.md): the wait runs under the plugin's setup lock, so a peer that
+ * holds many sends unfinished slows closes by up to XCHAN_DRAIN_MS each; and the application's
+ * buffers of requests still held by the transport when the wait gives up are not protected
+ * (the transport may still read or write them after the close returns).
  */
 #define XCHAN_DRAIN_MS 2000
 #define XCHAN_GONE_DRAIN_MS 100
@@ -125,7 +131,7 @@ int xchan_rx_progress(struct xchan_rx *rx, struct chan_err *err);
  * to it is noticed so. A stopped process (node_freeze) is not dead: its host's kernel still
  * takes the PING, as a frozen host's NIC still acknowledges. 0 or the endpoint's error.
  */
-#define XCHAN_PING_DEAD_MS 5000
+#define XCHAN_PING_DEAD_MS 30000 /* long past a node_freeze's usual window (seconds) */
 int xchan_tx_ping(struct xchan_tx *tx, struct chan_err *err);
 int xchan_rx_ping(struct xchan_rx *rx, struct chan_err *err);
 /* The peer's process is gone (the daemon says so: the transport may never notice a posted

@@ -511,19 +511,20 @@ static void test_review_a_ping_the_transport_never_takes_fails_the_endpoint(void
 	ping_inner = &p->e[0].net;
 	struct xnet wrapped = p->e[0].net;
 	wrapped.send = ping_eagain_send;
-	struct xchan_cfg ct = {.net = &wrapped, .peer = 1, .conn = 8};
+	struct xchan_cfg ct = {.net = &wrapped, .peer = 1, .conn = 8, .ping_dead_ms = 300};
 	struct xchan_tx *tx = NULL;
 	CHECK(xchan_tx_new(&ct, &tx) == 0, "tx_new");
 	struct chan_err e = {0};
 	int rc = 0;
-	int64_t until = mono_ns() + (int64_t)(XCHAN_PING_DEAD_MS + 700) * 1000000;
+	int64_t t0 = mono_ns(), until = t0 + (int64_t)(300 + 700) * 1000000;
 	while (!rc && mono_ns() < until) {
 		rc = xchan_tx_ping(tx, &e);
 		struct timespec ts = {0, 50 * 1000000};
 		nanosleep(&ts, NULL);
 	}
-	CHECK(rc == -ECONNRESET, "a PING refused for %d ms: %d (0 = never noticed)",
-	      XCHAN_PING_DEAD_MS + 700, rc);
+	CHECK(rc == -ECONNRESET, "a PING refused for %d ms: %d (0 = never noticed)", 300 + 700, rc);
+	CHECK(mono_ns() - t0 >= 300 * 1000000LL, "not before its 300 ms: after %lld ns",
+	      (long long)(mono_ns() - t0));
 	/* free without the CLOSE getting out: bounded, nothing to drain */
 	xchan_tx_free(tx);
 	pair_free(p);
@@ -563,8 +564,10 @@ static void test_review_a_sender_that_fails_alone_still_releases_the_receiver(vo
 		if (!rc && !done && i % 100 == 0)
 			rc = xchan_rx_ping(p->rx, &e);
 	}
-	CHECK(rc == -ECONNRESET, "the receiver after its sender failed and closed: %d (0 = waits "
-	      "for ever)", rc);
+	CHECK(rc == -ECONNRESET,
+	      "the receiver after its sender failed and closed: %d (0 = waits "
+	      "for ever)",
+	      rc);
 	pair_free(p);
 }
 
