@@ -18,6 +18,7 @@
 #include "sim/core/chan.h"
 #include "sim/fabmon.h"
 #include "sim/log.h"
+#include "sim/shm.h"
 #include "sim/srv_int.h"
 
 #define SRV_CLOSED_KEEP 256 /* freed channels still listed by show */
@@ -126,26 +127,12 @@ void srv_chan_end_gone(struct srv *s, struct channel *ch, int side, const char *
 /* Make a channel's shared memory. Returns the memfd (the channel keeps only the mapping). */
 int srv_chan_create(struct srv *s, struct channel **out, char *err, size_t errlen)
 {
-	const char *step = "memfd_create";
+	const char *step;
 	size_t len = s->shm_bytes;
-	void *base = MAP_FAILED;
+	void *base;
 	struct channel *ch = NULL;
-	int fd = memfd_create("simfabric-chan", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int fd = shm_sealed("simfabric-chan", len, &base, &step);
 	if (fd < 0)
-		goto fail;
-	step = "fchmod 0600";
-	if (fchmod(fd, 0600) < 0)
-		goto fail;
-	step = "ftruncate";
-	if (ftruncate(fd, (off_t)len) < 0)
-		goto fail;
-	/* Sealed, so no client can shrink the region under the other's mapping (SIGBUS). */
-	step = "sealing";
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
-		goto fail;
-	step = "mmap";
-	base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (base == MAP_FAILED)
 		goto fail;
 	step = "allocating the channel";
 	errno = ENOMEM;

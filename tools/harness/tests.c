@@ -791,6 +791,41 @@ static float t_ar_val(int r, size_t i)
 	return (float)((int)((i * 7 + (size_t)r * 13) % 17) - 8);
 }
 
+/*
+ * Posts the slices of [buf, +bytes) from *posted on while fewer than T_AR_WINDOW are past *done:
+ * sends tagged tag (send), else receives from tag. -1 on a failure, else how many it posted.
+ */
+static int t_ar_post(int send, struct eng_conn *c, char *buf, size_t bytes, void *mh,
+		     struct eng_op *ops, int tag, size_t n, size_t done, size_t *posted)
+{
+	int moved = 0;
+	while (*posted < n && *posted - done < T_AR_WINDOW) {
+		size_t off = *posted * T_AR_SLICE;
+		size_t len = bytes - off < T_AR_SLICE ? bytes - off : T_AR_SLICE;
+		struct eng_op *op = &ops[*posted % T_AR_WINDOW];
+		int r = send ? eng_isend(c, buf + off, len, tag, mh, op)
+			     : t_irecv1(c, buf + off, len, tag, mh, op);
+
+		if (r < 0)
+			return -1;
+		if (r)
+			break;
+		(*posted)++, moved++;
+	}
+	return moved;
+}
+
+/* Counts the slices from *done on that completed, up to posted; -1 if one failed. */
+static int t_ar_reap(const struct eng_op *ops, size_t posted, size_t *done)
+{
+	while (*done < posted && ops[*done % T_AR_WINDOW].state != ENG_OP_PENDING) {
+		if (ops[*done % T_AR_WINDOW].state != ENG_OP_DONE)
+			return -1;
+		(*done)++;
+	}
+	return 0;
+}
+
 /* Sends [sbuf, +sbytes) and receives [rbuf, +rbytes) in slices, at most 8 of each in flight. */
 static int t_ar_step_ops(struct eng *e, struct eng_conn *sc, struct eng_conn *rc, char *sbuf,
 			 size_t sbytes, void *smh, char *rbuf, size_t rbytes, void *rmh,
@@ -801,41 +836,14 @@ static int t_ar_step_ops(struct eng *e, struct eng_conn *sc, struct eng_conn *rc
 	int me = hx_w.rank, prev = hx_ring_prev();
 
 	while (sd < ns || rd < nr) {
-		int moved = 0, why;
+		int why, rm = t_ar_post(0, rc, rbuf, rbytes, rmh, rops, prev, nr, rd, &rp);
+		int sm = rm < 0 ? -1 : t_ar_post(1, sc, sbuf, sbytes, smh, sops, me, ns, sd, &sp);
 
-		while (rp < nr && rp - rd < T_AR_WINDOW) {
-			size_t off = rp * T_AR_SLICE, len = rbytes - off < T_AR_SLICE ? rbytes - off
-										: T_AR_SLICE;
-			int r = t_irecv1(rc, rbuf + off, len, prev, rmh, &rops[rp % T_AR_WINDOW]);
-
-			if (r < 0)
-				return -1;
-			if (r)
-				break;
-			rp++, moved++;
-		}
-		while (sp < ns && sp - sd < T_AR_WINDOW) {
-			size_t off = sp * T_AR_SLICE, len = sbytes - off < T_AR_SLICE ? sbytes - off
-										: T_AR_SLICE;
-			int r = eng_isend(sc, sbuf + off, len, me, smh, &sops[sp % T_AR_WINDOW]);
-
-			if (r < 0)
-				return -1;
-			if (r)
-				break;
-			sp++, moved++;
-		}
-		moved += eng_progress(e);
-		while (rd < rp && rops[rd % T_AR_WINDOW].state != ENG_OP_PENDING) {
-			if (rops[rd % T_AR_WINDOW].state != ENG_OP_DONE)
-				return -1;
-			rd++;
-		}
-		while (sd < sp && sops[sd % T_AR_WINDOW].state != ENG_OP_PENDING) {
-			if (sops[sd % T_AR_WINDOW].state != ENG_OP_DONE)
-				return -1;
-			sd++;
-		}
+		if (sm < 0)
+			return -1;
+		int moved = rm + sm + eng_progress(e);
+		if (t_ar_reap(rops, rp, &rd) || t_ar_reap(sops, sp, &sd))
+			return -1;
 		why = eng_expired(e);
 		if (why) {
 			hx_fail(e->t, why == 2 ? "allreduce: aborted (another rank failed), %zu/%zu slices "
