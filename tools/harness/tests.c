@@ -134,6 +134,33 @@ void t_unload(struct hx_test *t)
 
 #define T_MAX_CONNECT_LINKS 4096
 
+/* The first leg of the connect test's round trip on every link of ls with an end on rank me: its
+ * receive (send == 0, on the link's dst) or its send (on its src), sized 64..124 bytes by link. */
+static void t_connect_post(struct hx_test *t, struct eng_links *ls, int me, int send, void **bufs,
+			   struct eng_op *ops)
+{
+	for (int i = 0; i < ls->n && !hx_failed(t); i++) {
+		struct eng_link *l = &ls->v[i];
+		size_t sz = 64 + (size_t)(i % 61);
+		void *mh;
+
+		if ((send ? l->src : l->dst) != me)
+			continue;
+		if (send) {
+			bufs[i] = hx_alloc(sz);
+			hx_fill(bufs[i], sz, hx_seed(T_SEED_CONNECT, (uint64_t)me, (uint64_t)i, 0));
+			if (eng_reg(l->send, bufs[i], 4096, &mh) == 0)
+				eng_send(l->send, bufs[i], sz, me, mh, &ops[i]);
+			continue;
+		}
+		bufs[i] = hx_alloc(sz + 64);
+		memset(bufs[i], HX_POISON_BYTE, sz + 64);
+		ops[i].want_sizes = 1;
+		if (eng_reg(l->recv, bufs[i], 4096, &mh) == 0)
+			eng_recv1(l->recv, bufs[i], sz + 64, l->src, mh, &ops[i]);
+	}
+}
+
 void t_connect(struct hx_test *t)
 {
 	struct eng e;
@@ -192,31 +219,8 @@ void t_connect(struct hx_test *t)
 			    ls.v[k].sdev == ls.v[i].rdev && ls.v[k].rdev == ls.v[i].sdev)
 				rev[i] = k;
 	}
-	for (i = 0; i < n && !hx_failed(t); i++) {
-		struct eng_link *l = &ls.v[i];
-		size_t sz = 64 + (size_t)(i % 61);
-		void *mh;
-
-		if (l->dst != me)
-			continue;
-		bufs[i] = hx_alloc(sz + 64);
-		memset(bufs[i], HX_POISON_BYTE, sz + 64);
-		ops[i].want_sizes = 1;
-		if (eng_reg(l->recv, bufs[i], 4096, &mh) == 0)
-			eng_recv1(l->recv, bufs[i], sz + 64, l->src, mh, &ops[i]);
-	}
-	for (i = 0; i < n && !hx_failed(t); i++) {
-		struct eng_link *l = &ls.v[i];
-		size_t sz = 64 + (size_t)(i % 61);
-		void *mh;
-
-		if (l->src != me)
-			continue;
-		bufs[i] = hx_alloc(sz);
-		hx_fill(bufs[i], sz, hx_seed(T_SEED_CONNECT, (uint64_t)me, (uint64_t)i, 0));
-		if (eng_reg(l->send, bufs[i], 4096, &mh) == 0)
-			eng_send(l->send, bufs[i], sz, me, mh, &ops[i]);
-	}
+	t_connect_post(t, &ls, me, 0, bufs, ops); /* every receive first */
+	t_connect_post(t, &ls, me, 1, bufs, ops);
 	if (!hx_failed(t))
 		eng_wait_all(&e);
 	for (i = 0; i < n && !hx_failed(t); i++) {
