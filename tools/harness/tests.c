@@ -134,30 +134,65 @@ void t_unload(struct hx_test *t)
 
 #define T_MAX_CONNECT_LINKS 4096
 
-/* The first leg of the connect test's round trip on every link of ls with an end on rank me: its
- * receive (send == 0, on the link's dst) or its send (on its src), sized 64..124 bytes by link. */
-static void t_connect_post(struct hx_test *t, struct eng_links *ls, int me, int send, void **bufs,
-			   struct eng_op *ops)
+/*
+ * The connect test's round trip on every link l of ls: the message goes l->src -> l->dst on l,
+ * its echo (echo) back on l's reverse, rev[i] (none where it is -1), into ebufs, completing
+ * ops[n + i]. Posts this rank's side of one leg: its receives (send == 0) or its sends; the
+ * message is 64..124 bytes by link, the receive's buffer 64 bytes longer, poisoned.
+ */
+static void t_connect_post(struct hx_test *t, struct eng_links *ls, const int *rev, int me,
+			   int echo, int send, void **bufs, void **ebufs, struct eng_op *ops)
 {
 	for (int i = 0; i < ls->n && !hx_failed(t); i++) {
 		struct eng_link *l = &ls->v[i];
 		size_t sz = 64 + (size_t)(i % 61);
+		int from = echo ? l->dst : l->src, to = echo ? l->src : l->dst;
+		struct eng_op *op = &ops[echo ? ls->n + i : i];
 		void *mh;
 
-		if ((send ? l->src : l->dst) != me)
+		if ((send ? from : to) != me || (echo && rev[i] < 0))
 			continue;
+		struct eng_link *on = echo ? &ls->v[rev[i]] : l;
 		if (send) {
-			bufs[i] = hx_alloc(sz);
-			hx_fill(bufs[i], sz, hx_seed(T_SEED_CONNECT, (uint64_t)me, (uint64_t)i, 0));
-			if (eng_reg(l->send, bufs[i], 4096, &mh) == 0)
-				eng_send(l->send, bufs[i], sz, me, mh, &ops[i]);
+			if (!echo) {
+				bufs[i] = hx_alloc(sz);
+				hx_fill(bufs[i], sz,
+					hx_seed(T_SEED_CONNECT, (uint64_t)me, (uint64_t)i, 0));
+			}
+			if (eng_reg(on->send, bufs[i], 4096, &mh) == 0)
+				eng_send(on->send, bufs[i], sz, me, mh, op);
 			continue;
 		}
-		bufs[i] = hx_alloc(sz + 64);
-		memset(bufs[i], HX_POISON_BYTE, sz + 64);
-		ops[i].want_sizes = 1;
-		if (eng_reg(l->recv, bufs[i], 4096, &mh) == 0)
-			eng_recv1(l->recv, bufs[i], sz + 64, l->src, mh, &ops[i]);
+		void **b = echo ? ebufs : bufs;
+		b[i] = hx_alloc(sz + 64);
+		memset(b[i], HX_POISON_BYTE, sz + 64);
+		op->want_sizes = 1;
+		if (eng_reg(on->recv, b[i], 4096, &mh) == 0)
+			eng_recv1(on->recv, b[i], sz + 64, from, mh, op);
+	}
+}
+
+/* Checks what this rank received in one leg of the round trip (t_connect_post). */
+static void t_connect_check(struct hx_test *t, struct eng_links *ls, const int *rev, int me,
+			    int echo, void **bufs, void **ebufs, struct eng_op *ops)
+{
+	for (int i = 0; i < ls->n && !hx_failed(t); i++) {
+		struct eng_link *l = &ls->v[i];
+		size_t sz = 64 + (size_t)(i % 61);
+		struct eng_op *op = &ops[echo ? ls->n + i : i];
+		char what[96];
+
+		if ((echo ? l->src : l->dst) != me || (echo && rev[i] < 0))
+			continue;
+		if (echo)
+			snprintf(what, sizeof(what), "connect: echo from rank %d dev %d", l->dst,
+				 l->rdev);
+		else
+			snprintf(what, sizeof(what), "connect: message from rank %d dev %d to dev %d",
+				 l->src, l->sdev, l->rdev);
+		t_check(t, what, echo ? ebufs[i] : bufs[i], sz, sz + 64,
+			hx_seed(T_SEED_CONNECT, (uint64_t)l->src, (uint64_t)i, 0), op->sizes[0],
+			op->sizes_known);
 	}
 }
 
@@ -219,61 +254,17 @@ void t_connect(struct hx_test *t)
 			    ls.v[k].sdev == ls.v[i].rdev && ls.v[k].rdev == ls.v[i].sdev)
 				rev[i] = k;
 	}
-	t_connect_post(t, &ls, me, 0, bufs, ops); /* every receive first */
-	t_connect_post(t, &ls, me, 1, bufs, ops);
+	t_connect_post(t, &ls, rev, me, 0, 0, bufs, ebufs, ops); /* every receive first */
+	t_connect_post(t, &ls, rev, me, 0, 1, bufs, ebufs, ops);
 	if (!hx_failed(t))
 		eng_wait_all(&e);
-	for (i = 0; i < n && !hx_failed(t); i++) {
-		struct eng_link *l = &ls.v[i];
-		size_t sz = 64 + (size_t)(i % 61);
-		char what[96];
-
-		if (l->dst != me)
-			continue;
-		snprintf(what, sizeof(what), "connect: message from rank %d dev %d to dev %d", l->src,
-			 l->sdev, l->rdev);
-		t_check(t, what, bufs[i], sz, sz + 64,
-			hx_seed(T_SEED_CONNECT, (uint64_t)l->src, (uint64_t)i, 0), ops[i].sizes[0],
-			ops[i].sizes_known);
-	}
+	t_connect_check(t, &ls, rev, me, 0, bufs, ebufs, ops);
 	/* Echo back on the reverse link; the original sender compares with what it sent. */
-	for (i = 0; i < n && !hx_failed(t); i++) {
-		struct eng_link *l = &ls.v[i];
-		size_t sz = 64 + (size_t)(i % 61);
-		void *mh;
-
-		if (l->src != me || rev[i] < 0)
-			continue;
-		ebufs[i] = hx_alloc(sz + 64);
-		memset(ebufs[i], HX_POISON_BYTE, sz + 64);
-		ops[n + i].want_sizes = 1;
-		if (eng_reg(ls.v[rev[i]].recv, ebufs[i], 4096, &mh) == 0)
-			eng_recv1(ls.v[rev[i]].recv, ebufs[i], sz + 64, l->dst, mh, &ops[n + i]);
-	}
-	for (i = 0; i < n && !hx_failed(t); i++) {
-		struct eng_link *l = &ls.v[i];
-		size_t sz = 64 + (size_t)(i % 61);
-		void *mh;
-
-		if (l->dst != me || rev[i] < 0)
-			continue;
-		if (eng_reg(ls.v[rev[i]].send, bufs[i], 4096, &mh) == 0)
-			eng_send(ls.v[rev[i]].send, bufs[i], sz, me, mh, &ops[n + i]);
-	}
+	t_connect_post(t, &ls, rev, me, 1, 0, bufs, ebufs, ops);
+	t_connect_post(t, &ls, rev, me, 1, 1, bufs, ebufs, ops);
 	if (!hx_failed(t))
 		eng_wait_all(&e);
-	for (i = 0; i < n && !hx_failed(t); i++) {
-		struct eng_link *l = &ls.v[i];
-		size_t sz = 64 + (size_t)(i % 61);
-		char what[96];
-
-		if (l->src != me || rev[i] < 0)
-			continue;
-		snprintf(what, sizeof(what), "connect: echo from rank %d dev %d", l->dst, l->rdev);
-		t_check(t, what, ebufs[i], sz, sz + 64,
-			hx_seed(T_SEED_CONNECT, (uint64_t)me, (uint64_t)i, 0), ops[n + i].sizes[0],
-			ops[n + i].sizes_known);
-	}
+	t_connect_check(t, &ls, rev, me, 1, bufs, ebufs, ops);
 close:
 	eng_links_close(&e, &ls, 0, ls.n);
 	if (!hx_failed(t) && bufs) {
