@@ -179,7 +179,7 @@ bench: deps all
 		$(PYTHON) tools/bench/bench_models.py --build $(B) || rc=1; echo; \
 		$(PYTHON) tools/bench/bench_nccl.py --build-dir $(B) || rc=1; exit $$rc
 
-# One screen: the build's lines go to $(B)/demo/build.log (tools/sfdemo.py; installed, it is
+# One screen: the build's lines go to $(B)/demo/build.log (tools/sf/demo.py; installed, it is
 # `simfabric demo`).
 demo: deps
 	$(Q)$(PYTHON) tools/sfdemo.py --build $(B) --make $(MAKE)
@@ -198,8 +198,9 @@ soak: all
 
 # ---- install and uninstall (docs/install.md says what goes where) ------------------------------
 # LIBDIR takes the libraries (lib/x86_64-linux-gnu on a multiarch system). The Python modules go
-# to $(PREFIX)/lib/simfabric/python whatever LIBDIR is: bin/simfabric finds them from its own
-# place, and sflaunch finds the programs and LIBDIR from theirs (sfinstall.py, written here).
+# to $(PREFIX)/lib/simfabric/python whatever LIBDIR is (the package sf/, with the old module
+# names beside it): bin/simfabric finds them from its own place, and sf.paths finds the programs
+# and LIBDIR from theirs (sfinstall.py, written here).
 LIBDIR ?= $(PREFIX)/lib
 BINDIR := $(PREFIX)/bin
 SF_PYDIR := $(PREFIX)/lib/simfabric/python
@@ -214,18 +215,20 @@ INSTALL ?= install
 INST_BIN := $(DAEMON) $(HARNESS)
 INST_LIB := $(PLUGIN) $(PROFCHECK)
 INST_PY := $(wildcard tools/*.py) pytests/simfabric_pytest.py
+INST_PYPKG := $(wildcard tools/sf/*.py)
 INST_SCENARIOS := $(wildcard scenarios/*.yaml) scenarios/README.md
 MAN1 := $(B)/man/simfabric.1 $(B)/man/simfabricd.1 $(B)/man/simfabric-harness.1
 COMPLETION := $(B)/completion/simfabric
 INST_FILES := $(addprefix $(BINDIR)/,$(notdir $(INST_BIN)) simfabric simfabric-nccljob) \
 	$(addprefix $(LIBDIR)/,$(notdir $(INST_LIB))) \
 	$(addprefix $(SF_PYDIR)/,$(notdir $(INST_PY)) sfinstall.py sfpyhook/sitecustomize.py \
-		scripts/nccl-libdir.sh) \
+		scripts/nccl-libdir.sh) $(addprefix $(SF_PYDIR)/sf/,$(notdir $(INST_PYPKG))) \
 	$(addprefix $(SF_SCENARIODIR)/,$(notdir $(INST_SCENARIOS))) $(SF_INCLUDEDIR)/ncclnet.h \
 	$(addprefix $(MAN1DIR)/,$(notdir $(MAN1))) $(COMPLETIONDIR)/simfabric \
 	$(PKGCONFIGDIR)/simfabric.pc
 # Directories that are simfabric's alone, innermost first: uninstall removes them when empty.
-INST_OWN_DIRS := $(SF_PYDIR)/sfpyhook $(SF_PYDIR)/scripts $(SF_PYDIR) $(PREFIX)/lib/simfabric \
+INST_OWN_DIRS := $(SF_PYDIR)/sf $(SF_PYDIR)/sfpyhook $(SF_PYDIR)/scripts $(SF_PYDIR) \
+	$(PREFIX)/lib/simfabric \
 	$(SF_SCENARIODIR) $(PREFIX)/share/simfabric $(SF_INCLUDEDIR)
 SF_VERSION = $(shell sed -n 's/.*SF_VERSION "\(.*\)".*/\1/p' sim/core/version.h)
 
@@ -236,7 +239,8 @@ all: man completion
 
 # Man pages are the programs' --help (tools/scripts/mkman.py; help2man is not a dependency).
 MKMAN = $(PYTHON) tools/scripts/mkman.py --version $(SF_VERSION) --out $@
-$(B)/man/simfabric.1: tools/simfabric $(wildcard tools/*.py) tools/scripts/mkman.py sim/core/version.h
+$(B)/man/simfabric.1: tools/simfabric $(wildcard tools/*.py tools/sf/*.py) tools/scripts/mkman.py \
+		sim/core/version.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  MAN     $@")
 	$(Q)$(MKMAN) --name simfabric --see-also simfabricd simfabric-harness \
@@ -256,13 +260,13 @@ $(B)/man/simfabric-harness.1: $(HARNESS) tools/scripts/mkman.py
 		-- $(HARNESS)
 
 # A static bash completion from the CLI's parser (argcomplete is not on every machine).
-$(COMPLETION): tools/simfabric $(wildcard tools/*.py) tools/scripts/mkcompletion.py
+$(COMPLETION): tools/simfabric $(wildcard tools/*.py tools/sf/*.py) tools/scripts/mkcompletion.py
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  GEN     $@")
 	$(Q)$(PYTHON) tools/scripts/mkcompletion.py tools/simfabric $@
 
 install: all
-	$(INSTALL) -d $(addprefix $(DESTDIR),$(BINDIR) $(LIBDIR) $(SF_PYDIR)/sfpyhook \
+	$(INSTALL) -d $(addprefix $(DESTDIR),$(BINDIR) $(LIBDIR) $(SF_PYDIR)/sf $(SF_PYDIR)/sfpyhook \
 		$(SF_PYDIR)/scripts $(SF_SCENARIODIR) $(SF_INCLUDEDIR) $(MAN1DIR) $(COMPLETIONDIR) \
 		$(PKGCONFIGDIR))
 	$(INSTALL) -m 0755 $(INST_BIN) $(DESTDIR)$(BINDIR)/
@@ -271,6 +275,7 @@ install: all
 	if [ -e $(NCCLJOB) ]; then $(INSTALL) -m 0755 $(NCCLJOB) $(DESTDIR)$(BINDIR)/; fi
 	$(INSTALL) -m 0755 $(INST_LIB) $(DESTDIR)$(LIBDIR)/
 	$(INSTALL) -m 0644 $(INST_PY) $(DESTDIR)$(SF_PYDIR)/
+	$(INSTALL) -m 0644 $(INST_PYPKG) $(DESTDIR)$(SF_PYDIR)/sf/
 	$(INSTALL) -m 0644 tools/sfpyhook/sitecustomize.py $(DESTDIR)$(SF_PYDIR)/sfpyhook/
 	$(INSTALL) -m 0755 tools/scripts/nccl-libdir.sh $(DESTDIR)$(SF_PYDIR)/scripts/
 	printf '# Written by make install: the version, and LIBDIR relative to the prefix.\n%s\n%s\n' \
@@ -294,7 +299,8 @@ install: all
 # The Python caches are the installed modules' own (written when they first run).
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INST_FILES))
-	rm -rf $(addprefix $(DESTDIR),$(SF_PYDIR)/__pycache__ $(SF_PYDIR)/sfpyhook/__pycache__)
+	rm -rf $(addprefix $(DESTDIR),$(SF_PYDIR)/__pycache__ $(SF_PYDIR)/sf/__pycache__ \
+		$(SF_PYDIR)/sfpyhook/__pycache__)
 	for d in $(addprefix $(DESTDIR),$(INST_OWN_DIRS)); do \
 		if [ -d "$$d" ]; then rmdir "$$d" || exit 1; fi; done
 
@@ -332,6 +338,7 @@ FORMAT_CLEAN := docs/examples/buggy-plugin.c plugin/client.h plugin/net.h plugin
 	plugin/plugin.c plugin/prof.c plugin/trace.h sim/core/jsonw.h \
 	sim/dlist.h sim/fabmon.c sim/fabmon.h sim/log.c \
 	sim/log.h sim/sock.c sim/sock.h sim/srv_int.h \
+	sim/srv.c sim/srv_conn.c sim/srv_fault.c sim/srv_reg.c sim/srv_session.c sim/shm.c sim/shm.h \
 	sim/srv_look.c tools/harness/json.c tools/harness/state.c tools/nccljob/job.c \
 	tools/nccljob/wait.c tools/profcheck/ncclprof.h \
 	plugin/agent.c plugin/agent.h plugin/cudadrv.c plugin/cudadrv.h plugin/gpu.c plugin/gpu.h \

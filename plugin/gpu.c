@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "plugin/ncclenv.h"
 #include "plugin/plog.h"
 #include "sim/core/ctl.h"
 
@@ -48,13 +49,10 @@ static int env_count(const char *name, const char *what, uint64_t max, uint64_t 
 /* A setting that is one of two words (unset: the first): *second says which; -1 if neither. */
 static int env_either(const char *name, const char *first, const char *second, int *is_second)
 {
-	const char *e = getenv(name);
-	*is_second = e && !strcmp(e, second);
-	if (!e || !*e || *is_second || !strcmp(e, first))
+	const char *const words[] = {first, second, NULL};
+	if (!sfenv_word(name, getenv(name), words, is_second, G.setup_why, sizeof(G.setup_why)))
 		return 0;
 	G.setup_err = -EINVAL;
-	snprintf(G.setup_why, sizeof(G.setup_why), "%s='%.40s' is neither %s nor %s", name, e,
-		 first, second);
 	return -1;
 }
 

@@ -14,23 +14,36 @@
 /* What NCCL would allow for a NIC next to the GPU: every protocol (src/graph/tuning.cc). */
 #define ALL_PROTOCOLS "LL,LL128,Simple"
 
-int sfenv_ll128_parse(const char *v, enum sfenv_ll128 *out, char *why, size_t cap)
+int sfenv_word(const char *name, const char *v, const char *const *words, int *out, char *why,
+	       size_t cap)
 {
-	static const struct {
-		const char *name;
-		enum sfenv_ll128 mode;
-	} names[] = {{"auto", SFENV_LL128_AUTO}, {"on", SFENV_LL128_ON}, {"off", SFENV_LL128_OFF}};
-	if (!v || !*v) {
-		*out = SFENV_LL128_AUTO;
+	int n = 0, len = 0;
+	*out = 0;
+	if (!v || !*v)
 		return 0;
-	}
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (!strcmp(v, names[i].name)) {
-			*out = names[i].mode;
+	for (; words[n]; n++)
+		if (!strcmp(v, words[n])) {
+			*out = n;
 			return 0;
 		}
-	snprintf(why, cap, "SIMFABRIC_LL128='%.40s' is not one of auto, on, off", v);
+	if (n == 2) {
+		snprintf(why, cap, "%s='%.40s' is neither %s nor %s", name, v, words[0], words[1]);
+		return -EINVAL;
+	}
+	len = snprintf(why, cap, "%s='%.40s' is not one of ", name, v);
+	for (int i = 0; i < n && len >= 0 && (size_t)len < cap; i++)
+		len += snprintf(why + len, cap - (size_t)len, "%s%s", i ? ", " : "", words[i]);
 	return -EINVAL;
+}
+
+int sfenv_ll128_parse(const char *v, enum sfenv_ll128 *out, char *why, size_t cap)
+{
+	/* enum sfenv_ll128's order */
+	static const char *const words[] = {"auto", "on", "off", NULL};
+	int i;
+	int rc = sfenv_word("SIMFABRIC_LL128", v, words, &i, why, cap);
+	*out = (enum sfenv_ll128)i;
+	return rc;
 }
 
 int sfenv_ll128_decide(enum sfenv_ll128 mode, int gpu_on, const char *nccl_proto,

@@ -18,6 +18,14 @@
 
 #include <stddef.h>
 
+/*
+ * A setting that is one of words (NULL-terminated; v NULL or "": words[0]): its index in *out.
+ * 0, or -EINVAL with why naming the setting, its value and the words ("NAME='v' is neither a
+ * nor b", or "is not one of a, b, c"). The plugin's word settings all go through it.
+ */
+int sfenv_word(const char *name, const char *v, const char *const *words, int *out, char *why,
+	       size_t cap);
+
 /* SIMFABRIC_LL128=auto|on|off (unset: auto) */
 enum sfenv_ll128 { SFENV_LL128_AUTO, SFENV_LL128_ON, SFENV_LL128_OFF };
 

@@ -18,9 +18,9 @@ Fixtures (each a fresh process, per test):
   sf_fabric_factory  sf_fabric_factory(args=(), name="fabric", start=True) -> another fabric
   sf_harness sf_harness(nranks, tests, plugin=None, ...) -> HarnessResult with .json, check_*()
   sf_launch  sf_launch(cmd=[...], nodes=2, gpus_per_node=1, scenario=None, fabric=None, env=None,
-             timeout=120) -> sflaunch.LaunchResult: every rank's exit status, outcome(), log
+             timeout=120) -> sf.launch.LaunchResult: every rank's exit status, outcome(), log
              (output(rank)) and check_ok(); ranks get what `simfabric launch` gives them
-  sf_nccl_gpu  sflaunch.Paths of the build, for a test that runs the NCCL job program on a GPU;
+  sf_nccl_gpu  sf.paths.Paths of the build, for a test that runs the NCCL job program on a GPU;
              skips with the reason where there is no GPU or the program is not built
   sf_run     sf_run(scenario) -> ScenarioRun: `simfabric run` of a scenario file in a fresh
              process under a hard timeout (every rank's stack dumped when it fires); .passed,
@@ -61,19 +61,19 @@ def _tools_of(d):
     """The directory of simfabric's Python modules in d, a checkout (tools/) or an install
     prefix (lib/simfabric/python/), else None."""
     for t in (os.path.join(d, "tools"), os.path.join(d, "lib", "simfabric", "python")):
-        if os.path.isfile(os.path.join(t, "sfctl.py")):
+        if os.path.isfile(os.path.join(t, "sf", "ctl.py")):
             return os.path.realpath(t)
     return None
 
 
 def _find_tools():
-    """Where simfabric's Python modules (sfctl, sflaunch, ...) are, the first of: under
+    """Where simfabric's Python package (sf) is, the first of: under
     $SIMFABRIC_HOME (a checkout or an install prefix); the checkout this file is in (its
     pytests/); this directory (installed next to them, $PREFIX/lib/simfabric/python); under
-    the simfabric whose `simfabric` is on PATH. None: wherever `import sfctl` finds them."""
+    the simfabric whose `simfabric` is on PATH. None: wherever `import sf` finds it."""
     if os.environ.get("SIMFABRIC_HOME"):
         return _tools_of(os.environ["SIMFABRIC_HOME"])
-    if os.path.isfile(os.path.join(HERE, "sfctl.py")):
+    if os.path.isfile(os.path.join(HERE, "sf", "ctl.py")):
         return HERE
     cands = [os.path.dirname(HERE)]
     cli = shutil.which("simfabric")
@@ -101,17 +101,18 @@ TOOLS = _find_tools()
 if TOOLS and TOOLS not in sys.path:
     sys.path.insert(0, TOOLS)
 try:
-    import sfctl
+    from sf import ctl as sfctl
+    from sf.daemon import Daemon
 except ImportError:  # the fixtures say so (sf_env); the options and markers still load
-    sfctl = None
+    sfctl, Daemon = None, object
 else:
-    TOOLS = os.path.dirname(os.path.realpath(sfctl.__file__))
+    TOOLS = os.path.dirname(os.path.dirname(os.path.realpath(sfctl.__file__)))
 # ROOT: the simfabric checkout (None when installed); PREFIX: the install prefix (None in one).
 ROOT, PREFIX = _layout(TOOLS) if TOOLS else (None, None)
 
 
 def _not_found():
-    return ("simfabric's Python modules (sfctl.py, sflaunch.py) are not found%s: set "
+    return ("simfabric's Python package (sf/) is not found%s: set "
             "SIMFABRIC_HOME to a simfabric checkout or install prefix, or put its "
             "lib/simfabric/python (a checkout's tools/) on PYTHONPATH" % (
                 " under SIMFABRIC_HOME=%s" % os.environ["SIMFABRIC_HOME"]
@@ -171,11 +172,11 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _installed_plugin(prefix):
-    """The plugin of the install at prefix: in its LIBDIR, which the install's sflaunch knows
+    """The plugin of the install at prefix: in its LIBDIR, which the install's sf.paths knows
     (make install LIBDIR=...), else prefix/lib."""
     if sfctl is not None:
-        import sflaunch
-        plugin = sflaunch.Paths(os.path.join(prefix, "bin")).plugin
+        from sf.paths import Paths
+        plugin = Paths(os.path.join(prefix, "bin")).plugin
         if os.path.exists(plugin):
             return plugin
     return os.path.join(prefix, "lib", "libnccl-net-simfabric.so")
@@ -218,7 +219,7 @@ class Env:
                     pytrace=False)
 
     def paths(self):
-        """sflaunch.Paths of these programs, for the launcher."""
+        """sf.paths.Paths of these programs, for the launcher."""
         p = _sflaunch().Paths(self.build)
         p.daemon, p.plugin, p.harness, p.nccljob = (self.daemon, self.plugin, self.harness,
                                                     self.nccljob)
@@ -255,67 +256,31 @@ def _tail(path, n=12000):
     return text if len(text) <= n else "...\n" + text[-n:]
 
 
-class Fabric:
-    """One simfabricd process on a socket of its own."""
+class Fabric(Daemon):
+    """One simfabricd process (sf.daemon.Daemon) on a socket of its own, for a test: a start
+    that does not answer fails the test with the daemon's log."""
 
     def __init__(self, env, rundir, args=()):
         self.env = env
         self.rundir = rundir
         os.makedirs(rundir, mode=0o700, exist_ok=True)
         os.chmod(rundir, 0o700)
-        self.socket = os.path.join(rundir, "ctl.sock")
-        self.logpath = os.path.join(rundir, "simfabricd.log")
         self.args = list(args)
-        self.proc = None
+        super().__init__(env.daemon, os.path.join(rundir, "ctl.sock"),
+                         os.path.join(rundir, "simfabricd.log"), ["-v"] + self.args)
+        self.logpath = self.log_path
 
     def start(self, wait=True):
-        self._log = open(self.logpath, "ab")
-        self.proc = subprocess.Popen([self.env.daemon, "--socket", self.socket, "-v"] + self.args,
-                                     stdin=subprocess.DEVNULL, stdout=self._log,
-                                     stderr=subprocess.STDOUT)
-        if wait:
-            try:
-                sfctl.wait_ready(self.socket, timeout=10, proc=self.proc)
-            except sfctl.CtlError as e:
-                pytest.fail("%s\n--- simfabricd log ---\n%s" % (e, self.log()), pytrace=False)
-        return self
-
-    def env_vars(self):
-        return {"SIMFABRIC_SOCKET": self.socket}
-
-    def show(self):
-        return sfctl.show(self.socket)
-
-    def request(self, op, **kv):
-        return sfctl.request(self.socket, op, **kv)
-
-    def log(self):
-        return _tail(self.logpath)
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self, sig=signal.SIGKILL):
-        if self.alive():
-            self.proc.send_signal(sig)
+        try:
+            return super().start(wait=wait, timeout=10)
+        except sfctl.CtlError as e:
+            pytest.fail("%s\n--- simfabricd log ---\n%s" % (e, self.log()), pytrace=False)
 
     def stop(self, sig=signal.SIGTERM, timeout=10):
         """Stop the daemon; returns its exit status (None if it had to be SIGKILLed: then
         self.hung says so, and the fixtures fail the test)."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.hung = True
-                self.proc.kill()
-                self.proc.wait()
-                self._log.close()
-                return None
-        self._log.close()
-        return self.proc.returncode
+        rc = super().stop(sig, timeout)
+        return None if self.hung else rc
 
 
 def _failed(request):
@@ -443,13 +408,13 @@ def pytest_runtest_makereport(item, call):
 def _sflaunch():
     if sfctl is None:
         pytest.fail(_not_found(), pytrace=False)
-    import sflaunch
-    return sflaunch
+    from sf import launch
+    return launch
 
 
 @pytest.fixture
 def sf_nccl_gpu(sf_env):
-    """sflaunch.Paths of the programs; skips where there is no GPU or no NCCL job program."""
+    """sf.paths.Paths of the programs; skips where there is no GPU or no NCCL job program."""
     sl = _sflaunch()
     paths = sf_env.paths()
     if not sl.gpu_ids():
@@ -465,7 +430,7 @@ def sf_launch(sf_env, tmp_path, request):
     """sf_launch(cmd, nodes=2, gpus_per_node=1, scenario=None, fabric=None, env=None,
     timeout=120, mpi=False, mpi_args=(), **kw) runs cmd as nodes x gpus_per_node ranks, each its
     own emulated node (the ideal fabric by default, a scenario's, or a running `fabric`
-    fixture's), and returns sflaunch.LaunchResult; kw goes to sflaunch.launch (grace,
+    fixture's), and returns sf.launch.LaunchResult; kw goes to sf.launch.launch (grace,
     fail_grace, echo, ...).
 
     mpi=True is `simfabric launch --mpi`: cmd is an MPI program (nccl-tests' all_reduce_perf)
@@ -512,7 +477,7 @@ def sf_launch(sf_env, tmp_path, request):
 
 def nccljob(paths, tmp_path, name, args, nodes=2, gpus_per_node=1, scenario_text=None,
             env=None, timeout=300):
-    """Run the NCCL job program (paths: sflaunch.Paths) with args over a fabric: the ideal one,
+    """Run the NCCL job program (paths: sf.paths.Paths) with args over a fabric: the ideal one,
     or scenario_text written to tmp_path/<name>.yaml. Returns (LaunchResult, rank 0's JSON
     result or None). The run directory is tmp_path/<name>."""
     sl = _sflaunch()

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Seeing the fabric after a job: the counters `simfabric run` and `simfabric launch` leave in the
 run directory on a modelled fabric (stats.json, faults.json, series.json, fabric.json), and
-`simfabric report` over them (tools/sfreport.py): measured against the model, per-link
+`simfabric report` over them (tools/sf/report.py): measured against the model, per-link
 utilisation over time, the fault timeline over the links' throughput; as text always, as charts
 where matplotlib imports. CPU only."""
 import json

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The message trace: SIMFABRIC_TRACE=FILE makes every process write each message it sent or
 received as Chrome trace / Perfetto JSON (plugin/trace.c), SIMFABRIC_TRACE_MAX bounds it, and
-`simfabric trace merge` puts the processes' files on one timeline (tools/sftrace.py). Checked
+`simfabric trace merge` puts the processes' files on one timeline (tools/sf/trace.py). Checked
 against the harness over HDR (counts against the daemon's per-connection counters, the order of
 each message's events, the tracks) and under a fault that fails messages; the daemon's own
 trace of its fault windows (simfabricd --trace) on the same clock. CPU only."""

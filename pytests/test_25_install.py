@@ -73,6 +73,7 @@ def test_25_01_the_tree_has_every_part_with_installs_modes(tree):
         os.path.join(tree.libdir, "libnccl-net-simfabric.so"),
         os.path.join(tree.libdir, "libnccl-profiler-simfabric-check.so"),
         os.path.join(tree.pydir, "sfctl.py"), os.path.join(tree.pydir, "sflaunch.py"),
+        os.path.join(tree.pydir, "sf", "daemon.py"), os.path.join(tree.pydir, "sf", "launch.py"),
         os.path.join(tree.pydir, "simfabric_pytest.py"),
         os.path.join(tree.pydir, "sfpyhook", "sitecustomize.py"),
         os.path.join(tree.share, "simfabric", "scenarios", "job-harness-ideal.yaml"),

@@ -139,6 +139,10 @@ def test_26_04_an_install_directory(sf_env, tmp_path):
     for f in [os.path.join(tools, f) for f in os.listdir(tools) if f.endswith(".py")] + [
             os.path.join(PYTESTS, "simfabric_pytest.py")]:
         (py / os.path.basename(f)).write_text(open(f).read())
+    (py / "sf").mkdir()
+    for f in os.listdir(os.path.join(tools, "sf")):
+        if f.endswith(".py"):
+            (py / "sf" / f).write_text(open(os.path.join(tools, "sf", f)).read())
     for f in ("simfabricd", "simfabric-harness"):
         os.symlink(os.path.join(sf_env.build, f), str(prefix / "bin" / f))
     os.symlink(sf_env.plugin, str(prefix / "lib" / "libnccl-net-simfabric.so"))

@@ -194,7 +194,7 @@ def test_34_09_without_mpirun_skips_and_a_named_one_missing_fails(sf_env, tmp_pa
     assert "--mpi: /nonexistent/mpi-none not found" in r.out, str(r)
     assert "test_mpi.py::test_mpi_named FAILED" in r.out, str(r)
     assert "--mpi: /nonexistent/mpirun not found (install Open MPI" in r.out, str(r)
-    assert "Traceback" not in r.out and "sflaunch.py" not in r.out, str(r)
+    assert "Traceback" not in r.out and "launch.py" not in r.out, str(r)
 
 
 # ---- simfabric run: faults that never started, or never ended ---------------------------------

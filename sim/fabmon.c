@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "sim/log.h"
+#include "sim/shm.h"
 
 #define FABMON_FIDELITY_PERIOD_NS 1000000000LL
 #define FABMON_FIDELITY_MIN_MSGS 16	 /* deliveries in a period before it judges */
@@ -139,14 +140,8 @@ static int fabric_state_create(struct fabmon *m, const struct fault_plan *plan,
 	void *base = MAP_FAILED;
 	if (!len)
 		goto fail;
-	step = "memfd_create";
-	fd = memfd_create("simfabric-fabric", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0 || fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)len) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
-		goto fail_errno;
-	step = "mmap";
-	base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (base == MAP_FAILED)
+	fd = shm_sealed("simfabric-fabric", len, &base, &step);
+	if (fd < 0)
 		goto fail_errno;
 	step = "fst_format";
 	rc = fst_format(base, len, nlinks, links, (uint32_t)fabric_nnics(m->fabric),

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * srv_int.h - the server's objects (connections, sessions, listeners,
- * channels, struct srv) and the small helpers on them, shared by the hub
- * sim/srv.c (everything that changes them) and sim/srv_look.c (the ops that
- * only look). Internal to those two; object lifetimes are described at the
- * top of srv.c.
+ * channels, struct srv), the small helpers on them, and what the server's
+ * leaves offer the hub sim/srv.c: srv_conn.c (connections), srv_reg.c (the
+ * registries), srv_session.c (hello, listen, connect, close), srv_fault.c
+ * (op=fault, the fault daemon's hands) and srv_look.c (the ops that only
+ * look). A leaf calls only the leaves listed after it here, never the hub.
+ * Internal to the server; object lifetimes are described at the top of srv.c.
  */
 #ifndef SF_SRV_INT_H
 #define SF_SRV_INT_H
@@ -192,6 +194,11 @@ static inline const char *chan_state(const struct channel *ch)
 	return "open";
 }
 
+static inline const char *end_name(int side)
+{
+	return side == END_TX ? "send" : "recv";
+}
+
 static inline int get_u64(const struct ctl_msg *req, const char *key, uint64_t *out, char *err)
 {
 	char q[72];
@@ -202,10 +209,84 @@ static inline int get_u64(const struct ctl_msg *req, const char *key, uint64_t *
 	return -EINVAL;
 }
 
-/* ---- the ops that only look (srv_look.c); the op table is srv.c's ---------- */
-
 typedef int (*op_fn)(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
 		     struct ctl_msg *rep, char *err);
+
+/* ---- the ops a process makes (srv_session.c) ------------------------------ */
+
+int srv_op_hello(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		 char *err);
+int srv_op_listen(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		  char *err);
+int srv_op_connect(struct srv *s, struct srv_conn *c, const struct ctl_msg *req,
+		   struct ctl_msg *rep, char *err);
+int srv_op_close(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		 char *err);
+/* Make the channel for connect c to listener l and hand its two ends out (or answer c why
+ * not); a connect_delay fault parks c on s->pending instead. */
+void srv_do_connect(struct srv *s, struct srv_conn *c, struct session *se, struct listener *l,
+		    int nic);
+
+/* ---- faults (srv_fault.c) ------------------------------------------------- */
+
+int srv_op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		 char *err);
+/* The fault daemon's faultd_ops (sim/faultd.h); ctx is the struct srv. */
+int srv_signal_node(void *ctx, int node, int sig, int quiet, const char *why);
+int srv_hold_conns(void *ctx, int src, int dst, uint32_t bits, int on, const char *why);
+int srv_reset_conns(void *ctx, int src, int dst, uint32_t fid, const char *why);
+
+/* ---- connections (srv_conn.c) --------------------------------------------- */
+
+/* c has output to write: srv_settle() flushes it. */
+void srv_mark_dirty(struct srv_conn *c);
+/* Ask the host to watch c for reading (rd) and writing (wr). */
+void srv_watch(struct srv_conn *c, bool rd, bool wr);
+/*
+ * Queue msg for c, with fd (owned from here on, or -1) on its first byte.
+ * chan/side: the channel end this message hands out (0 if none). Never kills
+ * c and never writes: srv_settle() does both, once the current request is done.
+ */
+void srv_conn_queue(struct srv_conn *c, const struct ctl_msg *msg, int fd, uint64_t chan, int side);
+/* Queue an error reply (error=text, errno=e); text is made a valid protocol value. */
+void srv_reply_error(struct srv_conn *c, int e, const char *text);
+/* Take a waiting connect off s->pending (no-op if it is not waiting). */
+void srv_pending_remove(struct srv_conn *c);
+/* Mark c dead, end what it stands for; srv_settle() frees it. */
+void srv_conn_kill(struct srv_conn *c, const char *why);
+/* Stop reading from c, write what is queued (an error reply), then close it. */
+void srv_conn_drain(struct srv_conn *c, const char *why);
+/* Close a socket we are done with, reading what is unread first (never waits). */
+void srv_close_gently(int fd);
+/* Free c now: its queue (abandon: the channel ends it hands out go dead), handle, fd. */
+void srv_conn_free(struct srv *s, struct srv_conn *c, bool abandon);
+/* Write what was queued, then free what was killed. Every entry point ends here. */
+void srv_settle(struct srv *s);
+
+/* ---- registries (srv_reg.c) ----------------------------------------------- */
+
+struct channel *srv_chan_find(struct srv *s, uint64_t id);
+/* Unmap a channel's shared memory, keeping its final counters; mark: chan_mark_dead's, or 0. */
+void srv_chan_unmap(struct channel *ch, char mark);
+/* Unmap the channel once neither end is open; its record stays (for show) until srv_chan_trim. */
+void srv_chan_maybe_free(struct srv *s, struct channel *ch);
+/* Forget the oldest freed records beyond the limit. Only from srv_settle(): nobody holds one. */
+void srv_chan_trim(struct srv *s);
+/* The ideal fabric forgets the nodes nothing holds. Only from srv_settle(). */
+void srv_node_gc(struct srv *s);
+/* An end's process is gone (or the end can never be attached): tell the peer in shm. */
+void srv_chan_end_gone(struct srv *s, struct channel *ch, int side, const char *why);
+/* Make a channel's shared memory. Returns the memfd (the channel keeps only the mapping), or
+ * -errno with err. */
+int srv_chan_create(struct srv *s, struct channel **out, char *err, size_t errlen);
+/* The session of a visible pid (pid > 0), or of a token (not 0). */
+struct session *srv_session_find(struct srv *s, pid_t pid, uint64_t token);
+bool srv_session_alive(struct srv *s, uint64_t serial);
+struct listener *srv_listener_find(struct srv *s, uint64_t id);
+struct tomb *srv_tomb_find(struct srv *s, uint64_t id);
+
+/* ---- the ops that only look (srv_look.c) ---------------------------------- */
+
 int srv_op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
 		char *err);
 int srv_op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,

@@ -14,6 +14,7 @@
 #include "plugin/gpu_issue.c"
 #include "plugin/gpu_kern.c"
 #include "plugin/gpu_share.c"
+#include "plugin/ncclenv.c"
 
 #include <sys/mman.h>
 #include <sys/stat.h>

@@ -51,6 +51,14 @@ static void test_decide(void)
 		      !strcmp(why, "SIMFABRIC_LL128='yes' is not one of auto, on, off"),
 	      "a bad value names itself: %s", why);
 
+	static const char *const two[] = {"thread", "sender", NULL};
+	int w = -1;
+	CHECK(sfenv_word("X", NULL, two, &w, why, sizeof why) == 0 && w == 0, "unset: the first");
+	CHECK(sfenv_word("X", "sender", two, &w, why, sizeof why) == 0 && w == 1, "sender: 1");
+	CHECK(sfenv_word("X", "poster", two, &w, why, sizeof why) == -EINVAL &&
+		      !strcmp(why, "X='poster' is neither thread nor sender"),
+	      "two words: neither ... nor: %s", why);
+
 	for (size_t i = 0; i < sizeof(decide_cases) / sizeof(decide_cases[0]); i++) {
 		int got = sfenv_ll128_decide(decide_cases[i].mode, decide_cases[i].gpu_on,
 					     decide_cases[i].proto, decide_cases[i].gdr,

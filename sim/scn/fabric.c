@@ -514,9 +514,20 @@ int fabric_node_get(struct fabric *f, const char *name, const struct fabric_node
 	return 0;
 }
 
+static int check_building(struct fabric *f, char *err, size_t errlen)
+{
+	if (f->kind == KIND_EXPLICIT && !f->finished)
+		return 0;
+	snprintf(err, errlen, "the fabric is %s", f->finished ? "already finished" : "ideal");
+	return -EINVAL;
+}
+
+/* A node or switch may be added under name: the fabric is being built, the name is free. */
 static int check_new_name(struct fabric *f, const char *name, char *err, size_t errlen)
 {
-	int rc = fabric_name_check(name, err, errlen);
+	int rc = check_building(f, err, errlen);
+	if (!rc)
+		rc = fabric_name_check(name, err, errlen);
 	if (rc)
 		return rc;
 	int who = name_lookup(f, name);
@@ -528,20 +539,10 @@ static int check_new_name(struct fabric *f, const char *name, char *err, size_t 
 	return 0;
 }
 
-static int check_building(struct fabric *f, char *err, size_t errlen)
-{
-	if (f->kind == KIND_EXPLICIT && !f->finished)
-		return 0;
-	snprintf(err, errlen, "the fabric is %s", f->finished ? "already finished" : "ideal");
-	return -EINVAL;
-}
-
 int fabric_add_node(struct fabric *f, const char *name, int nnics, const struct model_nic *nic,
 		    int tag, char *err, size_t errlen)
 {
-	int rc = check_building(f, err, errlen);
-	if (!rc)
-		rc = check_new_name(f, name, err, errlen);
+	int rc = check_new_name(f, name, err, errlen);
 	if (rc)
 		return rc;
 	if (nnics < 1 || nnics > FABRIC_MAX_NICS) {
@@ -561,9 +562,7 @@ int fabric_add_node(struct fabric *f, const char *name, int nnics, const struct 
 int fabric_add_switch(struct fabric *f, const char *name, const struct fabric_switch_cfg *cfg,
 		      int tag, char *err, size_t errlen)
 {
-	int rc = check_building(f, err, errlen);
-	if (!rc)
-		rc = check_new_name(f, name, err, errlen);
+	int rc = check_new_name(f, name, err, errlen);
 	if (rc)
 		return rc;
 	if (f->nswitches == FABRIC_MAX_SWITCHES) {

@@ -24,15 +24,25 @@
 
 /* "5ms", "1.5s", "200us", "100ns", "250" (ns): exact to the ns, at most FAULT_TIME_MAX. */
 #define FAULT_TIME_MAX 1000000000000000LL /* 1000000 s */
-static int get_time(struct scn *s, const yaml_node_t *v, const char *key, int64_t *out)
+/* v's text in dim's units (sim/scn/units.h; a bare number allowed) into *x, else the error
+ * recorded: what, when it is not a scalar; units_parse's, when its text is not such a value. */
+static int get_units(struct scn *s, const yaml_node_t *v, const char *key, enum units_dim dim,
+		     const char *what, uint64_t *x)
 {
 	char why[PARAM_ERR_LEN];
+	if (scn_expect(s, v, YAML_SCALAR_NODE, key, what))
+		return s->rc;
+	if (units_parse(scn_text(v), dim, UNITS_BARE, x, why, sizeof(why)))
+		return scn_fail(s, v, key, "%s", why);
+	return 0;
+}
+
+static int get_time(struct scn *s, const yaml_node_t *v, const char *key, int64_t *out)
+{
 	uint64_t x;
-	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a time like 5ms, 200us or 1.5s"))
+	if (get_units(s, v, key, UNITS_TIME, "a time like 5ms, 200us or 1.5s", &x))
 		return s->rc;
 	const char *t = scn_text(v);
-	if (units_parse(t, UNITS_TIME, UNITS_BARE, &x, why, sizeof(why)))
-		return scn_fail(s, v, key, "%s", why);
 	if (x > (uint64_t)FAULT_TIME_MAX)
 		return scn_fail(s, v, key,
 				"'%s' is not a time up to 1000000s (a number with ns, us, ms or s; "
@@ -63,14 +73,11 @@ static int get_fraction(struct scn *s, const yaml_node_t *v, const char *key, do
 /* A positive count ("100", "64K") or, under key bytes, a size ("1MiB"): binary, as everywhere. */
 static int get_size(struct scn *s, const yaml_node_t *v, const char *key, uint64_t *out)
 {
-	char why[PARAM_ERR_LEN];
 	uint64_t x;
-	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a count like 100, 64K or 1M"))
+	if (get_units(s, v, key, strcmp(key, "bytes") ? UNITS_COUNT : UNITS_SIZE,
+		      "a count like 100, 64K or 1M", &x))
 		return s->rc;
 	const char *t = scn_text(v);
-	if (units_parse(t, strcmp(key, "bytes") ? UNITS_COUNT : UNITS_SIZE, UNITS_BARE, &x, why,
-			sizeof(why)))
-		return scn_fail(s, v, key, "%s", why);
 	if (x == 0 || x > (UINT64_MAX >> 31))
 		return scn_fail(s, v, key, "'%s' is not a positive count (K, M, G suffixes allowed)",
 				shown(t));

@@ -6,7 +6,7 @@
  *
  * Both sections are validated against the finished fabric and resolved,
  * defaults filled in, into JSON texts that the fabric dump carries under
- * "job" and "expect"; the launcher (tools/sflaunch.py) reads them there and
+ * "job" and "expect"; the launcher (tools/sf/launch.py) reads them there and
  * never parses YAML itself. Errors are "file:line:column: key: reason" like
  * the rest of the loader.
  *
@@ -25,7 +25,6 @@
 #include "sim/scn/jbuf.h"
 #include "sim/scn/param.h"
 #include "sim/scn/scn_int.h"
-#include "sim/scn/units.h"
 
 #define JOB_MAX_NODES 4096
 #define JOB_MAX_RANKS 65536
@@ -64,158 +63,9 @@ __attribute__((format(printf, 4, 5))) static void json_opt(struct jbuf *b, const
 	va_end(ap);
 }
 
-/* ---- values --------------------------------------------------------------------------- */
-
 static const char *quote(const yaml_node_t *v, char *q, size_t cap)
 {
 	return param_quote(scn_text(v), q, cap);
-}
-
-/* Item i of sequence v (NULL, the error recorded, if the document lacks it). */
-static yaml_node_t *get_item(struct scn *s, const yaml_node_t *v, int i, const char *key)
-{
-	yaml_node_t *e = scn_item(s, v, i);
-	if (!e)
-		scn_fail(s, v, key, "a missing entry");
-	return e;
-}
-
-/* One of names (NULL-terminated): its index. */
-static int get_enum(struct scn *s, const yaml_node_t *v, const char *key,
-		    const char *const *names, int *out)
-{
-	char q[80], list[256];
-	size_t len = 0;
-	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a name"))
-		return s->rc;
-	for (int i = 0; names[i]; i++) {
-		if (!strcmp(scn_text(v), names[i])) {
-			*out = i;
-			return 0;
-		}
-		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", i ? ", " : "",
-					names[i]);
-		if (len >= sizeof(list))
-			len = sizeof(list) - 1;
-	}
-	return scn_fail(s, v, key, "'%s' is not one of %s", quote(v, q, sizeof(q)), list);
-}
-
-/* A decimal number of seconds (or a ratio) in min..max: digits, an optional fraction. */
-static int get_decimal(struct scn *s, const yaml_node_t *v, const char *key, double min,
-		       double max, const char *unit, double *out)
-{
-	char q[80];
-	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a number"))
-		return s->rc;
-	const char *t = scn_text(v);
-	size_t i = strspn(t, "0123456789");
-	bool ok = i > 0 && i < 16;
-	if (ok && t[i] == '.') {
-		size_t f = strspn(t + i + 1, "0123456789");
-		ok = f > 0 && f <= 9;
-		i += 1 + f;
-	}
-	ok = ok && !t[i];
-	double x = ok ? strtod(t, NULL) : 0;
-	if (!ok || x < min || x > max)
-		return scn_fail(s, v, key, "'%s' is not a number in %g..%g%s%s%s (like 2 or 0.5)",
-				quote(v, q, sizeof(q)), min, max, *unit ? " (" : "", unit,
-				*unit ? ")" : "");
-	*out = x;
-	return 0;
-}
-
-/*
- * A time in seconds under key full ("bound_s": a decimal, get_decimal) or, when the key node k
- * says so, its alias without "_s" ("bound": a time with a unit, "500ms"; sim/scn/units.h). whole:
- * only whole seconds (timeout_s).
- */
-static int get_seconds(struct scn *s, const yaml_node_t *k, const yaml_node_t *v, const char *full,
-		       double min, double max, bool whole, double *out)
-{
-	char why[PARAM_ERR_LEN], q[80];
-	uint64_t ns;
-	if (!k || !strcmp(scn_text(k), full)) {
-		if (!whole)
-			return get_decimal(s, v, full, min, max, "seconds", out);
-		int64_t i;
-		if (scn_get_int(s, v, full, (int64_t)min, (int64_t)max, "seconds", &i))
-			return s->rc;
-		*out = (double)i;
-		return 0;
-	}
-	const char *key = scn_text(k);
-	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a time with a unit, like 500ms or 2s"))
-		return s->rc;
-	if (units_parse(scn_text(v), UNITS_TIME, UNITS_BARE_ZERO, &ns, why, sizeof(why)))
-		return scn_fail(s, v, key, "%s", why);
-	if (whole && ns % 1000000000)
-		return scn_fail(s, v, key, "'%s' is not a whole number of seconds",
-				quote(v, q, sizeof(q)));
-	double x = (double)ns / 1e9;
-	if (x < min || x > max) {
-		char a[32], b[32];
-		units_format(UNITS_TIME, (uint64_t)(min * 1e9 + 0.5), a, sizeof(a));
-		units_format(UNITS_TIME, (uint64_t)(max * 1e9 + 0.5), b, sizeof(b));
-		return scn_fail(s, v, key, "'%s' is not a time in %s..%s", quote(v, q, sizeof(q)),
-				a, b);
-	}
-	*out = x;
-	return 0;
-}
-
-/* A byte count: "4096", "64K", "1MiB" (sim/scn/units.h: binary, K = KB = KiB = 1024). */
-static int get_size(struct scn *s, const yaml_node_t *v, const char *key, uint64_t min,
-		    uint64_t max, uint64_t *out)
-{
-	char q[80], why[PARAM_ERR_LEN];
-	uint64_t x = 0;
-	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a size in bytes"))
-		return s->rc;
-	int rc = units_parse(scn_text(v), UNITS_SIZE, UNITS_BARE, &x, why, sizeof(why));
-	if (rc && rc != -ERANGE)
-		return scn_fail(s, v, key, "%s", why);
-	if (rc || x < min || x > max)
-		return scn_fail(s, v, key,
-				"'%s' is not a size in %llu..%llu bytes (an integer, K, M, G suffixes "
-				"allowed: 64K, 1M)",
-				quote(v, q, sizeof(q)), (unsigned long long)min, (unsigned long long)max);
-	*out = x;
-	return 0;
-}
-
-/* A list written as a YAML sequence of scalars or as one "a,b,c" scalar: calls fn per word. */
-typedef int (*word_fn)(struct scn *s, const yaml_node_t *at, const char *key, const char *word,
-		       void *ctx);
-
-static int for_words(struct scn *s, const yaml_node_t *v, const char *key, word_fn fn, void *ctx)
-{
-	if (v->type == YAML_SEQUENCE_NODE) {
-		int n = scn_nitems(v);
-		if (n < 1)
-			return scn_fail(s, v, key, "an empty list");
-		for (int i = 0; i < n; i++) {
-			yaml_node_t *e = get_item(s, v, i, key);
-			if (!e || scn_expect(s, e, YAML_SCALAR_NODE, key, "a name") ||
-			    fn(s, e, key, scn_text(e), ctx))
-				return s->rc;
-		}
-		return 0;
-	}
-	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a list like [a, b] or \"a,b\""))
-		return s->rc;
-	char *copy = strdup(scn_text(v)), *save = NULL;
-	if (!copy)
-		return scn_fail_oom(s);
-	int any = 0;
-	for (char *w = strtok_r(copy, ", ", &save); w; w = strtok_r(NULL, ", ", &save), any++)
-		if (fn(s, v, key, w, ctx))
-			break;
-	free(copy);
-	if (!s->rc && !any)
-		return scn_fail(s, v, key, "an empty list");
-	return s->rc;
 }
 
 /* ---- collectives ----------------------------------------------------------------------- */
@@ -265,7 +115,7 @@ static int parse_colls(struct scn *s, const yaml_node_t *v, const char *key, boo
 	c->set = 0;
 	c->all = false;
 	c->torch = torch;
-	if (for_words(s, v, key, coll_word, c))
+	if (scn_for_words(s, v, key, coll_word, c))
 		return s->rc;
 	if (c->all && c->set)
 		return scn_fail(s, v, key, "'all' already names every collective");
@@ -412,7 +262,7 @@ static int parse_argv(struct scn *s, const yaml_node_t *v, const char *key, int 
 		return scn_fail(s, v, key, "%d arguments; the limit is %d", n, JOB_MAX_ARGS);
 	jbuf_puts(b, "[");
 	for (int i = 0; i < n; i++) {
-		yaml_node_t *e = get_item(s, v, i, key);
+		yaml_node_t *e = scn_get_item(s, v, i, key);
 		if (!e || scn_expect(s, e, YAML_SCALAR_NODE, key, "a string"))
 			return s->rc;
 		if (strlen(scn_text(e)) > JOB_MAX_TEXT)
@@ -462,8 +312,8 @@ static int parse_sizes(struct scn *s, const yaml_node_t *v, struct jbuf *b)
 			return scn_fail(s, v, "sizes", "a list of 1..%d sizes, not %d", JOB_MAX_SIZES,
 					n);
 		for (int i = 0; i < n; i++) {
-			yaml_node_t *e = get_item(s, v, i, "sizes");
-			if (!e || get_size(s, e, "sizes", 1, JOB_MAX_SIZE, &list[i]))
+			yaml_node_t *e = scn_get_item(s, v, i, "sizes");
+			if (!e || scn_get_size(s, e, "sizes", 1, JOB_MAX_SIZE, &list[i]))
 				return s->rc;
 		}
 	} else if (v->type == YAML_MAPPING_NODE) {
@@ -474,8 +324,8 @@ static int parse_sizes(struct scn *s, const yaml_node_t *v, struct jbuf *b)
 			return s->rc;
 		uint64_t lo = 8, hi = 64ull << 20;
 		int64_t factor = 2;
-		if ((vmin && get_size(s, vmin, "min", 1, JOB_MAX_SIZE, &lo)) ||
-		    (vmax && get_size(s, vmax, "max", 1, JOB_MAX_SIZE, &hi)) ||
+		if ((vmin && scn_get_size(s, vmin, "min", 1, JOB_MAX_SIZE, &lo)) ||
+		    (vmax && scn_get_size(s, vmax, "max", 1, JOB_MAX_SIZE, &hi)) ||
 		    (vfac && scn_get_int(s, vfac, "factor", 2, 1024, "", &factor)))
 			return s->rc;
 		if (lo > hi)
@@ -540,7 +390,7 @@ static int resolve_nodes(struct scn *s, const yaml_node_t *job, const yaml_node_
 				strcpy(out->name[i], fabric_node(s->f, i)->name);
 			continue;
 		}
-		yaml_node_t *e = get_item(s, v, i, "nodes");
+		yaml_node_t *e = scn_get_item(s, v, i, "nodes");
 		struct scn_place p;
 		if (!e)
 			return s->rc;
@@ -603,7 +453,7 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 	if (!val[J_PROGRAM])
 		return scn_fail(s, v, "program", "missing: a job needs a program (one of harness, nccl, "
 						 "torch, command)");
-	if (get_enum(s, val[J_PROGRAM], "program", program_names, &prog))
+	if (scn_get_enum(s, val[J_PROGRAM], "program", program_names, &prog))
 		return s->rc;
 	for (int j = 0; j < J_NKEYS; j++)
 		if (val[j] && !(job_keys[j].programs & (1u << prog)))
@@ -654,7 +504,7 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 	}
 	double tmo = 0;
 	if (val[J_TIMEOUT] &&
-	    get_seconds(s, key[J_TIMEOUT], val[J_TIMEOUT], "timeout_s", 1, JOB_MAX_SECONDS, true,
+	    scn_get_seconds(s, key[J_TIMEOUT], val[J_TIMEOUT], "timeout_s", 1, JOB_MAX_SECONDS, true,
 			&tmo))
 		goto out;
 	if (val[J_TIMEOUT])
@@ -688,7 +538,7 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 		if (harness_prefix(s, val[J_NODES] ? val[J_NODES] : v, &nd, prefix, sizeof(prefix)))
 			goto out;
 		struct words t = {.b = &sub};
-		if (val[J_TESTS] && for_words(s, val[J_TESTS], "tests", test_word, &t))
+		if (val[J_TESTS] && scn_for_words(s, val[J_TESTS], "tests", test_word, &t))
 			goto out;
 		if (t.all && t.n) {
 			scn_fail(s, val[J_TESTS], "tests", "'all' already names every non-destructive "
@@ -713,9 +563,9 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 		int64_t api = 0;
 		double bound = 0;
 		if ((val[J_MAX_BYTES] &&
-		     get_size(s, val[J_MAX_BYTES], "max_bytes", 1, JOB_MAX_SIZE, &mb)) ||
+		     scn_get_size(s, val[J_MAX_BYTES], "max_bytes", 1, JOB_MAX_SIZE, &mb)) ||
 		    (val[J_BOUND] &&
-		     get_seconds(s, key[J_BOUND], val[J_BOUND], "bound_s", 0.001, JOB_MAX_SECONDS,
+		     scn_get_seconds(s, key[J_BOUND], val[J_BOUND], "bound_s", 0.001, JOB_MAX_SECONDS,
 				 false, &bound)) ||
 		    (val[J_API] && scn_get_int(s, val[J_API], "api_version", 8, 12, "", &api)))
 			goto out;
@@ -760,10 +610,10 @@ int scn_parse_job(struct scn *s, const yaml_node_t *v)
 			static const char *const ops[] = {"sum", "prod", "min", "max", NULL};
 			int dt = 7, op = 0;
 			double opt = 0;
-			if ((val[J_DTYPE] && get_enum(s, val[J_DTYPE], "dtype", dtypes, &dt)) ||
-			    (val[J_OP] && get_enum(s, val[J_OP], "op", ops, &op)) ||
+			if ((val[J_DTYPE] && scn_get_enum(s, val[J_DTYPE], "dtype", dtypes, &dt)) ||
+			    (val[J_OP] && scn_get_enum(s, val[J_OP], "op", ops, &op)) ||
 			    (val[J_OP_TIMEOUT] &&
-			     get_seconds(s, key[J_OP_TIMEOUT], val[J_OP_TIMEOUT], "op_timeout_s",
+			     scn_get_seconds(s, key[J_OP_TIMEOUT], val[J_OP_TIMEOUT], "op_timeout_s",
 					 0.001, JOB_MAX_SECONDS, false, &opt)))
 				goto out;
 			jbuf_printf(&b, ",\"dtype\":\"%s\",\"op\":\"%s\"", canon[dt], ops[op]);
@@ -819,8 +669,8 @@ static int parse_bounds(struct scn *s, const yaml_node_t *v, const char *key, do
 	if (scn_nitems(v) != 2)
 		return scn_fail(s, v, key, "[lo, hi] has 2 numbers, not %d", scn_nitems(v));
 	for (int i = 0; i < 2; i++) {
-		yaml_node_t *e = get_item(s, v, i, key);
-		if (!e || get_decimal(s, e, key, 0, 100, "measured / model", &b[i]))
+		yaml_node_t *e = scn_get_item(s, v, i, key);
+		if (!e || scn_get_decimal(s, e, key, 0, 100, "measured / model", &b[i]))
 			return s->rc;
 	}
 	if (b[0] >= b[1])
@@ -871,9 +721,9 @@ static int parse_timing(struct scn *s, const yaml_node_t *v, const char *prog,
 	int model = 0;
 	double bw[2], lat[2] = {0, 0};
 	uint64_t min_bytes = 1u << 20;
-	if ((vm && get_enum(s, vm, "model", model_names, &model)) ||
+	if ((vm && scn_get_enum(s, vm, "model", model_names, &model)) ||
 	    parse_bounds(s, vb, "busbw", bw) || (vl && parse_bounds(s, vl, "latency", lat)) ||
-	    (vmin && get_size(s, vmin, "min_bytes", 0, JOB_MAX_SIZE, &min_bytes)))
+	    (vmin && scn_get_size(s, vmin, "min_bytes", 0, JOB_MAX_SIZE, &min_bytes)))
 		return s->rc;
 	if (!vl)
 		lat[1] = bw[1];
@@ -902,7 +752,7 @@ static int rank_list(struct scn *s, const yaml_node_t *v, const char *key, int64
 	int64_t seen[64];
 	jbuf_puts(b, "[");
 	for (int i = 0; i < n; i++) {
-		yaml_node_t *x = get_item(s, v, i, key);
+		yaml_node_t *x = scn_get_item(s, v, i, key);
 		int64_t r;
 		if (!x || scn_get_int(s, x, key, 0, nranks - 1, "the job's ranks", &r))
 			return s->rc;
@@ -946,14 +796,14 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 					"ends them all at the hang's time)");
 	/* survivors: the ranks listed are lost, and the others carry on (a shrink) and pass */
 	int surv = 0;
-	if (vv && get_enum(s, vv, "survivors", survivor_names, &surv))
+	if (vv && scn_get_enum(s, vv, "survivors", survivor_names, &surv))
 		return s->rc;
 	if (vv && (!vr || vr->type != YAML_SEQUENCE_NODE))
 		return scn_fail(s, vv, "survivors",
 				"needs ranks: [...], the ranks that are lost (the others must exit 0 "
 				"with exact results)");
 	double hang = 0;
-	if (vh && get_seconds(s, kh, vh, "hang_s", 0.1, JOB_MAX_SECONDS, false, &hang))
+	if (vh && scn_get_seconds(s, kh, vh, "hang_s", 0.1, JOB_MAX_SECONDS, false, &hang))
 		return s->rc;
 	if (vh && hang >= (double)timeout_s)
 		return scn_fail(s, vh, scn_text(kh), "%g s is not below the job's timeout_s (%lld)",
@@ -961,7 +811,7 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 	jbuf_puts(b, "{\"error\":");
 	int e = 0;
 	if (ve) {
-		if (get_enum(s, ve, "error", error_names, &e))
+		if (scn_get_enum(s, ve, "error", error_names, &e))
 			return s->rc;
 		jbuf_printf(b, "\"%s\"", error_names[e]);
 	} else {
@@ -975,7 +825,7 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 		jbuf_puts(b, "[");
 		for (int i = 0; i < n; i++) {
 			const yaml_node_t *x =
-				vx->type == YAML_SEQUENCE_NODE ? get_item(s, vx, i, "exit") : vx;
+				vx->type == YAML_SEQUENCE_NODE ? scn_get_item(s, vx, i, "exit") : vx;
 			int64_t code;
 			if (!x || scn_get_int(s, x, "exit", 1, 255, "exit status", &code))
 				return s->rc;
@@ -1016,7 +866,7 @@ static int parse_failure(struct scn *s, const yaml_node_t *v, int64_t nranks,
 			return s->rc;
 	}
 	double w = 0;
-	if (vw && get_seconds(s, kw, vw, "within_s", 0.001, JOB_MAX_SECONDS, false, &w))
+	if (vw && scn_get_seconds(s, kw, vw, "within_s", 0.001, JOB_MAX_SECONDS, false, &w))
 		return s->rc;
 	if (vw && w > (double)timeout_s)
 		return scn_fail(s, vw, "within_s", "%g s is longer than the job's timeout_s (%lld)", w,
@@ -1076,7 +926,7 @@ static int parse_expect_faults(struct scn *s, const yaml_node_t *v, struct jbuf 
 	} else {
 		struct miss_ctx c = {b, 0};
 		jbuf_puts(b, "[");
-		if (for_words(s, vm, "may_miss", miss_word, &c))
+		if (scn_for_words(s, vm, "may_miss", miss_word, &c))
 			return s->rc;
 		jbuf_puts(b, "]");
 	}
@@ -1154,7 +1004,7 @@ int scn_parse_expect(struct scn *s, const yaml_node_t *v)
 	    scn_get_keys(s, v, "expect", keys, SCN_NKEYS(keys)))
 		return s->rc;
 	int data = D_EXACT;
-	if (vd && get_enum(s, vd, "data", data_names, &data))
+	if (vd && scn_get_enum(s, vd, "data", data_names, &data))
 		return s->rc;
 	if (data == D_UNCHECKED && (!strcmp(prog, "harness") || !strcmp(prog, "torch")))
 		return scn_fail(s, vd, "data", "program %s always checks its data (exact or wrong)",

@@ -111,6 +111,26 @@ yaml_node_t *scn_item(struct scn *s, const yaml_node_t *q, int i);
 /* A strict integer in min..max (decimal digits, optional '-' if min < 0). */
 int scn_get_int(struct scn *s, const yaml_node_t *v, const char *key, int64_t min, int64_t max,
 		const char *unit, int64_t *out);
+/* Item i of sequence v (NULL, the error recorded, if the document lacks it). */
+yaml_node_t *scn_get_item(struct scn *s, const yaml_node_t *v, int i, const char *key);
+/* One of names (NULL-terminated): its index. */
+int scn_get_enum(struct scn *s, const yaml_node_t *v, const char *key, const char *const *names,
+		 int *out);
+/* A decimal number of seconds (or a ratio) in min..max: digits, an optional fraction. */
+int scn_get_decimal(struct scn *s, const yaml_node_t *v, const char *key, double min, double max,
+		    const char *unit, double *out);
+/* A time in seconds under key full ("bound_s": a decimal) or, when the key node k says so, its
+ * alias without "_s" ("bound": a time with a unit, "500ms"). whole: only whole seconds. */
+int scn_get_seconds(struct scn *s, const yaml_node_t *k, const yaml_node_t *v, const char *full,
+		    double min, double max, bool whole, double *out);
+/* A byte count in min..max: "4096", "64K", "1MiB" (sim/scn/units.h: K = KB = KiB = 1024). */
+int scn_get_size(struct scn *s, const yaml_node_t *v, const char *key, uint64_t min, uint64_t max,
+		 uint64_t *out);
+/* A list written as a YAML sequence of scalars or as one "a,b,c" scalar: calls fn per word
+ * (at: the node to blame), stops at its first error. */
+typedef int (*scn_word_fn)(struct scn *s, const yaml_node_t *at, const char *key, const char *word,
+			   void *ctx);
+int scn_for_words(struct scn *s, const yaml_node_t *v, const char *key, scn_word_fn fn, void *ctx);
 
 /*
  * A place of the finished fabric (s->f) that a section names: a node, one NIC

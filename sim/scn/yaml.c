@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * yaml.c - the scenario loader's library (scn_int.h): first-error reporting,
- * the YAML tree helpers, the fabric's places by name, and parameter maps into
+ * the YAML tree helpers and typed values (names, numbers, times, sizes, word
+ * lists), the fabric's places by name, and parameter maps into
  * layers. scenario.c's fabric walk, faults.c and job.c call it; it calls none
  * of them.
  */
@@ -248,6 +249,152 @@ int scn_get_int(struct scn *s, const yaml_node_t *v, const char *key, int64_t mi
 	}
 	return scn_fail(s, v, key, "'%s' is not an integer in %lld..%lld%s%s%s", param_quote(t, q, sizeof(q)),
 		    (long long)min, (long long)max, *unit ? " (" : "", unit, *unit ? ")" : "");
+}
+
+/* ---- values ----------------------------------------------------------------------------- */
+
+/* Item i of sequence v (NULL, the error recorded, if the document lacks it). */
+yaml_node_t *scn_get_item(struct scn *s, const yaml_node_t *v, int i, const char *key)
+{
+	yaml_node_t *e = scn_item(s, v, i);
+	if (!e)
+		scn_fail(s, v, key, "a missing entry");
+	return e;
+}
+
+/* One of names (NULL-terminated): its index. */
+int scn_get_enum(struct scn *s, const yaml_node_t *v, const char *key,
+		    const char *const *names, int *out)
+{
+	char q[80], list[256];
+	size_t len = 0;
+	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a name"))
+		return s->rc;
+	for (int i = 0; names[i]; i++) {
+		if (!strcmp(scn_text(v), names[i])) {
+			*out = i;
+			return 0;
+		}
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", i ? ", " : "",
+					names[i]);
+		if (len >= sizeof(list))
+			len = sizeof(list) - 1;
+	}
+	return scn_fail(s, v, key, "'%s' is not one of %s", param_quote(scn_text(v), q, sizeof(q)), list);
+}
+
+/* A decimal number of seconds (or a ratio) in min..max: digits, an optional fraction. */
+int scn_get_decimal(struct scn *s, const yaml_node_t *v, const char *key, double min,
+		       double max, const char *unit, double *out)
+{
+	char q[80];
+	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a number"))
+		return s->rc;
+	const char *t = scn_text(v);
+	size_t i = strspn(t, "0123456789");
+	bool ok = i > 0 && i < 16;
+	if (ok && t[i] == '.') {
+		size_t f = strspn(t + i + 1, "0123456789");
+		ok = f > 0 && f <= 9;
+		i += 1 + f;
+	}
+	ok = ok && !t[i];
+	double x = ok ? strtod(t, NULL) : 0;
+	if (!ok || x < min || x > max)
+		return scn_fail(s, v, key, "'%s' is not a number in %g..%g%s%s%s (like 2 or 0.5)",
+				param_quote(scn_text(v), q, sizeof(q)), min, max, *unit ? " (" : "", unit,
+				*unit ? ")" : "");
+	*out = x;
+	return 0;
+}
+
+/*
+ * A time in seconds under key full ("bound_s": a decimal, scn_get_decimal) or, when the key node k
+ * says so, its alias without "_s" ("bound": a time with a unit, "500ms"; sim/scn/units.h). whole:
+ * only whole seconds (timeout_s).
+ */
+int scn_get_seconds(struct scn *s, const yaml_node_t *k, const yaml_node_t *v, const char *full,
+		       double min, double max, bool whole, double *out)
+{
+	char why[PARAM_ERR_LEN], q[80];
+	uint64_t ns;
+	if (!k || !strcmp(scn_text(k), full)) {
+		if (!whole)
+			return scn_get_decimal(s, v, full, min, max, "seconds", out);
+		int64_t i;
+		if (scn_get_int(s, v, full, (int64_t)min, (int64_t)max, "seconds", &i))
+			return s->rc;
+		*out = (double)i;
+		return 0;
+	}
+	const char *key = scn_text(k);
+	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a time with a unit, like 500ms or 2s"))
+		return s->rc;
+	if (units_parse(scn_text(v), UNITS_TIME, UNITS_BARE_ZERO, &ns, why, sizeof(why)))
+		return scn_fail(s, v, key, "%s", why);
+	if (whole && ns % 1000000000)
+		return scn_fail(s, v, key, "'%s' is not a whole number of seconds",
+				param_quote(scn_text(v), q, sizeof(q)));
+	double x = (double)ns / 1e9;
+	if (x < min || x > max) {
+		char a[32], b[32];
+		units_format(UNITS_TIME, (uint64_t)(min * 1e9 + 0.5), a, sizeof(a));
+		units_format(UNITS_TIME, (uint64_t)(max * 1e9 + 0.5), b, sizeof(b));
+		return scn_fail(s, v, key, "'%s' is not a time in %s..%s", param_quote(scn_text(v), q, sizeof(q)),
+				a, b);
+	}
+	*out = x;
+	return 0;
+}
+
+/* A byte count: "4096", "64K", "1MiB" (sim/scn/units.h: binary, K = KB = KiB = 1024). */
+int scn_get_size(struct scn *s, const yaml_node_t *v, const char *key, uint64_t min,
+		    uint64_t max, uint64_t *out)
+{
+	char q[80], why[PARAM_ERR_LEN];
+	uint64_t x = 0;
+	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a size in bytes"))
+		return s->rc;
+	int rc = units_parse(scn_text(v), UNITS_SIZE, UNITS_BARE, &x, why, sizeof(why));
+	if (rc && rc != -ERANGE)
+		return scn_fail(s, v, key, "%s", why);
+	if (rc || x < min || x > max)
+		return scn_fail(s, v, key,
+				"'%s' is not a size in %llu..%llu bytes (an integer, K, M, G suffixes "
+				"allowed: 64K, 1M)",
+				param_quote(scn_text(v), q, sizeof(q)), (unsigned long long)min, (unsigned long long)max);
+	*out = x;
+	return 0;
+}
+
+/* A list written as a YAML sequence of scalars or as one "a,b,c" scalar: calls fn per word. */
+int scn_for_words(struct scn *s, const yaml_node_t *v, const char *key, scn_word_fn fn, void *ctx)
+{
+	if (v->type == YAML_SEQUENCE_NODE) {
+		int n = scn_nitems(v);
+		if (n < 1)
+			return scn_fail(s, v, key, "an empty list");
+		for (int i = 0; i < n; i++) {
+			yaml_node_t *e = scn_get_item(s, v, i, key);
+			if (!e || scn_expect(s, e, YAML_SCALAR_NODE, key, "a name") ||
+			    fn(s, e, key, scn_text(e), ctx))
+				return s->rc;
+		}
+		return 0;
+	}
+	if (scn_expect(s, v, YAML_SCALAR_NODE, key, "a list like [a, b] or \"a,b\""))
+		return s->rc;
+	char *copy = strdup(scn_text(v)), *save = NULL;
+	if (!copy)
+		return scn_fail_oom(s);
+	int any = 0;
+	for (char *w = strtok_r(copy, ", ", &save); w; w = strtok_r(NULL, ", ", &save), any++)
+		if (fn(s, v, key, w, ctx))
+			break;
+	free(copy);
+	if (!s->rc && !any)
+		return scn_fail(s, v, key, "an empty list");
+	return s->rc;
 }
 
 /* ---- the fabric's places by name ----------------------------------------------------------- */

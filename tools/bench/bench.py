@@ -17,7 +17,8 @@ import threading
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # tools/, for its modules
-import sfctl  # noqa: E402
+from sf import ctl as sfctl  # noqa: E402
+from sf.daemon import Daemon  # noqa: E402
 
 MIB = 1 << 20
 
@@ -41,13 +42,10 @@ def run(build, conn_mem, reps):
     d = tempfile.mkdtemp(prefix="simfabric-bench.")
     os.chmod(d, 0o700)
     sock = os.path.join(d, "ctl.sock")
-    argv = [os.path.join(build, "simfabricd"), "--socket", sock]
-    if conn_mem:
-        argv += ["--conn-mem", str(conn_mem)]
-    log = open(os.path.join(d, "daemon.log"), "w")
-    daemon = subprocess.Popen(argv, stdout=log, stderr=log)
+    daemon = Daemon(os.path.join(build, "simfabricd"), sock, os.path.join(d, "daemon.log"),
+                    ["--conn-mem", str(conn_mem)] if conn_mem else [])
     try:
-        sfctl.wait_ready(sock, proc=daemon)
+        daemon.start(timeout=10)
         hello_mem = None
         seen, stop = {}, threading.Event()
         th = threading.Thread(target=sample_memory, args=(sock, stop, seen), daemon=True)
@@ -72,9 +70,7 @@ def run(build, conn_mem, reps):
         hello_mem = st.get("conn_mem")
         return runs, seen, hello_mem
     finally:
-        daemon.terminate()
-        daemon.wait(10)
-        log.close()
+        daemon.stop(timeout=10)
 
 
 def median(xs):

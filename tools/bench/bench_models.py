@@ -19,7 +19,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # tools/, for its modules
-import sfctl  # noqa: E402
+from sf import ctl as sfctl  # noqa: E402
+from sf.daemon import Daemon  # noqa: E402
 
 SCENARIO = """\
 name: bench
@@ -42,11 +43,10 @@ def run_one(build, d, name, rate_gbps, hop_lat_ns):
     with open(sc, "w") as f:
         f.write(SCENARIO.format(what=name, rate=rate_gbps, lat=hop_lat_ns))
     sock = os.path.join(d, name + ".sock")
-    log = open(os.path.join(d, name + ".log"), "w")
-    daemon = subprocess.Popen([os.path.join(build, "simfabricd"), "--socket", sock, "--scenario",
-                               sc], stdout=log, stderr=log)
+    daemon = Daemon(os.path.join(build, "simfabricd"), sock, os.path.join(d, name + ".log"),
+                    ["--scenario", sc])
     try:
-        sfctl.wait_ready(sock, proc=daemon)
+        daemon.start(timeout=10)
         fb = sfctl.fabric(sock)
         out = os.path.join(d, name + ".json")
         p = subprocess.run([os.path.join(build, "simfabric-harness"), "--plugin",
@@ -61,9 +61,7 @@ def run_one(build, d, name, rate_gbps, hop_lat_ns):
             m = [t for t in json.load(f)["tests"] if t["name"] == "bench" and t["rank"] == 0][0]
         st = sfctl.stats(sock)
     finally:
-        daemon.terminate()
-        daemon.wait(10)
-        log.close()
+        daemon.stop(timeout=10)
     lat_n = sum(l["late_n"] for l in st.values())
     late_mean = sum(l["late_sum_ns"] for l in st.values()) / lat_n if lat_n else 0
     return fb, m["metrics"], {"late_n": lat_n, "late_mean_ns": late_mean,

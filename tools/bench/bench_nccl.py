@@ -9,7 +9,7 @@ into the receiver's GPU memory, NCCL's GPUDirect path, checked in NCCL's log), i
 (SIMFABRIC_GPU=off) and NCCL_NET=Socket on loopback, with the very same launcher environment, an
 allreduce sweep from 8 B to 64 MiB, best of --rounds rounds. It prints the ratios against Socket
 first, then, over the 100, 200 and 400 Gb/s scenarios at 2 and 4 nodes, measured busbw against
-the alpha-beta model (tools/sfmodel.py) and what the daemon's fidelity monitor said, and last the
+the alpha-beta model (tools/sf/model.py) and what the daemon's fidelity monitor said, and last the
 issue's targets, each met or NOT.
 
 The communicators are blocking (config.blocking = 1), as in nccl-tests and torch.distributed.
@@ -24,8 +24,8 @@ import sys
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # tools/, for its modules
-import sflaunch  # noqa: E402
-import sfmodel  # noqa: E402
+from sf import launch as sflaunch  # noqa: E402
+from sf import model as sfmodel  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 

@@ -134,6 +134,68 @@ void t_unload(struct hx_test *t)
 
 #define T_MAX_CONNECT_LINKS 4096
 
+/*
+ * The connect test's round trip on every link l of ls: the message goes l->src -> l->dst on l,
+ * its echo (echo) back on l's reverse, rev[i] (none where it is -1), into ebufs, completing
+ * ops[n + i]. Posts this rank's side of one leg: its receives (send == 0) or its sends; the
+ * message is 64..124 bytes by link, the receive's buffer 64 bytes longer, poisoned.
+ */
+static void t_connect_post(struct hx_test *t, struct eng_links *ls, const int *rev, int me,
+			   int echo, int send, void **bufs, void **ebufs, struct eng_op *ops)
+{
+	for (int i = 0; i < ls->n && !hx_failed(t); i++) {
+		struct eng_link *l = &ls->v[i];
+		size_t sz = 64 + (size_t)(i % 61);
+		int from = echo ? l->dst : l->src, to = echo ? l->src : l->dst;
+		struct eng_op *op = &ops[echo ? ls->n + i : i];
+		void *mh;
+
+		if ((send ? from : to) != me || (echo && rev[i] < 0))
+			continue;
+		struct eng_link *on = echo ? &ls->v[rev[i]] : l;
+		if (send) {
+			if (!echo) {
+				bufs[i] = hx_alloc(sz);
+				hx_fill(bufs[i], sz,
+					hx_seed(T_SEED_CONNECT, (uint64_t)me, (uint64_t)i, 0));
+			}
+			if (eng_reg(on->send, bufs[i], 4096, &mh) == 0)
+				eng_send(on->send, bufs[i], sz, me, mh, op);
+			continue;
+		}
+		void **b = echo ? ebufs : bufs;
+		b[i] = hx_alloc(sz + 64);
+		memset(b[i], HX_POISON_BYTE, sz + 64);
+		op->want_sizes = 1;
+		if (eng_reg(on->recv, b[i], 4096, &mh) == 0)
+			eng_recv1(on->recv, b[i], sz + 64, from, mh, op);
+	}
+}
+
+/* Checks what this rank received in one leg of the round trip (t_connect_post). */
+static void t_connect_check(struct hx_test *t, struct eng_links *ls, const int *rev, int me,
+			    int echo, void **bufs, void **ebufs, struct eng_op *ops)
+{
+	for (int i = 0; i < ls->n && !hx_failed(t); i++) {
+		struct eng_link *l = &ls->v[i];
+		size_t sz = 64 + (size_t)(i % 61);
+		struct eng_op *op = &ops[echo ? ls->n + i : i];
+		char what[96];
+
+		if ((echo ? l->src : l->dst) != me || (echo && rev[i] < 0))
+			continue;
+		if (echo)
+			snprintf(what, sizeof(what), "connect: echo from rank %d dev %d", l->dst,
+				 l->rdev);
+		else
+			snprintf(what, sizeof(what), "connect: message from rank %d dev %d to dev %d",
+				 l->src, l->sdev, l->rdev);
+		t_check(t, what, echo ? ebufs[i] : bufs[i], sz, sz + 64,
+			hx_seed(T_SEED_CONNECT, (uint64_t)l->src, (uint64_t)i, 0), op->sizes[0],
+			op->sizes_known);
+	}
+}
+
 void t_connect(struct hx_test *t)
 {
 	struct eng e;
@@ -192,84 +254,17 @@ void t_connect(struct hx_test *t)
 			    ls.v[k].sdev == ls.v[i].rdev && ls.v[k].rdev == ls.v[i].sdev)
 				rev[i] = k;
 	}
-	for (i = 0; i < n && !hx_failed(t); i++) {
-		struct eng_link *l = &ls.v[i];
-		size_t sz = 64 + (size_t)(i % 61);
-		void *mh;
-
-		if (l->dst != me)
-			continue;
-		bufs[i] = hx_alloc(sz + 64);
-		memset(bufs[i], HX_POISON_BYTE, sz + 64);
-		ops[i].want_sizes = 1;
-		if (eng_reg(l->recv, bufs[i], 4096, &mh) == 0)
-			eng_recv1(l->recv, bufs[i], sz + 64, l->src, mh, &ops[i]);
-	}
-	for (i = 0; i < n && !hx_failed(t); i++) {
-		struct eng_link *l = &ls.v[i];
-		size_t sz = 64 + (size_t)(i % 61);
-		void *mh;
-
-		if (l->src != me)
-			continue;
-		bufs[i] = hx_alloc(sz);
-		hx_fill(bufs[i], sz, hx_seed(T_SEED_CONNECT, (uint64_t)me, (uint64_t)i, 0));
-		if (eng_reg(l->send, bufs[i], 4096, &mh) == 0)
-			eng_send(l->send, bufs[i], sz, me, mh, &ops[i]);
-	}
+	t_connect_post(t, &ls, rev, me, 0, 0, bufs, ebufs, ops); /* every receive first */
+	t_connect_post(t, &ls, rev, me, 0, 1, bufs, ebufs, ops);
 	if (!hx_failed(t))
 		eng_wait_all(&e);
-	for (i = 0; i < n && !hx_failed(t); i++) {
-		struct eng_link *l = &ls.v[i];
-		size_t sz = 64 + (size_t)(i % 61);
-		char what[96];
-
-		if (l->dst != me)
-			continue;
-		snprintf(what, sizeof(what), "connect: message from rank %d dev %d to dev %d", l->src,
-			 l->sdev, l->rdev);
-		t_check(t, what, bufs[i], sz, sz + 64,
-			hx_seed(T_SEED_CONNECT, (uint64_t)l->src, (uint64_t)i, 0), ops[i].sizes[0],
-			ops[i].sizes_known);
-	}
+	t_connect_check(t, &ls, rev, me, 0, bufs, ebufs, ops);
 	/* Echo back on the reverse link; the original sender compares with what it sent. */
-	for (i = 0; i < n && !hx_failed(t); i++) {
-		struct eng_link *l = &ls.v[i];
-		size_t sz = 64 + (size_t)(i % 61);
-		void *mh;
-
-		if (l->src != me || rev[i] < 0)
-			continue;
-		ebufs[i] = hx_alloc(sz + 64);
-		memset(ebufs[i], HX_POISON_BYTE, sz + 64);
-		ops[n + i].want_sizes = 1;
-		if (eng_reg(ls.v[rev[i]].recv, ebufs[i], 4096, &mh) == 0)
-			eng_recv1(ls.v[rev[i]].recv, ebufs[i], sz + 64, l->dst, mh, &ops[n + i]);
-	}
-	for (i = 0; i < n && !hx_failed(t); i++) {
-		struct eng_link *l = &ls.v[i];
-		size_t sz = 64 + (size_t)(i % 61);
-		void *mh;
-
-		if (l->dst != me || rev[i] < 0)
-			continue;
-		if (eng_reg(ls.v[rev[i]].send, bufs[i], 4096, &mh) == 0)
-			eng_send(ls.v[rev[i]].send, bufs[i], sz, me, mh, &ops[n + i]);
-	}
+	t_connect_post(t, &ls, rev, me, 1, 0, bufs, ebufs, ops);
+	t_connect_post(t, &ls, rev, me, 1, 1, bufs, ebufs, ops);
 	if (!hx_failed(t))
 		eng_wait_all(&e);
-	for (i = 0; i < n && !hx_failed(t); i++) {
-		struct eng_link *l = &ls.v[i];
-		size_t sz = 64 + (size_t)(i % 61);
-		char what[96];
-
-		if (l->src != me || rev[i] < 0)
-			continue;
-		snprintf(what, sizeof(what), "connect: echo from rank %d dev %d", l->dst, l->rdev);
-		t_check(t, what, ebufs[i], sz, sz + 64,
-			hx_seed(T_SEED_CONNECT, (uint64_t)me, (uint64_t)i, 0), ops[n + i].sizes[0],
-			ops[n + i].sizes_known);
-	}
+	t_connect_check(t, &ls, rev, me, 1, bufs, ebufs, ops);
 close:
 	eng_links_close(&e, &ls, 0, ls.n);
 	if (!hx_failed(t) && bufs) {
@@ -791,6 +786,41 @@ static float t_ar_val(int r, size_t i)
 	return (float)((int)((i * 7 + (size_t)r * 13) % 17) - 8);
 }
 
+/*
+ * Posts the slices of [buf, +bytes) from *posted on while fewer than T_AR_WINDOW are past *done:
+ * sends tagged tag (send), else receives from tag. -1 on a failure, else how many it posted.
+ */
+static int t_ar_post(int send, struct eng_conn *c, char *buf, size_t bytes, void *mh,
+		     struct eng_op *ops, int tag, size_t n, size_t done, size_t *posted)
+{
+	int moved = 0;
+	while (*posted < n && *posted - done < T_AR_WINDOW) {
+		size_t off = *posted * T_AR_SLICE;
+		size_t len = bytes - off < T_AR_SLICE ? bytes - off : T_AR_SLICE;
+		struct eng_op *op = &ops[*posted % T_AR_WINDOW];
+		int r = send ? eng_isend(c, buf + off, len, tag, mh, op)
+			     : t_irecv1(c, buf + off, len, tag, mh, op);
+
+		if (r < 0)
+			return -1;
+		if (r)
+			break;
+		(*posted)++, moved++;
+	}
+	return moved;
+}
+
+/* Counts the slices from *done on that completed, up to posted; -1 if one failed. */
+static int t_ar_reap(const struct eng_op *ops, size_t posted, size_t *done)
+{
+	while (*done < posted && ops[*done % T_AR_WINDOW].state != ENG_OP_PENDING) {
+		if (ops[*done % T_AR_WINDOW].state != ENG_OP_DONE)
+			return -1;
+		(*done)++;
+	}
+	return 0;
+}
+
 /* Sends [sbuf, +sbytes) and receives [rbuf, +rbytes) in slices, at most 8 of each in flight. */
 static int t_ar_step_ops(struct eng *e, struct eng_conn *sc, struct eng_conn *rc, char *sbuf,
 			 size_t sbytes, void *smh, char *rbuf, size_t rbytes, void *rmh,
@@ -801,41 +831,14 @@ static int t_ar_step_ops(struct eng *e, struct eng_conn *sc, struct eng_conn *rc
 	int me = hx_w.rank, prev = hx_ring_prev();
 
 	while (sd < ns || rd < nr) {
-		int moved = 0, why;
+		int why, rm = t_ar_post(0, rc, rbuf, rbytes, rmh, rops, prev, nr, rd, &rp);
+		int sm = rm < 0 ? -1 : t_ar_post(1, sc, sbuf, sbytes, smh, sops, me, ns, sd, &sp);
 
-		while (rp < nr && rp - rd < T_AR_WINDOW) {
-			size_t off = rp * T_AR_SLICE, len = rbytes - off < T_AR_SLICE ? rbytes - off
-										: T_AR_SLICE;
-			int r = t_irecv1(rc, rbuf + off, len, prev, rmh, &rops[rp % T_AR_WINDOW]);
-
-			if (r < 0)
-				return -1;
-			if (r)
-				break;
-			rp++, moved++;
-		}
-		while (sp < ns && sp - sd < T_AR_WINDOW) {
-			size_t off = sp * T_AR_SLICE, len = sbytes - off < T_AR_SLICE ? sbytes - off
-										: T_AR_SLICE;
-			int r = eng_isend(sc, sbuf + off, len, me, smh, &sops[sp % T_AR_WINDOW]);
-
-			if (r < 0)
-				return -1;
-			if (r)
-				break;
-			sp++, moved++;
-		}
-		moved += eng_progress(e);
-		while (rd < rp && rops[rd % T_AR_WINDOW].state != ENG_OP_PENDING) {
-			if (rops[rd % T_AR_WINDOW].state != ENG_OP_DONE)
-				return -1;
-			rd++;
-		}
-		while (sd < sp && sops[sd % T_AR_WINDOW].state != ENG_OP_PENDING) {
-			if (sops[sd % T_AR_WINDOW].state != ENG_OP_DONE)
-				return -1;
-			sd++;
-		}
+		if (sm < 0)
+			return -1;
+		int moved = rm + sm + eng_progress(e);
+		if (t_ar_reap(rops, rp, &rd) || t_ar_reap(sops, sp, &sd))
+			return -1;
 		why = eng_expired(e);
 		if (why) {
 			hx_fail(e->t, why == 2 ? "allreduce: aborted (another rank failed), %zu/%zu slices "

@@ -23,7 +23,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,8 @@ import time
 HERE = os.path.dirname(os.path.realpath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import sfctl  # noqa: E402
+from sf import ctl as sfctl  # noqa: E402
+from sf.daemon import Daemon as Simfabricd  # noqa: E402
 
 NODES = 8
 # 25 Gb/s, T_o = 4.096 us x 2^10 = 4.19 ms, 7 retries: a budget of 29.4 ms (as test_13).
@@ -119,11 +119,9 @@ class Daemon:
         with open(sc, "w") as f:
             f.write(SCENARIO.format(seed=n + 1, nodes=NODES))
         self.log = os.path.join(self.dir, "simfabricd.log")
-        with open(self.log, "w") as lf:
-            self.proc = subprocess.Popen([os.path.join(build, "simfabricd"), "--socket",
-                                          self.socket, "--scenario", sc], stdout=lf,
-                                         stderr=subprocess.STDOUT)
-        sfctl.wait_ready(self.socket, proc=self.proc)
+        self.daemon = Simfabricd(os.path.join(build, "simfabricd"), self.socket, self.log,
+                                 ["--scenario", sc]).start(timeout=10)
+        self.proc = self.daemon.proc
         self.fd0 = None  # fds after the first iteration, once they have settled
         self.faults = 0
         self.samples = []  # (iteration, fds, rss KiB) once the ranks are gone
@@ -160,13 +158,7 @@ class Daemon:
         self.samples.append((it, fds, proc_rss_kib(pid)))
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self.daemon.stop(timeout=10)
 
 
 def judge_daemon(d, slack_kib):

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * srv_fault.c - faults on the server's objects: op=fault (live faults:
+ * apply, clear, list) and what the fault daemon (sim/faultd.h) does through
+ * its faultd_ops: signal a node's sessions, hold or reset its channels. A
+ * leaf under the hub sim/srv.c: it calls only srv_look.c's paging.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/core/ctl.h"
+#include "sim/core/fault.h"
+#include "sim/core/fstate.h"
+#include "sim/fabmon.h"
+#include "sim/faultd.h"
+#include "sim/log.h"
+#include "sim/scn/scenario.h"
+#include "sim/srv_int.h"
+
+/*
+ * Live faults (docs/control-protocol.md, op=fault):
+ *   verb=apply spec=<a fault as one line of YAML flow syntax> [at_ns=<delay from now>]
+ *   verb=clear id=<n>|all [at_ns=<delay from now>]
+ *   verb=list [skip=<n>]
+ * A new fault is checked against the fabric first (the scenario parser's
+ * rules and messages), then published whole: a sender sees all of it or none
+ * of it. Its at: counts from the effective time now + at_ns.
+ */
+int srv_op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		 char *err)
+{
+	(void)c;
+	const char *verb = ctl_get(req, "verb");
+	if (!fabmon_faults(s->mon)) {
+		snprintf(err, SRV_ERR_LEN,
+			 "faults need an explicit fabric (a scenario with links); "
+			 "this daemon runs the ideal fabric");
+		return -EOPNOTSUPP;
+	}
+	uint64_t at = 0, skip = 0;
+	if (ctl_get(req, "at_ns") && get_u64(req, "at_ns", &at, err))
+		return -EINVAL;
+	if (at > 1000000000000000ull) {
+		snprintf(err, SRV_ERR_LEN, "at_ns: %llu is more than 1e15 ns",
+			 (unsigned long long)at);
+		return -EINVAL;
+	}
+	int64_t now = now_ns(), eff = now + (int64_t)at;
+	const struct fst_shm *fs = fabmon_shm(s->mon);
+	if (!strcmp(verb, "apply")) {
+		const char *spec = ctl_get(req, "spec");
+		if (!spec || !*spec) {
+			snprintf(err, SRV_ERR_LEN,
+				 "spec: missing (a fault in YAML flow syntax, like "
+				 "{action: link_down, link: [node0, sw0], for: 5ms})");
+			return -EINVAL;
+		}
+		if (ctl_get(req, "skip")) {
+			snprintf(err, SRV_ERR_LEN, "skip: only with verb=list");
+			return -EINVAL;
+		}
+		struct fault_plan *plan = NULL;
+		char why[SCN_ERR_LEN];
+		/* one fault, or a list of them */
+		char buf[CTL_VALUE_MAX + 8];
+		snprintf(buf, sizeof(buf), spec[0] == '[' ? "%s" : "[%s]", spec);
+		int rc = scn_load_faults(s->fabric, "spec", buf, strlen(buf), &plan, why,
+					 sizeof(why));
+		if (rc) {
+			snprintf(err, SRV_ERR_LEN, "%.*s", SRV_ERR_LEN - 1, why);
+			return rc;
+		}
+		if ((int)faultd_count(fabmon_faults(s->mon)) + plan->n > FAULT_MAX) {
+			snprintf(err, SRV_ERR_LEN,
+				 "the fabric has room for %d more fault(s); this "
+				 "spec has %d",
+				 FAULT_MAX - (int)faultd_count(fabmon_faults(s->mon)), plan->n);
+			fault_plan_free(plan);
+			return -ENOSPC;
+		}
+		for (int i = 0; i < plan->n; i++) {
+			uint32_t id;
+			plan->f[i].line = 0;
+			rc = faultd_apply(fabmon_faults(s->mon), &plan->f[i], eff, &id, err,
+					  SRV_ERR_LEN);
+			if (rc) {
+				fault_plan_free(plan);
+				return rc;
+			}
+			char k[24];
+			snprintf(k, sizeof(k), "id.%d", i);
+			ctl_addf(rep, k, "%u", id);
+		}
+		ctl_addf(rep, "faults", "%d", plan->n);
+		ctl_addf(rep, "effective_ns", "%lld", (long long)(eff - fs->epoch_ns));
+		fault_plan_free(plan);
+		faultd_tick(fabmon_faults(s->mon), now);
+		return 0;
+	}
+	if (ctl_get(req, "spec")) {
+		snprintf(err, SRV_ERR_LEN, "spec: only with verb=apply");
+		return -EINVAL;
+	}
+	if (!strcmp(verb, "clear")) {
+		const char *ids = ctl_get(req, "id");
+		uint64_t id = 0;
+		if (!ids) {
+			snprintf(err, SRV_ERR_LEN, "id: missing (a fault's id, or all)");
+			return -EINVAL;
+		}
+		if (strcmp(ids, "all") && get_u64(req, "id", &id, err))
+			return -EINVAL;
+		int n;
+		int rc = faultd_clear(fabmon_faults(s->mon), strcmp(ids, "all") ? (int64_t)id : -1,
+				      eff, &n, err, SRV_ERR_LEN);
+		if (rc)
+			return rc;
+		faultd_tick(fabmon_faults(s->mon),
+			    now); /* a clear effective now ends its window now */
+		ctl_addf(rep, "cleared", "%d", n);
+		ctl_addf(rep, "effective_ns", "%lld", (long long)(eff - fs->epoch_ns));
+		return 0;
+	}
+	if (!strcmp(verb, "list")) {
+		if (ctl_get(req, "skip") && get_u64(req, "skip", &skip, err))
+			return -EINVAL;
+		uint32_t n = faultd_count(fabmon_faults(s->mon));
+		ctl_addf(rep, "faults", "%u", n);
+		ctl_addf(rep, "now_ns", "%lld", (long long)(now - fs->epoch_ns));
+		ctl_addf(rep, "epoch_ns", "%lld", (long long)fs->epoch_ns);
+		for (uint64_t i = skip; i < n; i++) {
+			char k[24], v[CTL_VALUE_MAX + 1];
+			if (faultd_describe(fabmon_faults(s->mon), (uint32_t)i, now, v, sizeof(v)))
+				continue;
+			snprintf(k, sizeof(k), "fault.%llu", (unsigned long long)i);
+			if (!srv_add_paged(rep, k, v, i))
+				break;
+		}
+		return 0;
+	}
+	snprintf(err, SRV_ERR_LEN, "verb: '%s' is not apply, clear or list", verb);
+	return -EINVAL;
+}
+
+/* node_kill, node_freeze, straggle: signal every live session of node (its processes are
+ * the ranks; sig 0 only counts them). */
+int srv_signal_node(void *ctx, int node, int sig, int quiet, const char *why)
+{
+	struct srv *s = ctx;
+	int n = 0;
+	struct dl *p;
+	for (p = s->sessions.next; p != &s->sessions; p = p->next) {
+		struct session *se = dl_entry(p, struct session, link);
+		if (!se->node || se->node->id != node)
+			continue;
+		if (se->pid <= 0) { /* kill(0, ...) would signal the daemon's own process group */
+			if (!quiet)
+				log_warn("%s: cannot send SIG%s to the session of hello pid %d "
+					 "(node %s): "
+					 "this daemon cannot see its pid (another pid namespace)",
+					 why, sig ? sigabbrev_np(sig) : "0", (int)se->said_pid,
+					 se->node->name);
+			continue;
+		}
+		if (kill(se->pid, sig) == 0) {
+			if (!quiet)
+				log_warn("%s: SIG%s pid %d (node %s)", why, sigabbrev_np(sig),
+					 (int)se->pid, se->node->name);
+			n++;
+		} else {
+			log_warn("%s: cannot send SIG%s to pid %d (node %s): %s", why,
+				 sig ? sigabbrev_np(sig) : "0 (is it there?)", (int)se->pid,
+				 se->node->name, strerror(errno));
+		}
+	}
+	if (!n && !quiet)
+		log_warn("%s: no process of that node is connected to the daemon", why);
+	return n;
+}
+
+/*
+ * The open channels from node src to node dst (FAULT_ANY: any) that a fault acts on: reset
+ * (fid: chan_mark_reset) when hold is 0, else hold or release (on) the CHAN_HOLD_* bits in hold.
+ * One line each, but for the receive holds of a freeze. Returns how many.
+ */
+static int act_conns(struct srv *s, int src, int dst, uint32_t fid, uint32_t hold, int on,
+		     const char *why)
+{
+	int n = 0;
+	struct dl *p;
+	for (p = s->chans.next; p != &s->chans; p = p->next) {
+		struct channel *ch = dl_entry(p, struct channel, link);
+		const struct fabric_node *a = ch->end[END_TX].node, *b = ch->end[END_RX].node;
+		if (!ch->shm || !a || !b || !fault_conn_match(src, dst, a->id, b->id))
+			continue;
+		if (hold)
+			chan_set_hold(ch->shm, hold, on);
+		else
+			chan_mark_reset(ch->shm, fid);
+		if (!hold || (hold & CHAN_HOLD_HANG))
+			log_warn("%s: chan 0x%llx (%s -> %s) %s", why, (unsigned long long)ch->id,
+				 a->name, b->name,
+				 !hold	      ? "reset"
+					 : on ? "hangs"
+					      : "released");
+		n++;
+	}
+	return n;
+}
+
+/* node_freeze, comm_hang: hold (or release) the channels. */
+int srv_hold_conns(void *ctx, int src, int dst, uint32_t bits, int on, const char *why)
+{
+	return bits ? act_conns(ctx, src, dst, 0, bits, on, why) : 0;
+}
+
+/* reset: the channels fail on both ends. */
+int srv_reset_conns(void *ctx, int src, int dst, uint32_t fid, const char *why)
+{
+	return act_conns(ctx, src, dst, fid, 0, 0, why);
+}

@@ -1,0 +1,479 @@
+# SPDX-License-Identifier: MIT
+"""sfctl - a small client for simfabricd's text control protocol (docs/control-protocol.md).
+
+Used by the `simfabric` CLI and by the pytest driver. Standard library only.
+"""
+import json
+import os
+import pwd
+import socket
+import stat
+import struct
+import time
+
+__all__ = ["CtlError", "default_socket", "request", "show", "fabric", "stats", "link_records", "series",
+           "wait_ready", "format_status", "format_fabric", "nic_counters", "format_nics"]
+
+
+class CtlError(Exception):
+    """A request failed: errno and the daemon's reason, or no daemon at all. reason: the
+    message without the op and the errno, for a user (the whole message is for logs)."""
+
+    def __init__(self, msg, errno=None, reason=None):
+        super().__init__(msg)
+        self.errno = errno
+        self.reason = reason or msg
+
+
+def version():
+    """simfabric's one version: sim/core/version.h next to this tools/ (a checkout; the C
+    programs compile it in), else what `make install` wrote into sfinstall.py."""
+    import re
+    here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # tools/, sf/'s parent
+    try:
+        with open(os.path.join(os.path.dirname(here), "sim", "core", "version.h")) as f:
+            m = re.search(r'#define SF_VERSION "([^"]+)"', f.read())
+        return m.group(1) if m else "unknown"
+    except OSError:
+        pass
+    try:
+        import sfinstall
+        return sfinstall.VERSION
+    except ImportError:
+        return "unknown (sim/core/version.h not found next to tools/)"
+
+
+def default_socket():
+    """The socket path the plugin and the daemon use by default (sim/core/ctl.c ctl_default_socket):
+    $SIMFABRIC_SOCKET, else $XDG_RUNTIME_DIR/simfabric/ctl.sock, else ~/.simfabric/ctl.sock of
+    the effective uid, where no other user can create the directory first (unlike /tmp)."""
+    if os.environ.get("SIMFABRIC_SOCKET"):
+        return os.environ["SIMFABRIC_SOCKET"]
+    run = os.environ.get("XDG_RUNTIME_DIR")
+    if run:
+        return os.path.join(run, "simfabric", "ctl.sock")
+    try:
+        home = pwd.getpwuid(os.geteuid()).pw_dir
+    except KeyError:
+        home = os.environ.get("HOME", "")
+    if not home.startswith("/"):
+        raise CtlError("cannot work out the default socket path: uid %d has no home directory "
+                       "(set SIMFABRIC_SOCKET)" % os.geteuid())
+    return os.path.join(home.rstrip("/") or "/", ".simfabric", "ctl.sock")
+
+
+def check_dir(path):
+    """The socket's directory must be one only we control (sim/core/ctl.c ctl_check_dir): a real
+    directory (lstat: not a symlink), owned by our euid, no group/other access."""
+    d = os.path.dirname(path) or "."
+    try:
+        st = os.lstat(d)
+    except OSError as e:
+        return "socket directory %s: %s" % (d, e.strerror)
+    if stat.S_ISLNK(st.st_mode):
+        return ("socket directory %s is a symbolic link; it must be a real directory (whoever "
+                "can change the link can move the socket)" % d)
+    if not stat.S_ISDIR(st.st_mode):
+        return "socket directory %s is not a directory" % d
+    if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        return ("socket directory %s is owned by uid %d with mode %04o; it must be owned by uid "
+                "%d with no group/other access (chmod 700 %s)"
+                % (d, st.st_uid, stat.S_IMODE(st.st_mode), os.geteuid(), d))
+    return None
+
+
+def check_peer(sock):
+    """The server of a connected Unix socket runs as our euid (SO_PEERCRED), or an error text."""
+    pid, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                      struct.calcsize("3i")))
+    if uid != os.geteuid():
+        return ("the socket is served by uid %d (pid %d), not by this process's uid %d; refusing "
+                "it: another user's daemon could read and change every message"
+                % (uid, pid, os.geteuid()))
+    return None
+
+
+def _read_message(sock, deadline):
+    buf = b""
+    while b"\n\n" not in buf and not buf.startswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise CtlError("timed out waiting for the daemon's reply")
+        sock.settimeout(left)
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise CtlError("the daemon closed the connection before replying")
+        buf += chunk
+    text = buf.split(b"\n\n", 1)[0].decode("ascii", "replace")
+    pairs = []
+    for line in text.split("\n"):
+        if not line:
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise CtlError("malformed reply line %r" % line)
+        pairs.append((key, value))
+    return pairs
+
+
+def request(path, op, timeout=5.0, **keys):
+    """Send op with keys, return the reply as a list of (key, value); raise CtlError on errno!=0."""
+    lines = ["op=%s" % op] + ["%s=%s" % (k, v) for k, v in keys.items()]
+    for k, v in [("op", op)] + list(keys.items()):
+        bad = [c for c in str(v) if not " " <= c <= "~"]
+        if bad:
+            why = "%s has %r, which the control protocol cannot carry (printable ASCII only)" % (
+                k, bad[0])
+            raise CtlError("%s: %s" % (op, why), 22, why)  # EINVAL
+    why = check_dir(path)
+    if why and os.path.lexists(os.path.dirname(path) or "."):
+        raise CtlError("refusing the socket %s: %s" % (path, why))
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        try:
+            s.connect(path)
+        except OSError as e:
+            raise CtlError("no simfabric daemon at %s (%s); start one with: simfabric up "
+                           "--socket %s" % (path, e.strerror, path))
+        why = check_peer(s)
+        if why:
+            raise CtlError("refusing the socket %s: %s" % (path, why), 1)
+        s.sendall(("\n".join(lines) + "\n\n").encode("ascii"))
+        pairs = _read_message(s, time.monotonic() + timeout)
+    finally:
+        s.close()
+    d = dict(pairs)
+    err = int(d.get("errno", "-1"))
+    if err != 0:
+        why = d.get("error", "no reason given")
+        raise CtlError("%s: %s (errno %d)" % (op, why, err), err, why)
+    return pairs
+
+
+def wait_ready(path, timeout=10.0, proc=None):
+    """Poll with op=ping until the daemon answers; fail early if proc exits. With proc, the
+    answer must come from proc itself (ping says its pid): another daemon already serving
+    the path is not the one just started."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise CtlError("simfabricd exited with status %d before it was ready" % proc.returncode)
+        try:
+            d = dict(request(path, "ping", timeout=1.0))
+            if proc is None or int(d.get("pid", "0")) == proc.pid:
+                return
+            last = CtlError("%s answers at %s, not the daemon just started (pid %d)"
+                            % (describe_ping(d), path, proc.pid))
+        except CtlError as e:
+            last = e
+        time.sleep(0.02)
+    raise CtlError("simfabricd at %s not ready after %.1f s: %s" % (path, timeout, last))
+
+
+def describe_ping(d):
+    """A daemon as its ping reply names it: 'simfabricd pid N (scenario S)'."""
+    return "simfabricd pid %s (%s)" % (d.get("pid", "?"), "scenario " + d["scenario"]
+                                        if d.get("scenario") else "the ideal fabric")
+
+
+def running(path, timeout=1.0):
+    """The ping reply of a daemon serving path as a dict, or None when none answers."""
+    try:
+        return dict(request(path, "ping", timeout=timeout))
+    except CtlError:
+        return None
+
+
+def _num(v):
+    try:
+        return int(v, 0)
+    except ValueError:
+        return v
+
+
+def _pages(path, op, timeout):
+    """Every page of a paged op (next=<n> says where the next one starts): [(key, value)]
+    with the header of the first page and the records of all."""
+    pairs, skip = [], None
+    for _ in range(1000000):
+        page = request(path, op, timeout=timeout, **({"skip": skip} if skip is not None else {}))
+        nxt = [v for k, v in page if k == "next"]
+        pairs += [(k, v) for k, v in page if k != "next" and (skip is None or "." in k)]
+        if not nxt:
+            return pairs
+        skip = nxt[0]
+    raise CtlError("op=%s: more than a million pages" % op)
+
+
+def show(path, timeout=5.0):
+    """The live fabric as a dict: fabric, instance, nodes[], nics[], chans[], listeners."""
+    pairs = _pages(path, "show", timeout)
+    out = {"nodes": {}, "nics": {}, "chans": {}}
+    for key, value in pairs:
+        parts = key.split(".")
+        if parts[0] == "node" and len(parts) == 3:
+            out["nodes"].setdefault(parts[1], {})[parts[2]] = _num(value)
+        elif parts[0] == "nic" and len(parts) == 4:
+            out["nics"].setdefault(parts[1] + "." + parts[2], {})[parts[3]] = _num(value)
+        elif parts[0] == "chan" and len(parts) == 3:
+            out["chans"].setdefault(parts[1], {})[parts[2]] = _num(value)
+        elif key in ("nodes", "nics", "chans"):
+            out["n_" + key] = _num(value)  # counts; the lists take the plain names
+        elif key != "errno":
+            out[key] = _num(value)
+    out["nodes"] = [dict(v, index=k) for k, v in out["nodes"].items()]
+    out["nics"] = [dict(v, index=k) for k, v in out["nics"].items()]
+    out["chans"] = [dict(v, id=k) for k, v in out["chans"].items()]
+    return out
+
+
+def fabric(path, timeout=5.0):
+    """The resolved fabric (op=fabric) as parsed JSON: every parameter after defaults, per
+    node, NIC, switch, directed link and NIC-to-NIC path. See docs/control-protocol.md."""
+    pairs = _pages(path, "fabric", timeout)
+    total = int(dict(pairs)["bytes"])
+    chunks = {int(k[5:]): v for k, v in pairs if k.startswith("json.")}
+    text = "".join(chunks[i] for i in sorted(chunks))
+    if len(text) != total or sorted(chunks) != list(range(len(chunks))):
+        raise CtlError("op=fabric: got %d of %d bytes in chunks %s" % (len(text), total,
+                                                                      sorted(chunks)[:10]))
+    return json.loads(text)
+
+
+def format_fabric(fb):
+    """A human-readable summary of fabric()'s result."""
+    c = fb["counts"]
+    lines = ["fabric %s%s: %d node(s), %d NIC(s), %d switch(es), %d directed link(s), seed %d" % (
+        fb["kind"], " '%s' from %s" % (fb["name"], fb["scenario"]) if fb.get("scenario") else "",
+        c["nodes"], c["nics"], c["switches"], c["links"], fb["seed"])]
+    if fb.get("description"):
+        lines.append("  " + fb["description"])
+    if fb["nodes"]:
+        lines += ["", "%-20s %-24s %10s %12s %s" % ("NODE", "NIC", "SPEED", "LATENCY", "GUID")]
+        for n in fb["nodes"]:
+            for nic in n["nics"]:
+                lines.append("%-20s %-24s %7.1f Gb %9d ns %s" % (
+                    n["name"], nic["name"], nic["speed_mbps"] / 1000.0, nic["latency_ns"],
+                    nic["guid"]))
+    if fb["switches"]:
+        lines += ["", "%-20s %9s %12s %12s %s" % ("SWITCH", "PORTS", "TO NICS", "TO SWITCHES",
+                                                  "OVERSUBSCRIPTION")]
+        for s in fb["switches"]:
+            o = s.get("oversubscription")
+            lines.append("%-20s %4d/%-4d %9s Gb %9s Gb %s" % (
+                s["name"], s["ports_used"], s["params"]["ports"], s["nic_gbps"], s["switch_gbps"],
+                "%g:1" % o if o else "-"))
+    if fb["links"]:
+        lines += ["", "%-5s %-16s %-16s %10s %9s  %s" % ("LINK", "FROM", "TO", "RATE", "HOP",
+                                                         "IMPAIRMENTS")]
+        for l in fb["links"]:
+            p = l["params"]
+            imp = []
+            if p.get("jitter", {}).get("dist", "none") != "none":
+                imp.append("jitter " + json.dumps(p["jitter"], separators=(",", ":")))
+            if p.get("loss", {}).get("model", "none") != "none":
+                imp.append("loss " + json.dumps(p["loss"], separators=(",", ":")))
+            for k in ("reorder", "duplicate", "corrupt"):
+                if p.get(k):
+                    imp.append("%s %s" % (k, p[k]))
+            rate = "%s Gb" % p["rate_gbps"] if p["rate_gbps"] else "unlimited"
+            lines.append("%-5d %-16s %-16s %10s %6d ns  %s" % (
+                l["id"], l["from"], l["to"], rate, l["hop_latency_ns"], ", ".join(imp)))
+    if fb.get("paths"):
+        lines += ["", "%-16s %-16s %10s  %s" % ("PATH FROM", "TO", "LATENCY", "LINKS")]
+        for p in fb["paths"]:
+            lines.append("%-16s %-16s %7d ns  %s" % (p["src"], p["dst"], p["latency_ns"],
+                                                    " ".join(str(x) for x in p["links"])))
+    elif fb.get("path_pairs"):
+        lines += ["", "(%d NIC pairs: paths not listed)" % fb["path_pairs"]]
+    return "\n".join(lines)
+
+
+def _hist(text, n):
+    """"B:COUNT/B:COUNT" (the non-empty buckets) -> a list of n counts."""
+    out = [0] * n
+    for part in filter(None, text.split("/")):
+        b, _, c = part.partition(":")
+        out[int(b)] = int(c)
+    return out
+
+
+def link_records(stats, links):
+    """stats()'s {id: counters} as a list by id, each record with its link's "id", "from",
+    "to" and "rate_bps" from the fabric dump's links (None where the dump has no such link)."""
+    names = {l["id"]: l for l in links or []}
+    return [dict({"id": i, "from": names.get(i, {}).get("from"),
+                  "to": names.get(i, {}).get("to"),
+                  "rate_bps": names.get(i, {}).get("rate_bps")}, **c)
+            for i, c in sorted(stats.items())]
+
+
+def stats(path, timeout=5.0):
+    """Per directed link: counters, the queueing delay and the fidelity monitor, as
+    {link id: {key: int, "queue_hist": [counts], "late_hist": [counts]}} (op=stats; a
+    histogram's bucket 0 counts 0 ns, bucket b [2^(b-1), 2^b) ns)."""
+    pairs = _pages(path, "stats", timeout)
+    head = dict(pairs)
+    nb = {"queue_hist": int(head.get("queue_buckets", 0)),
+          "late_hist": int(head.get("late_buckets", 0))}
+    out = {}
+    for k, v in pairs:
+        parts = k.split(".")
+        if parts[0] != "link":
+            continue
+        rec = out.setdefault(int(parts[1]), {})
+        if len(parts) == 2:
+            rec.update({a: int(b) for a, b in (kv.split("=") for kv in v.split(","))})
+        elif parts[2] in nb:
+            rec[parts[2]] = _hist(v, nb[parts[2]])
+    return out
+
+
+def series(path, timeout=5.0):
+    """The daemon's per-link samples (op=series, every page): {"period_ns", "links",
+    "capacity", "taken", "first", "epoch_ns", "now_ns", "samples": [{"seq", "t_ns", "dt_ns",
+    "bytes": [per link]}]}: t_ns in fabric time (ns since the daemon's start), each sample
+    the payload bytes every link carried in the dt_ns before it. A sample the ring dropped
+    between two pages, after the first of them had only some of its lines, is left out."""
+    pairs = _pages(path, "series", timeout)
+    head = {k: int(v) for k, v in pairs if "." not in k and k != "errno"}
+    per = head["links_per_line"]
+    chunks = -(-head["links"] // per) or 1  # lines per sample
+    samples, got = {}, {}
+    for k, v in pairs:
+        parts = k.split(".")
+        if parts[0] != "s":
+            continue
+        nums = [int(x) for x in v.split(",")]
+        seq = int(parts[1])
+        smp = samples.setdefault(seq, {"seq": seq, "t_ns": nums[0], "dt_ns": nums[1],
+                                       "bytes": [0] * head["links"]})
+        c0 = int(parts[2]) * per
+        smp["bytes"][c0:c0 + len(nums) - 2] = nums[2:]
+        got.setdefault(seq, set()).add(int(parts[2]))
+    head.pop("links_per_line")
+    head["samples"] = [samples[q] for q in sorted(samples) if len(got[q]) == chunks]
+    return head
+
+
+def format_status(st):
+    """A human-readable table of show()'s result."""
+    lines = ["fabric %s (instance %s, simfabricd %s): %d node(s), %d connection(s) (%s open), "
+             "%s listener(s)" % (st.get("fabric", "?"), st.get("instance", "?"),
+                                 st.get("version", "?"), len(st["nodes"]), len(st["chans"]),
+                                 st.get("chans_open", "?"), st.get("listeners", 0))]
+    if st["nodes"]:
+        lines.append("")
+        lines.append("%-20s %-6s %-7s %s" % ("NODE", "NICS", "GPU", "PIDS"))
+        for n in st["nodes"]:
+            # GPU: the plugin's GPU data path in that node's processes (SIMFABRIC_GPU)
+            lines.append("%-20s %-6s %-7s %s" % (n.get("name"), n.get("nics"),
+                                                 n.get("gpu") or "-", n.get("pids", "")))
+    if st["chans"]:
+        lines.append("")
+        lines.append("%-18s %-22s %-22s %-8s %10s %14s %10s" % (
+            "CONN", "FROM", "TO", "STATE", "MSGS", "BYTES", "SHM"))
+        for c in st["chans"]:
+            lines.append("%-18s %-22s %-22s %-8s %10s %14s %10s" % (
+                c["id"], c.get("src"), c.get("dst"), c.get("state"), c.get("msgs"),
+                c.get("bytes"), c.get("shm_bytes")))
+        lines.append("")
+        lines.append(format_nics(nic_counters(st["chans"])))
+    return "\n".join(lines)
+
+
+# what a NIC's uplinks (the links leaving it) and downlinks (those reaching it) add up to
+NIC_UP_KEYS = ("packets", "lost", "timeouts", "duplicates", "reordered", "corrupted", "failed",
+               "queue_ns")
+NIC_DOWN_KEYS = ("late_n", "late_sum_ns", "early")
+
+
+def nic_counters(conns, links=()):
+    """Per NIC ("node/index"), what its connections sent and received (conns: show()'s chans or
+    stats.json's connections: src, dst, msgs, bytes) and, on a modelled fabric, the sums of its
+    links' counters (links: dicts with from, to and op=stats' counters): what the model did on
+    its uplinks (packets, lost, ...) and the fidelity monitor on its downlinks. A list sorted
+    by NIC of {"nic", "tx_conns", "tx_msgs", "tx_bytes", "rx_conns", "rx_msgs", "rx_bytes",
+    "up": {...}, "down": {...}} ("up"/"down" empty on the ideal fabric)."""
+    out = {}
+
+    def nic(name):
+        return out.setdefault(name, {"nic": name, "tx_conns": 0, "tx_msgs": 0, "tx_bytes": 0,
+                                     "rx_conns": 0, "rx_msgs": 0, "rx_bytes": 0, "up": {},
+                                     "down": {}})
+    for c in conns:
+        for side, end in (("tx", c.get("src")), ("rx", c.get("dst"))):
+            if end:
+                n = nic(end)
+                n[side + "_conns"] += 1
+                n[side + "_msgs"] += int(c.get("msgs") or 0)
+                n[side + "_bytes"] += int(c.get("bytes") or 0)
+    for l in links:
+        for end, keys, part in ((l.get("from"), NIC_UP_KEYS, "up"),
+                                (l.get("to"), NIC_DOWN_KEYS, "down")):
+            if end and "/" in end:  # a NIC's end; switches have plain names
+                d = nic(end)[part]
+                for k in keys:
+                    d[k] = d.get(k, 0) + int(l.get(k) or 0)
+    return [out[k] for k in sorted(out)]
+
+
+def format_nics(nics):
+    """nic_counters()'s list as a table."""
+    lines = ["%-22s %6s %10s %14s %6s %10s %14s %8s %6s %7s %5s" % (
+        "NIC", "TX CON", "TX MSGS", "TX BYTES", "RX CON", "RX MSGS", "RX BYTES", "PACKETS",
+        "LOST", "CORRUPT", "EARLY")]
+    for n in nics:
+        up, down = n["up"], n["down"]
+        lines.append("%-22s %6d %10d %14d %6d %10d %14d %8s %6s %7s %5s" % (
+            n["nic"], n["tx_conns"], n["tx_msgs"], n["tx_bytes"], n["rx_conns"], n["rx_msgs"],
+            n["rx_bytes"], up.get("packets", "-"), up.get("lost", "-"), up.get("corrupted", "-"),
+            down.get("early", "-")))
+    return "\n".join(lines)
+
+
+def dumps(st):
+    return json.dumps(st, indent=2, sort_keys=True)
+
+
+def _kv(text):
+    """"a=1,b=x" -> {"a": 1, "b": "x"} (numbers converted)."""
+    out = {}
+    for part in text.split(","):
+        k, _, v = part.partition("=")
+        out[k] = _num(v)
+    return out
+
+
+def faults(path, timeout=5.0):
+    """The daemon's faults (op=fault verb=list, every page): {"epoch_ns", "now_ns", "faults": [...]}."""
+    res, skip = {"faults": []}, 0
+    while True:
+        pairs = request(path, "fault", timeout=timeout, verb="list", skip=skip)
+        nxt = None
+        for k, v in pairs:
+            if k.startswith("fault."):
+                d = _kv(v)
+                d["id"] = int(k.split(".")[1])
+                res["faults"].append(d)
+            elif k in ("epoch_ns", "now_ns"):
+                res[k] = int(v)
+            elif k == "next":
+                nxt = int(v)
+        if nxt is None:
+            return res
+        skip = nxt
+
+
+def fault_apply(path, spec, at_ns=0, timeout=5.0):
+    """Apply one live fault (YAML flow text); returns (ids, effective_ns)."""
+    d = request(path, "fault", timeout=timeout, verb="apply", spec=spec, at_ns=at_ns)
+    ids = [int(v) for k, v in d if k.startswith("id.")]
+    return ids, int(dict(d)["effective_ns"])
+
+
+def fault_clear(path, fid="all", at_ns=0, timeout=5.0):
+    d = dict(request(path, "fault", timeout=timeout, verb="clear", id=fid, at_ns=at_ns))
+    return int(d["cleared"])
