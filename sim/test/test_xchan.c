@@ -472,7 +472,7 @@ static int fm_arrive_fails(void *ctx, int64_t now, uint64_t bytes, const struct 
 
 static const struct xchan_model rx_hop_fail_model = {fm_post, fm_arrive_fails, fm_acked};
 
-static void test_review_a_message_the_receivers_hops_fail_fails_the_receiver_too(void)
+static void test_a_message_the_receivers_hops_fail_fails_the_receiver_too(void)
 {
 	struct fake_model m = {.lat_ns = 1000, .ack_ns = 1000};
 	struct pair *p = pair_new(0, 0, &rx_hop_fail_model, &m);
@@ -505,7 +505,7 @@ static int ping_eagain_send(void *ctx, uint64_t peer, uint64_t tag, const struct
 	return ping_inner->send(ctx, peer, tag, iov, niov, op);
 }
 
-static void test_review_a_ping_the_transport_never_takes_fails_the_endpoint(void)
+static void test_a_ping_the_transport_never_takes_fails_the_endpoint(void)
 {
 	struct pair *p = pair_new(0, 0, NULL, NULL);
 	ping_inner = &p->e[0].net;
@@ -545,7 +545,7 @@ static int fm_post_refuses(void *ctx, int64_t now, uint64_t bytes, struct xchan_
 
 static const struct xchan_model refusing_model = {fm_post_refuses, fm_arrive, fm_acked};
 
-static void test_review_a_sender_that_fails_alone_still_releases_the_receiver(void)
+static void test_a_sender_that_fails_alone_still_releases_the_receiver(void)
 {
 	struct fake_model m = {0};
 	struct pair *p = pair_new(0, 0, &refusing_model, &m);
@@ -637,9 +637,9 @@ static const struct check_case cases[] = {
 	CHECK_CASE(test_a_send_in_flight_when_the_receiver_closes_fails),
 	CHECK_CASE(test_a_peer_that_is_gone_fails_both_ends),
 	CHECK_CASE(test_limits_and_misuse),
-	CHECK_CASE(test_review_a_message_the_receivers_hops_fail_fails_the_receiver_too),
-	CHECK_CASE(test_review_a_ping_the_transport_never_takes_fails_the_endpoint),
-	CHECK_CASE(test_review_a_sender_that_fails_alone_still_releases_the_receiver),
+	CHECK_CASE(test_a_message_the_receivers_hops_fail_fails_the_receiver_too),
+	CHECK_CASE(test_a_ping_the_transport_never_takes_fails_the_endpoint),
+	CHECK_CASE(test_a_sender_that_fails_alone_still_releases_the_receiver),
 };
 
 int main(int argc, char **argv)
