@@ -5,11 +5,13 @@ whose ends are on different hosts runs over libfabric (tcp;ofi_rxm on loopback) 
 process, never through a daemon. The harness's tests must pass exact as on one host; what is
 not supported yet is refused with its reason, never run wrong."""
 import ctypes
+import json
 import os
+import subprocess
 
 import pytest
 
-from test_35_launched_harness import ALL, launch_by_hand
+from test_35_launched_harness import ALL, base_env, launch_by_hand
 
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
@@ -116,3 +118,50 @@ def test_38_04_a_bad_host_number_is_named_and_leaves_cross_host_off(sf_env, sf_f
     r.check_ok(2)
     assert "SIMFABRIC_HOST='%s' is not a host number (0..65535): cross-host connections are " \
         "off" % value in r.outs[0][2], r.report()
+
+
+# ---- simfabric launch --local-hosts ----------------------------------------------------------
+
+def test_38_05_launch_local_hosts_runs_the_harness_exact_across_two_hosts(sf_env, tmp_path):
+    jpath = str(tmp_path / "launch.json")
+    p = subprocess.run(
+        [sf_env.cli, "launch", "--nodes", "4", "--local-hosts", "2", "--run-dir",
+         str(tmp_path / "run"), "--", sf_env.harness, "--launched", "--plugin", sf_env.plugin,
+         "--json", jpath, "--tests", "sizes,allreduce,alltoall", "--max-bytes", "4M",
+         "--timeout", "120"],
+        env=dict(base_env(None), **sf_env.run_env()), capture_output=True, text=True,
+        timeout=300)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "2 hosts on this machine" in out and "all 4 rank(s) exited 0" in out, out
+    with open(jpath) as f:
+        j = json.load(f)
+    assert j["ok"] and j["nranks"] == 4, j
+    # each host's daemon has its own socket in the run directory
+    assert os.path.exists(str(tmp_path / "run" / "host1")), out
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--local-hosts", "0"], "--local-hosts 0: between 1 and the 2 node(s)"),
+    (["--local-hosts", "3"], "--local-hosts 3: between 1 and the 2 node(s)"),
+    (["--local-hosts", "2", "--scenario", os.path.join(ROOT, "scenarios", "hdr-2node.yaml")],
+     "--local-hosts with --scenario: connections between hosts run on the ideal fabric only"),
+])
+def test_38_06_launch_local_hosts_usage_errors(sf_env, tmp_path, args, says):
+    p = subprocess.run([sf_env.cli, "launch", "--nodes", "2"] + args + ["--", "true"],
+                       env=dict(base_env(None), **sf_env.run_env()), capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2 and says in p.stderr, (p.returncode, p.stderr)
+
+
+@pytest.mark.parametrize("nhosts", [2, 3])
+def test_38_07_the_launchers_blocks_are_the_scenario_compilers(sf_env, nhosts):
+    """sf.launch.host_of puts node i where the daemon's placement does (sim/scn/place.c's
+    default blocks), so a rank's SIMFABRIC_HOST names the host that owns its uplink."""
+    from sf.launch import host_of
+    scn = os.path.join(ROOT, "scenarios", "leafspine-8node-2to1.yaml")
+    p = subprocess.run([sf_env.daemon, "--dump-fabric", "--hosts", str(nhosts), "--scenario",
+                        scn], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    node_host = json.loads(p.stdout)["hosts"]["node_host"]
+    assert [host_of(i, len(node_host), nhosts) for i in range(len(node_host))] == node_host

@@ -818,14 +818,28 @@ def node_names(fb, nnodes):
     return names[:nnodes]
 
 
+def host_of(node, nnodes, nhosts):
+    """The host of node i when nnodes nodes are split over nhosts hosts in consecutive blocks,
+    host h holding [h*N/H, (h+1)*N/H) (docs/scale-out.md, "Node placement")."""
+    for h in range(nhosts):
+        if h * nnodes // nhosts <= node < (h + 1) * nnodes // nhosts:
+            return h
+    raise ValueError("node %d is not one of %d" % (node, nnodes))
+
+
 class Job:
-    """A prepared launch: the fabric, the run directory and one Proc per rank."""
+    """A prepared launch: the fabric, the run directory and one Proc per rank. local_hosts > 1:
+    that many daemons on this machine stand for as many hosts, the nodes split between them in
+    blocks, and connections between ranks of different hosts go over libfabric on loopback
+    (SIMFABRIC_HOST; docs/scale-out.md)."""
 
     def __init__(self, paths=None, run_dir=None, name="job", scenario=None, socket=None,
-                 daemon_args=(), say=None):
+                 daemon_args=(), say=None, local_hosts=1):
         self.paths = paths or Paths()
         self.run_dir = make_run_dir(run_dir, name)
         self.scenario, self.socket, self.daemon_args = scenario, socket, list(daemon_args)
+        self.local_hosts = local_hosts
+        self.hosts = []  # local_hosts > 1: the other hosts' daemons (host 1, 2, ...)
         self.daemon = None
         self.mps = None
         self.fabric = None
@@ -852,6 +866,16 @@ class Job:
                                        self.daemon_args)
             self.socket = self.daemon.socket
             self.fabric = sfctl.fabric(self.socket)
+            for h in range(1, self.local_hosts):
+                d = os.path.join(self.run_dir, "host%d" % h)
+                os.makedirs(d, mode=0o700, exist_ok=True)
+                self.hosts.append(start_daemon(self.paths, d, self.scenario, self.daemon_args))
+            if self.hosts:
+                self.say("%d hosts on this machine: host 0's daemon at %s, %s; connections "
+                         "between hosts over libfabric on loopback" % (
+                             self.local_hosts, self.socket, ", ".join(
+                                 "host %d's at %s" % (h + 1, d.socket)
+                                 for h, d in enumerate(self.hosts))))
         return self
 
     def _shared_env(self, argv, nnodes, gpus_per_node, env):
@@ -891,10 +915,15 @@ class Job:
         base, cuda, _ = self._shared_env(argv, nnodes, gpus_per_node, env)
         port = free_port()
         procs = []
+        socks = [self.socket] + [d.socket for d in self.hosts]
         for r in range(nranks):
             node = names[r // gpus_per_node]
+            h = host_of(r // gpus_per_node, nnodes, len(socks)) if self.hosts else 0
             e = rank_env(base, r, nnodes, gpus_per_node, node, port, self.paths.plugin,
-                         self.socket, cuda[r], self.run_dir)
+                         socks[h], cuda[r], self.run_dir)
+            if self.hosts:
+                e.update(SIMFABRIC_HOST=str(h))
+                e.setdefault("FI_TCP_IFACE", "lo")
             procs.append(Proc("r%d" % r, r, node, list(argv), e,
                               os.path.join(self.run_dir, "rank-%d.log" % r)))
         return procs
@@ -965,17 +994,40 @@ class Job:
     def down(self):
         if self.mps:
             self.mps.stop()
+        for d in self.hosts:
+            d.stop()
         rc = self.daemon.stop() if self.daemon else None
         return rc
 
 
+def local_hosts_refusal(local_hosts, nodes, scenario, socket, mpi):
+    """Why --local-hosts cannot run as asked, or None."""
+    if local_hosts < 1 or local_hosts > nodes:
+        return "--local-hosts %d: between 1 and the %d node(s)" % (local_hosts, nodes)
+    if local_hosts == 1:
+        return None
+    if scenario:
+        return ("--local-hosts with --scenario: connections between hosts run on the ideal "
+                "fabric only until the distributed clock is in (docs/scale-out.md)")
+    if socket:
+        return "--local-hosts starts its own daemons: not with --socket"
+    if mpi:
+        return "--local-hosts with --mpi: not yet (docs/scale-out.md, section 7)"
+    return None
+
+
 def launch(cmd, nodes, gpus_per_node=1, scenario=None, socket=None, run_dir=None, env=None,
            timeout=None, grace=5.0, fail_grace=None, echo=True, progress=None,
-           handle_signals=False, paths=None, out=None, daemon_args=(), mpi=False, mpi_args=()):
+           handle_signals=False, paths=None, out=None, daemon_args=(), mpi=False, mpi_args=(),
+           local_hosts=1):
     """Run cmd as nodes x gpus_per_node ranks over a fabric; see the module's text. mpi: the
-    ranks are an MPI program's, started by one mpirun (Job.mpi_ranks)."""
+    ranks are an MPI program's, started by one mpirun (Job.mpi_ranks). local_hosts: Job's."""
+    why = local_hosts_refusal(local_hosts, nodes, scenario, socket, mpi)
+    if why:
+        raise LaunchError(why, EXIT_USAGE)
     mpirun = find_mpirun(dict(os.environ, **(env or {}))) if mpi else None  # before any daemon
-    job = Job(paths, run_dir, os.path.basename(cmd[0]), scenario, socket, daemon_args)
+    job = Job(paths, run_dir, os.path.basename(cmd[0]), scenario, socket, daemon_args,
+              local_hosts=local_hosts)
     t0 = time.monotonic()
     procs, res = [], None
     try:
