@@ -11,6 +11,8 @@ import subprocess
 
 import pytest
 
+import sflaunch
+
 from test_35_launched_harness import ALL, base_env, launch_by_hand
 
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
@@ -165,3 +167,58 @@ def test_38_07_the_launchers_blocks_are_the_scenario_compilers(sf_env, nhosts):
     assert p.returncode == 0, p.stderr
     node_host = json.loads(p.stdout)["hosts"]["node_host"]
     assert [host_of(i, len(node_host), nhosts) for i in range(len(node_host))] == node_host
+
+
+# ---- simfabric launch --hosts-from-env: one launch per host ----------------------------------
+
+def test_38_08_one_launch_per_host_as_srun_starts_them(sf_env, tmp_path):
+    """Two launches, as srun would start one per host (SLURM_NODEID, SLURM_NNODES; host 0 at
+    MASTER_ADDR): each runs its own daemon and its block of the 4 nodes, and the harness across
+    them is exact."""
+    port = sflaunch.free_port()
+    jpath = str(tmp_path / "launch.json")
+    procs = {}
+    for h in (1, 0):
+        env = dict(base_env(None), **sf_env.run_env())
+        env.update(SLURM_NODEID=str(h), SLURM_NNODES="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port))
+        procs[h] = subprocess.Popen(
+            [sf_env.cli, "launch", "--nodes", "4", "--hosts-from-env", "--run-dir",
+             str(tmp_path / ("host%d" % h)), "--", sf_env.harness, "--launched", "--plugin",
+             sf_env.plugin, "--json", jpath, "--tests", "sizes,allreduce,alltoall",
+             "--max-bytes", "1M", "--timeout", "120"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    outs = {h: p.communicate(timeout=300)[0] for h, p in procs.items()}
+    report = "\n".join("--- host %d: exit %s ---\n%s" % (h, procs[h].returncode, o)
+                       for h, o in sorted(outs.items()))
+    assert all(p.returncode == 0 for p in procs.values()), report
+    assert "host 0 of 2 (host 0 at 127.0.0.1)" in outs[0], report
+    assert "r0 " in outs[0] and "r1 " in outs[0] and "r2 " in outs[1] and "r3 " in outs[1], \
+        report
+    with open(jpath) as f:
+        j = json.load(f)
+    assert j["ok"] and j["nranks"] == 4, j
+
+
+@pytest.mark.parametrize("env,args,says", [
+    ({}, [], "--hosts-from-env: no host rank in the environment (GROUP_RANK, SLURM_NODEID"),
+    ({"SLURM_NODEID": "0"}, [], "--hosts-from-env: SLURM_NNODES is not set (SLURM_NODEID=0 is)"),
+    ({"SLURM_NODEID": "2", "SLURM_NNODES": "2"}, [],
+     "--hosts-from-env: SLURM_NODEID='2' is not a number in 0..1"),
+    ({"GROUP_RANK": "0", "WORLD_SIZE": "2"}, [],
+     "--hosts-from-env: MASTER_ADDR is not set (host 0's address)"),
+    ({"GROUP_RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "x"}, [],
+     "--hosts-from-env: MASTER_PORT='x' is not a number in 1..65533"),
+    ({"GROUP_RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "9"}, [],
+     "--hosts-from-env: 3 hosts for 2 node(s)"),
+    ({"GROUP_RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "9"},
+     ["--scenario", os.path.join(ROOT, "scenarios", "hdr-2node.yaml")],
+     "--hosts-from-env with --scenario: not yet"),
+])
+def test_38_09_hosts_from_env_errors_name_the_variable(sf_env, env, args, says):
+    e = {k: v for k, v in base_env(None, **sf_env.run_env()).items()
+         if k not in ("GROUP_RANK", "SLURM_NODEID", "SLURM_NNODES", "PMIX_RANK", "PMIX_SIZE")}
+    e.update(env)
+    p = subprocess.run([sf_env.cli, "launch", "--nodes", "2", "--hosts-from-env"] + args +
+                       ["--", "true"], env=e, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and says in p.stderr, (p.returncode, p.stderr)

@@ -827,6 +827,50 @@ def host_of(node, nnodes, nhosts):
     raise ValueError("node %d is not one of %d" % (node, nnodes))
 
 
+# Where a launcher that started one agent per host says which host this is (docs/scale-out.md,
+# section 2): (rank variable, count variable), first match wins; MASTER_ADDR and MASTER_PORT say
+# where host 0 is.
+HOST_VARS = (("GROUP_RANK", "WORLD_SIZE"),               # torchrun, --nproc-per-node 1
+             ("SLURM_NODEID", "SLURM_NNODES"),           # srun --ntasks-per-node 1
+             ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),  # mpirun --map-by ppr:1:node
+             ("PMIX_RANK", "PMIX_SIZE"))
+JOB_PORT_OFFSET = 2  # the job's own rendezvous: MASTER_PORT + 2 (+0: torchrun's store; +1: the
+                     # daemons', section 2)
+
+
+def hosts_from_env(env):
+    """(host rank, hosts, host 0's address, the job's port) from a launcher's variables;
+    LaunchError naming what is missing or malformed."""
+    for rv, nv in HOST_VARS:
+        if rv in env:
+            break
+    else:
+        raise LaunchError("--hosts-from-env: no host rank in the environment (%s)" % ", ".join(
+            rv for rv, _ in HOST_VARS), EXIT_USAGE)
+
+    def number(name, lo, hi):
+        v = env.get(name)
+        if v is None:
+            raise LaunchError("--hosts-from-env: %s is not set (%s=%s is)" % (name, rv, env[rv]),
+                              EXIT_USAGE)
+        if not v.isdigit() or not lo <= int(v) <= hi:
+            raise LaunchError("--hosts-from-env: %s='%s' is not a number in %d..%d" % (
+                name, v, lo, hi), EXIT_USAGE)
+        return int(v)
+    nhosts = number(nv, 1, 65535)
+    host = number(rv, 0, nhosts - 1)
+    addr = env.get("MASTER_ADDR")
+    if not addr:
+        raise LaunchError("--hosts-from-env: MASTER_ADDR is not set (host 0's address)",
+                          EXIT_USAGE)
+    port = number("MASTER_PORT", 1, 65535 - JOB_PORT_OFFSET)
+    return host, nhosts, addr, port + JOB_PORT_OFFSET
+
+
+def is_loopback(addr):
+    return addr in ("localhost", "::1") or addr.startswith("127.")
+
+
 class Job:
     """A prepared launch: the fabric, the run directory and one Proc per rank. local_hosts > 1:
     that many daemons on this machine stand for as many hosts, the nodes split between them in
@@ -834,11 +878,12 @@ class Job:
     (SIMFABRIC_HOST; docs/scale-out.md)."""
 
     def __init__(self, paths=None, run_dir=None, name="job", scenario=None, socket=None,
-                 daemon_args=(), say=None, local_hosts=1):
+                 daemon_args=(), say=None, local_hosts=1, host=None):
         self.paths = paths or Paths()
         self.run_dir = make_run_dir(run_dir, name)
         self.scenario, self.socket, self.daemon_args = scenario, socket, list(daemon_args)
         self.local_hosts = local_hosts
+        self.host = host  # --hosts-from-env: (host rank, hosts, host 0's address, job port)
         self.hosts = []  # local_hosts > 1: the other hosts' daemons (host 1, 2, ...)
         self.daemon = None
         self.mps = None
@@ -913,15 +958,24 @@ class Job:
         names = nodes or node_names(self.fabric, nnodes)
         nranks = nnodes * gpus_per_node
         base, cuda, _ = self._shared_env(argv, nnodes, gpus_per_node, env)
-        port = free_port()
+        port = free_port() if not self.host else self.host[3]
         procs = []
         socks = [self.socket] + [d.socket for d in self.hosts]
         for r in range(nranks):
             node = names[r // gpus_per_node]
-            h = host_of(r // gpus_per_node, nnodes, len(socks)) if self.hosts else 0
+            if self.host:  # one agent per host: only this host's block of nodes
+                if host_of(r // gpus_per_node, nnodes, self.host[1]) != self.host[0]:
+                    continue
+                h = self.host[0]
+            else:
+                h = host_of(r // gpus_per_node, nnodes, len(socks)) if self.hosts else 0
             e = rank_env(base, r, nnodes, gpus_per_node, node, port, self.paths.plugin,
-                         socks[h], cuda[r], self.run_dir)
-            if self.hosts:
+                         socks[0 if self.host else h], cuda[r], self.run_dir)
+            if self.host:
+                e.update(SIMFABRIC_HOST=str(h), MASTER_ADDR=self.host[2])
+                if is_loopback(self.host[2]):
+                    e.setdefault("FI_TCP_IFACE", "lo")
+            elif self.hosts:
                 e.update(SIMFABRIC_HOST=str(h))
                 e.setdefault("FI_TCP_IFACE", "lo")
             procs.append(Proc("r%d" % r, r, node, list(argv), e,
@@ -1000,8 +1054,18 @@ class Job:
         return rc
 
 
-def local_hosts_refusal(local_hosts, nodes, scenario, socket, mpi):
-    """Why --local-hosts cannot run as asked, or None."""
+def local_hosts_refusal(local_hosts, nodes, scenario, socket, mpi, host=None):
+    """Why --local-hosts (or --hosts-from-env: host) cannot run as asked, or None."""
+    if host:
+        if host[1] > nodes:
+            return "--hosts-from-env: %d hosts for %d node(s)" % (host[1], nodes)
+        if local_hosts != 1:
+            return "--hosts-from-env and --local-hosts: one or the other"
+        if host[1] > 1 and (scenario or socket or mpi):
+            return ("--hosts-from-env with %s: not yet (docs/scale-out.md: the ideal fabric, "
+                    "a daemon per host, no MPI)" % ("--scenario" if scenario else "--socket"
+                                                   if socket else "--mpi"))
+        return None
     if local_hosts < 1 or local_hosts > nodes:
         return "--local-hosts %d: between 1 and the %d node(s)" % (local_hosts, nodes)
     if local_hosts == 1:
@@ -1019,15 +1083,20 @@ def local_hosts_refusal(local_hosts, nodes, scenario, socket, mpi):
 def launch(cmd, nodes, gpus_per_node=1, scenario=None, socket=None, run_dir=None, env=None,
            timeout=None, grace=5.0, fail_grace=None, echo=True, progress=None,
            handle_signals=False, paths=None, out=None, daemon_args=(), mpi=False, mpi_args=(),
-           local_hosts=1):
+           local_hosts=1, hosts_env=None):
     """Run cmd as nodes x gpus_per_node ranks over a fabric; see the module's text. mpi: the
-    ranks are an MPI program's, started by one mpirun (Job.mpi_ranks). local_hosts: Job's."""
-    why = local_hosts_refusal(local_hosts, nodes, scenario, socket, mpi)
+    ranks are an MPI program's, started by one mpirun (Job.mpi_ranks). local_hosts: Job's.
+    hosts_env: an environment to read this host's place from (--hosts-from-env): one agent per
+    host, running its own daemon and its block of the nodes' ranks."""
+    host = hosts_from_env(hosts_env) if hosts_env is not None else None
+    why = local_hosts_refusal(local_hosts, nodes, scenario, socket, mpi, host)
     if why:
         raise LaunchError(why, EXIT_USAGE)
     mpirun = find_mpirun(dict(os.environ, **(env or {}))) if mpi else None  # before any daemon
     job = Job(paths, run_dir, os.path.basename(cmd[0]), scenario, socket, daemon_args,
-              local_hosts=local_hosts)
+              local_hosts=local_hosts, host=host)
+    if host:
+        job.say("host %d of %d (host 0 at %s): this host's daemon and ranks" % host[:3])
     t0 = time.monotonic()
     procs, res = [], None
     try:
