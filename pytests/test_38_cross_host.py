@@ -7,6 +7,7 @@ not supported yet is refused with its reason, never run wrong."""
 import ctypes
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -222,3 +223,20 @@ def test_38_09_hosts_from_env_errors_name_the_variable(sf_env, env, args, says):
     p = subprocess.run([sf_env.cli, "launch", "--nodes", "2", "--hosts-from-env"] + args +
                        ["--", "true"], env=e, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and says in p.stderr, (p.returncode, p.stderr)
+
+
+def test_38_10_the_slurm_example_names_only_options_that_exist(sf_env):
+    """docs/examples/slurm.sbatch: valid shell, and every option it gives simfabric launch and
+    the harness is one they have (the file cannot go stale without this failing)."""
+    path = os.path.join(ROOT, "docs", "examples", "slurm.sbatch")
+    assert subprocess.run(["bash", "-n", path], timeout=30).returncode == 0
+    text = open(path).read().replace("\\\n", " ")
+    launch = re.search(r"simfabric\" launch (.*?) -- ", text).group(1)
+    harness = re.search(r"simfabric-harness\" (.*)$", text, re.M).group(1)
+    for prog, words in ((sf_env.cli, ["launch"]), (sf_env.harness, [])):
+        h = subprocess.run([prog] + words + ["--help"], capture_output=True, text=True,
+                           timeout=30).stdout
+        opts = re.findall(r"(--[a-z][a-z-]+)", launch if words else harness)
+        assert opts, text
+        for o in opts:
+            assert o in h, "%s is not an option of %s %s" % (o, prog, " ".join(words))
