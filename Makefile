@@ -130,8 +130,10 @@ $(INJECT_PLUGIN): $(INJECT)/pic/sim/core/chan.o $(call pic,$(filter-out sim/core
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs -Wl,-z,now -o $@ $^ $(LIBS) -lm
 
-$(B)/test/test_early: $(B)/obj/sim/test/test_early.o $(INJECT)/obj/sim/core/chan.o \
-		$(call obj,$(filter-out sim/core/chan.c,$(SIM_LIB_SRC)))
+# test_chan_race: the same build's hook plays a peer that rewrites the region between a check
+# and its use (red-team finding 12).
+$(B)/test/test_early $(B)/test/test_chan_race: $(B)/test/%: $(B)/obj/sim/test/%.o \
+		$(INJECT)/obj/sim/core/chan.o $(call obj,$(filter-out sim/core/chan.c,$(SIM_LIB_SRC)))
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(YAML_LIBS) $(LIBS) -lm
@@ -352,7 +354,8 @@ FORMAT_CLEAN := docs/examples/buggy-plugin.c plugin/client.h plugin/net.h plugin
 	sim/core/xnet.h sim/core/xchan.h sim/core/xchan.c sim/test/xnet_fake.h sim/test/test_xchan.c \
 	plugin/ofi.h plugin/ofi.c plugin/test/test_ofi.c plugin/xhost.h plugin/xhost.c \
 	sim/fuzz/fuzz_xchan.c sim/fuzz/fuzz_input.h \
-	sim/scn/place.c sim/scn/place.h sim/test/test_place.c
+	sim/scn/place.c sim/scn/place.h sim/test/test_place.c \
+	sim/test/test_chan_race.c
 # The small-copy kernel's PTX (plugin/copier_ptx.h) from plugin/copier.cu: run after changing
 # the kernel, and commit both. The plugin builds without nvcc; only this target needs it.
 ptx:

@@ -285,6 +285,41 @@ def test_12_11a_a_call_that_never_returns_meets_the_watchdog(nccljob, tmp_path):
     assert j.json(1)["error"]["code"] == "watchdog"  # written by the watchdog itself
 
 
+@pytest.mark.slow
+def test_12_11b_a_report_and_its_end_of_file_read_together(nccljob, tmp_path):
+    """test_12_11a's flake made certain: a rank kept off its CPU (here: stopped) while the stuck
+    rank's watchdog reports and exits finds the report and the end of file waiting together,
+    and must take the report in first. Before that fix rank 0 read the end of file first,
+    called it peer_lost and the job ended [3, 4, 3] (1 run in 8 under load; every run here)."""
+    port = free_port()
+    procs, errs = [], [tmp_path / ("err%d" % r) for r in range(3)]
+    for r in range(3):
+        e = dict(os.environ, RANK=str(r), WORLD_SIZE="3", MASTER_ADDR="127.0.0.1",
+                 MASTER_PORT=str(port), NCCL_HOSTID="node%d" % r)
+        with open(str(errs[r]), "w") as ef:
+            procs.append(subprocess.Popen(
+                [nccljob, "--dry-run", "--sizes", "64,128", "--inject", "1:stuck:1",
+                 "--op-timeout-s", "2", "--json", str(tmp_path / "job-%r.json")], env=e,
+                stdout=subprocess.DEVNULL, stderr=ef))
+    try:
+        end = time.monotonic() + 60
+        while "stuck in a call" not in errs[1].read_text() and time.monotonic() < end:
+            assert procs[1].poll() is None, errs[1].read_text()
+            time.sleep(0.02)
+        os.kill(procs[0].pid, signal.SIGSTOP)  # rank 0: off its CPU from here ...
+        procs[1].wait(timeout=60)  # ... until the watchdog has reported and exited
+        time.sleep(0.2)  # the report and the FIN both queued at rank 0
+    finally:
+        os.kill(procs[0].pid, signal.SIGCONT)
+    rcs = [p.wait(timeout=60) for p in procs]
+    why = "\n".join("rank %d: %s" % (r, errs[r].read_text()[-2000:]) for r in range(3))
+    assert rcs == [4, 4, 4], (rcs, why)
+    with open(str(tmp_path / "job-0.json")) as f:
+        d = json.load(f)
+    assert d["error"]["code"] == "watchdog", (d["error"], why)
+    assert [r["status"] for r in d["ranks"]] == ["aborted", "timeout", "aborted"], why
+
+
 def test_12_11_a_setup_failure_on_one_rank_exits_1_everywhere(nccljob, tmp_path):
     j = Job(nccljob, 3, ["--dry-run", "--inject", "1:setup"], tmp_path)
     assert j.rcs() == [1, 1, 1], j.report()

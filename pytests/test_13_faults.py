@@ -188,18 +188,36 @@ def test_13_02_both_sides_of_the_retry_budget(harness, fabric_factory, tmp_path,
 
 
 def test_13_03_a_flap_shorter_than_the_budget_only_delays(harness, fabric_factory, tmp_path):
+    """fault-flap.yaml: 4 outages of 5 ms, 20 ms apart, from node0's first message; 300
+    messages each way, one every 300 us: 90 ms of traffic on an idle machine, so each outage
+    meets messages, and each is only delayed. The windows are in fabric time; the traffic runs
+    when the ranks get their CPUs. Beside a CPU hog per core and two more (make test-stress on a
+    shared host), the ranks were kept off their CPUs through all four windows and the flap met
+    nothing (1 run in 25, hit 0: 300 messages took 3.6 s): a run where the windows met fewer
+    than two messages tested nothing and runs again, on a fresh daemon, up to three times."""
     root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-    f = fabric_factory(args=["--scenario", os.path.join(root, "scenarios", "fault-flap.yaml")])
-    r = harness(nranks=2, tests="faults", fabric=f, timeout=120,
-                extra=["--fault-msgs", "300", "--fault-gap-us", "300", "--fault-expect", "ok"])
-    rn = Run(r, f)
-    rn.r.check_ok()
-    fl = rn.faults["faults"][0]
-    assert fl["windows"] == 4 and fl["delayed"] >= 2 and fl["failed"] == 0, rn.report()
-    for k in (0, 1):
-        assert rn.m(k)["received"] == 300 and rn.m(k)["wrong"] == 0, rn.report()
-    # a message caught by a 5 ms outage waits for the next retry: at least until the link is up
-    assert max(latencies(rn.m(1))) >= 1e-3, rn.report()
+    tries = []
+    for attempt in range(3):
+        f = fabric_factory(args=["--scenario", os.path.join(root, "scenarios", "fault-flap.yaml")])
+        r = harness(nranks=2, tests="faults", fabric=f, timeout=120,
+                    extra=["--fault-msgs", "300", "--fault-gap-us", "300", "--fault-expect", "ok"])
+        rn = Run(r, f)
+        rn.r.check_ok()
+        fl = rn.faults["faults"][0]
+        # whatever the machine's load: four windows, nothing failed, every message exact
+        assert fl["windows"] == 4 and fl["failed"] == 0, rn.report()
+        for k in (0, 1):
+            assert rn.m(k)["received"] == 300 and rn.m(k)["wrong"] == 0, rn.report()
+        assert fl["delayed"] == fl["hit"], rn.report()  # every message it met, only delayed
+        tries.append("hit %d in %.2f s of traffic" % (fl["hit"], rn.m(0)["t_end"] -
+                                                      rn.m(0)["t_start"]))
+        if fl["hit"] >= 2:
+            break
+    assert fl["delayed"] >= 2, ("the ranks were off their CPUs through every window, %d runs: "
+                                "%s" % (len(tries), "; ".join(tries)), rn.report())
+    # a message caught by an outage waits for a retry (T_o = 4.19 ms after its loss): at least
+    # until the link is up
+    assert max(latencies(rn.m(1)) + latencies(rn.m(0))) >= 1e-3, rn.report()
 
 
 def test_13_04_stall_on_a_link_resumes_at_its_end(harness, fabric_factory, tmp_path):

@@ -64,8 +64,20 @@ static void copy_out(void *dst, const void *src, size_t n)
 #endif
 #if CHAN_INJECT_EARLY
 int chan_inject_early = 1; /* skip it (sim/test/test_early.c turns it off and on) */
+/*
+ * The same build lets a test play the hostile peer between a check of the region and what
+ * follows it (sim/test/test_chan_race.c): where is one of CHAN_HOOK_* (chan.h's test
+ * section); the hook may write anything in the region, as the peer can at any moment.
+ */
+void (*chan_inject_hook)(struct chan_shm *shm, int where);
+#define INJECT_HOOK(shm, where)                                                                    \
+	do {                                                                                       \
+		if (chan_inject_hook)                                                              \
+			chan_inject_hook(shm, where);                                              \
+	} while (0)
 #else
 #define chan_inject_early 0
+#define INJECT_HOOK(shm, where) ((void)0)
 #endif
 
 /*
@@ -79,6 +91,7 @@ static int attach(struct chan_shm *shm, size_t len, struct chan_side *side, stru
 	int rc = chan_check(shm, len, &e);
 	if (rc)
 		return rc;
+	INJECT_HOOK(shm, CHAN_HOOK_CHECKED);
 	const volatile struct chan_shm *v = shm;
 	*g = (struct chan_geom){.slot_bytes = v->slot_bytes, .nslots = v->nslots};
 	off[0] = v->desc_off;
@@ -169,6 +182,7 @@ int chan_tx_set_fabric(struct chan_tx *tx, struct fst_view *fab)
 			return -EINVAL;
 	if (r->src_nic >= fab->nnics)
 		return -EINVAL;
+	INJECT_HOOK(tx->shm, CHAN_HOOK_TX_ROUTE);
 	memset(&tx->conn, 0, sizeof(tx->conn));
 	tx->conn.id = tx->shm->chan_id;
 	tx->conn.npath = (int)r->npath;
@@ -200,6 +214,7 @@ int chan_rx_set_fabric(struct chan_rx *rx, struct fst_view *fab)
 	}
 	if (r->path[r->npath - 1] >= fab->nlinks)
 		return -EINVAL;
+	INJECT_HOOK(rx->shm, CHAN_HOOK_RX_ROUTE);
 	rx->last_link = r->path[r->npath - 1];
 	rx->fab = fab;
 	return 0;

@@ -380,6 +380,14 @@ int chan_rx_times(const struct chan_rx *rx, chan_req req, struct chan_times *out
 /* ---- end of trace accessors ---------------------------------------------------------------- */
 
 /*
+ * Where the fault-injected test build (chan.c with CHAN_INJECT_EARLY=1, build/inject/) calls
+ * its chan_inject_hook, a hostile peer's chance to write the region: right after attach's
+ * chan_check passed, and after set_fabric checked the route, before it is used. The region's
+ * values used after each must be the ones checked (sim/test/test_chan_race.c).
+ */
+enum { CHAN_HOOK_CHECKED = 1, CHAN_HOOK_TX_ROUTE, CHAN_HOOK_RX_ROUTE };
+
+/*
  * The region's layout, pinned (as plugin/ncclnet.h pins the ABI): both ends
  * and the daemon must agree byte for byte. Change a struct and bump
  * CHAN_VERSION, then write the new figures here.

@@ -217,7 +217,7 @@ def main():
     work = tempfile.mkdtemp(prefix="simfabric-soak-", dir=a.work)
     tot = {"iterations": 0, "messages": 0, "bytes": 0, "faults": 0, "hit": 0, "delayed": 0,
            "delay_ns": 0, "lost": 0, "wrong": 0, "early": 0, "fault_failed": 0, "daemons": 0,
-           "ranks": {}, "sizes": {}, "seeds": [a.seed, None]}
+           "ranks": {}, "sizes": {}, "seeds": [a.seed, None], "kinds": {}}
     kinds = ["flap", "stall", "degrade", "link_down", "nic_down"]
     if freeze_exists(build, work):
         kinds.append("node_freeze")
@@ -298,6 +298,10 @@ def main():
                 why.append("%d message(s) delivered before the model's time" % early)
             fl = [f for f in sfctl.faults(d.socket)["faults"] if f["id"] >= first_id]
             for f in fl:
+                k = specs[f["id"] - first_id].split(",")[0].split()[-1]
+                kk = tot["kinds"].setdefault(k, {"applied": 0, "hit": 0})
+                kk["applied"] += 1
+                kk["hit"] += f["hit"]
                 tot["hit"] += f["hit"]
                 tot["delayed"] += f["delayed"]
                 tot["delay_ns"] += f["delay_ns"]
@@ -341,6 +345,8 @@ def main():
              a.seed, tot["seeds"][1], tot["ranks"], tot["faults"], tot["hit"], tot["delayed"],
              tot["delay_ns"] / 1e6, tot["lost"], tot["wrong"], tot["early"],
              tot["fault_failed"]))
+    print("soak: by kind (applied/hit): %s" % ", ".join(
+        "%s %d/%d" % (k, v["applied"], v["hit"]) for k, v in sorted(tot["kinds"].items())))
     for x in daemons:
         if x.samples:
             print("soak: daemon %s: fds %s, RSS %s KiB" % (
