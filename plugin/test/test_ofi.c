@@ -319,7 +319,11 @@ static pid_t echo_killed(struct side *s, const char *test, uint64_t *d, chan_req
 	return pid;
 }
 
-/* The daemon's word (xchan_*_peer_gone, what the federation will pass on) fails it at once. */
+/* The daemon's word (xchan_*_peer_gone, what the federation will pass on) fails it at once.
+ * The PING alone is no test here: whether rxm fails a send to a killed peer, or completes it,
+ * depends on whether its connection had seen the reset (it failed 1 run of CI's, passed
+ * others), so docs/scale-out.md calls that detection best effort; test_xchan checks the
+ * PING's own rules over the in-memory transport. */
 static void test_a_dead_peer_fails_what_waits_on_it(void)
 {
 	struct side s = {0};
@@ -336,37 +340,10 @@ static void test_a_dead_peer_fails_what_waits_on_it(void)
 	side_close(&s);
 }
 
-/* Without anyone's word (the plugin has none for a cross-host peer yet): only the liveness
- * PING notices, as plugin/data.c's live_check sends it every 100 ms. */
-static void test_a_dead_peer_is_noticed_by_the_ping_alone(void)
-{
-	struct side s = {0};
-	uint64_t d[8];
-	chan_req q;
-	if (!echo_killed(&s, __func__, d, &q))
-		return;
-	struct chan_err e = {0};
-	int64_t t0 = mono_ms(), next = 0;
-	int rc = 0;
-	for (int done = 0; !rc && !done && mono_ms() - t0 < 12000;) {
-		rc = xchan_rx_test(s.rx, q, &done, NULL, &e);
-		if (!rc && mono_ms() >= next) {
-			next = mono_ms() + 100;
-			rc = xchan_rx_ping(s.rx, &e);
-		}
-	}
-	CHECK(rc == -ECONNRESET, "a dead peer, PING every 100 ms: %d after %lld ms (%s)", rc,
-	      (long long)(mono_ms() - t0), rc ? e.what : "never noticed");
-	xchan_tx_peer_gone(s.tx);
-	xchan_rx_peer_gone(s.rx);
-	side_close(&s);
-}
-
 static const struct check_case cases[] = {
 	CHECK_CASE(test_exact_across_processes_at_every_size),
 	CHECK_CASE(test_a_send_larger_than_the_receive_fails_both_processes),
 	CHECK_CASE(test_a_dead_peer_fails_what_waits_on_it),
-	CHECK_CASE(test_a_dead_peer_is_noticed_by_the_ping_alone),
 };
 
 int main(int argc, char **argv)
