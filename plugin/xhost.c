@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "plugin/client.h"
 #include "plugin/plog.h"
@@ -68,13 +67,6 @@ const struct xnet *sfxh_net(void)
 	return sfofi_net(X.o);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int endpoint(const char *what)
 {
 	if (X.o)
@@ -94,24 +86,6 @@ static int endpoint(const char *what)
 	PINFO(NCCL_INIT | NCCL_NET, "cross-host connections from host %d over libfabric %s", X.host,
 	      sfofi_describe(X.o));
 	return 0;
-}
-
-/* Wait, bounded, for the transport to give ops back; 1 when it did. */
-static int drain(struct xnet_op *const *ops, int n)
-{
-	const struct xnet *net = sfxh_net();
-	for (int64_t until = now_ms() + XH_DRAIN_MS;;) {
-		int busy = 0;
-		for (int i = 0; i < n; i++)
-			busy |= xop_busy(ops[i]);
-		if (!busy)
-			return 1;
-		if (!net || now_ms() > until)
-			return 0;
-		net->progress(net->ctx);
-		struct timespec ts = {0, 100000};
-		nanosleep(&ts, NULL);
-	}
 }
 
 static int post(int send, uint64_t peer, uint64_t tag, void *buf, size_t len, struct xnet_op *op)
@@ -254,7 +228,7 @@ void sfxh_listen_free(struct sfxh_listen *l)
 	struct xnet_op *ops[1 + XH_WELCOMES] = {&l->hello_op};
 	for (int i = 0; i < XH_WELCOMES; i++)
 		ops[1 + i] = &l->wel_op[i];
-	if (drain(ops, 1 + XH_WELCOMES))
+	if (xnet_drain(sfxh_net(), ops, 1 + XH_WELCOMES, XH_DRAIN_MS))
 		free(l);
 }
 
@@ -375,6 +349,6 @@ void sfxh_pconn_free(struct sfxh_pconn *pc)
 	if (net && xop_busy(&pc->wel_op))
 		net->cancel(net->ctx, &pc->wel_op);
 	struct xnet_op *ops[2] = {&pc->hello_op, &pc->wel_op};
-	if (drain(ops, 2))
+	if (xnet_drain(sfxh_net(), ops, 2, XH_DRAIN_MS))
 		free(pc);
 }

@@ -88,10 +88,8 @@ def launch_by_hand(sf_env, fabric, tmp_path, nranks, args, ranks=None, env_of=No
     return Launched(argv, outs, jpath)
 
 
-def test_35_01_every_test_passes_across_launched_ranks(sf_env, fabric, tmp_path):
-    n = 3
-    r = launch_by_hand(sf_env, fabric, tmp_path, n, ["--tests", "all", "--max-bytes", "4M",
-                                                    "--threads", "2"])
+def check_all_ran(r, n):
+    """--tests all passed on every one of n launched ranks, the data tests byte-exact."""
     r.check_ok(n)
     for name in ALL:
         ranks = sorted(t["rank"] for t in r.tests(name))
@@ -100,6 +98,13 @@ def test_35_01_every_test_passes_across_launched_ranks(sf_env, fabric, tmp_path)
     # byte-exact: the data tests counted what they checked, and every rank sent something
     for t in r.tests("sizes"):
         assert t["metrics"].get("bytes_sent", 0) > 0, t
+
+
+def test_35_01_every_test_passes_across_launched_ranks(sf_env, fabric, tmp_path):
+    n = 3
+    r = launch_by_hand(sf_env, fabric, tmp_path, n, ["--tests", "all", "--max-bytes", "4M",
+                                                    "--threads", "2"])
+    check_all_ran(r, n)
     # rank 0 reports; the others only run
     assert "harness: %d tests, 0 failed" % len(ALL) in r.outs[0][1], r.report()
     for k in range(1, n):

@@ -135,8 +135,7 @@ static void cancel_op(const struct xchan_cfg *c, struct xnet_op *op)
 		c->net->cancel(c->net->ctx, op);
 }
 
-/* Wait, bounded, for the transport to give every op of an endpoint back. 1: all back. */
-static int drain_for(const struct xchan_cfg *c, struct xnet_op *const *ops, size_t n, int ms)
+int xnet_drain(const struct xnet *net, struct xnet_op *const *ops, size_t n, int ms)
 {
 	int64_t until = now_ns() + (int64_t)ms * 1000000;
 	for (;;) {
@@ -145,12 +144,17 @@ static int drain_for(const struct xchan_cfg *c, struct xnet_op *const *ops, size
 			busy += xop_busy(ops[i]) != 0;
 		if (!busy)
 			return 1;
-		if (now_ns() > until)
+		if (!net || now_ns() > until)
 			return 0;
-		c->net->progress(c->net->ctx);
+		net->progress(net->ctx);
 		struct timespec ts = {0, 50000};
 		nanosleep(&ts, NULL);
 	}
+}
+
+static int drain_for(const struct xchan_cfg *c, struct xnet_op *const *ops, size_t n, int ms)
+{
+	return xnet_drain(c->net, ops, n, ms);
 }
 
 static int drain(const struct xchan_cfg *c, struct xnet_op *const *ops, size_t n)

@@ -141,6 +141,12 @@ void xchan_rx_peer_gone(struct xchan_rx *rx);
 int xchan_tx_inflight(const struct xchan_tx *tx);
 int xchan_rx_inflight(const struct xchan_rx *rx);
 
+/*
+ * Wait, at most ms, for the transport to give every one of ops back (progressing it meanwhile):
+ * 1 when none is busy any more, 0 when some still are (never wait on a NULL transport).
+ */
+int xnet_drain(const struct xnet *net, struct xnet_op *const *ops, size_t n, int ms);
+
 /* The tag of a message (exposed for the tests and the transport's logs). */
 enum xchan_kind {
 	XCHAN_CTS = 1,
