@@ -179,6 +179,7 @@ test-stress: all
 bench: deps all
 	$(Q)rc=0; $(PYTHON) tools/bench/bench.py --build $(B) || rc=1; echo; \
 		$(PYTHON) tools/bench/bench_models.py --build $(B) || rc=1; echo; \
+		$(PYTHON) tools/bench/bench_xhost.py --build $(B) || rc=1; echo; \
 		$(PYTHON) tools/bench/bench_nccl.py --build-dir $(B) || rc=1; exit $$rc
 
 # One screen: the build's lines go to $(B)/demo/build.log (tools/sf/demo.py; installed, it is
@@ -355,7 +356,8 @@ FORMAT_CLEAN := docs/examples/buggy-plugin.c plugin/client.h plugin/net.h plugin
 	plugin/ofi.h plugin/ofi.c plugin/test/test_ofi.c plugin/xhost.h plugin/xhost.c \
 	sim/fuzz/fuzz_xchan.c sim/fuzz/fuzz_input.h \
 	sim/scn/place.c sim/scn/place.h sim/test/test_place.c \
-	sim/test/test_chan_race.c
+	sim/test/test_chan_race.c sim/core/xmodel.h sim/core/xmodel.c sim/test/test_xmodel.c \
+	sim/srv_xroute.c plugin/xroute.h plugin/xroute.c
 # The small-copy kernel's PTX (plugin/copier_ptx.h) from plugin/copier.cu: run after changing
 # the kernel, and commit both. The plugin builds without nvcc; only this target needs it.
 ptx:

@@ -19,6 +19,7 @@
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
 #include "plugin/xhost.h"
+#include "plugin/xroute.h"
 #include "sim/core/ctl.h"
 
 /* A hex u64 as the protocol writes ids (with or without 0x). */
@@ -206,26 +207,46 @@ static ncclResult_t comm_open(enum sfnet_kind kind, struct sfnet_ctx *ctx, int d
 }
 
 /*
- * A channel end to another host (plugin/xhost.h): the same comm over sim/core/xchan. Ideal
- * fabric only, for now: a modelled one needs the distributed clock (docs/scale-out.md §4), and
- * host memory only (the GPU path stages through the copy engine, not yet). Under sfnet_g.lock.
+ * A channel end to another host (plugin/xhost.h): the same comm over sim/core/xchan. On a
+ * modelled fabric its model is the distributed clock's (plugin/xroute.h: the route from the
+ * daemon); host memory only (the GPU path stages through the copy engine, not yet). Under
+ * sfnet_g.lock.
  */
 static ncclResult_t comm_xopen(enum sfnet_kind kind, struct sfnet_ctx *ctx, int dev,
 			       const struct sfxh_peer *p, int traffic_class, struct sfnet_comm **out)
 {
 	*out = NULL;
+	const char *side = kind == SFNET_SEND ? "send" : "recv";
+	char what[SFNET_DESC_LEN];
+	snprintf(what, sizeof(what), "%s %.64s/%.24s %s %.64s/nic%u on host %u", side,
+		 sfnet_g.session->node, sfnet_g.devs[dev].name, kind == SFNET_SEND ? "->" : "<-",
+		 p->node, p->nic, p->host);
 	struct sfnet_comm *c = calloc(1, sizeof(*c));
 	if (!c) {
-		PWARN("%s on %s/%s: out of memory", kind == SFNET_SEND ? "send" : "recv",
-		      sfnet_g.session->node, sfnet_g.devs[dev].name);
+		PWARN("%s: out of memory", what);
 		return ncclSystemError;
 	}
-	struct xchan_cfg cfg = {.net = sfxh_net(), .peer = p->peer, .conn = p->conn};
+	if (sfnet_g.session->fab) {
+		ncclResult_t res =
+			kind == SFNET_SEND
+				? sfxr_model_new(XMODEL_TX, sfnet_g.session->node, dev, p->node,
+						 (int)p->nic, what, &c->xmodel)
+				: sfxr_model_new(XMODEL_RX, p->node, (int)p->nic,
+						 sfnet_g.session->node, dev, what, &c->xmodel);
+		if (res != ncclSuccess) {
+			free(c);
+			return res;
+		}
+	}
+	struct xchan_cfg cfg = {.net = sfxh_net(),
+				.peer = p->peer,
+				.conn = p->conn,
+				.model = c->xmodel ? &xmodel_hooks : NULL,
+				.model_ctx = c->xmodel};
 	int rc = kind == SFNET_SEND ? xchan_tx_new(&cfg, &c->xtx) : xchan_rx_new(&cfg, &c->xrx);
 	if (rc) {
-		PWARN("%s on %s/%s: cannot open the cross-host channel to %s (host %u): %s",
-		      kind == SFNET_SEND ? "send" : "recv", sfnet_g.session->node,
-		      sfnet_g.devs[dev].name, p->node, p->host, strerror(-rc));
+		PWARN("%s: cannot open the cross-host channel: %s", what, strerror(-rc));
+		xmodel_free(c->xmodel);
 		free(c);
 		return rc == -ENOMEM ? ncclSystemError : ncclInternalError;
 	}
@@ -240,9 +261,6 @@ static ncclResult_t comm_xopen(enum sfnet_kind kind, struct sfnet_ctx *ctx, int 
 /* Why a connection to another host cannot be made here, or NULL. */
 static const char *xhost_refusal(void)
 {
-	if (sfnet_g.session->fab)
-		return "the fabric is modelled, and cross-host connections run on the ideal fabric "
-		       "only until the distributed clock is in (docs/scale-out.md)";
 	if (sfgpu_on())
 		return "the GPU data path is on (SIMFABRIC_GPU), and cross-host connections carry "
 		       "host memory only for now: set SIMFABRIC_GPU=off";

@@ -25,6 +25,7 @@
 #include "plugin/xhost.h"
 #include "sim/core/copyq.h"
 #include "sim/core/ctl.h"
+#include "sim/core/xmodel.h"
 
 _Atomic(ncclDebugLogger_t) plog_fn;
 
@@ -160,6 +161,7 @@ static void comm_destroy(struct sfnet_comm *c)
 	chan_rx_free(c->rx);
 	xchan_tx_free(c->xtx); /* its CLOSE tells the peer on the other host */
 	xchan_rx_free(c->xrx);
+	xmodel_free(c->xmodel); /* after the endpoint: nothing calls its hooks any more */
 	sfgpu_tx_free(c->gpu);
 	if (c->shm && c->session && !sfc_session_gone(c->session)) {
 		struct ctl_msg *m = ctl_msg_new();

@@ -22,6 +22,7 @@
 
 struct sfxh_listen;
 struct sfxh_pconn;
+struct xmodel;
 
 #define SFNET_DEFAULT_CONNECT_TIMEOUT_MS 120000
 #define SFNET_DEFAULT_LIVENESS_MS 100
@@ -122,6 +123,7 @@ struct sfnet_comm {
 	struct chan_rx *rx;
 	struct xchan_tx *xtx; /* a connection to another host: these instead of tx, rx, shm */
 	struct xchan_rx *xrx;
+	struct xmodel *xmodel; /* ... on a modelled fabric: its end of the distributed clock */
 	struct chan_shm *shm;
 	struct sfc_session *session;
 	int64_t live_next_ns; /* next liveness check (CLOCK_MONOTONIC_COARSE) */

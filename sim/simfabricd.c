@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -73,7 +74,12 @@ static void usage(FILE *f)
 		"                         JSON (job: and expect: included) and exit\n"
 		"  --hosts H              with --dump-fabric: the fabric on H hosts, each node's\n"
 		"                         host and each link's owner in the dump's \"hosts\"\n"
-		"                         (docs/scale-out.md)\n"
+		"                         (docs/scale-out.md); serving: this daemon is one of\n"
+		"                         H, one per host of the run (with --host-rank)\n"
+		"  --host-rank R          serving with --hosts H: this daemon's host, 0..H-1\n"
+		"  --epoch-ns NS          CLOCK_MONOTONIC ns of the fabric's virtual time 0, the\n"
+		"                         same for every daemon of a run on one machine (simfabric\n"
+		"                         launch --local-hosts sets it); at most now (default: now)\n"
 		"  --dump-params FORMAT   print the parameter table (markdown or json) and exit\n"
 		"  --nics N               NICs per node of the ideal fabric, 1..%d (default 1);\n"
 		"                         not with --scenario\n"
@@ -329,6 +335,8 @@ struct opts {
 	enum log_level level;
 	int check, dump_fabric, nics_given;
 	int hosts; /* --hosts H; 0: not given */
+	int host_rank; /* --host-rank R; -1: not given */
+	int64_t epoch_ns; /* --epoch-ns; 0: not given */
 };
 
 /* The options into o: an exit status (--help, --version, a usage error), or -1 to go on. */
@@ -342,6 +350,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_DUMP_FABRIC,
 		O_DUMP_PARAMS,
 		O_HOSTS,
+		O_HOST_RANK,
+		O_EPOCH,
 		O_NICS,
 		O_CONN_MEM,
 		O_WAIT,
@@ -365,6 +375,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"dump-fabric", no_argument, NULL, O_DUMP_FABRIC},
 		{"dump-params", required_argument, NULL, O_DUMP_PARAMS},
 		{"hosts", required_argument, NULL, O_HOSTS},
+		{"host-rank", required_argument, NULL, O_HOST_RANK},
+		{"epoch-ns", required_argument, NULL, O_EPOCH},
 		{"nics", required_argument, NULL, O_NICS},
 		{"conn-mem", required_argument, NULL, O_CONN_MEM},
 		{"connect-wait-ms", required_argument, NULL, O_WAIT},
@@ -384,6 +396,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	char err[SCN_ERR_LEN];
 	int opt;
 	memset(o, 0, sizeof(*o));
+	o->host_rank = -1;
 	o->level = LOG_LEVEL_INFO;
 	srv_config_init(&o->cfg);
 	log_init("simfabricd", o->level);
@@ -422,6 +435,30 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return 2;
 			}
 			o->hosts = (int)h;
+			break;
+		}
+		case O_HOST_RANK:
+			if (parse_int(optarg, 0, PLACE_MAX_HOSTS - 1, &o->host_rank)) {
+				fprintf(stderr, "simfabricd: --host-rank: '%s' is not a host rank in "
+						"0..%d\n",
+					optarg, PLACE_MAX_HOSTS - 1);
+				return 2;
+			}
+			break;
+		case O_EPOCH: {
+			char *end;
+			errno = 0;
+			long long e = strtoll(optarg, &end, 10);
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			long long now = (long long)ts.tv_sec * 1000000000 + ts.tv_nsec;
+			if (!*optarg || *end || errno || e <= 0 || e > now) {
+				fprintf(stderr, "simfabricd: --epoch-ns: '%s' is not a CLOCK_MONOTONIC "
+						"time in ns between 1 and now (%lld)\n",
+					optarg, now);
+				return 2;
+			}
+			o->epoch_ns = e;
 			break;
 		}
 		case O_NICS:
@@ -545,11 +582,26 @@ static int run_offline(struct opts *o)
 				"NICs each node has)\n");
 		return 2;
 	}
-	if (o->hosts && !o->dump_fabric) {
-		fprintf(stderr, "simfabricd: --hosts: only with --dump-fabric (a daemon serves one "
-				"host; federation is to come: docs/scale-out.md)\n");
+	if (o->dump_fabric && o->host_rank >= 0) {
+		fprintf(stderr, "simfabricd: --host-rank: not with --dump-fabric (the dump shows "
+				"every host)\n");
 		return 2;
 	}
+	if (!o->dump_fabric && (o->hosts != 0) != (o->host_rank >= 0)) {
+		fprintf(stderr, "simfabricd: %s: serving one host of several needs both --hosts H "
+				"and --host-rank R\n",
+			o->hosts ? "--hosts" : "--host-rank");
+		return 2;
+	}
+	if (o->host_rank >= o->hosts && o->hosts) {
+		fprintf(stderr, "simfabricd: --host-rank %d: not one of the %d host(s) of --hosts "
+				"(0..%d)\n",
+			o->host_rank, o->hosts, o->hosts - 1);
+		return 2;
+	}
+	o->cfg.hosts = o->dump_fabric ? 0 : o->hosts;
+	o->cfg.host_rank = o->host_rank < 0 ? 0 : o->host_rank;
+	o->cfg.epoch_ns = o->epoch_ns;
 	if ((o->check || o->dump_fabric) && !o->scenario) {
 		fprintf(stderr, "simfabricd: --%s: needs --scenario FILE\n",
 			o->check ? "check" : "dump-fabric");
@@ -678,6 +730,13 @@ static int run_daemon(struct opts *o)
 		 "memory), connect wait %d ms, log level %s",
 		 srv_instance(d.srv), (int)getpid(), o->cfg.geom.nslots, o->cfg.geom.slot_bytes,
 		 srv_shm_bytes(d.srv), o->cfg.connect_wait_ms, log_level_name(o->level));
+	if (o->cfg.hosts)
+		log_info("host %d of %d: routes to the other hosts' nodes are split by the placement%s"
+			 "%s",
+			 o->cfg.host_rank, o->cfg.hosts, o->epoch_ns ? "; virtual time 0 from "
+								       "--epoch-ns"
+								     : "",
+			 fabric ? "" : " (the ideal fabric: cross-host connections unmodelled)");
 	/* Log lines carry the wall clock; traces, fabric time and epoch_ns count on CLOCK_MONOTONIC.
 	 * This line pairs the two. */
 	struct timespec mono;

@@ -44,6 +44,7 @@
 #include "sim/fabmon.h"
 #include "sim/faultd.h"
 #include "sim/log.h"
+#include "sim/scn/place.h"
 #include "sim/scn/scenario.h"
 #include "sim/srv_int.h"
 
@@ -86,6 +87,8 @@ static const struct op_def {
 	{"stats", srv_op_stats, KEYS(NULL), KEYS("skip"), true},
 	{"series", srv_op_series, KEYS(NULL), KEYS("skip"), true},
 	{"fault", srv_op_fault, KEYS("verb"), KEYS("spec", "id", "at_ns", "skip"), false},
+	{"xroute", srv_op_xroute, KEYS("from_node", "from_nic", "to_node", "to_nic"), KEYS(NULL),
+	 true},
 	{"ping", op_ping, KEYS(NULL), KEYS(NULL), true},
 	{"stop", op_stop, KEYS(NULL), KEYS(NULL), false},
 };
@@ -259,7 +262,17 @@ int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv 
 						.reset = srv_reset_conns,
 						.ctx = s};
 		rc = fabmon_new(s->fabric, s->scn->faults, cfg->sample_ms, cfg->series_samples,
-				&fops, now_ns(), &s->mon, err, errlen);
+				&fops, cfg->epoch_ns ? cfg->epoch_ns : now_ns(), &s->mon, err,
+				errlen);
+		if (!rc && cfg->hosts) /* kept for op=xroute, and shown by op=fabric's "hosts" */
+			rc = place_compute(s->fabric, s->scn->placement, cfg->hosts, &s->place, err,
+					   errlen);
+		if (!rc && cfg->hosts)
+			rc = scenario_place(s->scn, cfg->hosts, err, errlen);
+		if (rc) {
+			fabmon_free(s->mon);
+			s->mon = NULL;
+		}
 		if (rc) {
 			scenario_free(s->scn);
 			s->scn = NULL;
@@ -314,6 +327,7 @@ void srv_free(struct srv *s)
 		srv_conn_free(s, dl_entry(p, struct srv_conn, link), false);
 	}
 	fabmon_free(s->mon); /* before the fabric: its fault daemon names the fabric's links */
+	placement_free(s->place);
 	scenario_free(s->scn);
 	ctl_msg_free(s->out);
 	free(s);

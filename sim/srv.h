@@ -41,6 +41,13 @@ struct srv_config {
 	size_t outq_max;	 /* per-connection output queue limit, bytes */
 	int sample_ms;		 /* a modelled fabric's links sampled this often (op=series); 0: off */
 	uint32_t series_samples; /* the newest samples kept (sim/series.h caps them by memory) */
+	/* One daemon per host of a run over several (docs/scale-out.md): the run's host count
+	 * (0: this host alone) and this daemon's host rank; routes between hosts (op=xroute)
+	 * are split by the placement of a modelled fabric on them. */
+	int hosts, host_rank;
+	int64_t epoch_ns; /* CLOCK_MONOTONIC ns of virtual time 0, the same for every daemon of
+			     the run (its hosts share one clock, or have agreed on the instant);
+			     0: when the fabric is built */
 };
 
 struct scenario;

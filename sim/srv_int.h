@@ -147,6 +147,8 @@ struct srv {
 	struct ctl_msg *out; /* scratch for building replies */
 	/* A modelled fabric's daemon side (sim/fabmon.h); NULL on the ideal fabric. */
 	struct fabmon *mon;
+	/* A modelled fabric over cfg.hosts hosts: where its nodes and links are; else NULL. */
+	struct placement *place;
 	char wire[CTL_MSG_MAX];
 };
 
@@ -296,6 +298,11 @@ int srv_op_series(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, 
 /* One line of a paged reply: added, or (it does not fit, with room for the longest trailer)
  * next=<i> instead and false. */
 bool srv_add_paged(struct ctl_msg *rep, const char *key, const char *v, uint64_t i);
+/* ---- cross-host routes (srv_xroute.c) ------------------------------------------------------ */
+
+int srv_op_xroute(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		  char *err);
+
 int srv_op_fabric(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
 		  char *err);
 

@@ -309,24 +309,38 @@ static int on_path(const struct fst_conn *c, uint32_t link, int *hop)
 	return 0;
 }
 
-/* Does fault f act on this connection's messages, and at which hop (-1: the connection)? */
-static int fault_scope(const struct fault_spec *f, const struct fst_conn *c, int *hop)
+/*
+ * The hops a reservation covers: [lo, hi) of the connection's path. A whole reservation
+ * (fst_reserve) covers them all; a piece (fst_reserve_hops) the run its host owns. What acts
+ * on the connection as a whole (connection-scoped faults and triggers) belongs to the piece
+ * that starts the path, the sender's.
+ */
+struct hops {
+	int lo, hi;
+};
+
+/* Does fault f act on this connection's messages in these hops, and at which hop (-1: the
+ * connection)? */
+static int fault_scope(const struct fault_spec *f, const struct fst_conn *c, struct hops r,
+		       int *hop)
 {
 	*hop = -1;
 	if (f->conn_scope)
-		return fault_conn_match(f->src_node, f->dst_node, c->src_node, c->dst_node);
+		return r.lo == 0 &&
+		       fault_conn_match(f->src_node, f->dst_node, c->src_node, c->dst_node);
 	for (uint32_t i = 0; i < f->nlinks; i++)
-		if (on_path(c, f->link[i], hop))
+		if (on_path(c, f->link[i], hop) && *hop >= r.lo && *hop < r.hi)
 			return 1;
+	*hop = -1;
 	return 0;
 }
 
-static int trigger_scope(const struct fault_spec *f, const struct fst_conn *c)
+static int trigger_scope(const struct fault_spec *f, const struct fst_conn *c, struct hops r)
 {
 	int hop;
 	if (f->trig_link >= 0)
-		return on_path(c, (uint32_t)f->trig_link, &hop);
-	return fault_conn_match(f->trig_src, f->trig_dst, c->src_node, c->dst_node);
+		return on_path(c, (uint32_t)f->trig_link, &hop) && hop >= r.lo && hop < r.hi;
+	return r.lo == 0 && fault_conn_match(f->trig_src, f->trig_dst, c->src_node, c->dst_node);
 }
 
 static void note_hit(struct fst_hit *hit, uint32_t id, const struct fault_spec *f, uint32_t link,
@@ -340,7 +354,7 @@ static void note_hit(struct fst_hit *hit, uint32_t id, const struct fault_spec *
 }
 
 /* A degrade in force at t on link: its parameters replace the hop's, on a copy. */
-static void apply_degrades(struct fst_view *v, const struct fst_conn *c, int64_t t,
+static void apply_degrades(struct fst_view *v, const struct fst_conn *c, struct hops r, int64_t t,
 			   struct model_link *tmp, struct model_path *p, struct fst_hit *hit)
 {
 	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
@@ -357,7 +371,7 @@ static void apply_degrades(struct fst_view *v, const struct fst_conn *c, int64_t
 		int touched = 0;
 		for (uint32_t i = 0; i < f->nlinks; i++) {
 			int j;
-			if (!on_path(c, f->link[i], &j))
+			if (!on_path(c, f->link[i], &j) || j < r.lo || j >= r.hi)
 				continue;
 			if (p->hop[j] != &tmp[j]) {
 				tmp[j] = *p->hop[j];
@@ -396,8 +410,8 @@ static void apply_degrades(struct fst_view *v, const struct fst_conn *c, int64_t
  * behind an earlier delayed one (on a link, or by its connection's FIFO order) does not pay
  * that delay twice.
  */
-static void apply_outages(struct fst_view *v, struct fst_conn *c, int64_t t_post, int64_t own_ns,
-			  struct model_msg *out, struct fst_hit *hit, int *fail_hop)
+static void apply_outages(struct fst_view *v, struct fst_conn *c, struct hops r, int64_t t_post,
+			  int64_t own_ns, struct model_msg *out, struct fst_hit *hit, int *fail_hop)
 {
 	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
 	const int64_t to = model_timeout_ns(&c->nic);
@@ -418,11 +432,11 @@ static void apply_outages(struct fst_view *v, struct fst_conn *c, int64_t t_post
 				continue;
 			int hop;
 			int64_t wa, wb;
-			if (!fault_scope(f, c, &hop))
+			if (!fault_scope(f, c, r, &hop))
 				continue;
-			int r = fault_window(f, v->shm->seed, id, atomic_load(&ff->origin),
+			int w = fault_window(f, v->shm->seed, id, atomic_load(&ff->origin),
 					     atomic_load(&ff->until), t, end, &wa, &wb);
-			if (!r)
+			if (!w)
 				continue;
 			int64_t u = wa > t ? wa : t;
 			if (best < 0 || u < ba) {
@@ -430,7 +444,7 @@ static void apply_outages(struct fst_view *v, struct fst_conn *c, int64_t t_post
 				best_hop = hop;
 				ba = u;
 				bb = wb;
-				undecided = r == 2;
+				undecided = w == 2;
 			}
 		}
 		if (best < 0)
@@ -503,15 +517,15 @@ static void apply_outages(struct fst_view *v, struct fst_conn *c, int64_t t_post
 }
 
 /* Triggers the message fires: counted after the check, so the Nth message is not hit itself. */
-static void count_triggers(struct fst_view *v, const struct fst_conn *c, int64_t t_post,
-			   uint64_t bytes)
+static void count_triggers(struct fst_view *v, const struct fst_conn *c, struct hops r,
+			   int64_t t_post, uint64_t bytes)
 {
 	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
 	for (uint32_t id = 0; id < n; id++) {
 		struct fst_fault *ff = fst_fault(v->shm, id);
 		if (!ff || ff->spec.trigger == FAULT_T_TIME || atomic_load(&ff->origin))
 			continue;
-		if (!trigger_scope(&ff->spec, c))
+		if (!trigger_scope(&ff->spec, c, r))
 			continue;
 		uint64_t add = ff->spec.trigger == FAULT_T_BYTES ? bytes : 1;
 		uint64_t need = ff->spec.trigger == FAULT_T_FIRST_TRAFFIC ? 1 : ff->spec.threshold;
@@ -558,6 +572,7 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 		p.hop[j] = &v->links[c->path[j]];
 	}
 	struct model_key key = {.seed = v->shm->seed, .conn = c->id, .msg = c->msgs};
+	const struct hops all = {0, c->npath};
 	int64_t busy[MODEL_MAX_HOPS], before[MODEL_MAX_HOPS];
 	struct model_loss_state loss[MODEL_MAX_HOPS];
 	struct model_link tmp[MODEL_MAX_HOPS];
@@ -567,7 +582,7 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 	if (rc)
 		return rc;
 	if (faults) {
-		apply_degrades(v, c, now_ns, tmp, &p, hit);
+		apply_degrades(v, c, all, now_ns, tmp, &p, hit);
 		for (int j = 0; hit->corrupt_set && j < c->npath; j++)
 			hit->corrupt_p[j] = p.hop[j]->corrupt_p; /* the data path flips the same bits */
 	}
@@ -583,7 +598,7 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 	if (rc == 0 && faults && !was_failed && !out->failed && out->arrive_ns != MODEL_NEVER) {
 		/* what the message takes on an idle path, up to its arrival */
 		int64_t own = model_ideal_ns(&p, &c->nic, bytes) - c->nic.o_recv_ns;
-		apply_outages(v, c, now_ns, own > 0 ? own : 0, out, hit, &fault_hop);
+		apply_outages(v, c, all, now_ns, own > 0 ? own : 0, out, hit, &fault_hop);
 	}
 	if (rc == 0) {
 		nic->host_busy = host_busy;
@@ -593,7 +608,7 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 			s->loss = loss[j];
 		}
 		if (faults)
-			count_triggers(v, c, now_ns, bytes);
+			count_triggers(v, c, all, now_ns, bytes);
 	}
 	fst_unlock(v->shm);
 	if (rc)
@@ -622,29 +637,55 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 	return 0;
 }
 
-int fst_reserve_hops(struct fst_view *v, const struct fst_conn *c, int first, int n, uint64_t bytes,
-		     const struct model_stamp *in, struct model_stamp *out)
+/* What the train takes over hops [r.lo, r.hi) from stamp *in on idle links (outages' "own"). */
+static int64_t idle_ns(const struct model_path *p, const struct model_train *tr, struct hops r,
+		       const struct model_stamp *in)
 {
+	struct model_hop_times h = {.next = *in};
+	for (int j = r.lo; j < r.hi; j++) {
+		struct model_stamp st = h.next;
+		model_hop(p->hop[j], p->switching, tr, 0, INT64_MIN, &st, &h);
+	}
+	return h.next.last_ns - in->first_ns;
+}
+
+int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, uint64_t bytes,
+		     int64_t post_ns, const struct model_stamp *in, struct model_stamp *out,
+		     struct fst_hit *hit)
+{
+	struct fst_hit nohit;
+	if (!hit)
+		hit = &nohit;
+	memset(hit, 0, sizeof(*hit));
+	hit->fault = -1;
 	if (!v || !c || !in || !out || c->npath < 0 || c->npath > MODEL_MAX_HOPS || first < 0 ||
 	    n < 0 || first + n > c->npath || c->src_nic >= v->nnics || bytes > MODEL_MAX_BYTES)
 		return -EINVAL;
+	const struct hops r = {first, first + n};
 	struct model_path p = {.nhops = c->npath, .switching = c->switching};
 	for (int j = 0; j < c->npath; j++) {
 		if (c->path[j] >= v->nlinks)
 			return -EINVAL;
 		p.link_id[j] = c->path[j];
 		p.hop[j] = &v->links[c->path[j]];
-		if (j >= first && j < first + n && impaired(p.hop[j]))
-			return -EOPNOTSUPP;
 	}
+	struct model_link tmp[MODEL_MAX_HOPS];
 	struct model_train tr;
 	model_train_init(&tr, &p, bytes);
 	struct model_hop_times h = {.next = *in};
 	int64_t before[MODEL_MAX_HOPS], at[MODEL_MAX_HOPS];
 	struct fst_nic *nic = (struct fst_nic *)((uint8_t *)v->shm + v->shm->nics_off) + c->src_nic;
+	int faults = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire) != 0;
 	int rc = fst_lock(v->shm);
 	if (rc)
 		return rc;
+	if (faults) /* rates and latencies; a degrade to loss or corruption is refused below */
+		apply_degrades(v, c, r, post_ns, tmp, &p, hit);
+	for (int j = first; j < first + n; j++)
+		if (impaired(p.hop[j]) || p.hop[j]->corrupt_p) {
+			fst_unlock(v->shm);
+			return -EOPNOTSUPP;
+		}
 	if (first == 0 && c->nic.host_rate_bps) {
 		struct model_link host = {.rate_bps = c->nic.host_rate_bps};
 		struct model_stamp st = h.next;
@@ -660,13 +701,35 @@ int fst_reserve_hops(struct fst_view *v, const struct fst_conn *c, int first, in
 		if (h.done_ns > s->busy_until)
 			s->busy_until = h.done_ns;
 	}
-	fst_unlock(v->shm);
 	*out = h.next;
+	int failed = 0;
+	if (faults && !c->mc.failed) {
+		/* outages met between entering these hops and leaving them (fst_reserve's rule) */
+		int64_t t0 = first == 0 ? post_ns : in->first_ns;
+		struct model_msg m = {.arrive_ns = out->last_ns, .fail_hop = -1};
+		int fault_hop = -1;
+		int64_t own = idle_ns(&p, &tr, r, in) + (in->first_ns - t0);
+		apply_outages(v, c, r, t0, own > 0 ? own : 0, &m, hit, &fault_hop);
+		if (m.failed) {
+			failed = 1;
+			out->first_ns = out->last_ns = m.arrive_ns;
+		} else if (hit->delay_ns) {
+			out->first_ns += hit->delay_ns;
+			out->last_ns += hit->delay_ns;
+		}
+		count_triggers(v, c, r, post_ns, bytes);
+	} else if (c->mc.failed) { /* RC: after a failure the connection is in error */
+		failed = 1;
+	}
+	fst_unlock(v->shm);
 	for (int j = first; j < first + n; j++) {
 		uint64_t q = before[j] > at[j] ? (uint64_t)(before[j] - at[j]) : 0;
 		count_queue(link_state(v->shm, c->path[j]), bytes, tr.packets, q);
 	}
-	return 0;
+	if (failed && hit->link < v->nlinks && hit->fault >= 0)
+		atomic_fetch_add_explicit(&link_state(v->shm, hit->link)->failed, 1,
+					  memory_order_relaxed);
+	return failed;
 }
 
 void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns, int early)

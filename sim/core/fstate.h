@@ -213,21 +213,29 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 		struct model_msg *out, struct fst_hit *hit);
 /*
  * The distributed fabric clock's step (docs/scale-out.md section 4): reserve hops
- * [first, first + n) of the connection's path for one message of bytes, from its stamp at hop
- * first (*in), FIFO with every other sender on those links, and give its stamp after hop
- * first + n - 1 in *out (model_hop's, hop after hop; after the path's last hop out->last_ns is
- * the arrival). With first == 0 the sending NIC's host stage comes first and *in is the post
- * time plus o_send, {t, t, 0}. Reserving [0, k) then [k, npath) from the stamp between them is
- * one model_message reservation of an unimpaired path, to the nanosecond, while nothing else
- * reserves those links in between (test_fstate); otherwise each link serves reservations in
- * the order they reach it, not in post order, which is the approximation scale-out.md
- * describes. Timing only: no per-connection FIFO clamp, no faults, and the hops' impairments
- * are refused (-EOPNOTSUPP: loss, jitter, reordering or duplicates on a reserved hop); counts
- * msgs, bytes, packets and queueing on each reserved link. 0, -EINVAL (a bad range or path),
- * -EOPNOTSUPP, -EDEADLK (the lock).
+ * [first, first + n) of the connection's path for one message of bytes posted at post_ns (this
+ * host's clock), from its stamp at hop first (*in), FIFO with every other sender on those
+ * links, and give its stamp after hop first + n - 1 in *out (model_hop's, hop after hop; after
+ * the path's last hop out->last_ns is the arrival). With first == 0 the sending NIC's host stage
+ * comes first and *in is the post time plus o_send, {t, t, 0}. Reserving [0, k) then
+ * [k, npath) from the stamp between them is one model_message reservation of an unimpaired
+ * path, to the nanosecond, while nothing else reserves those links in between (test_fstate);
+ * otherwise each link serves reservations in the order they reach it, not in post order, which
+ * is the approximation scale-out.md describes.
+ * Faults: as fst_reserve's, on these hops only: degrades of rate and latency, outages (DOWN,
+ * STALL, RESET) met between entering hop first and leaving the last (a delay moves *out
+ * later), and triggers on these hops' links; what acts on the connection as a whole (its
+ * faults and triggers) only in the piece with first == 0. hit (may be NULL) says what a fault
+ * did. No loss recovery, jitter, reordering, duplicates or corruption on the reserved hops,
+ * nor a per-connection FIFO clamp (the caller's): such a hop, or a degrade that sets one,
+ * is refused (-EOPNOTSUPP). Counts msgs, bytes, packets and queueing on each reserved link.
+ * Returns 0; 1 when a fault failed the message (retries exhausted, a reset) or the connection
+ * had failed already (RC: later messages fail too): out->last_ns is then when, hit->fault
+ * which (-1: the earlier failure); -EINVAL (a bad range or path), -EOPNOTSUPP, -EDEADLK.
  */
-int fst_reserve_hops(struct fst_view *v, const struct fst_conn *c, int first, int n, uint64_t bytes,
-		     const struct model_stamp *in, struct model_stamp *out);
+int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, uint64_t bytes,
+		     int64_t post_ns, const struct model_stamp *in, struct model_stamp *out,
+		     struct fst_hit *hit);
 /*
  * The fidelity monitor: a receive on a path whose last hop is link completed late_ns after the
  * model's time; early: before the soonest the model could ever give it (fst_floor_ns, from the

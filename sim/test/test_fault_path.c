@@ -595,6 +595,151 @@ static void test_reserve_triggers(void)
 	env_fini(&e);
 }
 
+/*
+ * The distributed clock's pieces (fst_reserve_hops) with faults: conn A's path split between
+ * two hosts, each with its own fabric state holding the same faults (as every daemon loads the
+ * same plan): the sender's host reserves hop 0 (link 0), the receiver's hop 1 (link 1). A
+ * fault acts in the piece that holds its link, and a whole reservation (fst_reserve, a third
+ * state) gives the same times where the two agree by construction.
+ */
+struct split {
+	struct env tx, rx, whole;
+	struct fst_conn ctx, crx, cw;
+};
+
+static void split_init(struct split *s, const struct fault_spec *f, int nf, int64_t origin)
+{
+	env_init(&s->tx, 7);
+	env_init(&s->rx, 7);
+	env_init(&s->whole, 7);
+	for (int i = 0; i < nf; i++) {
+		add(&s->tx, &f[i], origin);
+		add(&s->rx, &f[i], origin);
+		add(&s->whole, &f[i], origin);
+	}
+	s->ctx = conn(&s->tx, 0);
+	s->crx = conn(&s->rx, 0);
+	s->cw = conn(&s->whole, 0);
+}
+
+static void split_fini(struct split *s)
+{
+	env_fini(&s->tx);
+	env_fini(&s->rx);
+	env_fini(&s->whole);
+}
+
+/* Post at t on both: the pieces' return codes, the stamps, what each piece's fault did. */
+static int split_post(struct split *s, int64_t t, uint64_t bytes, struct model_stamp *mid,
+		      struct model_stamp *end, struct fst_hit *h0, struct fst_hit *h1, int *rc1)
+{
+	struct model_stamp in = {t + s->tx.nic.o_send_ns, t + s->tx.nic.o_send_ns, 0};
+	int rc0 = fst_reserve_hops(s->tx.v, &s->ctx, 0, 1, bytes, t, &in, mid, h0);
+	*rc1 = rc0 == 0 ? fst_reserve_hops(s->rx.v, &s->crx, 1, 1, bytes, t, mid, end, h1) : -1;
+	return rc0;
+}
+
+static void test_reserve_split(void)
+{
+	struct split s;
+	struct fst_hit h0, h1, hit;
+	struct model_stamp mid, end;
+	struct model_msg m;
+	int rc1;
+	int64_t t = ORIGIN + 1 * MS;
+
+	/* down 10 ms on link 1 (the receiver's): its piece is delayed 3 T_o, as the whole is */
+	struct fault_spec f = on_link(FAULT_K_LINK_DOWN, 1, 0, 10 * MS);
+	split_init(&s, &f, 1, ORIGIN);
+	CHECK(split_post(&s, t, 65536, &mid, &end, &h0, &h1, &rc1) == 0 && rc1 == 0, "down: rc");
+	CHECK(h0.fault == -1 && h1.fault == 0 && h1.link == 1 && h1.delay_ns == 3 * TO,
+	      "down: the receiver's piece has it: %d %d link %u delay %" PRId64, h0.fault,
+	      h1.fault, h1.link, h1.delay_ns);
+	CHECK(fst_reserve(s.whole.v, &s.cw, t, 65536, &m, &hit) == 0 && !m.failed &&
+		      end.last_ns == m.arrive_ns,
+	      "down: split %" PRId64 ", whole %" PRId64, end.last_ns, m.arrive_ns);
+	CHECK(atomic_load(&fst_fault(s.tx.v->shm, 0)->hit) == 0 &&
+		      atomic_load(&fst_fault(s.rx.v->shm, 0)->hit) == 1,
+	      "down: counted by the link's owner only");
+	split_fini(&s);
+
+	/* down for good on link 0 (the sender's): fails in the sender's piece, at u + 8 T_o */
+	f = on_link(FAULT_K_LINK_DOWN, 0, 0, FAULT_FOREVER);
+	split_init(&s, &f, 1, ORIGIN);
+	CHECK(split_post(&s, t, 4096, &mid, &end, &h0, &h1, &rc1) == 1, "forever: fails");
+	CHECK(h0.fault == 0 && h0.link == 0 && mid.last_ns == t + 8 * TO,
+	      "forever: fault %d link %u at %" PRId64, h0.fault, h0.link, mid.last_ns - t);
+	CHECK(fst_reserve(s.whole.v, &s.cw, t, 4096, &m, &hit) == 0 && m.failed &&
+		      m.arrive_ns == mid.last_ns,
+	      "forever: the whole fails at the same time");
+	/* RC: later messages on the connection fail too (hit -1: the earlier failure) */
+	CHECK(split_post(&s, t + MS, 4096, &mid, &end, &h0, &h1, &rc1) == 1 && h0.fault == -1,
+	      "forever: flushed");
+	split_fini(&s);
+
+	/* down for good on link 1: fails in the receiver's piece at u + 8 T_o, u the arrival
+	 * of the message's first bit at link 1 (the whole uses the post: u earlier by that) */
+	f = on_link(FAULT_K_LINK_DOWN, 1, 0, FAULT_FOREVER);
+	split_init(&s, &f, 1, ORIGIN);
+	CHECK(split_post(&s, t, 4096, &mid, &end, &h0, &h1, &rc1) == 0 && rc1 == 1,
+	      "forever on 1: the receiver's piece fails");
+	CHECK(h1.fault == 0 && h1.link == 1 && end.last_ns == mid.first_ns + 8 * TO,
+	      "forever on 1: fault %d at %" PRId64, h1.fault, end.last_ns - mid.first_ns);
+	CHECK(atomic_load(&fst_fault(s.rx.v->shm, 0)->failed) == 1, "forever on 1: counted");
+	split_fini(&s);
+
+	/* a connection's reset acts in the sender's piece only */
+	f = on_conn(FAULT_K_RESET, 0, 1, 0, FAULT_FOREVER);
+	split_init(&s, &f, 1, ORIGIN);
+	CHECK(split_post(&s, t, 4096, &mid, &end, &h0, &h1, &rc1) == 1 && h0.fault == 0 &&
+		      h0.action == FAULT_A_RESET && mid.last_ns == t,
+	      "reset: at the post, by the sender");
+	struct model_stamp in = {t, t, 0};
+	CHECK(fst_reserve_hops(s.rx.v, &s.crx, 1, 1, 4096, t, &in, &end, &h1) == 0 &&
+		      h1.fault == -1,
+	      "reset: not in the receiver's piece");
+	split_fini(&s);
+
+	/* a trigger on link 1 counts the receiver's pieces only */
+	f = on_link(FAULT_K_STALL, 1, 0, 1 * MS);
+	f.trigger = FAULT_T_MESSAGES;
+	f.threshold = 2;
+	f.trig_link = 1;
+	split_init(&s, &f, 1, 0);
+	for (int i = 0; i < 2; i++)
+		CHECK(split_post(&s, t + i * 10 * US, 1024, &mid, &end, &h0, &h1, &rc1) == 0 &&
+			      rc1 == 0,
+		      "trigger: post %d", i);
+	CHECK(atomic_load(&fst_fault(s.tx.v->shm, 0)->seen) == 0 &&
+		      atomic_load(&fst_fault(s.rx.v->shm, 0)->seen) == 2 &&
+		      atomic_load(&fst_fault(s.rx.v->shm, 0)->origin) == t + 10 * US,
+	      "trigger: counted and fired by link 1's owner");
+	split_fini(&s);
+
+	/* a degrade of rate on link 1 (the receiver's): the same times as the whole */
+	f = on_link(FAULT_K_DEGRADE, 1, 0, 10 * MS);
+	f.set = FAULT_SET_RATE;
+	f.rate_bps = 10000000000ull;
+	split_init(&s, &f, 1, ORIGIN);
+	CHECK(split_post(&s, t, 65536, &mid, &end, &h0, &h1, &rc1) == 0 && rc1 == 0 &&
+		      h1.fault == 0 && h1.action == FAULT_A_DEGRADE,
+	      "degrade: the receiver's piece");
+	CHECK(fst_reserve(s.whole.v, &s.cw, t, 65536, &m, &hit) == 0 &&
+		      end.last_ns == m.arrive_ns,
+	      "degrade: split %" PRId64 ", whole %" PRId64, end.last_ns, m.arrive_ns);
+	split_fini(&s);
+
+	/* a degrade to a lossy link cannot be split: refused, not run unmodelled */
+	f = on_link(FAULT_K_DEGRADE, 1, 0, 10 * MS);
+	f.set = FAULT_SET_LOSS;
+	f.loss.kind = MODEL_LOSS_BERNOULLI;
+	f.loss.p[0] = 1u << 20;
+	split_init(&s, &f, 1, ORIGIN);
+	CHECK(split_post(&s, t, 4096, &mid, &end, &h0, &h1, &rc1) == 0 && rc1 == -EOPNOTSUPP,
+	      "lossy degrade: %d", rc1);
+	split_fini(&s);
+}
+
 static void test_reserve_flap(void)
 {
 	struct env e;
@@ -836,6 +981,7 @@ static const struct check_case cases[] = {
 	CHECK_CASE(test_reserve_reset),
 	CHECK_CASE(test_reserve_degrade),
 	CHECK_CASE(test_reserve_triggers),
+	CHECK_CASE(test_reserve_split),
 	CHECK_CASE(test_reserve_flap),
 	CHECK_CASE(test_reserve_scan_cutoff),
 	CHECK_CASE(test_reserve_sweep),

@@ -260,12 +260,12 @@ static void test_hops_split(void)
 						 0},
 					   mid, end;
 			if (i % 2) {
-				CHECK(fst_reserve_hops(vb, &cb[k], 0, 1, bytes, &in, &mid) == 0 &&
-					      fst_reserve_hops(vb, &cb[k], 1, 1, bytes, &mid,
-							       &end) == 0,
+				CHECK(fst_reserve_hops(vb, &cb[k], 0, 1, bytes, t, &in, &mid, NULL) == 0 &&
+					      fst_reserve_hops(vb, &cb[k], 1, 1, bytes, t, &mid,
+							       &end, NULL) == 0,
 				      "fst_reserve_hops");
 			} else {
-				CHECK(fst_reserve_hops(vb, &cb[k], 0, 2, bytes, &in, &end) == 0,
+				CHECK(fst_reserve_hops(vb, &cb[k], 0, 2, bytes, t, &in, &end, NULL) == 0,
 				      "fst_reserve_hops whole");
 			}
 			same += end.last_ns == m.arrive_ns && busy_of(va, 0) == busy_of(vb, 0) &&
@@ -285,11 +285,11 @@ static void test_hops_split(void)
 	struct fst_view *v = hops_fabric(l, &b, &len);
 	struct fst_conn c = hops_conn(0, 0, MODEL_CUT_THROUGH);
 	struct model_stamp in = {0, 0, 0}, out;
-	CHECK(fst_reserve_hops(v, &c, 1, 2, 8, &in, &out) == -EINVAL, "beyond the path");
-	CHECK(fst_reserve_hops(v, &c, -1, 1, 8, &in, &out) == -EINVAL, "before it");
+	CHECK(fst_reserve_hops(v, &c, 1, 2, 8, 0, &in, &out, NULL) == -EINVAL, "beyond the path");
+	CHECK(fst_reserve_hops(v, &c, -1, 1, 8, 0, &in, &out, NULL) == -EINVAL, "before it");
 	v->links[2].loss.kind = MODEL_LOSS_BERNOULLI;
-	CHECK(fst_reserve_hops(v, &c, 1, 1, 8, &in, &out) == -EOPNOTSUPP, "a lossy hop");
-	CHECK(fst_reserve_hops(v, &c, 0, 1, 8, &in, &out) == 0, "an unimpaired one");
+	CHECK(fst_reserve_hops(v, &c, 1, 1, 8, 0, &in, &out, NULL) == -EOPNOTSUPP, "a lossy hop");
+	CHECK(fst_reserve_hops(v, &c, 0, 1, 8, 0, &in, &out, NULL) == 0, "an unimpaired one");
 	fst_view_free(v);
 	munmap(b, len);
 }
@@ -316,11 +316,11 @@ static void test_hops_arrival_order(void)
 					hops_conn(1, 0, MODEL_CUT_THROUGH)};
 		struct model_stamp in[2] = {{300, 300, 0}, {900, 900, 0}}, mid[2], end[2];
 		for (int k = 0; k < 2; k++)
-			CHECK(fst_reserve_hops(v, &c[k], 0, 1, 65536, &in[k], &mid[k]) == 0,
+			CHECK(fst_reserve_hops(v, &c[k], 0, 1, 65536, in[k].first_ns, &in[k], &mid[k], NULL) == 0,
 			      "uplink");
 		for (int i = 0; i < 2; i++) {
 			int k = run ? 1 - i : i;
-			CHECK(fst_reserve_hops(v, &c[k], 1, 1, 65536, &mid[k], &end[k]) == 0,
+			CHECK(fst_reserve_hops(v, &c[k], 1, 1, 65536, in[k].first_ns, &mid[k], &end[k], NULL) == 0,
 			      "down");
 		}
 		for (int k = 0; k < 2; k++)

@@ -886,6 +886,7 @@ class Job:
         self.host = host  # --hosts-from-env: (host rank, hosts, host 0's address, job port)
         self.hosts = []  # local_hosts > 1: the other hosts' daemons (host 1, 2, ...)
         self.daemon = None
+        self.epoch_ns = None
         self.mps = None
         self.fabric = None
         self.notes = []
@@ -907,14 +908,18 @@ class Job:
             except sfctl.CtlError as e:
                 raise LaunchError(str(e), EXIT_FAIL)
         else:
+            if self.scenario and self.local_hosts > 1:
+                # one virtual time for all: the daemons share this machine's clock
+                self.epoch_ns = time.monotonic_ns()
             self.daemon = start_daemon(self.paths, self.run_dir, self.scenario,
-                                       self.daemon_args)
+                                       self.daemon_args + self._host_args(0))
             self.socket = self.daemon.socket
             self.fabric = sfctl.fabric(self.socket)
             for h in range(1, self.local_hosts):
                 d = os.path.join(self.run_dir, "host%d" % h)
                 os.makedirs(d, mode=0o700, exist_ok=True)
-                self.hosts.append(start_daemon(self.paths, d, self.scenario, self.daemon_args))
+                self.hosts.append(start_daemon(self.paths, d, self.scenario,
+                                               self.daemon_args + self._host_args(h)))
             if self.hosts:
                 self.say("%d hosts on this machine: host 0's daemon at %s, %s; connections "
                          "between hosts over libfabric on loopback" % (
@@ -922,6 +927,24 @@ class Job:
                                  "host %d's at %s" % (h + 1, d.socket)
                                  for h, d in enumerate(self.hosts))))
         return self
+
+    def _host_args(self, h):
+        """A modelled fabric over --local-hosts: daemon h's place in the run (its routes to
+        the other hosts are split by the placement, docs/scale-out.md section 4)."""
+        if not (self.scenario and self.local_hosts > 1):
+            return []
+        return ["--hosts", str(self.local_hosts), "--host-rank", str(h), "--epoch-ns",
+                str(self.epoch_ns)]
+
+    def host_of_node(self, name, i, nnodes, nhosts):
+        """Node name's host: the scenario's placement (op=fabric's "hosts", placement: rules
+        included) where the daemons have one, else the consecutive blocks."""
+        placed = (self.fabric or {}).get("hosts")
+        if placed and placed.get("count") == nhosts:
+            for h, names in enumerate(placed.get("nodes", [])):
+                if name in names:
+                    return h
+        return host_of(i, nnodes, nhosts)
 
     def _shared_env(self, argv, nnodes, gpus_per_node, env):
         """What every rank's environment has in common (MPS, copy threads, the NCCL job
@@ -968,7 +991,8 @@ class Job:
                     continue
                 h = self.host[0]
             else:
-                h = host_of(r // gpus_per_node, nnodes, len(socks)) if self.hosts else 0
+                h = (self.host_of_node(node, r // gpus_per_node, nnodes, len(socks))
+                     if self.hosts else 0)
             e = rank_env(base, r, nnodes, gpus_per_node, node, port, self.paths.plugin,
                          socks[0 if self.host else h], cuda[r], self.run_dir)
             if self.host:
@@ -1070,9 +1094,6 @@ def local_hosts_refusal(local_hosts, nodes, scenario, socket, mpi, host=None):
         return "--local-hosts %d: between 1 and the %d node(s)" % (local_hosts, nodes)
     if local_hosts == 1:
         return None
-    if scenario:
-        return ("--local-hosts with --scenario: connections between hosts run on the ideal "
-                "fabric only until the distributed clock is in (docs/scale-out.md)")
     if socket:
         return "--local-hosts starts its own daemons: not with --socket"
     if mpi:

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xroute.h - the distributed fabric clock for a cross-host connection on a modelled fabric:
+ * the connection's route, owners and split from this host's daemon (op=xroute,
+ * sim/srv_xroute.c), made into the end's model (sim/core/xmodel.h) over the process's view of
+ * its host's fabric state.
+ *
+ * Threads: called under sfnet_g.lock from connect and accept; blocks for one request and its
+ * reply on a local socket (SFXR_TIMEOUT_MS at most). Errors: ncclResult_t, each with a WARN
+ * naming the connection (what) and the daemon's reason.
+ */
+#ifndef SF_PLUGIN_XROUTE_H
+#define SF_PLUGIN_XROUTE_H
+
+#include "plugin/ncclnet.h"
+#include "sim/core/xmodel.h"
+
+#define SFXR_TIMEOUT_MS 10000
+
+/*
+ * The model of one end (side) of the connection from from_node's NIC from_nic to to_node's
+ * NIC to_nic, into *out (xmodel_free). ncclInvalidUsage when the daemon refuses the route
+ * (its reason: impairments, a hop of a third host, a daemon not started for several hosts),
+ * ncclSystemError when the daemon cannot be asked, ncclInternalError for a reply this build
+ * does not understand.
+ */
+ncclResult_t sfxr_model_new(enum xmodel_side side, const char *from_node, int from_nic,
+			    const char *to_node, int to_nic, const char *what, struct xmodel **out);
+
+#endif /* SF_PLUGIN_XROUTE_H */

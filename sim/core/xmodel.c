@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xmodel.c - the distributed fabric clock's hooks for xchan (xmodel.h has the contract).
+ */
+#include "sim/core/xmodel.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct xmodel {
+	struct fst_view *v;
+	struct fst_conn c;
+	int split;
+	enum xmodel_side side;
+	int64_t epoch;	     /* the fabric's: virtual time 0 on this host's clock */
+	int64_t rev_ns;	     /* the route's latency, back (the ACK's way) */
+	int64_t last_arrive; /* rx: FIFO per connection, as model_message clamps it */
+};
+
+int xmodel_new(struct fst_view *v, const struct xmodel_route *r, enum xmodel_side side,
+	       struct xmodel **out)
+{
+	*out = NULL;
+	if (!v || !r || r->conn.npath < 1 || r->conn.npath > MODEL_MAX_HOPS || r->split < 1 ||
+	    r->split > r->conn.npath || r->conn.src_nic >= v->nnics ||
+	    (side != XMODEL_TX && side != XMODEL_RX))
+		return -EINVAL;
+	for (int j = 0; j < r->conn.npath; j++)
+		if (r->conn.path[j] >= v->nlinks)
+			return -EINVAL;
+	struct xmodel *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->v = v;
+	m->c = r->conn;
+	m->c.msgs = 0;
+	memset(&m->c.mc, 0, sizeof(m->c.mc));
+	m->split = r->split;
+	m->side = side;
+	m->epoch = v->shm->epoch_ns;
+	for (int j = 0; j < m->c.npath; j++)
+		m->rev_ns += v->links[m->c.path[j]].latency_ns;
+	*out = m;
+	return 0;
+}
+
+void xmodel_free(struct xmodel *m)
+{
+	free(m);
+}
+
+uint32_t xmodel_last_link(const struct xmodel *m)
+{
+	return m->c.path[m->c.npath - 1];
+}
+
+static void stamp_fail(struct xchan_stamp *s, int64_t at_virtual, const struct fst_hit *hit)
+{
+	s->t[0] = s->t[1] = at_virtual;
+	s->t[2] = 0;
+	s->flags |= XCHAN_S_FAIL;
+	s->fault = hit->fault >= 0 ? (uint32_t)hit->fault + 1 : 0;
+	s->link = hit->link;
+	s->delay_ns = hit->delay_ns;
+}
+
+static int tx_post(void *ctx, int64_t now_ns, uint64_t bytes, struct xchan_stamp *s)
+{
+	struct xmodel *m = ctx;
+	if (m->side != XMODEL_TX)
+		return -EINVAL;
+	int64_t t = now_ns + m->c.nic.o_send_ns;
+	struct model_stamp in = {t, t, 0}, out;
+	struct fst_hit hit;
+	int rc = fst_reserve_hops(m->v, &m->c, 0, m->split, bytes, now_ns, &in, &out, &hit);
+	if (rc < 0)
+		return rc;
+	m->c.msgs++;
+	memset(s, 0, sizeof(*s));
+	s->hop = (uint32_t)m->split;
+	if (rc == 1) {
+		stamp_fail(s, out.last_ns - m->epoch, &hit);
+		return 0;
+	}
+	s->t[0] = out.first_ns - m->epoch;
+	s->t[1] = out.last_ns - m->epoch;
+	s->t[2] = out.last_tx_ns;
+	return 0;
+}
+
+static int rx_arrive(void *ctx, int64_t now_ns, uint64_t bytes, const struct xchan_stamp *s,
+		     int64_t *ready_ns, struct xchan_stamp *ack)
+{
+	struct xmodel *m = ctx;
+	if (m->side != XMODEL_RX)
+		return -EINVAL;
+	*ack = *s;
+	if (s->flags & XCHAN_S_FAIL) { /* failed on the sender's hops: at its time */
+		*ready_ns = s->t[1] + m->epoch;
+		return 0;
+	}
+	/* a peer's word: within the route, ordered, and far from overflowing with the epoch */
+	if (s->hop != (uint32_t)m->split || s->t[0] < 0 || s->t[0] > s->t[1] ||
+	    s->t[1] > MODEL_NEVER / 4 || s->t[2] < 0 || s->t[2] > MODEL_NEVER / 4)
+		return -EPROTO;
+	struct model_stamp in = {s->t[0] + m->epoch, s->t[1] + m->epoch, s->t[2]}, out;
+	struct fst_hit hit;
+	int n = m->c.npath - m->split;
+	int rc = n ? fst_reserve_hops(m->v, &m->c, m->split, n, bytes, in.first_ns, &in, &out, &hit)
+		   : (out = in, 0);
+	if (rc < 0)
+		return rc;
+	m->c.msgs++;
+	if (rc == 1) {
+		stamp_fail(ack, out.last_ns - m->epoch, &hit);
+		*ready_ns = out.last_ns;
+		return 0;
+	}
+	int64_t arrive = out.last_ns > m->last_arrive ? out.last_ns : m->last_arrive;
+	m->last_arrive = arrive;
+	*ready_ns = arrive + m->c.nic.o_recv_ns;
+	ack->t[0] = arrive + m->c.nic.ack_proc_ns + m->rev_ns + m->c.nic.o_recv_ns - m->epoch;
+	/* the fidelity monitor: how late the bytes were for the model's delivery time */
+	int64_t late = now_ns - *ready_ns;
+	fst_record_lateness(m->v->shm, xmodel_last_link(m), late > 0 ? late : 0, 0);
+	return 0;
+}
+
+static int tx_acked(void *ctx, const struct xchan_stamp *ack, int64_t *done_ns)
+{
+	struct xmodel *m = ctx;
+	if (m->side != XMODEL_TX)
+		return -EINVAL;
+	*done_ns = (ack->flags & XCHAN_S_FAIL ? ack->t[1] : ack->t[0]) + m->epoch;
+	return 0;
+}
+
+const struct xchan_model xmodel_hooks = {.post = tx_post, .arrive = rx_arrive, .acked = tx_acked};

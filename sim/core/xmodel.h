@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xmodel.h - the distributed fabric clock for one end of a cross-host connection: xchan's
+ * model hooks (sim/core/xchan.h, struct xchan_model) over this host's fabric state
+ * (sim/core/fstate.h). docs/scale-out.md section 4 has the design.
+ *
+ * A route is split where its owners change: hops [0, split) belong to the sending node's host,
+ * [split, npath) to the receiving node's (the daemon refuses routes that a third host owns a
+ * hop of, or whose owners alternate: it tells the plugin the split with the route). Then:
+ *   post    the sender reserves its hops from the post (fst_reserve_hops from 0) and stamps
+ *           the message with the time its first and last bits reach hop split;
+ *   arrive  the receiver reserves the rest from that stamp, and the receive completes at the
+ *           arrival plus o_recv, never earlier; the ACK carries back the sender's completion
+ *           time (arrival + ack_proc + the route's latency + o_recv, as model_message has it);
+ *   acked   the send completes at that time, never earlier.
+ * A fault that fails the message in either piece fails both ends at the piece's time with
+ * the fault's id and link (xchan carries them). Stamps travel in virtual time (this host's
+ * CLOCK_MONOTONIC less the fabric's epoch_ns), so hosts whose daemons agree on the epoch's
+ * instant agree on every time.
+ *
+ * Approximate, as the design says: each host's links serve reservations in the order they
+ * reach them; the receiver's piece sees the post time as the moment the message reached its
+ * first hop (a degrade applies if in force then; a trigger's origin is that moment).
+ *
+ * Threads: an xmodel is used by its endpoint's thread only; the fabric state is shared and
+ * locked by fstate. Ownership: the view is not owned and must outlive the xmodel.
+ * Errors: negative errno values (-EINVAL a bad route or argument, -EPROTO a peer's stamp that
+ * does not fit the route, fstate's -EOPNOTSUPP and -EDEADLK).
+ */
+#ifndef SF_XMODEL_H
+#define SF_XMODEL_H
+
+#include "sim/core/fstate.h"
+#include "sim/core/xchan.h"
+
+enum xmodel_side { XMODEL_TX, XMODEL_RX };
+
+struct xmodel_route {
+	struct fst_conn conn; /* the route as the daemon gave it (msgs and mc: zero) */
+	int split;	      /* hops [0, split) are the sender's host's, 1 <= split <= npath */
+};
+
+struct xmodel;
+
+/* A new end on view v: 0, -EINVAL (a route that does not fit v, a split outside 1..npath),
+ * -ENOMEM. */
+int xmodel_new(struct fst_view *v, const struct xmodel_route *r, enum xmodel_side side,
+	       struct xmodel **out);
+void xmodel_free(struct xmodel *m); /* NULL-safe */
+
+/* The hooks; their ctx is the xmodel (struct xchan_cfg's model and model_ctx). */
+extern const struct xchan_model xmodel_hooks;
+
+/* The link a receive's lateness is counted on (the route's last), for the plugin's logs. */
+uint32_t xmodel_last_link(const struct xmodel *m);
+
+#endif /* SF_XMODEL_H */

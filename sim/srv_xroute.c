@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * srv_xroute.c - op=xroute: the route of a connection between two hosts of a run, for the
+ * distributed fabric clock (docs/scale-out.md section 4, sim/core/xmodel.h). Both ends ask
+ * their own daemon; every daemon of the run loaded the same scenario and computed the same
+ * placement, so both get the same route, owners and split.
+ *
+ * Request: from_node, from_nic (the sending node's name and NIC index), to_node, to_nic.
+ * Reply: host, hosts (this daemon's), npath, path (link ids, comma-separated), owner (host
+ * rank per hop), split (hops the sending host reserves), switching, src_nic (the sending
+ * NIC's gid), src_node, dst_node (ids), and the sending NIC's model: o_send_ns, o_recv_ns,
+ * ack_proc_ns, timeout_exp, retry_count, timeout_scale_ppm, host_rate_bps.
+ * Refused with the reason: a daemon of one host (EOPNOTSUPP), the ideal fabric (EOPNOTSUPP:
+ * its cross-host connections need no route), an unknown node or NIC (ENODEV), two nodes of
+ * one host or neither of this one (EINVAL), a route that the distributed clock cannot split:
+ * a hop owned by neither end's host, owners that alternate, or an impairment on a hop
+ * (loss, jitter, reordering, duplicates, corruption, or a degrade fault that sets loss or
+ * corruption on it) (EOPNOTSUPP).
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sim/core/fstate.h"
+#include "sim/fabmon.h"
+#include "sim/faultd.h"
+#include "sim/scn/place.h"
+#include "sim/srv_int.h"
+
+/* What of link l keeps the distributed clock from splitting a route over it, or NULL. */
+static const char *impairment(const struct model_link *l)
+{
+	if (l->loss.kind != MODEL_LOSS_NONE)
+		return "loss";
+	if (l->jitter.dist != MODEL_DIST_NONE)
+		return "jitter";
+	if (l->reorder_p)
+		return "reordering";
+	if (l->duplicate_p)
+		return "duplicates";
+	if (l->corrupt_p)
+		return "corruption";
+	return NULL;
+}
+
+/* A degrade fault of the plan that would make link id impaired, or NULL. */
+static const struct fault_spec *impairing_fault(struct srv *s, uint32_t id)
+{
+	struct fst_shm *shm = fabmon_shm(s->mon);
+	uint32_t n = atomic_load_explicit(&shm->nfaults, memory_order_acquire);
+	for (uint32_t k = 0; k < n; k++) {
+		const struct fst_fault *ff = fst_fault(shm, k);
+		if (!ff || ff->spec.action != FAULT_A_DEGRADE ||
+		    !(ff->spec.set & (FAULT_SET_LOSS | FAULT_SET_CORRUPT)))
+			continue;
+		for (uint32_t i = 0; i < ff->spec.nlinks; i++)
+			if (ff->spec.link[i] == id)
+				return &ff->spec;
+	}
+	return NULL;
+}
+
+/* The NIC a request names by node_key and nic_key: 0, -ENODEV or -EINVAL with err. */
+static int find_nic(struct srv *s, const struct ctl_msg *req, const char *node_key,
+		    const char *nic_key, const struct fabric_nic **out, char *err)
+{
+	char q[72];
+	uint64_t idx;
+	const char *name = ctl_get(req, node_key);
+	const struct fabric_node *n = fabric_node_find(s->fabric, name);
+	if (!n) {
+		snprintf(err, SRV_ERR_LEN, "%s='%s': no such node in the fabric", node_key,
+			 clip(name, q));
+		return -ENODEV;
+	}
+	if (get_u64(req, nic_key, &idx, err))
+		return -EINVAL;
+	*out = idx < (uint64_t)n->nnics ? fabric_nic(n, (int)idx) : NULL;
+	if (*out)
+		return 0;
+	snprintf(err, SRV_ERR_LEN, "%s=%llu: node %s has %d NIC(s)", nic_key,
+		 (unsigned long long)idx, n->name, n->nnics);
+	return -ENODEV;
+}
+
+int srv_op_xroute(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		  char *err)
+{
+	(void)c;
+	if (!s->cfg.hosts) {
+		snprintf(err, SRV_ERR_LEN,
+			 "this daemon serves one host: routes between hosts need "
+			 "--hosts H --host-rank R");
+		return -EOPNOTSUPP;
+	}
+	if (!s->place) {
+		snprintf(err, SRV_ERR_LEN,
+			 "the ideal fabric has no routes: connections between "
+			 "hosts run unmodelled on it");
+		return -EOPNOTSUPP;
+	}
+	const struct fabric_nic *a, *b;
+	int rc = find_nic(s, req, "from_node", "from_nic", &a, err);
+	if (!rc)
+		rc = find_nic(s, req, "to_node", "to_nic", &b, err);
+	if (rc)
+		return rc;
+	const struct fabric_node *na = fabric_node(s->fabric, a->node),
+				 *nb = fabric_node(s->fabric, b->node);
+	int ha = s->place->node_host[a->node], hb = s->place->node_host[b->node];
+	if (ha == hb) {
+		snprintf(err, SRV_ERR_LEN,
+			 "%s and %s are both on host %d: a connection within a "
+			 "host goes through its daemon",
+			 na->name, nb->name, ha);
+		return -EINVAL;
+	}
+	if (ha != s->cfg.host_rank && hb != s->cfg.host_rank) {
+		snprintf(err, SRV_ERR_LEN,
+			 "%s (host %d) and %s (host %d): neither is on this "
+			 "daemon's host %d",
+			 na->name, ha, nb->name, hb, s->cfg.host_rank);
+		return -EINVAL;
+	}
+	struct model_path p;
+	char why[SRV_ERR_LEN / 2];
+	rc = fabric_path(s->fabric, a->node, a->index, b->node, b->index, &p, why, sizeof(why));
+	if (rc) {
+		snprintf(err, SRV_ERR_LEN, "no route %s/%d -> %s/%d: %s", na->name, a->index,
+			 nb->name, b->index, why);
+		return rc;
+	}
+	/* the sender's host owns a first run of hops, the receiver's the rest */
+	int split = 0;
+	while (split < p.nhops && s->place->link_owner[p.link_id[split]] == ha)
+		split++;
+	char ln[128];
+	for (int j = 0; j < p.nhops; j++) {
+		uint32_t id = p.link_id[j];
+		int o = s->place->link_owner[id];
+		const char *imp = impairment(p.hop[j]);
+		const struct fault_spec *deg = impairing_fault(s, id);
+		if ((j < split ? o != ha : o != hb) || split == 0) {
+			snprintf(err, SRV_ERR_LEN,
+				 "the route %s -> %s crosses %s, owned by host %d, "
+				 "after hops of host %d's: the distributed clock "
+				 "splits a route once, sender's hops then the "
+				 "receiver's (docs/scale-out.md, section 4)",
+				 na->name, nb->name,
+				 faultd_link_name(s->fabric, id, ln, sizeof(ln)), o,
+				 j ? s->place->link_owner[p.link_id[j - 1]] : ha);
+			return -EOPNOTSUPP;
+		}
+		if (imp || deg) {
+			snprintf(err, SRV_ERR_LEN,
+				 "the route %s -> %s crosses %s, which has %s%s%s: "
+				 "impairments are not modelled across hosts yet "
+				 "(docs/scale-out.md, section 4)",
+				 na->name, nb->name,
+				 faultd_link_name(s->fabric, id, ln, sizeof(ln)),
+				 imp ? imp : "a degrade fault that sets loss or corruption (",
+				 imp ? "" : deg->name, imp ? "" : ")");
+			return -EOPNOTSUPP;
+		}
+	}
+	char v[CTL_VALUE_MAX + 1], o[CTL_VALUE_MAX + 1];
+	size_t vl = 0, ol = 0;
+	for (int j = 0; j < p.nhops; j++) {
+		vl += (size_t)snprintf(v + vl, sizeof(v) - vl, "%s%u", j ? "," : "", p.link_id[j]);
+		ol += (size_t)snprintf(o + ol, sizeof(o) - ol, "%s%d", j ? "," : "",
+				       s->place->link_owner[p.link_id[j]]);
+	}
+	const struct model_nic *m = &a->model;
+	ctl_addf(rep, "host", "%d", s->cfg.host_rank);
+	ctl_addf(rep, "hosts", "%d", s->cfg.hosts);
+	ctl_addf(rep, "npath", "%d", p.nhops);
+	ctl_add(rep, "path", v);
+	ctl_add(rep, "owner", o);
+	ctl_addf(rep, "split", "%d", split);
+	ctl_addf(rep, "switching", "%d", (int)p.switching);
+	ctl_addf(rep, "src_nic", "%d", a->gid);
+	ctl_addf(rep, "src_node", "%d", a->node);
+	ctl_addf(rep, "dst_node", "%d", b->node);
+	ctl_addf(rep, "o_send_ns", "%lld", (long long)m->o_send_ns);
+	ctl_addf(rep, "o_recv_ns", "%lld", (long long)m->o_recv_ns);
+	ctl_addf(rep, "ack_proc_ns", "%lld", (long long)m->ack_proc_ns);
+	ctl_addf(rep, "timeout_exp", "%u", m->timeout_exp);
+	ctl_addf(rep, "retry_count", "%u", m->retry_count);
+	ctl_addf(rep, "timeout_scale_ppm", "%u", m->timeout_scale_ppm);
+	ctl_addf(rep, "host_rate_bps", "%llu", (unsigned long long)m->host_rate_bps);
+	return 0;
+}
