@@ -357,7 +357,7 @@ FORMAT_CLEAN := docs/examples/buggy-plugin.c plugin/client.h plugin/net.h plugin
 	sim/fuzz/fuzz_xchan.c sim/fuzz/fuzz_input.h \
 	sim/scn/place.c sim/scn/place.h sim/test/test_place.c \
 	sim/test/test_chan_race.c sim/core/xmodel.h sim/core/xmodel.c sim/test/test_xmodel.c \
-	sim/srv_xroute.c plugin/xroute.h plugin/xroute.c
+	sim/srv_xroute.c plugin/xroute.h plugin/xroute.c sim/fuzz/fuzz_xmodel.c
 # The small-copy kernel's PTX (plugin/copier_ptx.h) from plugin/copier.cu: run after changing
 # the kernel, and commit both. The plugin builds without nvcc; only this target needs it.
 ptx:

@@ -323,7 +323,8 @@ def test_08_14_dump_fabric_on_hosts(sf_env, tmp_path):
                                   "host": 1}
     for args, needle in ((["--dump-fabric", "--hosts", "9"], "--hosts 9: not in 1..8"),
                          (["--dump-fabric", "--hosts", "0"], "--hosts: '0' is not a host count"),
-                         (["--check", "--hosts", "2"], "--hosts: only with --dump-fabric")):
+                         (["--check", "--hosts", "2"], "--hosts: with --dump-fabric (the placement), or "
+                                         "with --host-rank R")):
         q = subprocess.run([sf_env.daemon, "--scenario", str(sc)] + args,
                            capture_output=True, text=True, timeout=10)
         assert q.returncode == 2 and needle in q.stderr, (args, q.stderr)

@@ -346,9 +346,10 @@ def test_38_13_an_impaired_route_between_hosts_is_refused_naming_the_link(
 
 
 @pytest.mark.parametrize("args,says", [
-    (["--hosts", "2"], "--hosts: serving one host of several needs both --hosts H and "
-                       "--host-rank R"),
-    (["--host-rank", "0"], "--host-rank: serving one host of several needs both"),
+    (["--hosts", "2"], "--hosts: with --dump-fabric (the placement), or with --host-rank R "
+                       "(serving one host of several)"),
+    (["--host-rank", "0"], "--host-rank: serving one host of several needs --hosts H too"),
+    (["--hosts", "2", "--host-rank", "0", "--check"], "--hosts: not with --check"),
     (["--hosts", "2", "--host-rank", "2"], "--host-rank 2: not one of the 2 host(s) of --hosts"),
     (["--host-rank", "x"], "--host-rank: 'x' is not a host rank in 0..1023"),
     (["--epoch-ns", "0"], "--epoch-ns: '0' is not a CLOCK_MONOTONIC time in ns between 1 and "

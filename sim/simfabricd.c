@@ -587,10 +587,18 @@ static int run_offline(struct opts *o)
 				"every host)\n");
 		return 2;
 	}
-	if (!o->dump_fabric && (o->hosts != 0) != (o->host_rank >= 0)) {
-		fprintf(stderr, "simfabricd: %s: serving one host of several needs both --hosts H "
-				"and --host-rank R\n",
-			o->hosts ? "--hosts" : "--host-rank");
+	if (!o->dump_fabric && o->hosts && o->host_rank < 0) {
+		fprintf(stderr, "simfabricd: --hosts: with --dump-fabric (the placement), or with "
+				"--host-rank R (serving one host of several)\n");
+		return 2;
+	}
+	if (o->host_rank >= 0 && !o->hosts) {
+		fprintf(stderr, "simfabricd: --host-rank: serving one host of several needs --hosts "
+				"H too\n");
+		return 2;
+	}
+	if (o->hosts && o->check) {
+		fprintf(stderr, "simfabricd: --hosts: not with --check\n");
 		return 2;
 	}
 	if (o->host_rank >= o->hosts && o->hosts) {

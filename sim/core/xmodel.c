@@ -65,6 +65,21 @@ static void stamp_fail(struct xchan_stamp *s, int64_t at_virtual, const struct f
 	s->delay_ns = hit->delay_ns;
 }
 
+/* Times a peer may send: virtual, not negative, far from overflowing when the epoch is added. */
+static int times_ok(const struct xchan_stamp *s)
+{
+	for (int k = 0; k < 3; k++)
+		if (s->t[k] < 0 || s->t[k] > MODEL_NEVER / 4)
+			return 0;
+	return 1;
+}
+
+/* ... and a stamp's first bit no later than its last. */
+static int stamp_ok(const struct xchan_stamp *s)
+{
+	return times_ok(s) && s->t[0] <= s->t[1];
+}
+
 static int tx_post(void *ctx, int64_t now_ns, uint64_t bytes, struct xchan_stamp *s)
 {
 	struct xmodel *m = ctx;
@@ -95,15 +110,14 @@ static int rx_arrive(void *ctx, int64_t now_ns, uint64_t bytes, const struct xch
 	struct xmodel *m = ctx;
 	if (m->side != XMODEL_RX)
 		return -EINVAL;
+	/* a peer's word: within the route, ordered, and far from overflowing with the epoch */
+	if (!stamp_ok(s) || s->hop != (uint32_t)m->split)
+		return -EPROTO;
 	*ack = *s;
 	if (s->flags & XCHAN_S_FAIL) { /* failed on the sender's hops: at its time */
 		*ready_ns = s->t[1] + m->epoch;
 		return 0;
 	}
-	/* a peer's word: within the route, ordered, and far from overflowing with the epoch */
-	if (s->hop != (uint32_t)m->split || s->t[0] < 0 || s->t[0] > s->t[1] ||
-	    s->t[1] > MODEL_NEVER / 4 || s->t[2] < 0 || s->t[2] > MODEL_NEVER / 4)
-		return -EPROTO;
 	struct model_stamp in = {s->t[0] + m->epoch, s->t[1] + m->epoch, s->t[2]}, out;
 	struct fst_hit hit;
 	int n = m->c.npath - m->split;
@@ -132,6 +146,8 @@ static int tx_acked(void *ctx, const struct xchan_stamp *ack, int64_t *done_ns)
 	struct xmodel *m = ctx;
 	if (m->side != XMODEL_TX)
 		return -EINVAL;
+	if (!times_ok(ack))
+		return -EPROTO;
 	*done_ns = (ack->flags & XCHAN_S_FAIL ? ack->t[1] : ack->t[0]) + m->epoch;
 	return 0;
 }
