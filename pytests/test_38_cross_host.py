@@ -211,8 +211,7 @@ def test_38_08_one_launch_per_host_as_srun_starts_them(sf_env, tmp_path):
     ({"GROUP_RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "9"}, [],
      "--hosts-from-env: 3 hosts for 2 node(s)"),
     ({"GROUP_RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "9"},
-     ["--scenario", os.path.join(ROOT, "scenarios", "hdr-2node.yaml")],
-     "--hosts-from-env with --scenario: not yet"),
+     ["--mpi"], "--hosts-from-env with --mpi: not yet"),
 ])
 def test_38_09_hosts_from_env_errors_name_the_variable(sf_env, env, args, says):
     e = {k: v for k, v in base_env(None, **sf_env.run_env()).items()
@@ -314,6 +313,40 @@ def test_38_12_a_cross_host_link_down_fails_both_ends_naming_the_fault(sf_env, t
     warns = [ln for ln in out.splitlines() if "fault #0 'node0-cable' (link_down)" in ln]
     assert any("[r0]" in w and "xconn" in w for w in warns) and \
         any("[r1]" in w and "xconn" in w for w in warns), out
+    # the run's counters are both hosts': node1's links (host 1's) carried traffic too, and the
+    # fault's messages are counted where they were failed
+    with open(str(tmp_path / "run" / "stats.json")) as f:
+        links = {l["from"] + " -> " + l["to"]: l for l in json.load(f)["links"]}
+    assert links["node1/0 -> sw0"]["msgs"] > 0 and links["sw0 -> node1/0"]["msgs"] > 0, links
+    with open(str(tmp_path / "run" / "faults.json")) as f:
+        fault = json.load(f)["faults"][0]
+    assert fault["name"] == "node0-cable" and fault["failed"] >= 2, fault
+    assert "series.json is host 0's daemon's" in out, out
+
+
+def test_38_18_the_hosts_counters_merge_as_one_fabrics():
+    """sf.ctl.merge_stats: counts and histograms summed, maxima the largest, percentiles from
+    the summed histogram as fst_hist_le computes them (the last bucket's bound: the maximum)."""
+    a = {0: {"msgs": 3, "queue_max_ns": 700, "queue_hist": [1, 0, 2, 0],
+             "late_max_ns": 0, "late_hist": [3, 0], "queue_p50_le_ns": 4,
+             "queue_p99_le_ns": 4, "late_p50_le_ns": 0, "late_p99_le_ns": 0}}
+    b = {0: {"msgs": 5, "queue_max_ns": 90, "queue_hist": [0, 0, 0, 5],
+             "late_max_ns": 9, "late_hist": [0, 5]},
+         1: {"msgs": 1, "queue_max_ns": 0, "queue_hist": [1, 0, 0, 0], "late_max_ns": 0,
+             "late_hist": [1, 0]}}
+    m = sfctl.merge_stats([a, b])
+    assert m[0]["msgs"] == 8 and m[0]["queue_max_ns"] == 700 and \
+        m[0]["queue_hist"] == [1, 0, 2, 5], m
+    # 8 values: the 50th percentile's is the 4th, in bucket 3 (the last: bound 700, the max)
+    assert m[0]["queue_p50_le_ns"] == 700 and m[0]["queue_p99_le_ns"] == 700, m
+    assert m[0]["late_p50_le_ns"] == 9 and m[0]["late_hist"] == [3, 5], m
+    assert m[1]["msgs"] == 1 and m[1]["queue_p99_le_ns"] == 0, m
+    assert sfctl.hist_le([0, 4, 0, 0], 4, 50, 3) == 2
+    f = sfctl.merge_faults([{"faults": [{"id": 0, "hit": 1, "failed": 0, "origin_ns": 0,
+                                         "state": "armed"}]},
+                            {"faults": [{"id": 0, "hit": 2, "failed": 2, "origin_ns": 50,
+                                         "state": "on"}]}])
+    assert f["faults"][0] == {"id": 0, "hit": 3, "failed": 2, "origin_ns": 50, "state": "on"}, f
 
 
 def test_38_13_an_impaired_route_between_hosts_is_refused_naming_the_link(
@@ -361,3 +394,69 @@ def test_38_14_the_daemons_host_options_are_checked(sf_env, args, says):
     p = subprocess.run([sf_env.daemon, "--socket", "/nonexistent/x.sock"] + args,
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and says in p.stderr, (p.returncode, p.stderr)
+
+
+# ---- --hosts-from-env on a modelled fabric: the agents agree first ----------------------------
+
+def hosts_from_env_launches(sf_env, tmp_path, scenarios, harness_args, extra=(), hosts=(1, 0)):
+    """One `launch --hosts-from-env` per host, as srun starts them, host h on scenarios[h]: their
+    (exit status, output) by host."""
+    port = sflaunch.free_port()
+    procs = {}
+    for h in hosts:
+        env = dict(base_env(None), **sf_env.run_env())
+        env.update(SLURM_NODEID=str(h), SLURM_NNODES="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port))
+        procs[h] = subprocess.Popen(
+            [sf_env.cli, "launch", "--nodes", "2", "--hosts-from-env", "--scenario",
+             scenarios[h], "--run-dir", str(tmp_path / ("host%d" % h))] + list(extra) +
+            ["--", sf_env.harness, "--launched", "--plugin", sf_env.plugin, "--timeout", "60"] +
+            list(harness_args),
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return {h: (p.wait(timeout=240), p.stdout.read()) for h, p in procs.items()}
+
+
+def test_38_16_hosts_from_env_on_a_modelled_fabric_agree_then_fail_both_ends_on_a_fault(
+        sf_env, tmp_path):
+    """Two agents as srun starts them, on fault-link-down.yaml: they agree on its hash and on
+    virtual time 0 (the clock offset measured against host 0 is within half the round trip, as
+    an NTP-style sample must be where both clocks are one), and node0's cable down past the
+    retry budget fails both ranks naming the fault."""
+    scn = os.path.join(ROOT, "scenarios", "fault-link-down.yaml")
+    out = hosts_from_env_launches(sf_env, tmp_path, [scn, scn], [
+        "--tests", "faults", "--fault-msgs", "100", "--fault-bytes", "65536", "--fault-expect",
+        "error", "--bound", "5", "--max-bytes", "65536"])
+    report = "\n".join("--- host %d: exit %s ---\n%s" % (h, rc, o) for h, (rc, o) in
+                       sorted(out.items()))
+    assert out[0][0] == 0 and out[1][0] == 0 and "ok    faults" in out[0][1], report
+    m = re.search(r"scenario \S+ \(hash ([0-9a-f]{16})\) on all 2 hosts; clock offsets to host "
+                  r"0: host 1 \(\S+\) ([-+][0-9.]+) us \(round trip ([0-9.]+) us\)", out[0][1])
+    assert m, report
+    assert "(hash %s) agreed with host 0" % m.group(1) in out[1][1], report
+    assert abs(float(m.group(2))) <= float(m.group(3)) / 2 + 0.1, report
+    for h in (0, 1):
+        assert "fault #0 'node0-cable' (link_down)" in out[h][1], report
+
+
+def test_38_17_hosts_from_env_refuses_a_scenario_that_differs_and_names_a_missing_host(
+        sf_env, tmp_path):
+    """Host 1 on the same fabric with another seed: both agents stop before any rank starts,
+    naming both hosts and both hashes. Host 0 alone: host 1 is named once the rendezvous
+    timeout is over."""
+    scn = os.path.join(ROOT, "scenarios", "fault-link-down.yaml")
+    other = tmp_path / "other-seed.yaml"
+    with open(scn) as f:
+        text = f.read()
+    assert "\nseed: 1\n" in text
+    other.write_text(text.replace("\nseed: 1\n", "\nseed: 2\n"))
+    out = hosts_from_env_launches(sf_env, tmp_path, [scn, str(other)], ["--tests", "sizes"])
+    report = "\n".join("--- host %d: exit %s ---\n%s" % (h, rc, o) for h, (rc, o) in
+                       sorted(out.items()))
+    for h in (0, 1):
+        assert out[h][0] != 0, report
+        assert re.search(r"scenario mismatch: host 1 \(\S+\) has [0-9a-f]{16}; host 0 \(\S+\) "
+                         r"has [0-9a-f]{16}", out[h][1]), report
+        assert "[r" not in out[h][1], report  # no rank started
+    out = hosts_from_env_launches(sf_env, tmp_path / "alone", [scn, scn], ["--tests", "sizes"],
+                                  extra=["--rendezvous-timeout", "2"], hosts=(0,))
+    assert out[0][0] != 0 and "host(s) 1 did not join host 0 at port" in out[0][1], out

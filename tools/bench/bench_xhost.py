@@ -30,8 +30,6 @@ import tempfile
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.dirname(HERE))  # tools/, for its modules
-from sf import ctl as sfctl  # noqa: E402,F401  (the same import path as the other benches)
 
 WARMUP = "0>4,1>5,2>6,3>7"
 PHASES = [("oversubscribed spine: 2 flows per leaf0 uplink", "0>4,1>5,2>6,3>7", True),

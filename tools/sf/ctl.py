@@ -331,6 +331,81 @@ def stats(path, timeout=5.0):
     return out
 
 
+def hist_le(h, n, pct, mx):
+    """fst_hist_le (sim/core/fstate.h): the pct-th percentile of the n values counted in
+    histogram h, as the top of its bucket; the last bucket's bound is mx where that is higher."""
+    seen = 0
+    for b, c in enumerate(h):
+        seen += c
+        if n and seen * 100 >= n * pct:
+            top = 1 << b if b else 0
+            return mx if b == len(h) - 1 and mx > top else top
+    return 0
+
+
+# op=stats' per-link keys that are not counts: maxima, and percentiles of the histograms
+_STATS_MAX = ("queue_max_ns", "late_max_ns")
+_STATS_DERIVED = ("queue_p50_le_ns", "queue_p99_le_ns", "late_p50_le_ns", "late_p99_le_ns")
+
+
+def merge_stats(many):
+    """One fabric's stats (stats()'s form) from the daemons of a run's hosts: each host counts
+    what it reserved (docs/scale-out.md, section 4), so a link's counts and histograms are the
+    hosts' sums, its maxima the largest, and its percentiles recomputed from the summed
+    histograms as the daemon computes them."""
+    out = {}
+    for st in many:
+        for i, rec in (st or {}).items():
+            m = out.setdefault(i, {})
+            for k, v in rec.items():
+                if k in _STATS_DERIVED:
+                    continue
+                if isinstance(v, list):
+                    m[k] = [a + b for a, b in zip(m[k], v)] if k in m else list(v)
+                elif k in _STATS_MAX:
+                    m[k] = max(m.get(k, 0), v)
+                else:
+                    m[k] = m.get(k, 0) + v
+    for m in out.values():
+        for kind in ("queue", "late"):
+            h = m.get(kind + "_hist")
+            if h is None:
+                continue
+            for pct in (50, 99):
+                m["%s_p%d_le_ns" % (kind, pct)] = hist_le(h, sum(h), pct,
+                                                           m.get(kind + "_max_ns", 0))
+    return out
+
+
+def merge_faults(many):
+    """One fault list (faults()'s form) from the daemons of a run's hosts, which all load the
+    same plan: per fault the hosts' counters summed, its origin the first a host saw (a trigger
+    fires in one link owner's state), its state 'on' where any host has it on."""
+    base = None
+    for fl in many:
+        if not fl:
+            continue
+        if base is None:
+            base = json.loads(json.dumps(fl))
+            continue
+        by_id = {f.get("id"): f for f in base.get("faults", [])}
+        for f in fl.get("faults", []):
+            b = by_id.get(f.get("id"))
+            if b is None:
+                base.setdefault("faults", []).append(dict(f))
+                continue
+            for k in ("hit", "delayed", "failed", "delay_ns"):
+                if isinstance(f.get(k), int):
+                    b[k] = b.get(k, 0) + f[k]
+            o = f.get("origin_ns")
+            if isinstance(o, int) and o > 0 and not (isinstance(b.get("origin_ns"), int) and
+                                                     0 < b["origin_ns"] <= o):
+                b["origin_ns"] = o
+            if f.get("state") == "on":
+                b["state"] = "on"
+    return base
+
+
 def series(path, timeout=5.0):
     """The daemon's per-link samples (op=series, every page): {"period_ns", "links",
     "capacity", "taken", "first", "epoch_ns", "now_ns", "samples": [{"seq", "t_ns", "dt_ns",

@@ -32,6 +32,7 @@ import tempfile
 import time
 
 from . import ctl as sfctl
+from . import federate
 from . import model as sfmodel
 from .daemon import Daemon, _pdeathsig, private_socket
 from .paths import (EXIT_CANNOT, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, EXIT_USAGE,  # noqa: F401
@@ -834,6 +835,7 @@ HOST_VARS = (("GROUP_RANK", "WORLD_SIZE"),               # torchrun, --nproc-per
              ("SLURM_NODEID", "SLURM_NNODES"),           # srun --ntasks-per-node 1
              ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),  # mpirun --map-by ppr:1:node
              ("PMIX_RANK", "PMIX_SIZE"))
+FEDERATE_TIMEOUT_S = federate.DEFAULT_TIMEOUT_S
 JOB_PORT_OFFSET = 2  # the job's own rendezvous: MASTER_PORT + 2 (+0: torchrun's store; +1: the
                      # daemons', section 2)
 
@@ -887,6 +889,7 @@ class Job:
         self.hosts = []  # local_hosts > 1: the other hosts' daemons (host 1, 2, ...)
         self.daemon = None
         self.epoch_ns = None
+        self.rendezvous_timeout = FEDERATE_TIMEOUT_S
         self.mps = None
         self.fabric = None
         self.notes = []
@@ -911,8 +914,11 @@ class Job:
             if self.scenario and self.local_hosts > 1:
                 # one virtual time for all: the daemons share this machine's clock
                 self.epoch_ns = time.monotonic_ns()
+            if self.scenario and self.host and self.host[1] > 1:
+                self._federate()
             self.daemon = start_daemon(self.paths, self.run_dir, self.scenario,
-                                       self.daemon_args + self._host_args(0))
+                                       self.daemon_args + self._host_args(
+                                           self.host[0] if self.host else 0))
             self.socket = self.daemon.socket
             self.fabric = sfctl.fabric(self.socket)
             for h in range(1, self.local_hosts):
@@ -928,13 +934,40 @@ class Job:
                                  for h, d in enumerate(self.hosts))))
         return self
 
+    def _federate(self):
+        """--hosts-from-env on a modelled fabric: agree with the other hosts' agents on the
+        scenario and on virtual time 0 (sf.federate), before this host's daemon starts."""
+        h, n, addr, job_port = self.host
+        seed = None
+        if "--seed" in self.daemon_args[:-1]:
+            seed = self.daemon_args[self.daemon_args.index("--seed") + 1]
+        port = job_port - JOB_PORT_OFFSET + 1
+        try:
+            digest = federate.scenario_hash(self.paths.daemon, self.scenario, seed)
+            self.epoch_ns, measured = federate.agree(
+                h, n, addr, port, digest, timeout=self.rendezvous_timeout,
+                bind=addr if is_loopback(addr) else "")
+        except federate.FederationError as e:
+            raise LaunchError("--hosts-from-env: %s" % e, EXIT_FAIL)
+        if h == 0:
+            self.say("scenario %s (hash %s) on all %d hosts; clock offsets to host 0: %s" % (
+                self.scenario, digest, n, ", ".join(
+                    "host %d (%s) %+.1f us (round trip %.1f us)" % (
+                        k, v[0], v[1] / 1e3, v[2] / 1e3) for k, v in sorted(measured.items()))))
+        else:
+            self.say("scenario %s (hash %s) agreed with host 0; clock offset to host 0 %+.1f us "
+                     "(round trip %.1f us): virtual time 0 at CLOCK_MONOTONIC %d here" % (
+                         self.scenario, digest, measured[0] / 1e3, measured[1] / 1e3,
+                         self.epoch_ns))
+
     def _host_args(self, h):
-        """A modelled fabric over --local-hosts: daemon h's place in the run (its routes to
-        the other hosts are split by the placement, docs/scale-out.md section 4)."""
-        if not (self.scenario and self.local_hosts > 1):
+        """A modelled fabric over several hosts (--local-hosts, or this host of
+        --hosts-from-env): daemon h's place in the run (its routes to the other hosts are split
+        by the placement, docs/scale-out.md section 4) and the agreed virtual time 0."""
+        n = self.host[1] if self.host else self.local_hosts
+        if not (self.scenario and n > 1):
             return []
-        return ["--hosts", str(self.local_hosts), "--host-rank", str(h), "--epoch-ns",
-                str(self.epoch_ns)]
+        return ["--hosts", str(n), "--host-rank", str(h), "--epoch-ns", str(self.epoch_ns)]
 
     def host_of_node(self, name, i, nnodes, nhosts):
         """Node name's host: the scenario's placement (op=fabric's "hosts", placement: rules
@@ -986,8 +1019,9 @@ class Job:
         socks = [self.socket] + [d.socket for d in self.hosts]
         for r in range(nranks):
             node = names[r // gpus_per_node]
-            if self.host:  # one agent per host: only this host's block of nodes
-                if host_of(r // gpus_per_node, nnodes, self.host[1]) != self.host[0]:
+            if self.host:  # one agent per host: only this host's nodes
+                if self.host_of_node(node, r // gpus_per_node, nnodes,
+                                     self.host[1]) != self.host[0]:
                     continue
                 h = self.host[0]
             else:
@@ -1032,21 +1066,40 @@ class Job:
         except sfctl.CtlError:
             return None
 
+    def _every_host(self, ask, merge):
+        """ask(socket) of host 0's daemon, merged with the other local hosts' (--local-hosts:
+        each counts what it reserved), or None."""
+        first = self._modelled(ask)
+        if first is None or not self.hosts:
+            return first
+        rest = []
+        for d in self.hosts:
+            try:
+                rest.append(ask(d.socket))
+            except sfctl.CtlError:
+                rest.append(None)
+        return merge([first] + rest)
+
     def stats(self):
-        return self._modelled(sfctl.stats)
+        return self._every_host(sfctl.stats, sfctl.merge_stats)
 
     def faults(self):
         """The fault list at the end of the run (op=fault verb=list), or None."""
-        return self._modelled(sfctl.faults)
+        return self._every_host(sfctl.faults, sfctl.merge_faults)
 
     def connections(self):
-        """Every connection's counters at the end of the run (op=show: chans), or None."""
+        """Every connection's counters at the end of the run (op=show: chans; every local
+        host's daemon's: connections between hosts are on none), or None."""
         if not self.socket:
             return None
-        try:
-            return sfctl.show(self.socket)["chans"]
-        except (sfctl.CtlError, KeyError):
-            return None
+        out = []
+        for sock in [self.socket] + [d.socket for d in self.hosts]:
+            try:
+                out += sfctl.show(sock)["chans"]
+            except (sfctl.CtlError, KeyError):
+                if sock == self.socket:
+                    return None
+        return out
 
     def series(self):
         """Every link's traffic over time (op=series), or None, and why not: the ideal fabric
@@ -1054,7 +1107,9 @@ class Job:
         if not self.socket or (self.fabric or {}).get("kind") == "ideal":
             return None, None
         try:
-            return sfctl.series(self.socket), None
+            return sfctl.series(self.socket), (
+                "series.json is host 0's daemon's: the links the other hosts reserve carry no "
+                "traffic in it (stats.json has every host's counters)" if self.hosts else None)
         except sfctl.CtlError as e:
             if e.errno == errno.EOPNOTSUPP:
                 return None, ("no series.json: the daemon does not sample its links (started "
@@ -1085,10 +1140,9 @@ def local_hosts_refusal(local_hosts, nodes, scenario, socket, mpi, host=None):
             return "--hosts-from-env: %d hosts for %d node(s)" % (host[1], nodes)
         if local_hosts != 1:
             return "--hosts-from-env and --local-hosts: one or the other"
-        if host[1] > 1 and (scenario or socket or mpi):
-            return ("--hosts-from-env with %s: not yet (docs/scale-out.md: the ideal fabric, "
-                    "a daemon per host, no MPI)" % ("--scenario" if scenario else "--socket"
-                                                   if socket else "--mpi"))
+        if host[1] > 1 and (socket or mpi):
+            return ("--hosts-from-env with %s: not yet (docs/scale-out.md: a daemon per host, "
+                    "no MPI)" % ("--socket" if socket else "--mpi"))
         return None
     if local_hosts < 1 or local_hosts > nodes:
         return "--local-hosts %d: between 1 and the %d node(s)" % (local_hosts, nodes)
@@ -1104,7 +1158,7 @@ def local_hosts_refusal(local_hosts, nodes, scenario, socket, mpi, host=None):
 def launch(cmd, nodes, gpus_per_node=1, scenario=None, socket=None, run_dir=None, env=None,
            timeout=None, grace=5.0, fail_grace=None, echo=True, progress=None,
            handle_signals=False, paths=None, out=None, daemon_args=(), mpi=False, mpi_args=(),
-           local_hosts=1, hosts_env=None):
+           local_hosts=1, hosts_env=None, rendezvous_timeout=None):
     """Run cmd as nodes x gpus_per_node ranks over a fabric; see the module's text. mpi: the
     ranks are an MPI program's, started by one mpirun (Job.mpi_ranks). local_hosts: Job's.
     hosts_env: an environment to read this host's place from (--hosts-from-env): one agent per
@@ -1114,8 +1168,12 @@ def launch(cmd, nodes, gpus_per_node=1, scenario=None, socket=None, run_dir=None
     if why:
         raise LaunchError(why, EXIT_USAGE)
     mpirun = find_mpirun(dict(os.environ, **(env or {}))) if mpi else None  # before any daemon
+    if rendezvous_timeout is not None and not (0 < rendezvous_timeout <= 3600):
+        raise LaunchError("--rendezvous-timeout %g: a number of seconds in (0, 3600]" %
+                          rendezvous_timeout, EXIT_USAGE)
     job = Job(paths, run_dir, os.path.basename(cmd[0]), scenario, socket, daemon_args,
               local_hosts=local_hosts, host=host)
+    job.rendezvous_timeout = rendezvous_timeout or FEDERATE_TIMEOUT_S
     if host:
         job.say("host %d of %d (host 0 at %s): this host's daemon and ranks" % host[:3])
     t0 = time.monotonic()
