@@ -56,16 +56,22 @@ UNITS := $(UNIT_SRC:sim/test/%.c=$(B)/test/%) $(PLUGIN_UNIT_SRC:plugin/test/%.c=
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(B)/pic/%.o,$(1))
 
-.PHONY: ptx all plugin sim tools units test check unit pytest asan fuzz soak bench demo deps depcheck \
+.PHONY: ptx all plugin sim tools units carry test check unit pytest asan fuzz soak bench demo deps depcheck \
 	install clean symbols format format-check test-stress
 # Nothing built is a throw-away intermediate: make never deletes an object it made (no `rm` line
 # after a build, and the next build does not compile the unit tests' objects again).
 .SECONDARY:
-all: plugin sim tools units
+all: plugin sim tools units carry
 plugin: $(PLUGIN)
 sim: $(DAEMON)
 tools: $(HARNESS) $(PROFCHECK)
 units: $(UNITS)
+# libfabric and what it links, for a build carried to a machine without it (the GPU machine):
+# the launcher uses $(B)/lib/fabric only where libfabric.so.1 cannot be loaded otherwise.
+carry: $(B)/lib/fabric/.carried
+$(B)/lib/fabric/.carried: tools/scripts/carry-libfabric.sh
+	$(Q)tools/scripts/carry-libfabric.sh $(B)/lib/fabric
+	@mkdir -p $(dir $@) && touch $@
 
 # Before compiling anything: is what the build needs here? If not, say which Debian packages to
 # install (tools/scripts/deps.sh --build) instead of failing on a missing header.

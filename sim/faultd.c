@@ -232,6 +232,38 @@ int faultd_clear(struct faultd *d, int64_t id, int64_t at, int *n, char *err, si
 	return 0;
 }
 
+int faultd_fire(struct faultd *d, uint32_t id, int64_t origin, int *set, int64_t *had, char *err,
+		size_t errlen)
+{
+	*set = 0;
+	*had = 0;
+	uint32_t total = atomic_load(&d->shm->nfaults);
+	struct fst_fault *ff = id < total ? fst_fault(d->shm, id) : NULL;
+	if (!ff) {
+		snprintf(err, errlen, "id: no fault #%u (there are %u)", id, total);
+		return -ENOENT;
+	}
+	if (ff->spec.trigger == FAULT_T_TIME) {
+		snprintf(err, errlen, "fault #%u '%s' runs on the clock: it has no trigger to fire", id,
+			 ff->spec.name);
+		return -EINVAL;
+	}
+	if (origin <= 0) {
+		snprintf(err, errlen, "origin_ns: before the fabric's start");
+		return -EINVAL;
+	}
+	int64_t zero = 0;
+	if (atomic_compare_exchange_strong(&ff->origin, &zero, origin)) {
+		*set = 1;
+		char t[32];
+		log_info("fault #%u '%s': its trigger fired on another host at %s (fabric time)", id,
+			 ff->spec.name, fault_fmt_ns(vt(d, origin), t, sizeof(t)));
+	} else {
+		*had = zero;
+	}
+	return 0;
+}
+
 static int log_this(uint64_t i)
 {
 	return i < FAULTD_LOG_WINDOWS || (i & (i - 1)) == 0;

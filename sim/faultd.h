@@ -70,6 +70,15 @@ int faultd_apply(struct faultd *d, const struct fault_spec *spec, int64_t now, u
 /* End fault id (or every one: id < 0) at time at. *n: how many were live. 0 or -ENOENT. */
 int faultd_clear(struct faultd *d, int64_t id, int64_t at, int *n, char *err, size_t errlen);
 
+/*
+ * A trigger that fired on another host (docs/scale-out.md, section 5): fault id's origin is
+ * origin (absolute ns on this host's clock), unless it has one already (the first publication
+ * wins). *set: 1 when this call set it, else 0 and *had its origin. 0; -ENOENT (no such fault);
+ * -EINVAL (a fault of the clock, whose origin is the fabric's start, or origin <= 0).
+ */
+int faultd_fire(struct faultd *d, uint32_t id, int64_t origin, int *set, int64_t *had, char *err,
+		size_t errlen);
+
 /* Log windows that began or ended by now; run the kills that are due. */
 void faultd_tick(struct faultd *d, int64_t now);
 /* The next time faultd_tick has work (absolute ns), or 0 for none. */

@@ -26,6 +26,8 @@
  *   verb=apply spec=<a fault as one line of YAML flow syntax> [at_ns=<delay from now>]
  *   verb=clear id=<n>|all [at_ns=<delay from now>]
  *   verb=list [skip=<n>]
+ *   verb=fire id=<n> origin_ns=<fabric time>: a trigger that fired on another host of the run
+ *     (the first publication wins; docs/scale-out.md, section 5)
  * A new fault is checked against the fabric first (the scenario parser's
  * rules and messages), then published whole: a sender sees all of it or none
  * of it. Its at: counts from the effective time now + at_ns.
@@ -47,6 +49,10 @@ int srv_op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, s
 	if (at > 1000000000000000ull) {
 		snprintf(err, SRV_ERR_LEN, "at_ns: %llu is more than 1e15 ns",
 			 (unsigned long long)at);
+		return -EINVAL;
+	}
+	if (ctl_get(req, "origin_ns") && strcmp(verb, "fire")) {
+		snprintf(err, SRV_ERR_LEN, "origin_ns: only with verb=fire");
 		return -EINVAL;
 	}
 	int64_t now = now_ns(), eff = now + (int64_t)at;
@@ -142,7 +148,39 @@ int srv_op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, s
 		}
 		return 0;
 	}
-	snprintf(err, SRV_ERR_LEN, "verb: '%s' is not apply, clear or list", verb);
+	if (!strcmp(verb, "fire")) {
+		uint64_t id, origin;
+		if (!ctl_get(req, "id") || !ctl_get(req, "origin_ns")) {
+			snprintf(err, SRV_ERR_LEN, "%s: missing (verb=fire takes id and origin_ns)",
+				 ctl_get(req, "id") ? "origin_ns" : "id");
+			return -EINVAL;
+		}
+		if (get_u64(req, "id", &id, err) || get_u64(req, "origin_ns", &origin, err))
+			return -EINVAL;
+		if (origin == 0) {
+			snprintf(err, SRV_ERR_LEN,
+				 "origin_ns: 0 is the fabric's start; a trigger fires "
+				 "after it");
+			return -EINVAL;
+		}
+		if (id > UINT32_MAX || origin > (uint64_t)INT64_MAX / 2) {
+			snprintf(err, SRV_ERR_LEN, "%s: out of range",
+				 id > UINT32_MAX ? "id" : "origin_ns");
+			return -EINVAL;
+		}
+		int set;
+		int64_t had;
+		int rc = faultd_fire(fabmon_faults(s->mon), (uint32_t)id,
+				     fs->epoch_ns + (int64_t)origin, &set, &had, err, SRV_ERR_LEN);
+		if (rc)
+			return rc;
+		faultd_tick(fabmon_faults(s->mon), now);
+		ctl_addf(rep, "fired", "%d", set);
+		ctl_addf(rep, "origin_ns", "%lld",
+			 (long long)((set ? fs->epoch_ns + (int64_t)origin : had) - fs->epoch_ns));
+		return 0;
+	}
+	snprintf(err, SRV_ERR_LEN, "verb: '%s' is not apply, clear, list or fire", verb);
 	return -EINVAL;
 }
 

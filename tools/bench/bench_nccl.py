@@ -10,7 +10,8 @@ into the receiver's GPU memory, NCCL's GPUDirect path, checked in NCCL's log), i
 allreduce sweep from 8 B to 64 MiB, best of --rounds rounds. It prints the ratios against Socket
 first, then, over the 100, 200 and 400 Gb/s scenarios at 2 and 4 nodes, measured busbw against
 the alpha-beta model (tools/sf/model.py) and what the daemon's fidelity monitor said, and last the
-issue's targets, each met or NOT.
+issue's targets, each met or NOT; then (issue 18) NCCL on the 25 Gb/s scenario across two
+emulated hosts (`--local-hosts 2`: libfabric between them, host memory), against the model.
 
 The communicators are blocking (config.blocking = 1), as in nccl-tests and torch.distributed.
 
@@ -31,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 def run_job(paths, nranks, net, sizes, iters, warmup, scenario=None, tag="", blocking=1,
-            extra_env=None):
+            extra_env=None, local_hosts=1):
     out = os.path.join(sflaunch.make_run_dir(name="bench-nccl"), "r-%r.json")
     cmd = [paths.nccljob, "--coll", "allreduce", "--sizes", sizes, "--iters", str(iters),
            "--warmup", str(warmup), "--timing", "loop", "--blocking", str(blocking),
@@ -42,7 +43,7 @@ def run_job(paths, nranks, net, sizes, iters, warmup, scenario=None, tag="", blo
     env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
     env.update(extra_env or {})
     r = sflaunch.launch(cmd, nranks, scenario=scenario, echo=False, timeout=600, paths=paths,
-                        env=env)
+                        env=env, local_hosts=local_hosts)
     # the transport NCCL really used, from its own log
     used = None
     log = os.path.join(r.run_dir, "rank-0.log")
@@ -73,6 +74,9 @@ NETS = ("gpu", "host", "socket")  # simfabric with SIMFABRIC_GPU=on, =off, and N
 # issue targets: GPU mode against Socket, and against the alpha-beta model
 LAT_TARGET, BUSBW_TARGET = 0.5, {2: 40.0, 4: 25.0}
 MODEL_RATES = (("100g", 0.95), ("200g", 0.95), ("400g", 0.90))
+# issue 18: NCCL over two emulated hosts on this machine (libfabric's tcp provider between them,
+# the distributed fabric clock), busbw against the model on the 25 Gb/s scenario
+XHOST = ("25g", 2, 0.95)
 
 
 def scenario_for(rate, nodes):
@@ -114,6 +118,8 @@ def main():
     ap.add_argument("--gpu-env", action="append", default=[], metavar="NAME=VALUE",
                     help="an environment variable for the GPU path's runs only (repeatable): "
                     "to compare a setting side by side with Socket")
+    ap.add_argument("--no-xhost", dest="xhost", action="store_false",
+                    help="skip NCCL across two local hosts (issue 18's 25 Gb/s target)")
     ap.add_argument("--rates", default=",".join(r for r, _ in MODEL_RATES),
                     help="the modelled fabrics to run (default all; empty: none)")
     a = ap.parse_args()
@@ -183,6 +189,24 @@ def main():
                                           for x in rows), fid),
                 ">= %.2fx" % want, worst >= want))
             report["model"]["%s-%d" % (rate, n)] = rows
+    if a.xhost:
+        rate, n, want = XHOST
+        sc = scenario_for(rate, n)
+        res, r = run_job(paths, n, "simfabric", "1M,4M,16M,64M", 20, 5, scenario=sc,
+                         tag=rate + "-xhost", extra_env={"SIMFABRIC_GPU": "off"}, local_hosts=2)
+        model = sfmodel.FabricModel(r.fabric, sflaunch.node_names(r.fabric, n))
+        rows = []
+        for size in sorted(res):
+            m = sfmodel.predict(model, "allreduce", size, n)["busbw"] / 1e9
+            rows.append({"bytes": size, "busbw": res[size]["busbw_gbps"], "model": m,
+                         "ratio": res[size]["busbw_gbps"] / m if m else 0})
+        worst = min(x["ratio"] for x in rows)
+        verdicts.append(("%s, %d nodes on 2 local hosts (libfabric between them, host memory): "
+                         "busbw / model from 1 MiB, worst %.2fx (%s); %s" % (
+                             rate, n, worst, ", ".join("%s %.2fx" % (human(x["bytes"]), x["ratio"])
+                                                       for x in rows), fidelity_note(r)),
+                         ">= %.2fx" % want, worst >= want))
+        report["model"]["%s-%d-xhost" % (rate, n)] = rows
     print("\nTargets (GPU path)")
     for what, target, ok in verdicts:
         print("  %-4s %-10s %s" % ("met" if ok else "NOT", target, what))

@@ -19,9 +19,13 @@ what went wrong (a missing host after the timeout, a mismatch, a malformed line)
 """
 import hashlib
 import json
+import select
 import socket
 import subprocess
+import threading
 import time
+
+from . import ctl as sfctl
 
 DEFAULT_TIMEOUT_S = 120  # for every host's agent to join host 0's
 SAMPLES = 16
@@ -134,7 +138,10 @@ def _serve(nhosts, digest, port, deadline, bind):
         epoch = time.monotonic_ns() - MARGIN_NS
         for h, (c, _, _, _) in peers.items():
             c.send({"epoch": epoch})
-        return {h: v[1:] for h, v in peers.items()}, epoch
+        links = {h: v[0] for h, v in peers.items()}
+        peers_out = {h: v[1:] for h, v in peers.items()}
+        peers = {}  # kept open: the run's trigger relay (NetRelay)
+        return peers_out, epoch, links
     finally:
         for c, *_ in peers.values():
             c.sock.close()
@@ -155,6 +162,7 @@ def _join(host, addr, port, digest, deadline):
             time.sleep(0.05)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     c = _Lines(s, "host 0 at %s:%d" % (addr, port))
+    ok = False
     try:
         c.send({"host": host, "name": socket.gethostname(), "hash": digest})
         c.recv(deadline)
@@ -168,19 +176,146 @@ def _join(host, addr, port, digest, deadline):
                 best = (t2 - (t1 + t3) // 2, t3 - t1)
         c.send({"offset": best[0], "rtt": best[1]})
         epoch = _field(c.recv(deadline), "epoch", int, c.who)
-        return best[0], best[1], epoch
+        ok = True
+        return best[0], best[1], epoch, c
     finally:
-        s.close()
+        if not ok:
+            s.close()
 
 
 def agree(host, nhosts, addr, port, digest, timeout=60.0, bind=None):
-    """This host's epoch (its CLOCK_MONOTONIC ns of virtual time 0) and what was measured:
-    (epoch, {host: (name, offset_ns, rtt_ns)} on host 0, or (offset_ns, rtt_ns) elsewhere).
-    One host alone: now, nothing measured."""
+    """This host's epoch (its CLOCK_MONOTONIC ns of virtual time 0), what was measured
+    ({host: (name, offset_ns, rtt_ns)} on host 0, (offset_ns, rtt_ns) elsewhere) and the
+    connections, kept open for NetRelay ({host: link}: host 0's to every other host, another
+    host's to host 0). One host alone: now, nothing measured, no link."""
     deadline = time.monotonic() + timeout
     if nhosts == 1:
-        return time.monotonic_ns() - MARGIN_NS, {}
+        return time.monotonic_ns() - MARGIN_NS, {}, {}
     if host == 0:
-        return _serve(nhosts, digest, port, deadline, bind if bind is not None else addr)[::-1]
-    off, rtt, epoch = _join(host, addr, port, digest, deadline)
-    return epoch - off, (off, rtt)
+        measured, epoch, links = _serve(nhosts, digest, port, deadline,
+                                        bind if bind is not None else addr)
+        return epoch, measured, links
+    off, rtt, epoch, link = _join(host, addr, port, digest, deadline)
+    return epoch - off, (off, rtt), {0: link}
+
+
+RELAY_PERIOD_S = 0.02
+
+
+def _fired(sock):
+    """{fault id: (origin_ns, name)} of the faults whose trigger has fired, by sock's daemon;
+    None when it does not answer (it is going: the run is ending)."""
+    try:
+        fl = sfctl.faults(sock, timeout=2.0)
+    except sfctl.CtlError:
+        return None
+    return {f["id"]: (f["origin_ns"], f.get("name", "?")) for f in fl.get("faults", [])
+            if isinstance(f.get("origin_ns"), int) and f["origin_ns"] > 0}
+
+
+def _fire(sock, fid, origin):
+    """Publish one origin to sock's daemon: 1 when it took it, 0 when it had one (or its
+    fault runs on the clock, or the daemon is going)."""
+    try:
+        return 1 if sfctl.fault_fire(sock, fid, origin, timeout=2.0)[0] else 0
+    except sfctl.CtlError:
+        return 0
+
+
+class TriggerRelay(threading.Thread):
+    """A fault's trigger fires in the fabric state of the host that owns the link it counts
+    (docs/scale-out.md, section 5); its action may be another host's (a node_freeze of a node
+    there, a link down on a link there). While the run lasts, this thread watches every local
+    host's daemon (--local-hosts: they are all on this machine) every RELAY_PERIOD_S and
+    publishes a newly fired trigger's origin to the others (op=fault verb=fire: the first
+    publication wins, so the fault's windows are the same everywhere). The action starts up to
+    one period late on the other hosts; the origin, and so every window, is exact."""
+
+    def __init__(self, sockets, say):
+        super().__init__(name="sf-trigger-relay", daemon=True)
+        self.sockets, self.say = list(sockets), say
+        self.done = threading.Event()
+        self.relayed = set()
+
+    def poll(self):
+        for h, sock in enumerate(self.sockets):
+            for fid, (origin, name) in (_fired(sock) or {}).items():
+                if fid in self.relayed:
+                    continue
+                self.relayed.add(fid)
+                to = [k for k, other in enumerate(self.sockets)
+                      if k != h and _fire(other, fid, origin)]
+                if to:
+                    self.say("fault #%d '%s' fired on host %d at %.3f ms (fabric time): "
+                             "published to host(s) %s" % (fid, name, h, origin / 1e6,
+                                                          ", ".join(map(str, to))))
+
+    def run(self):
+        while not self.done.wait(RELAY_PERIOD_S):
+            self.poll()
+
+    def stop(self):
+        self.done.set()
+        self.join(timeout=5)
+
+
+class NetRelay(TriggerRelay):
+    """The same across real hosts (--hosts-from-env): each agent watches its own daemon and
+    sends what fired to host 0's agent over the connection the rendezvous left open; host 0's
+    publishes it to its daemon and forwards it to every other host's agent, which publishes it
+    to its own. A line from a peer that is not a fire message ends the relay with a note."""
+
+    def __init__(self, sock, host, links, say):
+        super().__init__([sock], say)
+        self.host, self.links = host, dict(links)
+
+    def _send(self, msg, skip=None):
+        for h, c in list(self.links.items()):
+            if h == skip:
+                continue
+            try:
+                c.send(msg)
+            except OSError:
+                self.links.pop(h)  # that host's agent is gone: its run has ended
+
+    def _take(self, h, c):
+        try:
+            msg = c.recv(time.monotonic() + 1.0)
+        except FederationError as e:
+            self.links.pop(h)
+            if "closed" not in str(e):
+                self.say("trigger relay: %s" % e)
+            return
+        fid, origin = msg.get("fire"), msg.get("origin_ns")
+        if not isinstance(fid, int) or not isinstance(origin, int) or origin <= 0:
+            self.links.pop(h)
+            self.say("trigger relay: %s sent %r, not a fired trigger" % (c.who, msg))
+            return
+        if fid in self.relayed:
+            return
+        self.relayed.add(fid)
+        if _fire(self.sockets[0], fid, origin):
+            self.say("fault #%d fired on host %d at %.3f ms (fabric time): published here" % (
+                fid, msg.get("from", h), origin / 1e6))
+        if self.host == 0:
+            self._send(msg, skip=h)
+
+    def poll(self):
+        for fid, (origin, name) in (_fired(self.sockets[0]) or {}).items():
+            if fid not in self.relayed:
+                self.relayed.add(fid)
+                self._send({"fire": fid, "origin_ns": origin, "from": self.host})
+                self.say("fault #%d '%s' fired here (host %d) at %.3f ms (fabric time): sent "
+                         "to the other hosts" % (fid, name, self.host, origin / 1e6))
+        while self.links:
+            ready = select.select([c.sock for c in self.links.values()], [], [], 0)[0]
+            if not ready:
+                break
+            for h, c in list(self.links.items()):
+                if c.sock in ready or b"\n" in c.buf:
+                    self._take(h, c)
+
+    def stop(self):
+        super().stop()
+        for c in self.links.values():
+            c.sock.close()

@@ -16,6 +16,7 @@ What `simfabric launch` and `simfabric run` do, as a Python API (the pytest plug
 
 Standard library only. Exit statuses of the CLI: see EXIT_*.
 """
+import ctypes
 import errno
 import io
 import json
@@ -57,6 +58,15 @@ def nccl_libdirs(paths, binary=None):
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [d for d in out.stdout.strip().split(":") if d]
+
+
+def libfabric_here():
+    """Can this machine load libfabric.so.1 by itself (the plugin dlopens it)?"""
+    try:
+        ctypes.CDLL("libfabric.so.1")
+        return True
+    except OSError:
+        return False
 
 
 def python_with(module, candidates=None):
@@ -888,6 +898,8 @@ class Job:
         self.host = host  # --hosts-from-env: (host rank, hosts, host 0's address, job port)
         self.hosts = []  # local_hosts > 1: the other hosts' daemons (host 1, 2, ...)
         self.daemon = None
+        self.relay = None  # a scenario over several hosts: sf.federate's TriggerRelay, NetRelay
+        self.links = {}  # --hosts-from-env: the rendezvous's connections, for NetRelay
         self.epoch_ns = None
         self.rendezvous_timeout = FEDERATE_TIMEOUT_S
         self.mps = None
@@ -926,6 +938,14 @@ class Job:
                 os.makedirs(d, mode=0o700, exist_ok=True)
                 self.hosts.append(start_daemon(self.paths, d, self.scenario,
                                                self.daemon_args + self._host_args(h)))
+            if self.hosts and self.scenario:
+                self.relay = federate.TriggerRelay(
+                    [self.socket] + [d.socket for d in self.hosts], self.say)
+                self.relay.start()
+            elif self.links:
+                self.relay = federate.NetRelay(self.socket, self.host[0], self.links,
+                                               self.say)
+                self.relay.start()
             if self.hosts:
                 self.say("%d hosts on this machine: host 0's daemon at %s, %s; connections "
                          "between hosts over libfabric on loopback" % (
@@ -944,7 +964,7 @@ class Job:
         port = job_port - JOB_PORT_OFFSET + 1
         try:
             digest = federate.scenario_hash(self.paths.daemon, self.scenario, seed)
-            self.epoch_ns, measured = federate.agree(
+            self.epoch_ns, measured, self.links = federate.agree(
                 h, n, addr, port, digest, timeout=self.rendezvous_timeout,
                 bind=addr if is_loopback(addr) else "")
         except federate.FederationError as e:
@@ -1002,6 +1022,20 @@ class Job:
         if gpus:
             base.setdefault("CUDA_DEVICE_MAX_CONNECTIONS",
                             str(device_connections(nranks, len(gpus))))
+        cross = bool(self.hosts or (self.host and self.host[1] > 1))
+        if cross and gpus and "SIMFABRIC_GPU" not in base:
+            # the plugin refuses a connection between hosts with GPU memory (docs/scale-out.md)
+            base["SIMFABRIC_GPU"] = "off"
+            self.say("connections between hosts carry host memory only: the GPU data path is "
+                     "off for this run (SIMFABRIC_GPU=off; NCCL stages GPU buffers through host "
+                     "memory)")
+        if cross and not libfabric_here():
+            carried = os.path.join(self.paths.build, "lib", "fabric")
+            if os.path.exists(os.path.join(carried, "libfabric.so.1")):
+                base["LD_LIBRARY_PATH"] = ":".join([carried] + [d for d in base.get(
+                    "LD_LIBRARY_PATH", "").split(":") if d])
+                self.say("libfabric.so.1 is not installed here: the ranks load the build's "
+                         "copy (%s)" % carried)
         if os.path.basename(argv[0]) == "simfabric-nccljob":
             dirs = nccl_libdirs(self.paths, argv[0])
             if dirs:
@@ -1125,6 +1159,8 @@ class Job:
             lr.series_note = why
 
     def down(self):
+        if self.relay:
+            self.relay.stop()
         if self.mps:
             self.mps.stop()
         for d in self.hosts:
