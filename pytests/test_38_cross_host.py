@@ -201,6 +201,8 @@ def test_38_08_one_launch_per_host_as_srun_starts_them(sf_env, tmp_path):
 
 @pytest.mark.parametrize("env,args,says", [
     ({}, [], "--hosts-from-env: no host rank in the environment (GROUP_RANK, SLURM_NODEID"),
+    ({"RANK": "1", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "9"}, [],
+     "--hosts-from-env: 3 hosts for 2 node(s)"),
     ({"SLURM_NODEID": "0"}, [], "--hosts-from-env: SLURM_NNODES is not set (SLURM_NODEID=0 is)"),
     ({"SLURM_NODEID": "2", "SLURM_NNODES": "2"}, [],
      "--hosts-from-env: SLURM_NODEID='2' is not a number in 0..1"),
@@ -215,7 +217,8 @@ def test_38_08_one_launch_per_host_as_srun_starts_them(sf_env, tmp_path):
 ])
 def test_38_09_hosts_from_env_errors_name_the_variable(sf_env, env, args, says):
     e = {k: v for k, v in base_env(None, **sf_env.run_env()).items()
-         if k not in ("GROUP_RANK", "SLURM_NODEID", "SLURM_NNODES", "PMIX_RANK", "PMIX_SIZE")}
+         if k not in ("GROUP_RANK", "SLURM_NODEID", "SLURM_NNODES", "PMIX_RANK", "PMIX_SIZE",
+                      "RANK", "OMPI_COMM_WORLD_RANK")}
     e.update(env)
     p = subprocess.run([sf_env.cli, "launch", "--nodes", "2", "--hosts-from-env"] + args +
                        ["--", "true"], env=e, capture_output=True, text=True, timeout=60)
@@ -237,6 +240,31 @@ def test_38_10_the_slurm_example_names_only_options_that_exist(sf_env):
         assert opts, text
         for o in opts:
             assert o in h, "%s is not an option of %s %s" % (o, prog, " ".join(words))
+
+
+def test_38_24_the_kubernetes_example_is_valid_and_names_only_what_exists(sf_env, tmp_path):
+    """docs/examples/kubernetes.yaml: YAML documents; its ConfigMap's scenario loads
+    (simfabricd --check) and places on two hosts; every option the pods give simfabric launch is
+    one it has."""
+    yaml = pytest.importorskip("yaml")
+    path = os.path.join(ROOT, "docs", "examples", "kubernetes.yaml")
+    with open(path) as f:
+        docs = list(yaml.safe_load_all(f))
+    kinds = [d["kind"] for d in docs]
+    assert kinds == ["ConfigMap", "PyTorchJob"], kinds
+    scn = tmp_path / "scenario.yaml"
+    scn.write_text(docs[0]["data"]["scenario.yaml"])
+    for args in (["--check"], ["--dump-fabric", "--hosts", "2"]):
+        p = subprocess.run([sf_env.daemon, "--scenario", str(scn)] + args, capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+    cmd = docs[1]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0][
+        "command"]
+    assert cmd[1:3] == ["launch", "--hosts-from-env"], cmd
+    h = subprocess.run([sf_env.cli, "launch", "--help"], capture_output=True, text=True,
+                       timeout=30).stdout
+    for o in [w for w in cmd[:cmd.index("--")] if w.startswith("--")]:
+        assert o in h, "%s is not an option of simfabric launch" % o
 
 
 # ---- the distributed fabric clock: a modelled fabric across hosts ----------------------------

@@ -844,7 +844,8 @@ def host_of(node, nnodes, nhosts):
 HOST_VARS = (("GROUP_RANK", "WORLD_SIZE"),               # torchrun, --nproc-per-node 1
              ("SLURM_NODEID", "SLURM_NNODES"),           # srun --ntasks-per-node 1
              ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),  # mpirun --map-by ppr:1:node
-             ("PMIX_RANK", "PMIX_SIZE"))
+             ("PMIX_RANK", "PMIX_SIZE"),
+             ("RANK", "WORLD_SIZE"))                     # a Kubeflow PyTorchJob's pod
 FEDERATE_TIMEOUT_S = federate.DEFAULT_TIMEOUT_S
 JOB_PORT_OFFSET = 2  # the job's own rendezvous: MASTER_PORT + 2 (+0: torchrun's store; +1: the
                      # daemons', section 2)
