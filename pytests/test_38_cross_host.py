@@ -462,6 +462,13 @@ def test_38_16_hosts_from_env_on_a_modelled_fabric_agree_then_fail_both_ends_on_
     assert m, report
     assert "(hash %s) agreed with host 0" % m.group(1) in out[1][1], report
     assert abs(float(m.group(2))) <= float(m.group(3)) / 2 + 0.1, report
+    # before the run, each host says how its network compares with what the scenario can send
+    # out of it (2 nodes at 25 Gb/s, one per host: 25 Gb/s each)
+    for h, other in ((0, "host 1"), (1, "host 0")):
+        assert re.search(r"fidelity: (the scenario can send 25\.0 Gb/s from host %d to the other "
+                         r"hosts; the network between host %d and %s measured [0-9.]+ Gb/s|the "
+                         r"network between host %d and %s measured [0-9.]+ Gb/s \(TCP, 32 MiB\), "
+                         r"above the 25\.0 Gb/s)" % (h, h, other, h, other), out[h][1]), report
     for h in (0, 1):
         assert "fault #0 'node0-cable' (link_down)" in out[h][1], report
 

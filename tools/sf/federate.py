@@ -29,6 +29,7 @@ from . import ctl as sfctl
 
 DEFAULT_TIMEOUT_S = 120  # for every host's agent to join host 0's
 SAMPLES = 16
+PROBE_BYTES = 32 << 20  # each host sends this much to host 0: the network's bandwidth
 MARGIN_NS = 1000000  # virtual time 0 is a millisecond before host 0 decided it
 
 
@@ -36,16 +37,52 @@ class FederationError(Exception):
     pass
 
 
-def scenario_hash(daemon, scenario, seed=None):
-    """sha256 (16 hex digits) of the resolved fabric, as `simfabricd --dump-fabric` prints it
-    (byte-stable by HACKING.md's rule; the seed and the faults are in it)."""
-    argv = [daemon, "--dump-fabric", "--scenario", scenario] + (
+def scenario_hash(daemon, scenario, seed=None, nhosts=1):
+    """(sha256 in 16 hex digits, the parsed dump) of the resolved fabric on nhosts hosts, as
+    `simfabricd --dump-fabric --hosts N` prints it (byte-stable by HACKING.md's rule; the seed,
+    the faults and the placement are in it)."""
+    argv = [daemon, "--dump-fabric", "--scenario", scenario, "--hosts", str(nhosts)] + (
         ["--seed", str(seed)] if seed is not None else [])
     p = subprocess.run(argv, capture_output=True, timeout=60)
     if p.returncode != 0:
         raise FederationError("cannot resolve the scenario %s: %s" % (
             scenario, p.stderr.decode(errors="replace").strip()[-500:]))
-    return hashlib.sha256(p.stdout).hexdigest()[:16]
+    return hashlib.sha256(p.stdout).hexdigest()[:16], json.loads(p.stdout)
+
+
+def cut_gbps(dump, host):
+    """What the scenario can send out of host's nodes, at most: the sum of their NICs' uplink
+    rates (Gb/s; inf when one is unlimited). What crosses to other hosts is part of it."""
+    hosts = dump.get("hosts") or {}
+    links = {l["id"]: l for l in dump.get("links", [])}
+    total = 0.0
+    for n, node in enumerate(dump.get("nodes", [])):
+        if hosts.get("node_host", [0] * (n + 1))[n] != host:
+            continue
+        for nic in node.get("nics", []):
+            rate = links.get(nic.get("link_out"), {}).get("rate_bps", 0)
+            if not rate:
+                return float("inf")
+            total += rate / 1e9
+    return total
+
+
+def fidelity_line(dump, host, gbps, against):
+    """Section 6's words before the run: what the scenario can send from host across the
+    network measured at gbps (against: where to)."""
+    cut = cut_gbps(dump, host)
+    if gbps <= 0:
+        return None
+    if cut > gbps:
+        return ("fidelity: the scenario can send %s from host %d to the other hosts; the network "
+                "between host %d and %s measured %.1f Gb/s (TCP, %d MiB): traffic that crosses hosts "
+                "may run up to %s slower than modelled" % (
+                    "without limit" if cut == float("inf") else "%.1f Gb/s" % cut, host, host,
+                    against, gbps, PROBE_BYTES >> 20,
+                    "any amount" if cut == float("inf") else "%.1fx" % (cut / gbps)))
+    return ("fidelity: the network between host %d and %s measured %.1f Gb/s (TCP, %d MiB), above "
+            "the %.1f Gb/s the scenario can send from host %d" % (host, against, gbps,
+                                                                   PROBE_BYTES >> 20, cut, host))
 
 
 class _Lines:
@@ -56,6 +93,23 @@ class _Lines:
 
     def send(self, obj):
         self.sock.sendall((json.dumps(obj) + "\n").encode())
+
+    def drain(self, n, deadline):
+        """Read and drop n raw bytes (the probe)."""
+        take = min(n, len(self.buf))
+        self.buf, n = self.buf[take:], n - take
+        while n > 0:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise FederationError("%s: the probe did not arrive in time" % self.who)
+            self.sock.settimeout(left)
+            try:
+                got = self.sock.recv(min(n, 1 << 20))
+            except (socket.timeout, OSError) as e:
+                raise FederationError("%s: the probe: %s" % (self.who, e))
+            if not got:
+                raise FederationError("%s: the connection closed during the probe" % self.who)
+            n -= len(got)
 
     def recv(self, deadline):
         while b"\n" not in self.buf:
@@ -133,10 +187,16 @@ def _serve(nhosts, digest, port, deadline, bind):
                 _field(c.recv(deadline), "t1", int, c.who)
                 c.send({"t2": time.monotonic_ns()})
             res = c.recv(deadline)
+            nprobe = _field(c.recv(deadline), "probe", int, c.who)
+            if not 0 < nprobe <= 1 << 30:
+                raise FederationError("%s: a probe of %d bytes" % (c.who, nprobe))
+            c.drain(nprobe, deadline)
+            c.send({"got": nprobe})
+            gb = _field(c.recv(deadline), "gbps", float, c.who)
             peers[h] = (c, str(hello.get("name", "?")), _field(res, "offset", int, c.who),
-                        _field(res, "rtt", int, c.who))
+                        _field(res, "rtt", int, c.who), gb)
         epoch = time.monotonic_ns() - MARGIN_NS
-        for h, (c, _, _, _) in peers.items():
+        for c, *_ in peers.values():
             c.send({"epoch": epoch})
         links = {h: v[0] for h, v in peers.items()}
         peers_out = {h: v[1:] for h, v in peers.items()}
@@ -175,9 +235,18 @@ def _join(host, addr, port, digest, deadline):
             if best is None or t3 - t1 < best[1]:
                 best = (t2 - (t1 + t3) // 2, t3 - t1)
         c.send({"offset": best[0], "rtt": best[1]})
+        # the network's bandwidth to host 0: PROBE_BYTES, timed to host 0's word that it has them
+        c.send({"probe": PROBE_BYTES})
+        chunk = bytes(1 << 20)
+        t0 = time.monotonic()
+        for _ in range(PROBE_BYTES >> 20):
+            s.sendall(chunk)
+        c.recv(deadline)
+        gbps = PROBE_BYTES * 8 / max(time.monotonic() - t0, 1e-9) / 1e9
+        c.send({"gbps": gbps})
         epoch = _field(c.recv(deadline), "epoch", int, c.who)
         ok = True
-        return best[0], best[1], epoch, c
+        return best[0], best[1], gbps, epoch, c
     finally:
         if not ok:
             s.close()
@@ -187,7 +256,8 @@ def agree(host, nhosts, addr, port, digest, timeout=60.0, bind=None):
     """This host's epoch (its CLOCK_MONOTONIC ns of virtual time 0), what was measured
     ({host: (name, offset_ns, rtt_ns)} on host 0, (offset_ns, rtt_ns) elsewhere) and the
     connections, kept open for NetRelay ({host: link}: host 0's to every other host, another
-    host's to host 0). One host alone: now, nothing measured, no link."""
+    host's to host 0). What was measured: on host 0 {host: (name, offset_ns, rtt_ns, Gb/s)},
+    elsewhere (offset_ns, rtt_ns, Gb/s), the Gb/s of PROBE_BYTES sent from that host to host 0. One host alone: now, nothing measured, no link."""
     deadline = time.monotonic() + timeout
     if nhosts == 1:
         return time.monotonic_ns() - MARGIN_NS, {}, {}
@@ -195,8 +265,8 @@ def agree(host, nhosts, addr, port, digest, timeout=60.0, bind=None):
         measured, epoch, links = _serve(nhosts, digest, port, deadline,
                                         bind if bind is not None else addr)
         return epoch, measured, links
-    off, rtt, epoch, link = _join(host, addr, port, digest, deadline)
-    return epoch - off, (off, rtt), {0: link}
+    off, rtt, gbps, epoch, link = _join(host, addr, port, digest, deadline)
+    return epoch - off, (off, rtt, gbps), {0: link}
 
 
 RELAY_PERIOD_S = 0.02

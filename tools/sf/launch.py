@@ -964,7 +964,7 @@ class Job:
             seed = self.daemon_args[self.daemon_args.index("--seed") + 1]
         port = job_port - JOB_PORT_OFFSET + 1
         try:
-            digest = federate.scenario_hash(self.paths.daemon, self.scenario, seed)
+            digest, dump = federate.scenario_hash(self.paths.daemon, self.scenario, seed, n)
             self.epoch_ns, measured, self.links = federate.agree(
                 h, n, addr, port, digest, timeout=self.rendezvous_timeout,
                 bind=addr if is_loopback(addr) else "")
@@ -975,11 +975,16 @@ class Job:
                 self.scenario, digest, n, ", ".join(
                     "host %d (%s) %+.1f us (round trip %.1f us)" % (
                         k, v[0], v[1] / 1e3, v[2] / 1e3) for k, v in sorted(measured.items()))))
+            worst = min(measured.items(), key=lambda kv: kv[1][3])
+            line = federate.fidelity_line(dump, 0, worst[1][3], "host %d" % worst[0])
         else:
             self.say("scenario %s (hash %s) agreed with host 0; clock offset to host 0 %+.1f us "
                      "(round trip %.1f us): virtual time 0 at CLOCK_MONOTONIC %d here" % (
                          self.scenario, digest, measured[0] / 1e3, measured[1] / 1e3,
                          self.epoch_ns))
+            line = federate.fidelity_line(dump, h, measured[2], "host 0")
+        if line:
+            self.say(line)
 
     def _host_args(self, h):
         """A modelled fabric over several hosts (--local-hosts, or this host of
