@@ -230,9 +230,9 @@ static ncclResult_t comm_xopen(enum sfnet_kind kind, struct sfnet_ctx *ctx, int 
 		ncclResult_t res =
 			kind == SFNET_SEND
 				? sfxr_model_new(XMODEL_TX, sfnet_g.session->node, dev, p->node,
-						 (int)p->nic, what, &c->xmodel)
+						 (int)p->nic, p->conn, what, &c->xmodel)
 				: sfxr_model_new(XMODEL_RX, p->node, (int)p->nic,
-						 sfnet_g.session->node, dev, what, &c->xmodel);
+						 sfnet_g.session->node, dev, p->conn, what, &c->xmodel);
 		if (res != ncclSuccess) {
 			free(c);
 			return res;

@@ -79,7 +79,8 @@ static int parse_route(const struct ctl_msg *m, struct xmodel_route *r)
 }
 
 ncclResult_t sfxr_model_new(enum xmodel_side side, const char *from_node, int from_nic,
-			    const char *to_node, int to_nic, const char *what, struct xmodel **out)
+			    const char *to_node, int to_nic, uint32_t xconn, const char *what,
+			    struct xmodel **out)
 {
 	*out = NULL;
 	struct sfc_session *s = sfnet_g.session;
@@ -128,6 +129,9 @@ ncclResult_t sfxr_model_new(enum xmodel_side side, const char *from_node, int fr
 		res = ncclInternalError;
 		goto out;
 	}
+	/* both ends compute it; the top bit keeps it apart from the daemon's channel ids */
+	r.conn.id = 1ull << 63 | (uint64_t)r.conn.src_nic << 40 |
+		(uint64_t)(uint32_t)r.conn.dst_node << 28 | (xconn & XCHAN_MAX_CONN);
 	rc = xmodel_new(s->fab, &r, side, out);
 	if (rc) {
 		PWARN("%s: the route does not fit this process's fabric state: %s", what,

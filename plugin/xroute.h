@@ -19,12 +19,15 @@
 
 /*
  * The model of one end (side) of the connection from from_node's NIC from_nic to to_node's
- * NIC to_nic, into *out (xmodel_free). ncclInvalidUsage when the daemon refuses the route
+ * NIC to_nic, into *out (xmodel_free). xconn: the connection's number between the two
+ * processes (xchan's, the same at both ends), part of the model's key for the draws (jitter):
+ * with the sending NIC and the receiving node it names the connection in the whole fabric. ncclInvalidUsage when the daemon refuses the route
  * (its reason: impairments, a hop of a third host, a daemon not started for several hosts),
  * ncclSystemError when the daemon cannot be asked, ncclInternalError for a reply this build
  * does not understand.
  */
 ncclResult_t sfxr_model_new(enum xmodel_side side, const char *from_node, int from_nic,
-			    const char *to_node, int to_nic, const char *what, struct xmodel **out);
+			    const char *to_node, int to_nic, uint32_t xconn, const char *what,
+			    struct xmodel **out);
 
 #endif /* SF_PLUGIN_XROUTE_H */

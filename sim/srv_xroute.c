@@ -14,8 +14,8 @@
  * its cross-host connections need no route), an unknown node or NIC (ENODEV), two nodes of
  * one host or neither of this one (EINVAL), a route that the distributed clock cannot split:
  * a hop owned by neither end's host, owners that alternate, or an impairment on a hop
- * (loss, jitter, reordering, duplicates, corruption, or a degrade fault that sets loss or
- * corruption on it) (EOPNOTSUPP).
+ * (loss, reordering, duplicates, corruption, or a degrade fault that sets loss or corruption
+ * on it; jitter is the receiver's, added once per message) (EOPNOTSUPP).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -33,8 +33,6 @@ static const char *impairment(const struct model_link *l)
 {
 	if (l->loss.kind != MODEL_LOSS_NONE)
 		return "loss";
-	if (l->jitter.dist != MODEL_DIST_NONE)
-		return "jitter";
 	if (l->reorder_p)
 		return "reordering";
 	if (l->duplicate_p)

@@ -537,10 +537,12 @@ static void count_triggers(struct fst_view *v, const struct fst_conn *c, struct 
 	}
 }
 
-static int impaired(const struct model_link *l)
+/* Can a piece of a route reserve this hop? Jitter is added at the end by the caller (model_message
+ * adds it after the trains, whatever the hops' reservations); loss recovery, reordering,
+ * duplicates and corruption are the whole route's. */
+static int splittable(const struct model_link *l)
 {
-	return l->loss.kind != MODEL_LOSS_NONE || l->jitter.dist != MODEL_DIST_NONE ||
-		l->reorder_p || l->duplicate_p;
+	return l->loss.kind == MODEL_LOSS_NONE && !l->reorder_p && !l->duplicate_p && !l->corrupt_p;
 }
 
 static void count_queue(struct fst_link *s, uint64_t bytes, uint64_t packets, uint64_t q)
@@ -682,7 +684,7 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
 	if (faults) /* rates and latencies; a degrade to loss or corruption is refused below */
 		apply_degrades(v, c, r, post_ns, tmp, &p, hit);
 	for (int j = first; j < first + n; j++)
-		if (impaired(p.hop[j]) || p.hop[j]->corrupt_p) {
+		if (!splittable(p.hop[j])) {
 			fst_unlock(v->shm);
 			return -EOPNOTSUPP;
 		}

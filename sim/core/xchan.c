@@ -717,8 +717,8 @@ static int rx_take_data(struct xchan_rx *rx, struct xrx_recv *r, int b, struct c
 	rx->ack_out[i] = (struct xw_ack){.magic = XW_MAGIC, .msg = h.msg, .st = h.st};
 	if (rx->c.model) {
 		int64_t ready = 0;
-		int rc = rx->c.model->arrive(rx->c.model_ctx, now_ns(), h.total, &h.st, &ready,
-					     &rx->ack_out[i].st);
+		int rc = rx->c.model->arrive(rx->c.model_ctx, now_ns(), h.msg, h.total, &h.st,
+					     &ready, &rx->ack_out[i].st);
 		if (rc)
 			return stick(&rx->failed, err, rc, "the fabric model refused a message",
 				     h.msg, 0);

@@ -70,9 +70,10 @@ struct xchan_model {
 	/* Sender, at post: reserve what this host owns of the route; fill *s. */
 	int (*post)(void *ctx, int64_t now_ns, uint64_t bytes, struct xchan_stamp *s);
 	/* Receiver, when the data are in: reserve the rest; say when the receive completes
-	 * (*ready_ns) and fill *ack for the sender. */
-	int (*arrive)(void *ctx, int64_t now_ns, uint64_t bytes, const struct xchan_stamp *s,
-		      int64_t *ready_ns, struct xchan_stamp *ack);
+	 * (*ready_ns) and fill *ack for the sender. msg: the message's number on the connection
+	 * (0, 1, ... in send order; the peer's word, so only a key for the model's draws). */
+	int (*arrive)(void *ctx, int64_t now_ns, uint64_t msg, uint64_t bytes,
+		      const struct xchan_stamp *s, int64_t *ready_ns, struct xchan_stamp *ack);
 	/* Sender, on the ACK: when the send completes (*done_ns). */
 	int (*acked)(void *ctx, const struct xchan_stamp *ack, int64_t *done_ns);
 };

@@ -13,9 +13,10 @@ struct xmodel {
 	struct fst_conn c;
 	int split;
 	enum xmodel_side side;
-	int64_t epoch;	     /* the fabric's: virtual time 0 on this host's clock */
-	int64_t rev_ns;	     /* the route's latency, back (the ACK's way) */
-	int64_t last_arrive; /* rx: FIFO per connection, as model_message clamps it */
+	int64_t epoch;		      /* the fabric's: virtual time 0 on this host's clock */
+	int64_t rev_ns;		      /* the route's latency, back (the ACK's way) */
+	int64_t last_arrive;	      /* rx: FIFO per connection, as model_message clamps it */
+	double jit_z[MODEL_MAX_HOPS]; /* rx: each hop's jitter AR(1) score (model_conn's) */
 };
 
 int xmodel_new(struct fst_view *v, const struct xmodel_route *r, enum xmodel_side side,
@@ -104,8 +105,24 @@ static int tx_post(void *ctx, int64_t now_ns, uint64_t bytes, struct xchan_stamp
 	return 0;
 }
 
-static int rx_arrive(void *ctx, int64_t now_ns, uint64_t bytes, const struct xchan_stamp *s,
-		     int64_t *ready_ns, struct xchan_stamp *ack)
+/* The route's jitter for message msg, every hop's, as model_message draws it. */
+static int64_t jitter_ns(struct xmodel *m, uint64_t msg)
+{
+	int64_t jit = 0;
+	for (int j = 0; j < m->c.npath; j++) {
+		const struct model_link *l = &m->v->links[m->c.path[j]];
+		if (l->jitter.dist == MODEL_DIST_NONE)
+			continue;
+		struct model_key k = {
+			.seed = m->v->shm->seed, .link = m->c.path[j], .conn = m->c.id, .msg = msg};
+		int64_t x = model_jitter_ns(&l->jitter, &k, &m->jit_z[j]);
+		jit = jit > MODEL_NEVER - x ? MODEL_NEVER : jit + x;
+	}
+	return jit;
+}
+
+static int rx_arrive(void *ctx, int64_t now_ns, uint64_t msg, uint64_t bytes,
+		     const struct xchan_stamp *s, int64_t *ready_ns, struct xchan_stamp *ack)
 {
 	struct xmodel *m = ctx;
 	if (m->side != XMODEL_RX)
@@ -131,7 +148,11 @@ static int rx_arrive(void *ctx, int64_t now_ns, uint64_t bytes, const struct xch
 		*ready_ns = out.last_ns;
 		return 0;
 	}
-	int64_t arrive = out.last_ns > m->last_arrive ? out.last_ns : m->last_arrive;
+	/* jitter, then FIFO per connection: never before the previous message's arrival plus
+	 * this one's last packet on the last link (model_message's clamp) */
+	int64_t arrive = out.last_ns + jitter_ns(m, msg), fifo = m->last_arrive + out.last_tx_ns;
+	if (arrive < fifo)
+		arrive = fifo;
 	m->last_arrive = arrive;
 	*ready_ns = arrive + m->c.nic.o_recv_ns;
 	ack->t[0] = arrive + m->c.nic.ack_proc_ns + m->rev_ns + m->c.nic.o_recv_ns - m->epoch;

@@ -9,9 +9,12 @@
  * hop of, or whose owners alternate: it tells the plugin the split with the route). Then:
  *   post    the sender reserves its hops from the post (fst_reserve_hops from 0) and stamps
  *           the message with the time its first and last bits reach hop split;
- *   arrive  the receiver reserves the rest from that stamp, and the receive completes at the
- *           arrival plus o_recv, never earlier; the ACK carries back the sender's completion
- *           time (arrival + ack_proc + the route's latency + o_recv, as model_message has it);
+ *   arrive  the receiver reserves the rest from that stamp, adds the whole route's jitter
+ *           (each hop's draw keyed by the message's number and conn.id, each hop's AR(1)
+ *           score kept here) and the per-connection FIFO clamp, as model_message does after
+ *           its trains; the receive completes at that arrival plus o_recv, never earlier; the
+ *           ACK carries back the sender's completion time (arrival + ack_proc + the route's
+ *           latency + o_recv);
  *   acked   the send completes at that time, never earlier.
  * A fault that fails the message in either piece fails both ends at the piece's time with
  * the fault's id and link (xchan carries them). Stamps travel in virtual time (this host's

@@ -2,7 +2,7 @@
 /*
  * fuzz_xmodel.c - the distributed fabric clock's hooks (sim/core/xmodel.c) against a hostile
  * peer. The input is a program over one route split between two hosts' fabric states, with
- * faults on either side: posts of any size at any time, and arrivals of stamps the sender wrote
+ * jitter on any hop and faults on either side: posts of any size at any time, and arrivals of stamps the sender wrote
  * or the input forged (any hop, times, flags, fault), in any order. Whatever a stamp says, a
  * hook must return 0 or one of xmodel.h's errors, never complete a receive before the stamp's
  * last bit reached the receiver's first hop (a stamp it took), and never complete a send before
@@ -48,6 +48,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		l[i].latency_ns = (int64_t)take(&r, 2);
 		l[i].mtu = 4096;
 		l[i].hdr_bytes = 64;
+		if (take(&r, 1) & 1) /* jitter, drawn by the receiver over the whole route */
+			l[i].jitter =
+				(struct model_jitter){.dist = MODEL_DIST_NORMAL,
+						      .sd_ns = (int64_t)take(&r, 2),
+						      .rho = (double)(take(&r, 1) % 100) / 100};
 		if (model_link_resolve(&l[i], err, sizeof(err)))
 			return 0;
 	}
@@ -122,7 +127,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			s.fault = take(&r, 1);
 			s.link = take(&r, 1);
 		}
-		int rc = xmodel_hooks.arrive(rx, t + ahead, bytes, &s, &ready, &ack);
+		int rc = xmodel_hooks.arrive(rx, t + ahead, take(&r, 2), bytes, &s, &ready, &ack);
 		check_rc(rc);
 		if (rc)
 			continue;

@@ -259,6 +259,7 @@ struct fake_model {
 	int64_t lat_ns, ack_ns; /* delivery post + lat; send completion delivery + ack */
 	int fail_every;		/* the model fails every k-th message (0: none) */
 	int posts, arrives, acks;
+	uint64_t seen; /* 1 << msg of each message arrive was told of */
 	int64_t last_ready, last_done;
 };
 
@@ -277,11 +278,13 @@ static int fm_post(void *ctx, int64_t now, uint64_t bytes, struct xchan_stamp *s
 	return 0;
 }
 
-static int fm_arrive(void *ctx, int64_t now, uint64_t bytes, const struct xchan_stamp *s,
-		     int64_t *ready, struct xchan_stamp *ack)
+static int fm_arrive(void *ctx, int64_t now, uint64_t msg, uint64_t bytes,
+		     const struct xchan_stamp *s, int64_t *ready, struct xchan_stamp *ack)
 {
 	struct fake_model *m = ctx;
 	m->arrives++;
+	if (msg < 64)
+		m->seen |= 1ull << msg;
 	CHECK(s->hop == 1, "the stamp travelled: hop %u", s->hop);
 	*ready = m->last_ready = s->t[0];
 	ack->t[1] = s->t[0] + m->ack_ns;
@@ -326,6 +329,7 @@ static void test_nothing_completes_before_the_models_time(void)
 	      "the model was asked once per hop: "
 	      "%d %d %d",
 	      m.posts, m.arrives, m.acks);
+	CHECK(m.seen == 0x1f, "arrive was told messages 0..4: %#llx", (unsigned long long)m.seen);
 	pair_free(p);
 }
 
@@ -455,11 +459,12 @@ static void test_a_peer_that_is_gone_fails_both_ends(void)
 
 /* The receiver's hops (its downlink) fail the message: arrive sets XCHAN_S_FAIL in the ACK's
  * stamp. xchan.h: "A message the model fails ... fails both ends at the model's time". */
-static int fm_arrive_fails(void *ctx, int64_t now, uint64_t bytes, const struct xchan_stamp *s,
-			   int64_t *ready, struct xchan_stamp *ack)
+static int fm_arrive_fails(void *ctx, int64_t now, uint64_t msg, uint64_t bytes,
+			   const struct xchan_stamp *s, int64_t *ready, struct xchan_stamp *ack)
 {
 	(void)ctx;
 	(void)now;
+	(void)msg;
 	(void)bytes;
 	*ready = s->t[0];
 	ack->t[1] = s->t[0];

@@ -34,7 +34,8 @@ struct host {
 static struct model_link links[NL];
 static struct model_nic nic;
 
-static void fabric_init(void)
+/* jittery: normal jitter (sd 2 us, AR(1) 0.5) on the spine link and uniform on the port. */
+static void fabric_init_j(int jittery)
 {
 	for (int i = 0; i < NL; i++) {
 		memset(&links[i], 0, sizeof(links[i]));
@@ -43,6 +44,11 @@ static void fabric_init(void)
 		links[i].mtu = 4096;
 		links[i].hdr_bytes = 64;
 	}
+	if (jittery) {
+		links[1].jitter =
+			(struct model_jitter){.dist = MODEL_DIST_NORMAL, .sd_ns = 2000, .rho = 0.5};
+		links[3].jitter = (struct model_jitter){.dist = MODEL_DIST_UNIFORM, .sd_ns = 5000};
+	}
 	nic = (struct model_nic){.o_send_ns = 300,
 				 .o_recv_ns = 250,
 				 .ack_proc_ns = 200,
@@ -50,6 +56,11 @@ static void fabric_init(void)
 				 .retry_count = 7,
 				 .timeout_scale_ppm = 1000000};
 	fenv_resolve(links, NL, &nic);
+}
+
+static void fabric_init(void)
+{
+	fabric_init_j(0);
 }
 
 static void host_init(struct host *h, int64_t epoch)
@@ -81,14 +92,16 @@ static struct fst_conn route(int b)
 	return c;
 }
 
-/* One connection's two ends: tx on host 0, rx on host 1. */
+/* One connection's two ends: tx on host 0, rx on host 1, and its messages so far. */
 struct xconn {
 	struct xmodel *tx, *rx;
+	uint64_t msgs;
 };
 
 static void xconn_init(struct xconn *x, struct host *h0, struct host *h1, int b, int split)
 {
 	struct xmodel_route r = {.conn = route(b), .split = split};
+	x->msgs = 0;
 	CHECK(xmodel_new(h0->v, &r, XMODEL_TX, &x->tx) == 0 &&
 		      xmodel_new(h1->v, &r, XMODEL_RX, &x->rx) == 0,
 	      "xmodel_new split %d", split);
@@ -109,7 +122,7 @@ static int through(struct xconn *x, int64_t t, uint64_t bytes, int64_t *ready, i
 	int rc = xmodel_hooks.post(x->tx, t, bytes, &s);
 	if (rc)
 		return rc;
-	rc = xmodel_hooks.arrive(x->rx, t + HOST1_AHEAD, bytes, &s, ready, ack);
+	rc = xmodel_hooks.arrive(x->rx, t + HOST1_AHEAD, x->msgs++, bytes, &s, ready, ack);
 	if (rc)
 		return rc;
 	*ready -= HOST1_AHEAD;
@@ -118,8 +131,9 @@ static int through(struct xconn *x, int64_t t, uint64_t bytes, int64_t *ready, i
 
 static void test_split_is_the_whole(void)
 {
-	fabric_init();
-	for (int split = 1; split <= 4; split++) {
+	for (int variant = 0; variant < 8; variant++) {
+		int split = 1 + variant % 4, jittery = variant >= 4;
+		fabric_init_j(jittery);
 		struct host h0, h1, whole;
 		host_init(&h0, 1000);
 		host_init(&h1, 1000 + HOST1_AHEAD);
@@ -149,7 +163,8 @@ static void test_split_is_the_whole(void)
 					", done %" PRId64 " want %" PRId64 "\n",
 					split, i, ready, m.recv_done_ns, done, m.send_done_ns);
 		}
-		CHECK(same == 400, "split %d: %d of 400 the same as one reservation", split, same);
+		CHECK(same == 400, "split %d%s: %d of 400 the same as one reservation", split,
+		      jittery ? ", jitter" : "", same);
 		/* each host counted its own links only: host 0 the sender's, host 1 the rest */
 		struct fst_link *s0 =
 			(struct fst_link *)((uint8_t *)h0.base + h0.v->shm->state_off);
@@ -207,7 +222,7 @@ static void test_faults_fail_both_ends(void)
 	CHECK(xmodel_hooks.post(x.tx, t, 4096, &s) == 0 && (s.flags & XCHAN_S_FAIL) &&
 		      s.fault == id + 1 && s.link == 0,
 	      "the stamp names the fault");
-	CHECK(xmodel_hooks.arrive(x.rx, t + HOST1_AHEAD, 4096, &s, &ready, &ack) == 0 &&
+	CHECK(xmodel_hooks.arrive(x.rx, t + HOST1_AHEAD, 0, 4096, &s, &ready, &ack) == 0 &&
 		      ready - HOST1_AHEAD == t + 8 * TO && (ack.flags & XCHAN_S_FAIL),
 	      "the receiver fails at the sender's time: %" PRId64, ready - HOST1_AHEAD - t);
 	struct fst_link *s1 = (struct fst_link *)((uint8_t *)h1.base + h1.v->shm->state_off);
@@ -230,20 +245,21 @@ static void test_what_a_peer_may_not_say(void)
 	CHECK(xmodel_hooks.post(x.tx, 1000, 64, &s) == 0, "post");
 	struct xchan_stamp bad = s;
 	bad.hop = 3;
-	CHECK(xmodel_hooks.arrive(x.rx, 2000, 64, &bad, &ready, &ack) == -EPROTO, "another hop");
+	CHECK(xmodel_hooks.arrive(x.rx, 2000, 0, 64, &bad, &ready, &ack) == -EPROTO, "another hop");
 	bad = s;
 	bad.t[0] = bad.t[1] + 1;
-	CHECK(xmodel_hooks.arrive(x.rx, 2000, 64, &bad, &ready, &ack) == -EPROTO, "first > last");
+	CHECK(xmodel_hooks.arrive(x.rx, 2000, 0, 64, &bad, &ready, &ack) == -EPROTO,
+	      "first > last");
 	bad = s;
 	bad.t[1] = INT64_MAX;
-	CHECK(xmodel_hooks.arrive(x.rx, 2000, 64, &bad, &ready, &ack) == -EPROTO, "overflowing");
+	CHECK(xmodel_hooks.arrive(x.rx, 2000, 0, 64, &bad, &ready, &ack) == -EPROTO, "overflowing");
 	bad = s;
 	bad.t[0] = -5;
-	CHECK(xmodel_hooks.arrive(x.rx, 2000, 64, &bad, &ready, &ack) == -EPROTO, "negative");
+	CHECK(xmodel_hooks.arrive(x.rx, 2000, 0, 64, &bad, &ready, &ack) == -EPROTO, "negative");
 	/* the wrong end's hooks */
 	CHECK(xmodel_hooks.post(x.rx, 1000, 64, &s) == -EINVAL, "post on rx");
 	CHECK(xmodel_hooks.acked(x.rx, &s, &done) == -EINVAL, "acked on rx");
-	CHECK(xmodel_hooks.arrive(x.tx, 2000, 64, &s, &ready, &ack) == -EINVAL, "arrive on tx");
+	CHECK(xmodel_hooks.arrive(x.tx, 2000, 0, 64, &s, &ready, &ack) == -EINVAL, "arrive on tx");
 	/* routes that do not fit */
 	struct xmodel *m;
 	struct xmodel_route r = {.conn = route(0), .split = 0};
