@@ -642,3 +642,26 @@ def test_38_23_torch_across_two_local_hosts_is_exact(sf_nccl_gpu, sf_launch, sf_
                    "8,1048576", "--collectives", "all_reduce,all_gather", "--iters", "3",
                    "--warmup", "1"], nodes=2, timeout=300, local_hosts=2)
     assert r.ok, r.summary() + r.logs()
+
+
+def test_38_26_simfabric_run_runs_a_recipe_across_two_local_hosts(sf_env, tmp_path):
+    """`simfabric run --local-hosts 2`: the freeze recipe passes as on one host (its trigger
+    counted on host 0, its freeze on host 1: the hang is still the expected one), and what
+    cannot run that way is refused before anything starts."""
+    env = dict(base_env(None), **sf_env.run_env())
+    p = subprocess.run([sf_env.cli, "run", "--local-hosts", "2", "-q", "--run-dir",
+                        str(tmp_path / "freeze"),
+                        os.path.join(ROOT, "scenarios", "job-harness-freeze-hang.yaml")],
+                       env=env, capture_output=True, text=True, timeout=180)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "PASS" in out, out
+    assert "fault #0 'ice' fired on host 0" in out and "2 hosts on this machine" in out, out
+    for args, says in (
+            (["--local-hosts", "2", os.path.join(ROOT, "scenarios", "job-harness-hdr.yaml")],
+             "--local-hosts with the harness's bench test: it needs the ranks forked by one "
+             "harness"),
+            (["--local-hosts", "3", os.path.join(ROOT, "scenarios", "job-harness-freeze-hang.yaml")],
+             "--local-hosts 3: between 1 and the 2 node(s)")):
+        p = subprocess.run([sf_env.cli, "run"] + args, env=env, capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 2 and says in p.stderr, (p.returncode, p.stderr)

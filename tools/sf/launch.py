@@ -1996,9 +1996,11 @@ def evaluate(job, expect, lr, fb):
 
 
 def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=False,
-                 paths=None, grace=5.0, seed=None, out=None, timeout=None, daemon_args=()):
+                 paths=None, grace=5.0, seed=None, out=None, timeout=None, daemon_args=(),
+                 local_hosts=1):
     """Run a scenario's job and check it against its expect:; see the module's text.
-    daemon_args: more simfabricd options (--sample-ms)."""
+    daemon_args: more simfabricd options (--sample-ms). local_hosts: the job's nodes on that
+    many emulated hosts (Job's; the harness then runs one process per rank, --launched)."""
     paths = paths or Paths()
     fb = dump_scenario(path, paths, seed)
     job, expect = fb.get("job"), fb.get("expect") or {"data": "exact"}
@@ -2021,8 +2023,16 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
         fail_grace = max(fail_grace, 40)
     if (failure or {}).get("survivors"):
         fail_grace = job["timeout_s"]  # the survivors carry on: the job's bound is theirs
+    why = local_hosts_refusal(local_hosts, len(job["nodes"]), path, None, False)
+    if not why and local_hosts > 1 and job["program"] == "harness" and \
+            job["tests"] != "all" and "bench" in job["tests"]:
+        why = ("--local-hosts with the harness's bench test: it needs the ranks forked by one "
+               "harness (a shared page), not one process per rank")
+    if why:
+        raise LaunchError(why, EXIT_USAGE)
     jb = Job(paths, run_dir, name, path, None, ["-v"] + (["--seed", str(seed)] if seed is not
-                                                       None else []) + list(daemon_args))
+                                                       None else []) + list(daemon_args),
+             local_hosts=local_hosts)
     t0 = time.monotonic()
     lr = None
     try:
@@ -2035,7 +2045,12 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
                       indent=1)
         env = dict(job.get("env") or {})
         env["SIMFABRIC_RESULT"] = os.path.join(jb.run_dir, "result.json")
-        if job["program"] == "harness":
+        if job["program"] == "harness" and local_hosts > 1:
+            # one process per rank, each on its node's host (the harness's --launched mode)
+            i = argv.index("--nranks")
+            argv = argv[:i] + ["--launched"] + argv[i + 2:]
+            procs = jb.ranks(argv, len(job["nodes"]), 1, env, job["nodes"])
+        elif job["program"] == "harness":
             e = dict(os.environ, SIMFABRIC_SOCKET=jb.socket, SIMFABRIC_RUN_DIR=jb.run_dir,
                      **env)
             procs = [Proc("harness", 0, None, argv, e, os.path.join(jb.run_dir, "harness.log"))]
