@@ -213,7 +213,8 @@ static ncclResult_t comm_open(enum sfnet_kind kind, struct sfnet_ctx *ctx, int d
  * sfnet_g.lock.
  */
 static ncclResult_t comm_xopen(enum sfnet_kind kind, struct sfnet_ctx *ctx, int dev,
-			       const struct sfxh_peer *p, int traffic_class, struct sfnet_comm **out)
+			       const struct sfxh_peer *p, const struct sfxr_route *xr,
+			       int traffic_class, struct sfnet_comm **out)
 {
 	*out = NULL;
 	const char *side = kind == SFNET_SEND ? "send" : "recv";
@@ -226,13 +227,15 @@ static ncclResult_t comm_xopen(enum sfnet_kind kind, struct sfnet_ctx *ctx, int 
 		PWARN("%s: out of memory", what);
 		return ncclSystemError;
 	}
-	if (sfnet_g.session->fab) {
+	if (sfnet_g.session->fab) { /* the sender asked at its connect; the receiver asks now */
+		struct sfxr_route rr;
 		ncclResult_t res =
-			kind == SFNET_SEND
-				? sfxr_model_new(XMODEL_TX, sfnet_g.session->node, dev, p->node,
-						 (int)p->nic, p->conn, what, &c->xmodel)
-				: sfxr_model_new(XMODEL_RX, p->node, (int)p->nic,
-						 sfnet_g.session->node, dev, p->conn, what, &c->xmodel);
+			xr ? ncclSuccess
+			   : sfxr_route(p->node, (int)p->nic, sfnet_g.session->node, dev, 0, what, &rr);
+		if (res == ncclSuccess)
+			res = sfxr_model_new(xr ? xr : &rr,
+					     kind == SFNET_SEND ? XMODEL_TX : XMODEL_RX, p->conn,
+					     what, &c->xmodel);
 		if (res != ncclSuccess) {
 			free(c);
 			return res;
@@ -463,7 +466,7 @@ ncclResult_t sfnet_accept(void *listen_comm, void **recv_comm,
 	if (xk == 1) { /* a connect from another host */
 		const char *no = xhost_refusal();
 		res = no ? ncclInvalidUsage
-			 : comm_xopen(SFNET_RECV, l->obj.ctx, l->dev, &xp,
+			 : comm_xopen(SFNET_RECV, l->obj.ctx, l->dev, &xp, NULL,
 				      NCCL_NET_TRAFFIC_CLASS_UNDEF, &c);
 		if (no)
 			PWARN("accept on %s/%s: refusing the connect from %s on another host: %s",
@@ -707,7 +710,7 @@ static ncclResult_t xconnect(struct sfnet_ctx *ctx, int dev, int tc, const struc
 	}
 	ncclResult_t res;
 	struct sfnet_pconn *pc = pconn_find(handle_addr);
-	if (pc && (pc->listener != h->listener || !pc->x)) {
+	if (pc && (pc->listener != h->listener || (!pc->x && !pc->hold_until_ms))) {
 		pconn_drop(pc); /* the buffer now holds another handle */
 		pc = NULL;
 	}
@@ -722,13 +725,38 @@ static ncclResult_t xconnect(struct sfnet_ctx *ctx, int dev, int tc, const struc
 		}
 		pconn_init(pc, handle_addr, h->listener, dev, tc, h->nic, h->node);
 		pc->peer_host = h->host;
+		/* on a modelled fabric the route first, with the connect faults: a connect_refuse
+		 * fails it here, a connect_delay holds the handshake (as the daemon holds a connect
+		 * within a host) */
+		if (sfnet_g.session->fab) {
+			ncclResult_t r2 = ncclSystemError;
+			pc->xr = malloc(sizeof(*pc->xr));
+			if (!pc->xr)
+				PWARN("%s: out of memory", what);
+			else
+				r2 = sfxr_route(sfnet_g.session->node, dev, h->node, (int)h->nic, 1,
+						what, pc->xr);
+			if (r2 != ncclSuccess) {
+				free(pc->xr);
+				free(pc);
+				return r2;
+			}
+			if (pc->xr->hold_ns) {
+				pc->hold_until_ms = sfnet_now_ms() + (pc->xr->hold_ns + 999999) / 1000000;
+				pc->deadline_ms = pc->hold_until_ms + sfnet_g.connect_timeout_ms;
+			}
+		}
+		sfnet_obj_link(&pc->obj, SFNET_PCONN, ctx);
+	}
+	if (pc->hold_until_ms && sfnet_now_ms() < pc->hold_until_ms)
+		return ncclSuccess; /* held: NCCL calls again */
+	if (!pc->x) {
 		struct sfxh_addr a = {.host = h->host, .len = h->addr_len, .port = h->port};
 		memcpy(a.addr, h->addr, sizeof(a.addr));
 		if (sfxh_pconn_new(&a, sfnet_g.session->node, (uint32_t)dev, what, &pc->x)) {
-			free(pc);
+			pconn_drop(pc);
 			return ncclSystemError;
 		}
-		sfnet_obj_link(&pc->obj, SFNET_PCONN, ctx);
 	}
 	struct sfxh_peer p;
 	int k = sfxh_pconn_poll(pc->x, &p);
@@ -744,7 +772,7 @@ static ncclResult_t xconnect(struct sfnet_ctx *ctx, int dev, int tc, const struc
 		p.nic = h->nic;
 		p.host = h->host;
 		snprintf(p.node, sizeof(p.node), "%.63s", pc->peer_node);
-		res = comm_xopen(SFNET_SEND, ctx, dev, &p, tc, &sc);
+		res = comm_xopen(SFNET_SEND, ctx, dev, &p, pc->xr, tc, &sc);
 	}
 	pconn_drop(pc);
 	if (sc) {

@@ -202,6 +202,7 @@ void sfnet_obj_destroy(struct sfnet_obj *o)
 		struct sfnet_pconn *pc = (struct sfnet_pconn *)o;
 		sfc_conn_close(&pc->conn);
 		sfxh_pconn_free(pc->x);
+		free(pc->xr);
 		free(pc);
 		break;
 	}

@@ -22,6 +22,7 @@
 
 struct sfxh_listen;
 struct sfxh_pconn;
+struct sfxr_route;
 struct xmodel;
 
 #define SFNET_DEFAULT_CONNECT_TIMEOUT_MS 120000
@@ -85,6 +86,8 @@ struct sfnet_pconn {
 	char peer_node[SFNET_HANDLE_NODE_LEN];
 	struct sfxh_pconn *x; /* a connect to another host (plugin/xhost.h): no daemon connection */
 	uint32_t peer_host;
+	struct sfxr_route *xr; /* ... its route on a modelled fabric (plugin/xroute.h), owned */
+	int64_t hold_until_ms;  /* ... a connect_delay fault holds the handshake until then */
 };
 
 struct sfnet_comm;

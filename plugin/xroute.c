@@ -78,12 +78,10 @@ static int parse_route(const struct ctl_msg *m, struct xmodel_route *r)
 	return 0;
 }
 
-ncclResult_t sfxr_model_new(enum xmodel_side side, const char *from_node, int from_nic,
-			    const char *to_node, int to_nic, uint32_t xconn, const char *what,
-			    struct xmodel **out)
+ncclResult_t sfxr_route(const char *from_node, int from_nic, const char *to_node, int to_nic,
+			int connecting, const char *what, struct sfxr_route *out)
 {
-	*out = NULL;
-	struct sfc_session *s = sfnet_g.session;
+	memset(out, 0, sizeof(*out));
 	struct sfc_conn conn = {.fd = -1};
 	struct ctl_msg *m = ctl_msg_new(), *rep = NULL;
 	ncclResult_t res = ncclSystemError;
@@ -103,6 +101,8 @@ ncclResult_t sfxr_model_new(enum xmodel_side side, const char *from_node, int fr
 		rc = ctl_add(m, "to_node", to_node);
 	if (!rc)
 		rc = ctl_addf(m, "to_nic", "%d", to_nic);
+	if (!rc && connecting)
+		rc = ctl_add(m, "connect", "1");
 	if (!rc)
 		rc = sfc_conn_send(&conn, m, -1);
 	if (!rc)
@@ -114,6 +114,11 @@ ncclResult_t sfxr_model_new(enum xmodel_side side, const char *from_node, int fr
 	}
 	const char *text;
 	int e = sfc_reply_errno(rep, &text);
+	if (e == ECONNABORTED) { /* a connect_refuse fault: as an unreachable IB peer */
+		PWARN("%s failed: %s (a fault of the emulated fabric refused it)", what, text);
+		res = ncclRemoteError;
+		goto out;
+	}
 	if (e) {
 		PWARN("%s: the fabric daemon refused its route: %s%s%s", what,
 		      e < 0 ? "reply without errno" : strerror(e), *text ? ": " : "", text);
@@ -121,32 +126,43 @@ ncclResult_t sfxr_model_new(enum xmodel_side side, const char *from_node, int fr
 								    : ncclSystemError;
 		goto out;
 	}
-	struct xmodel_route r;
-	memset(&r, 0, sizeof(r));
-	if (parse_route(rep, &r)) {
+	uint64_t hold;
+	if (parse_route(rep, &out->r) || ctl_get_u64(rep, "hold_ns", &hold) ||
+	    hold > (uint64_t)INT64_MAX / 4) {
 		PWARN("%s: the fabric daemon's route is malformed (a daemon of another build?)",
 		      what);
 		res = ncclInternalError;
 		goto out;
 	}
-	/* both ends compute it; the top bit keeps it apart from the daemon's channel ids */
-	r.conn.id = 1ull << 63 | (uint64_t)r.conn.src_nic << 40 |
-		(uint64_t)(uint32_t)r.conn.dst_node << 28 | (xconn & XCHAN_MAX_CONN);
-	rc = xmodel_new(s->fab, &r, side, out);
-	if (rc) {
-		PWARN("%s: the route does not fit this process's fabric state: %s", what,
-		      rc == -ENOMEM ? "out of memory" : "links or NICs it does not have");
-		res = rc == -ENOMEM ? ncclSystemError : ncclInternalError;
-		goto out;
-	}
+	out->hold_ns = (int64_t)hold;
+	if (hold)
+		PINFO(NCCL_NET,
+		      "%s: held %.3f ms by a connect_delay fault (the daemon's log names it)", what,
+		      (double)hold / 1e6);
 	PINFO(NCCL_NET,
 	      "%s: modelled across hosts over %d hop(s), %d of them reserved by the "
 	      "sender's host (%s), the rest by the receiver's",
-	      what, r.conn.npath, r.split, ctl_get(rep, "owner"));
+	      what, out->r.conn.npath, out->r.split, ctl_get(rep, "owner"));
 	res = ncclSuccess;
 out:
 	sfc_conn_close(&conn);
 	ctl_msg_free(m);
 	ctl_msg_free(rep);
 	return res;
+}
+
+ncclResult_t sfxr_model_new(const struct sfxr_route *route, enum xmodel_side side, uint32_t xconn,
+			    const char *what, struct xmodel **out)
+{
+	struct xmodel_route r = route->r;
+	/* both ends compute it; the top bit keeps it apart from the daemon's channel ids */
+	r.conn.id = 1ull << 63 | (uint64_t)r.conn.src_nic << 40 |
+		(uint64_t)(uint32_t)r.conn.dst_node << 28 | (xconn & XCHAN_MAX_CONN);
+	int rc = xmodel_new(sfnet_g.session->fab, &r, side, out);
+	if (rc) {
+		PWARN("%s: the route does not fit this process's fabric state: %s", what,
+		      rc == -ENOMEM ? "out of memory" : "links or NICs it does not have");
+		return rc == -ENOMEM ? ncclSystemError : ncclInternalError;
+	}
+	return ncclSuccess;
 }

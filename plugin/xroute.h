@@ -17,17 +17,31 @@
 
 #define SFXR_TIMEOUT_MS 10000
 
+/* A cross-host connection's route as the daemon gave it, and its connect verdict. */
+struct sfxr_route {
+	struct xmodel_route r;
+	int64_t hold_ns; /* connect_delay: hold the connect this long before it goes on (0: none) */
+};
+
 /*
- * The model of one end (side) of the connection from from_node's NIC from_nic to to_node's
- * NIC to_nic, into *out (xmodel_free). xconn: the connection's number between the two
- * processes (xchan's, the same at both ends), part of the model's key for the draws (jitter):
- * with the sending NIC and the receiving node it names the connection in the whole fabric. ncclInvalidUsage when the daemon refuses the route
- * (its reason: impairments, a hop of a third host, a daemon not started for several hosts),
- * ncclSystemError when the daemon cannot be asked, ncclInternalError for a reply this build
- * does not understand.
+ * Ask this host's daemon for the route from from_node's NIC from_nic to to_node's NIC to_nic
+ * into *out. connecting: the connecting end, once per connect (the connect faults apply:
+ * connect_refuse fails it with ncclRemoteError, as an unreachable peer; connect_delay sets
+ * hold_ns). Else ncclInvalidUsage when the daemon refuses the route (its reason: impairments, a
+ * hop of a third host, a daemon not started for several hosts), ncclSystemError when the daemon
+ * cannot be asked, ncclInternalError for a reply this build does not understand.
  */
-ncclResult_t sfxr_model_new(enum xmodel_side side, const char *from_node, int from_nic,
-			    const char *to_node, int to_nic, uint32_t xconn, const char *what,
-			    struct xmodel **out);
+ncclResult_t sfxr_route(const char *from_node, int from_nic, const char *to_node, int to_nic,
+			int connecting, const char *what, struct sfxr_route *out);
+
+/*
+ * The model of one end (side) of that route, into *out (xmodel_free). xconn: the connection's
+ * number between the two processes (xchan's, the same at both ends), part of the model's key
+ * for the draws (jitter): with the sending NIC and the receiving node it names the connection in
+ * the whole fabric. ncclSystemError (out of memory), ncclInternalError (a route that does not
+ * fit this process's fabric state).
+ */
+ncclResult_t sfxr_model_new(const struct sfxr_route *route, enum xmodel_side side, uint32_t xconn,
+			    const char *what, struct xmodel **out);
 
 #endif /* SF_PLUGIN_XROUTE_H */

@@ -665,3 +665,80 @@ def test_38_26_simfabric_run_runs_a_recipe_across_two_local_hosts(sf_env, tmp_pa
         p = subprocess.run([sf_env.cli, "run"] + args, env=env, capture_output=True, text=True,
                            timeout=60)
         assert p.returncode == 2 and says in p.stderr, (p.returncode, p.stderr)
+
+
+def test_38_27_comm_hang_holds_a_connection_between_hosts_then_lets_go(sf_env, tmp_path):
+    """comm_hang of node0 -> node1, node0 on host 0 and node1 on host 1: the daemons hold no
+    channel of that connection, so each end asks its host's fabric state (xmodel_held) and
+    completes nothing during the window, with no error; after it, everything arrives exact.
+    A message posted before the window waited it out; the fault counted the connection."""
+    from test_13_faults import latencies, scenario
+    scn = scenario(tmp_path, """
+- {name: wedge, action: comm_hang, conn: {from: node0, to: node1},
+   after: {first_traffic: node0}, at: 20ms, for: 400ms}
+""", "xhang")
+    run = tmp_path / "run"
+    jpath = str(tmp_path / "h.json")
+    p = subprocess.run(
+        [sf_env.cli, "launch", "--nodes", "2", "--local-hosts", "2", "--scenario", scn,
+         "--run-dir", str(run), "--", sf_env.harness, "--launched", "--plugin", sf_env.plugin,
+         "--json", jpath, "--tests", "faults", "--fault-msgs", "200", "--fault-bytes", "4096",
+         "--fault-gap-us", "500", "--fault-expect", "ok", "--bound", "5", "--max-bytes", "4096",
+         "--timeout", "60"],
+        env=dict(base_env(None), **sf_env.run_env()), capture_output=True, text=True,
+        timeout=180)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "ok    faults" in out, out
+    with open(jpath) as f:
+        ranks = {t["rank"]: t["metrics"] for t in json.load(f)["tests"] if t["name"] == "faults"}
+    for k in (0, 1):
+        assert ranks[k]["received"] == 200 and ranks[k]["wrong"] == 0, ranks[k]
+    held = max(latencies(ranks[1]))  # node0 -> node1 is rank 1's receive
+    assert held >= 0.35, "the longest node0 -> node1 message took %.3f s; the hang is 400 ms" % held
+    with open(str(run / "faults.json")) as f:
+        fault = json.load(f)["faults"][0]
+    assert fault["action"] == "comm_hang" and fault["hit"] >= 1, fault
+
+
+def xhost_connect_run(sf_env, tmp_path, faults, name):
+    from test_13_faults import scenario
+    scn = scenario(tmp_path, faults, name)
+    jpath = str(tmp_path / (name + ".json"))
+    run = tmp_path / name
+    t0 = time.monotonic()
+    p = subprocess.run(
+        [sf_env.cli, "launch", "--nodes", "2", "--local-hosts", "2", "--scenario", scn,
+         "--run-dir", str(run), "--", sf_env.harness, "--launched", "--plugin", sf_env.plugin,
+         "--json", jpath, "--tests", "connect", "--timeout", "60"],
+        env=dict(base_env(None), **sf_env.run_env()), capture_output=True, text=True,
+        timeout=180)
+    with open(str(run / "faults.json")) as f:
+        fault = json.load(f)["faults"][0]
+    return p, p.stdout + p.stderr, fault, run, time.monotonic() - t0, jpath
+
+
+def test_38_28_connect_faults_apply_to_connects_between_hosts(sf_env, tmp_path):
+    """connect_refuse and connect_delay of node1 (host 1), whose connects to node0 (host 0) go
+    process to process: the connecting end asks its daemon first (op=xroute connect=1), which
+    refuses it naming the fault (ncclRemoteError, as an unreachable peer) or holds it for the
+    fault's delay before the handshake."""
+    p, out, fault, run, _, _ = xhost_connect_run(sf_env, tmp_path, """
+- {name: no-entry, action: connect_refuse, node: node1}
+""", "refuse")
+    assert p.returncode != 0, out
+    assert "refused by fault #0 'no-entry'" in out and \
+        "(a fault of the emulated fabric refused it)" in out, out
+    assert fault["failed"] >= 1, fault
+    p, out, fault, run, _, jpath = xhost_connect_run(sf_env, tmp_path, """
+- {name: slow-start, action: connect_delay, node: node1, delay: 300ms, for: 10s}
+""", "delay")
+    assert p.returncode == 0, out
+    with open(jpath) as f:
+        c = [t for t in json.load(f)["tests"] if t["name"] == "connect"]
+    assert c and max(t["seconds"] for t in c) >= 0.3, c
+    assert fault["delayed"] >= 1, fault
+    logs = ""
+    for d in (run, run / "host1"):
+        with open(str(d / "simfabricd.log")) as f:
+            logs += f.read()
+    assert "held for 300ms by fault #0 'slow-start' (connect_delay)" in logs, logs

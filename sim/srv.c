@@ -88,8 +88,8 @@ static const struct op_def {
 	{"series", srv_op_series, KEYS(NULL), KEYS("skip"), true},
 	{"fault", srv_op_fault, KEYS("verb"), KEYS("spec", "id", "at_ns", "skip", "origin_ns"),
 	 false},
-	{"xroute", srv_op_xroute, KEYS("from_node", "from_nic", "to_node", "to_nic"), KEYS(NULL),
-	 true},
+	{"xroute", srv_op_xroute, KEYS("from_node", "from_nic", "to_node", "to_nic"),
+	 KEYS("connect"), false},
 	{"ping", op_ping, KEYS(NULL), KEYS(NULL), true},
 	{"stop", op_stop, KEYS(NULL), KEYS(NULL), false},
 };

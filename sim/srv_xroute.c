@@ -5,7 +5,10 @@
  * their own daemon; every daemon of the run loaded the same scenario and computed the same
  * placement, so both get the same route, owners and split.
  *
- * Request: from_node, from_nic (the sending node's name and NIC index), to_node, to_nic.
+ * Request: from_node, from_nic (the sending node's name and NIC index), to_node, to_nic;
+ * connect=1 from the connecting end, once per connect: the connect faults apply then as to a
+ * connect within a host (faultd_connect): connect_refuse fails it (ECONNABORTED, the fault
+ * named), connect_delay adds hold_ns (how long to hold the connect before it goes on).
  * Reply: host, hosts (this daemon's), npath, path (link ids, comma-separated), owner (host
  * rank per hop), split (hops the sending host reserves), switching, src_nic (the sending
  * NIC's gid), src_node, dst_node (ids), and the sending NIC's model: o_send_ns, o_recv_ns,
@@ -25,6 +28,7 @@
 #include "sim/core/fstate.h"
 #include "sim/fabmon.h"
 #include "sim/faultd.h"
+#include "sim/log.h"
 #include "sim/scn/place.h"
 #include "sim/srv_int.h"
 
@@ -169,8 +173,30 @@ int srv_op_xroute(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, 
 		ol += (size_t)snprintf(o + ol, sizeof(o) - ol, "%s%d", j ? "," : "",
 				       s->place->link_owner[p.link_id[j]]);
 	}
+	int64_t hold_ns = 0;
+	if (ctl_get(req, "connect") && strcmp(ctl_get(req, "connect"), "1")) {
+		snprintf(err, SRV_ERR_LEN, "connect='%s': 1 or absent", ctl_get(req, "connect"));
+		return -EINVAL;
+	}
+	if (ctl_get(req, "connect") && fabmon_faults(s->mon)) {
+		int64_t until = 0, now = now_ns();
+		uint32_t fid = 0;
+		char cwhy[SRV_ERR_LEN / 2];
+		int verdict = faultd_connect(fabmon_faults(s->mon), a->node, b->node, now, &until,
+					     &fid, cwhy, sizeof(cwhy));
+		if (verdict)
+			log_warn("connect %s/%d -> %s/%d (to host %d): %s", na->name, a->index,
+				 nb->name, b->index, hb, cwhy);
+		if (verdict < 0) {
+			snprintf(err, SRV_ERR_LEN, "%s", cwhy);
+			return -ECONNABORTED;
+		}
+		if (verdict > 0 && until > now)
+			hold_ns = until - now;
+	}
 	const struct model_nic *m = &a->model;
 	ctl_addf(rep, "host", "%d", s->cfg.host_rank);
+	ctl_addf(rep, "hold_ns", "%lld", (long long)hold_ns);
 	ctl_addf(rep, "hosts", "%d", s->cfg.hosts);
 	ctl_addf(rep, "npath", "%d", p.nhops);
 	ctl_add(rep, "path", v);

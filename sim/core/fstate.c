@@ -211,10 +211,19 @@ int fst_fault_add(struct fst_shm *shm, const struct fault_spec *spec, int64_t or
 	atomic_store(&f->until, FAULT_FOREVER);
 	atomic_store_explicit(&f->used, 1, memory_order_release);
 	atomic_store_explicit(&shm->nfaults, n + 1, memory_order_release);
-	if (spec->action == FAULT_A_CALLFAIL && spec->kind < 32)
+	if ((spec->action == FAULT_A_CALLFAIL || spec->action == FAULT_A_HANG) && spec->kind < 32)
 		atomic_fetch_or(&shm->call_kinds, 1u << spec->kind);
 	*id = n;
 	return 0;
+}
+
+/* Is fault id (ff) in one of its windows at now? */
+static int window_at(struct fst_shm *shm, struct fst_fault *ff, uint32_t id, int64_t now)
+{
+	int64_t a, b;
+	return fault_window(&ff->spec, shm->seed, id, atomic_load(&ff->origin),
+			    atomic_load(&ff->until), now, now, &a, &b) == 1 &&
+	       a <= now;
 }
 
 int fst_call_fault(struct fst_shm *shm, uint32_t kind, int32_t node, int64_t now_ns,
@@ -224,12 +233,8 @@ int fst_call_fault(struct fst_shm *shm, uint32_t kind, int32_t node, int64_t now
 	for (uint32_t id = 0; id < n; id++) {
 		struct fst_fault *ff = fst_fault(shm, id);
 		if (!ff || ff->spec.kind != kind ||
-		    (ff->spec.node != FAULT_ANY && ff->spec.node != node))
-			continue;
-		int64_t a, b;
-		if (fault_window(&ff->spec, shm->seed, id, atomic_load(&ff->origin),
-				 atomic_load(&ff->until), now_ns, now_ns, &a, &b) != 1 ||
-		    a > now_ns)
+		    (ff->spec.node != FAULT_ANY && ff->spec.node != node) ||
+		    !window_at(shm, ff, id, now_ns))
 			continue;
 		uint64_t k = (uint64_t)atomic_fetch_add(&ff->calls, 1) + 1;
 		if (!fault_call_fails(&ff->spec, shm->seed, id, k))
@@ -238,6 +243,21 @@ int fst_call_fault(struct fst_shm *shm, uint32_t kind, int32_t node, int64_t now
 		atomic_fetch_add(&ff->failed, 1);
 		*fid = id;
 		*call = k;
+		return 1;
+	}
+	return 0;
+}
+
+int fst_conn_hung(struct fst_shm *shm, int32_t src, int32_t dst, int64_t now_ns, uint32_t *fid)
+{
+	uint32_t n = atomic_load_explicit(&shm->nfaults, memory_order_acquire);
+	for (uint32_t id = 0; id < n; id++) {
+		struct fst_fault *ff = fst_fault(shm, id);
+		if (!ff || ff->spec.action != FAULT_A_HANG ||
+		    !fault_conn_match(ff->spec.src_node, ff->spec.dst_node, src, dst) ||
+		    !window_at(shm, ff, id, now_ns))
+			continue;
+		*fid = id;
 		return 1;
 	}
 	return 0;

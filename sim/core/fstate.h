@@ -90,8 +90,9 @@ struct fst_shm {
 	uint64_t nics_off; /* struct fst_nic[nnics] */
 	uint64_t faults_off; /* struct fst_fault[FAULT_MAX] */
 	_Atomic uint32_t nfaults; /* slots handed out so far (readers scan [0, nfaults)) */
-	_Atomic uint32_t call_kinds; /* 1 << kind for every CALLFAIL kind published: the plugin's
-					one branch before a regMr, connect or accept */
+	_Atomic uint32_t call_kinds; /* 1 << kind for every CALLFAIL or comm_hang kind published:
+					the plugin's one branch before a regMr, connect or accept,
+					and a cross-host connection's test */
 	_Alignas(64) _Atomic uint32_t lock;
 	_Atomic int32_t lock_pid;
 	_Atomic uint64_t lock_steals;
@@ -151,6 +152,13 @@ struct fst_fault *fst_fault(struct fst_shm *shm, uint32_t id);
  */
 int fst_call_fault(struct fst_shm *shm, uint32_t kind, int32_t node, int64_t now_ns,
 		   uint32_t *fid, uint64_t *call);
+/*
+ * comm_hang for a connection the daemon holds no channel of (between hosts): is the connection
+ * src -> dst (fabric node ids) held at now_ns by a comm_hang window? 1 with *fid (the first
+ * such fault), else 0. Counts nothing (the caller counts the connections it holds). Any
+ * thread; lock-free. Callers first test fst_call_armed(shm, FAULT_K_COMM_HANG).
+ */
+int fst_conn_hung(struct fst_shm *shm, int32_t src, int32_t dst, int64_t now_ns, uint32_t *fid);
 static inline int fst_call_armed(const struct fst_shm *shm, uint32_t kind)
 {
 	return __builtin_expect(shm && (atomic_load_explicit(&((struct fst_shm *)shm)->call_kinds,

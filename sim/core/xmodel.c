@@ -13,10 +13,11 @@ struct xmodel {
 	struct fst_conn c;
 	int split;
 	enum xmodel_side side;
-	int64_t epoch;		      /* the fabric's: virtual time 0 on this host's clock */
-	int64_t rev_ns;		      /* the route's latency, back (the ACK's way) */
-	int64_t last_arrive;	      /* rx: FIFO per connection, as model_message clamps it */
-	double jit_z[MODEL_MAX_HOPS]; /* rx: each hop's jitter AR(1) score (model_conn's) */
+	int64_t epoch;			  /* the fabric's: virtual time 0 on this host's clock */
+	int64_t rev_ns;			  /* the route's latency, back (the ACK's way) */
+	int64_t last_arrive;		  /* rx: FIFO per connection, as model_message clamps it */
+	double jit_z[MODEL_MAX_HOPS];	  /* rx: each hop's jitter AR(1) score (model_conn's) */
+	uint64_t held_by[FAULT_MAX / 64]; /* comm_hang faults that have held it (counted once) */
 };
 
 int xmodel_new(struct fst_view *v, const struct xmodel_route *r, enum xmodel_side side,
@@ -49,6 +50,21 @@ int xmodel_new(struct fst_view *v, const struct xmodel_route *r, enum xmodel_sid
 void xmodel_free(struct xmodel *m)
 {
 	free(m);
+}
+
+int xmodel_held(struct xmodel *m, int64_t now_ns)
+{
+	uint32_t fid;
+	if (!fst_call_armed(m->v->shm, FAULT_K_COMM_HANG) ||
+	    !fst_conn_hung(m->v->shm, m->c.src_node, m->c.dst_node, now_ns, &fid))
+		return 0;
+	if (fid < FAULT_MAX && !(m->held_by[fid / 64] >> (fid % 64) & 1)) {
+		m->held_by[fid / 64] |= 1ull << (fid % 64);
+		struct fst_fault *ff = fst_fault(m->v->shm, fid);
+		if (ff && m->side == XMODEL_TX) /* one connection, counted once (its sender's) */
+			atomic_fetch_add(&ff->hit, 1);
+	}
+	return 1;
 }
 
 uint32_t xmodel_last_link(const struct xmodel *m)

@@ -54,6 +54,14 @@ void xmodel_free(struct xmodel *m); /* NULL-safe */
 /* The hooks; their ctx is the xmodel (struct xchan_cfg's model and model_ctx). */
 extern const struct xchan_model xmodel_hooks;
 
+/*
+ * comm_hang (a fault the daemon applies by holding its channels, which a connection between
+ * hosts has none of): is this connection held at now_ns? 1 (the endpoint must neither progress
+ * nor complete anything, and report no error), 0 otherwise. The first time a fault holds it,
+ * the fault's hit counter counts this end. Cheap when no comm_hang is published.
+ */
+int xmodel_held(struct xmodel *m, int64_t now_ns);
+
 /* The link a receive's lateness is counted on (the route's last), for the plugin's logs. */
 uint32_t xmodel_last_link(const struct xmodel *m);
 
