@@ -324,15 +324,20 @@ def test_38_11_every_harness_test_is_exact_on_a_modelled_fabric_across_two_hosts
         assert not early, "host %d: deliveries before the model's time: %s" % (h, early)
 
 
-def test_38_25_jitter_across_hosts_every_harness_test_exact_none_early(sf_env, tmp_path):
-    """roce-4node-jitter.yaml (normal jitter on every link, correlated) over `launch
-    --local-hosts 2`: the receiver's host draws the whole route's jitter once per message, as
-    model_message does (test_xmodel checks the times to the nanosecond); every harness test is
-    exact and, on both hosts' links (the run's stats.json merges them), nothing came early."""
+@pytest.mark.parametrize("scn,nodes,counter", [("roce-4node-jitter.yaml", 4, None),
+                                                ("model-duplicate.yaml", 2, "duplicates")])
+def test_38_25_jitter_and_duplicates_across_hosts_every_harness_test_exact_none_early(
+        sf_env, tmp_path, scn, nodes, counter):
+    """roce-4node-jitter.yaml (normal jitter on every link, correlated) and model-duplicate.yaml
+    (1 % of packets duplicated on every link) over `launch --local-hosts 2`: the receiver's
+    host draws the whole route's jitter once per message, and each piece the duplicates that
+    cross its hops, as model_message does (test_xmodel checks the times to the nanosecond);
+    every harness test is exact and, on both hosts' links (the run's stats.json merges them),
+    nothing came early."""
     run = tmp_path / "run"
     p = subprocess.run(
-        [sf_env.cli, "launch", "--nodes", "4", "--local-hosts", "2", "--scenario",
-         os.path.join(ROOT, "scenarios", "roce-4node-jitter.yaml"), "--run-dir", str(run), "--",
+        [sf_env.cli, "launch", "--nodes", str(nodes), "--local-hosts", "2", "--scenario",
+         os.path.join(ROOT, "scenarios", scn), "--run-dir", str(run), "--",
          sf_env.harness, "--launched", "--plugin", sf_env.plugin, "--tests", "all",
          "--max-bytes", "4M", "--threads", "2", "--timeout", "120"],
         env=dict(base_env(None), **sf_env.run_env()), capture_output=True, text=True,
@@ -343,6 +348,8 @@ def test_38_25_jitter_across_hosts_every_harness_test_exact_none_early(sf_env, t
         links = json.load(f)["links"]
     assert all(l["msgs"] > 0 for l in links), links
     assert sum(l["early"] for l in links) == 0, links
+    if counter:
+        assert sum(l[counter] for l in links) > 0, links
 
 
 def test_38_12_a_cross_host_link_down_fails_both_ends_naming_the_fault(sf_env, tmp_path):

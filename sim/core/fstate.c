@@ -558,11 +558,12 @@ static void count_triggers(struct fst_view *v, const struct fst_conn *c, struct 
 }
 
 /* Can a piece of a route reserve this hop? Jitter is added at the end by the caller (model_message
- * adds it after the trains, whatever the hops' reservations); loss recovery, reordering,
- * duplicates and corruption are the whole route's. */
+ * adds it after the trains, whatever the hops' reservations), duplicates are drawn per hop from
+ * the message's key (model_duplicate_bytes); loss recovery, reordering and corruption are the
+ * whole route's. */
 static int splittable(const struct model_link *l)
 {
-	return l->loss.kind == MODEL_LOSS_NONE && !l->reorder_p && !l->duplicate_p && !l->corrupt_p;
+	return l->loss.kind == MODEL_LOSS_NONE && !l->reorder_p && !l->corrupt_p;
 }
 
 static void count_queue(struct fst_link *s, uint64_t bytes, uint64_t packets, uint64_t q)
@@ -714,12 +715,15 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
 		model_hop(&host, p.switching, &tr, 0, nic->host_busy, &st, &h);
 		nic->host_busy = h.done_ns > nic->host_busy ? h.done_ns : nic->host_busy;
 	}
+	struct model_key key = {.seed = v->shm->seed, .conn = c->id, .msg = c->msgs};
+	uint64_t dup[MODEL_MAX_HOPS];
+	uint32_t ndup = model_duplicate_bytes(&p, &key, bytes, dup, first, first + n);
 	for (int j = first; j < first + n; j++) {
 		struct fst_link *s = link_state(v->shm, c->path[j]);
 		struct model_stamp st = h.next;
 		before[j] = s->busy_until;
 		at[j] = st.first_ns;
-		model_hop(p.hop[j], p.switching, &tr, 0, s->busy_until, &st, &h);
+		model_hop(p.hop[j], p.switching, &tr, dup[j], s->busy_until, &st, &h);
 		if (h.done_ns > s->busy_until)
 			s->busy_until = h.done_ns;
 	}
@@ -748,6 +752,9 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
 		uint64_t q = before[j] > at[j] ? (uint64_t)(before[j] - at[j]) : 0;
 		count_queue(link_state(v->shm, c->path[j]), bytes, tr.packets, q);
 	}
+	if (ndup && n) /* as fst_reserve, charged to the first hop (of this piece) */
+		atomic_fetch_add_explicit(&link_state(v->shm, c->path[first])->duplicates, ndup,
+					  memory_order_relaxed);
 	if (failed && hit->link < v->nlinks && hit->fault >= 0)
 		atomic_fetch_add_explicit(&link_state(v->shm, hit->link)->failed, 1,
 					  memory_order_relaxed);

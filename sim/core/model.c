@@ -711,6 +711,31 @@ static uint32_t duplicates(const struct train_ctx *c, const struct model_path *p
 	return count;
 }
 
+uint32_t model_duplicate_bytes(const struct model_path *p, const struct model_key *key,
+			       uint64_t bytes, uint64_t *x, int from, int to)
+{
+	struct model_train tr;
+	model_train_init(&tr, p, bytes);
+	uint32_t count = 0;
+	memset(x, 0, sizeof(uint64_t) * (size_t)p->nhops);
+	for (int j = 0; j < p->nhops; j++) {
+		uint32_t dp = p->hop[j]->duplicate_p;
+		if (!dp)
+			continue;
+		struct model_key k = *key;
+		k.link = p->link_id[j];
+		k.purpose = MODEL_P_DUPLICATE;
+		double lq = log1p(-model_prob_value(dp));
+		for (uint64_t i = event_next(&k, lq, 0, tr.packets, 0); i < tr.packets;
+		     i = event_next(&k, lq, i + 1, tr.packets, 0)) {
+			count += j >= from && j < to;
+			for (int s = j; s < p->nhops; s++)
+				x[s] += pkt_wire(&tr, p->hop[s], i);
+		}
+	}
+	return count;
+}
+
 /* How many packets of the train [lo, n) that began on the first stage at s0 had begun
  * there before t (>= 1 when t > s0): what a sender stopped at t has already sent. */
 static uint64_t sent_before(const struct train_ctx *c, uint64_t lo, int64_t s0, int64_t t)

@@ -332,6 +332,16 @@ void model_hop(const struct model_link *l, enum model_switching sw, const struct
 	       struct model_hop_times *out);
 
 /*
+ * The duplicates of a message's first attempt on path p (each hop's duplicate_p), as
+ * model_message draws them (key: seed, conn and msg): into x[j], for every hop j of the path,
+ * the extra wire bytes hop j carries (a packet duplicated at hop j crosses every hop from j
+ * on); returns how many packets were duplicated at hops [from, to). For a piece of a route
+ * reserved hop by hop (model_hop's extra_bytes: fst_reserve_hops).
+ */
+uint32_t model_duplicate_bytes(const struct model_path *p, const struct model_key *key,
+			       uint64_t bytes, uint64_t *x, int from, int to);
+
+/*
  * The uncontended closed form of model_message without impairments: recv_done -
  * t_post for a message on an idle path (for tests and NCCL's tuner).
  */

@@ -154,6 +154,7 @@ static int rx_arrive(void *ctx, int64_t now_ns, uint64_t msg, uint64_t bytes,
 	struct model_stamp in = {s->t[0] + m->epoch, s->t[1] + m->epoch, s->t[2]}, out;
 	struct fst_hit hit;
 	int n = m->c.npath - m->split;
+	m->c.msgs = msg; /* the draws' key: the message's number, as the sender's */
 	int rc = n ? fst_reserve_hops(m->v, &m->c, m->split, n, bytes, in.first_ns, &in, &out, &hit)
 		   : (out = in, 0);
 	if (rc < 0)

@@ -2,7 +2,7 @@
 /*
  * fuzz_xmodel.c - the distributed fabric clock's hooks (sim/core/xmodel.c) against a hostile
  * peer. The input is a program over one route split between two hosts' fabric states, with
- * jitter on any hop and faults on either side: posts of any size at any time, and arrivals of stamps the sender wrote
+ * jitter and duplicates on any hop and faults on either side: posts of any size at any time, and arrivals of stamps the sender wrote
  * or the input forged (any hop, times, flags, fault), in any order. Whatever a stamp says, a
  * hook must return 0 or one of xmodel.h's errors, never complete a receive before the stamp's
  * last bit reached the receiver's first hop (a stamp it took), and never complete a send before
@@ -53,6 +53,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				(struct model_jitter){.dist = MODEL_DIST_NORMAL,
 						      .sd_ns = (int64_t)take(&r, 2),
 						      .rho = (double)(take(&r, 1) % 100) / 100};
+		if (take(&r, 1) & 1) /* duplicates, drawn by each piece for every hop */
+			l[i].duplicate_p = take(&r, 4);
 		if (model_link_resolve(&l[i], err, sizeof(err)))
 			return 0;
 	}

@@ -34,7 +34,8 @@ struct host {
 static struct model_link links[NL];
 static struct model_nic nic;
 
-/* jittery: normal jitter (sd 2 us, AR(1) 0.5) on the spine link and uniform on the port. */
+/* jittery: normal jitter (sd 2 us, AR(1) 0.5) on the spine link and uniform on the port;
+ * 2: and duplicates on three hops. */
 static void fabric_init_j(int jittery)
 {
 	for (int i = 0; i < NL; i++) {
@@ -48,6 +49,11 @@ static void fabric_init_j(int jittery)
 		links[1].jitter =
 			(struct model_jitter){.dist = MODEL_DIST_NORMAL, .sd_ns = 2000, .rho = 0.5};
 		links[3].jitter = (struct model_jitter){.dist = MODEL_DIST_UNIFORM, .sd_ns = 5000};
+	}
+	if (jittery > 1) { /* duplicates at the senders' first hops and the spine's downlink */
+		links[0].duplicate_p = 1u << 26; /* 1/64 */
+		links[4].duplicate_p = 1u << 26;
+		links[2].duplicate_p = 1u << 27;
 	}
 	nic = (struct model_nic){.o_send_ns = 300,
 				 .o_recv_ns = 250,
@@ -131,8 +137,8 @@ static int through(struct xconn *x, int64_t t, uint64_t bytes, int64_t *ready, i
 
 static void test_split_is_the_whole(void)
 {
-	for (int variant = 0; variant < 8; variant++) {
-		int split = 1 + variant % 4, jittery = variant >= 4;
+	for (int variant = 0; variant < 12; variant++) {
+		int split = 1 + variant % 4, jittery = variant / 4;
 		fabric_init_j(jittery);
 		struct host h0, h1, whole;
 		host_init(&h0, 1000);
@@ -164,7 +170,10 @@ static void test_split_is_the_whole(void)
 					split, i, ready, m.recv_done_ns, done, m.send_done_ns);
 		}
 		CHECK(same == 400, "split %d%s: %d of 400 the same as one reservation", split,
-		      jittery ? ", jitter" : "", same);
+		      jittery == 2	? ", jitter and duplicates"
+			      : jittery ? ", jitter"
+					: "",
+		      same);
 		/* each host counted its own links only: host 0 the sender's, host 1 the rest */
 		struct fst_link *s0 =
 			(struct fst_link *)((uint8_t *)h0.base + h0.v->shm->state_off);
@@ -176,6 +185,17 @@ static void test_split_is_the_whole(void)
 		      "split %d: link 3 on host 0 %" PRIu64 ", host 1 %" PRIu64, split,
 		      (uint64_t)atomic_load(&s0[3].msgs), (uint64_t)atomic_load(&s1[3].msgs));
 		CHECK(atomic_load(&s1[3].early) == 0, "none early");
+		/* every duplicate counted once, by the host whose piece drew it */
+		struct fst_link *sw =
+			(struct fst_link *)((uint8_t *)whole.base + whole.v->shm->state_off);
+		uint64_t d_split = 0, d_whole = 0;
+		for (int i = 0; i < NL; i++) {
+			d_split += atomic_load(&s0[i].duplicates) + atomic_load(&s1[i].duplicates);
+			d_whole += atomic_load(&sw[i].duplicates);
+		}
+		CHECK(d_split == d_whole && (jittery < 2 || d_whole > 0),
+		      "split %d: duplicates %" PRIu64 " split, %" PRIu64 " whole", split, d_split,
+		      d_whole);
 		xconn_fini(&x[0]);
 		xconn_fini(&x[1]);
 		host_fini(&h0);
