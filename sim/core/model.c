@@ -687,35 +687,13 @@ static uint64_t event_next(struct model_key *k, double lq, uint64_t from, uint64
 
 /* Duplicates of packets [lo, n) per hop: counted, and their bytes added to the stage
  * where they happen and every stage after it. */
-static uint32_t duplicates(const struct train_ctx *c, const struct model_path *p,
-			   const struct model_key *key, uint64_t lo, uint64_t attempt, uint64_t *x)
+/* Duplicates of packets [lo, n) of train tr on path p (attempt: the draws' repeat index): into
+ * x[j] the extra wire bytes of hop j (a packet duplicated at hop j crosses every hop from j on);
+ * returns how many were duplicated at hops [from, to). */
+static uint32_t dup_draws(const struct model_path *p, const struct model_train *tr,
+			  const struct model_key *key, uint64_t lo, uint64_t attempt, uint64_t *x,
+			  int from, int to)
 {
-	uint32_t count = 0;
-	memset(x, 0, sizeof(uint64_t) * (size_t)c->ns);
-	for (int j = 0; j < p->nhops; j++) {
-		uint32_t dp = p->hop[j]->duplicate_p;
-		if (!dp)
-			continue;
-		struct model_key k = *key;
-		k.link = p->link_id[j];
-		k.purpose = MODEL_P_DUPLICATE;
-		double lq = log1p(-model_prob_value(dp));
-		const uint64_t n = c->tr.packets;
-		for (uint64_t i = event_next(&k, lq, lo, n, attempt); i < n;
-		     i = event_next(&k, lq, i + 1, n, attempt)) {
-			count++;
-			for (int s = c->first_link + j; s < c->ns; s++)
-				x[s] += pkt_wire(&c->tr, c->st[s], i);
-		}
-	}
-	return count;
-}
-
-uint32_t model_duplicate_bytes(const struct model_path *p, const struct model_key *key,
-			       uint64_t bytes, uint64_t *x, int from, int to)
-{
-	struct model_train tr;
-	model_train_init(&tr, p, bytes);
 	uint32_t count = 0;
 	memset(x, 0, sizeof(uint64_t) * (size_t)p->nhops);
 	for (int j = 0; j < p->nhops; j++) {
@@ -726,14 +704,35 @@ uint32_t model_duplicate_bytes(const struct model_path *p, const struct model_ke
 		k.link = p->link_id[j];
 		k.purpose = MODEL_P_DUPLICATE;
 		double lq = log1p(-model_prob_value(dp));
-		for (uint64_t i = event_next(&k, lq, 0, tr.packets, 0); i < tr.packets;
-		     i = event_next(&k, lq, i + 1, tr.packets, 0)) {
+		const uint64_t n = tr->packets;
+		for (uint64_t i = event_next(&k, lq, lo, n, attempt); i < n;
+		     i = event_next(&k, lq, i + 1, n, attempt)) {
 			count += j >= from && j < to;
 			for (int s = j; s < p->nhops; s++)
-				x[s] += pkt_wire(&tr, p->hop[s], i);
+				x[s] += pkt_wire(tr, p->hop[s], i);
 		}
 	}
 	return count;
+}
+
+/* The same for model_message's stages (x[] by stage: none on the host stage). */
+static uint32_t duplicates(const struct train_ctx *c, const struct model_path *p,
+			   const struct model_key *key, uint64_t lo, uint64_t attempt, uint64_t *x)
+{
+	uint64_t xh[MODEL_MAX_HOPS];
+	uint32_t count = dup_draws(p, &c->tr, key, lo, attempt, xh, 0, p->nhops);
+	memset(x, 0, sizeof(uint64_t) * (size_t)c->ns);
+	for (int j = 0; j < p->nhops; j++)
+		x[c->first_link + j] = xh[j];
+	return count;
+}
+
+uint32_t model_duplicate_bytes(const struct model_path *p, const struct model_key *key,
+			       uint64_t bytes, uint64_t *x, int from, int to)
+{
+	struct model_train tr;
+	model_train_init(&tr, p, bytes);
+	return dup_draws(p, &tr, key, 0, 0, x, from, to);
 }
 
 /* How many packets of the train [lo, n) that began on the first stage at s0 had begun
