@@ -653,16 +653,24 @@ def test_38_23_torch_across_two_local_hosts_is_exact(sf_nccl_gpu, sf_launch, sf_
 
 def test_38_26_simfabric_run_runs_a_recipe_across_two_local_hosts(sf_env, tmp_path):
     """`simfabric run --local-hosts 2`: the freeze recipe passes as on one host (its trigger
-    counted on host 0, its freeze on host 1: the hang is still the expected one), and what
-    cannot run that way is refused before anything starts."""
+    counted on host 0, its freeze on host 1: the hang is still the expected one), so does the
+    corruption recipe, and what cannot run that way is refused before anything starts."""
     env = dict(base_env(None), **sf_env.run_env())
-    p = subprocess.run([sf_env.cli, "run", "--local-hosts", "2", "-q", "--run-dir",
-                        str(tmp_path / "freeze"),
-                        os.path.join(ROOT, "scenarios", "job-harness-freeze-hang.yaml")],
-                       env=env, capture_output=True, text=True, timeout=180)
-    out = p.stdout + p.stderr
-    assert p.returncode == 0 and "PASS" in out, out
+
+    def run(name, scn):
+        p = subprocess.run([sf_env.cli, "run", "--local-hosts", "2", "-q", "--run-dir",
+                            str(tmp_path / name), os.path.join(ROOT, "scenarios", scn)],
+                           env=env, capture_output=True, text=True, timeout=180)
+        return p.returncode, p.stdout + p.stderr
+    rc, out = run("freeze", "job-harness-freeze-hang.yaml")
+    assert rc == 0 and "PASS" in out, out
     assert "fault #0 'ice' fired on host 0" in out and "2 hosts on this machine" in out, out
+    # silent corruption on node0's uplink: the receiver on host 1 flips the model's bits, the
+    # harness sees wrong data, as the recipe expects
+    rc, out = run("corrupt", "job-harness-corrupt.yaml")
+    assert rc == 0 and "ok   data     wrong data was expected and reported" in out, out
+    with open(str(tmp_path / "corrupt" / "stats.json")) as f:
+        assert sum(l["corrupted"] for l in json.load(f)["links"]) > 0
     for args, says in (
             (["--local-hosts", "2", os.path.join(ROOT, "scenarios", "job-harness-hdr.yaml")],
              "--local-hosts with the harness's bench test: it needs the ranks forked by one "

@@ -17,8 +17,9 @@
  * its cross-host connections need no route), an unknown node or NIC (ENODEV), two nodes of
  * one host or neither of this one (EINVAL), a route that the distributed clock cannot split:
  * a hop owned by neither end's host, owners that alternate, or an impairment on a hop
- * (loss, reordering, corruption, or a degrade fault that sets loss or corruption on it;
- * jitter is the receiver's, added once per message, duplicates each piece's) (EOPNOTSUPP).
+ * (loss, reordering, or a degrade fault that sets loss or corruption on it; jitter is the
+ * receiver's, added once per message, a link's corruption too, duplicates each piece's)
+ * (EOPNOTSUPP).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -39,8 +40,6 @@ static const char *impairment(const struct model_link *l)
 		return "loss";
 	if (l->reorder_p)
 		return "reordering";
-	if (l->corrupt_p)
-		return "corruption";
 	return NULL;
 }
 

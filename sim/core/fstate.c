@@ -559,11 +559,11 @@ static void count_triggers(struct fst_view *v, const struct fst_conn *c, struct 
 
 /* Can a piece of a route reserve this hop? Jitter is added at the end by the caller (model_message
  * adds it after the trains, whatever the hops' reservations), duplicates are drawn per hop from
- * the message's key (model_duplicate_bytes); loss recovery, reordering and corruption are the
- * whole route's. */
+ * the message's key (model_duplicate_bytes), corruption costs no time (the receiver flips the
+ * bits: xmodel); loss recovery and reordering are the whole route's. */
 static int splittable(const struct model_link *l)
 {
-	return l->loss.kind == MODEL_LOSS_NONE && !l->reorder_p && !l->corrupt_p;
+	return l->loss.kind == MODEL_LOSS_NONE && !l->reorder_p;
 }
 
 static void count_queue(struct fst_link *s, uint64_t bytes, uint64_t packets, uint64_t q)

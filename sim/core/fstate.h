@@ -237,9 +237,10 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
  * did. Duplicates are drawn from the message's key (c->id, c->msgs: the caller sets msgs to
  * the message's number) for every hop, so a piece carries those of the hops before it too.
  * Jitter and the per-connection FIFO clamp are the caller's, once per message at the route's
- * end (as model_message adds them after the trains); loss recovery, reordering and corruption
- * are the whole route's: a reserved hop with one of them, or a degrade that sets one, is
- * refused (-EOPNOTSUPP). Counts msgs, bytes, packets and queueing on each reserved link.
+ * end (as model_message adds them after the trains); a link's corruption costs no time (the
+ * receiver flips the bits); loss recovery and reordering are the whole route's: a reserved hop
+ * with one of them, or a degrade that sets loss, is refused (-EOPNOTSUPP). (A degrade that sets
+ * corruption is refused by the daemon for a route between hosts: op=xroute.) Counts msgs, bytes, packets and queueing on each reserved link.
  * Returns 0; 1 when a fault failed the message (retries exhausted, a reset) or the connection
  * had failed already (RC: later messages fail too): out->last_ns is then when, hit->fault
  * which (-1: the earlier failure); -EINVAL (a bad range or path), -EOPNOTSUPP, -EDEADLK.

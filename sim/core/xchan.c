@@ -729,6 +729,8 @@ static int rx_take_data(struct xchan_rx *rx, struct xrx_recv *r, int b, struct c
 	const struct xchan_stamp *fs = doomed		   ? &h.st
 		: (rx->ack_out[i].st.flags & XCHAN_S_FAIL) ? &rx->ack_out[i].st
 							   : NULL;
+	if (!fs && rx->c.model && rx->c.model->deliver && x->got)
+		rx->c.model->deliver(rx->c.model_ctx, h.msg, x->data, x->got);
 	if (fs && !r->doomed) {
 		r->doomed = 1;
 		r->fault = fs->fault;

@@ -76,6 +76,9 @@ struct xchan_model {
 		      const struct xchan_stamp *s, int64_t *ready_ns, struct xchan_stamp *ack);
 	/* Sender, on the ACK: when the send completes (*done_ns). */
 	int (*acked)(void *ctx, const struct xchan_stamp *ack, int64_t *done_ns);
+	/* Receiver, optional (NULL: none), after arrive for a message the model did not fail: it
+	 * may change the len bytes delivered into buf (silent corruption, on purpose). */
+	void (*deliver)(void *ctx, uint64_t msg, void *buf, uint64_t len);
 };
 
 struct xchan_cfg {

@@ -18,6 +18,7 @@ struct xmodel {
 	int64_t last_arrive;		  /* rx: FIFO per connection, as model_message clamps it */
 	double jit_z[MODEL_MAX_HOPS];	  /* rx: each hop's jitter AR(1) score (model_conn's) */
 	uint64_t held_by[FAULT_MAX / 64]; /* comm_hang faults that have held it (counted once) */
+	int corrupts; /* a hop of the route has corrupt_p: rx_deliver flips bits */
 };
 
 int xmodel_new(struct fst_view *v, const struct xmodel_route *r, enum xmodel_side side,
@@ -41,8 +42,10 @@ int xmodel_new(struct fst_view *v, const struct xmodel_route *r, enum xmodel_sid
 	m->split = r->split;
 	m->side = side;
 	m->epoch = v->shm->epoch_ns;
-	for (int j = 0; j < m->c.npath; j++)
+	for (int j = 0; j < m->c.npath; j++) {
 		m->rev_ns += v->links[m->c.path[j]].latency_ns;
+		m->corrupts |= v->links[m->c.path[j]].corrupt_p != 0;
+	}
 	*out = m;
 	return 0;
 }
@@ -190,4 +193,41 @@ static int tx_acked(void *ctx, const struct xchan_stamp *ack, int64_t *done_ns)
 	return 0;
 }
 
-const struct xchan_model xmodel_hooks = {.post = tx_post, .arrive = rx_arrive, .acked = tx_acked};
+/* Silent corruption (the links' corrupt_p), as the shared-memory channel flips it: each packet
+ * the model corrupts gets one bit flipped, in the receiver's buffer; counted on the link where
+ * this host's piece of the route begins. */
+static void rx_deliver(void *ctx, uint64_t msg, void *buf, uint64_t len)
+{
+	struct xmodel *m = ctx;
+	if (m->side != XMODEL_RX || !m->corrupts)
+		return;
+	struct model_path p = {.nhops = m->c.npath, .switching = m->c.switching};
+	for (int j = 0; j < m->c.npath; j++) {
+		p.link_id[j] = m->c.path[j];
+		p.hop[j] = &m->v->links[m->c.path[j]];
+	}
+	uint64_t mtu = model_path_mtu(&p);
+	if (!mtu)
+		return;
+	uint64_t npk = (len + mtu - 1) / mtu, n = 0;
+	struct model_key key = {.seed = m->v->shm->seed, .conn = m->c.id, .msg = msg};
+	for (uint64_t k = model_corrupt_next(&p, &key, 0, npk); k < npk;
+	     k = model_corrupt_next(&p, &key, k + 1, npk)) {
+		uint64_t start = k * mtu, plen = len - start < mtu ? len - start : mtu;
+		struct model_key bk = key;
+		bk.packet = k;
+		uint64_t bit = model_corrupt_bit(&bk, plen);
+		if (bit != UINT64_MAX)
+			((uint8_t *)buf)[start + bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		n++;
+	}
+	if (n) {
+		uint32_t at = m->c.path[m->split < m->c.npath ? m->split : m->c.npath - 1];
+		struct fst_link *st =
+			(struct fst_link *)((uint8_t *)m->v->shm + m->v->shm->state_off);
+		atomic_fetch_add_explicit(&st[at].corrupted, n, memory_order_relaxed);
+	}
+}
+
+const struct xchan_model xmodel_hooks = {
+	.post = tx_post, .arrive = rx_arrive, .acked = tx_acked, .deliver = rx_deliver};

@@ -2,7 +2,7 @@
 /*
  * fuzz_xmodel.c - the distributed fabric clock's hooks (sim/core/xmodel.c) against a hostile
  * peer. The input is a program over one route split between two hosts' fabric states, with
- * jitter and duplicates on any hop and faults on either side: posts of any size at any time, and arrivals of stamps the sender wrote
+ * jitter, duplicates and corruption on any hop and faults on either side: posts of any size at any time, and arrivals of stamps the sender wrote
  * or the input forged (any hop, times, flags, fault), in any order. Whatever a stamp says, a
  * hook must return 0 or one of xmodel.h's errors, never complete a receive before the stamp's
  * last bit reached the receiver's first hop (a stamp it took), and never complete a send before
@@ -13,6 +13,7 @@
 #include "sim/core/xmodel.c"
 
 #include <assert.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 
 #include "sim/fuzz/fuzz_input.h"
@@ -55,6 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 						      .rho = (double)(take(&r, 1) % 100) / 100};
 		if (take(&r, 1) & 1) /* duplicates, drawn by each piece for every hop */
 			l[i].duplicate_p = take(&r, 4);
+		if (take(&r, 1) & 1) /* corruption, flipped by the receiver */
+			l[i].corrupt_p = take(&r, 4);
 		if (model_link_resolve(&l[i], err, sizeof(err)))
 			return 0;
 	}
@@ -138,6 +141,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			       s.t[1] + 1000 + ahead); /* never before the stamp's last bit */
 		rc = xmodel_hooks.acked(tx, &ack, &done);
 		check_rc(rc);
+		/* the receiver's flips stay inside the delivered bytes (ASan) */
+		uint64_t len = bytes < (1u << 16) ? bytes : (1u << 16);
+		uint8_t *p = malloc(len ? len : 1);
+		assert(p);
+		memset(p, 0, len ? len : 1);
+		if (len)
+			xmodel_hooks.deliver(rx, take(&r, 2), p, len);
+		free(p);
 	}
 	xmodel_free(tx);
 	xmodel_free(rx);

@@ -258,7 +258,7 @@ static void test_a_send_larger_than_the_receive_fails_both_ends(void)
 struct fake_model {
 	int64_t lat_ns, ack_ns; /* delivery post + lat; send completion delivery + ack */
 	int fail_every;		/* the model fails every k-th message (0: none) */
-	int posts, arrives, acks;
+	int posts, arrives, acks, delivers;
 	uint64_t seen; /* 1 << msg of each message arrive was told of */
 	int64_t last_ready, last_done;
 };
@@ -299,7 +299,15 @@ static int fm_acked(void *ctx, const struct xchan_stamp *ack, int64_t *done)
 	return 0;
 }
 
-static const struct xchan_model fake_model = {fm_post, fm_arrive, fm_acked};
+static void fm_deliver(void *ctx, uint64_t msg, void *buf, uint64_t len)
+{
+	struct fake_model *m = ctx;
+	(void)msg;
+	CHECK(buf && len > 0, "deliver: the message's bytes: %llu", (unsigned long long)len);
+	m->delivers++;
+}
+
+static const struct xchan_model fake_model = {fm_post, fm_arrive, fm_acked, fm_deliver};
 
 static void test_nothing_completes_before_the_models_time(void)
 {
@@ -330,6 +338,7 @@ static void test_nothing_completes_before_the_models_time(void)
 	      "%d %d %d",
 	      m.posts, m.arrives, m.acks);
 	CHECK(m.seen == 0x1f, "arrive was told messages 0..4: %#llx", (unsigned long long)m.seen);
+	CHECK(m.delivers == 5, "deliver once per message: %d", m.delivers);
 	pair_free(p);
 }
 
@@ -475,7 +484,7 @@ static int fm_arrive_fails(void *ctx, int64_t now, uint64_t msg, uint64_t bytes,
 	return 0;
 }
 
-static const struct xchan_model rx_hop_fail_model = {fm_post, fm_arrive_fails, fm_acked};
+static const struct xchan_model rx_hop_fail_model = {fm_post, fm_arrive_fails, fm_acked, NULL};
 
 static void test_a_message_the_receivers_hops_fail_fails_the_receiver_too(void)
 {
@@ -548,7 +557,7 @@ static int fm_post_refuses(void *ctx, int64_t now, uint64_t bytes, struct xchan_
 	return -EIO;
 }
 
-static const struct xchan_model refusing_model = {fm_post_refuses, fm_arrive, fm_acked};
+static const struct xchan_model refusing_model = {fm_post_refuses, fm_arrive, fm_acked, NULL};
 
 static void test_a_sender_that_fails_alone_still_releases_the_receiver(void)
 {

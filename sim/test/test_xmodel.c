@@ -204,6 +204,63 @@ static void test_split_is_the_whole(void)
 	}
 }
 
+/* Silent corruption across hosts: the receiver flips one bit in each packet the model
+ * corrupts (as the shared-memory channel does), so a zeroed buffer shows as many set bits as
+ * one whole reservation counts corrupted packets, message by message; counted once. */
+static void test_corruption_flips_what_the_model_counts(void)
+{
+	fabric_init();
+	links[2].corrupt_p = 1u << 28; /* 1/16 of the packets crossing the spine's downlink */
+	struct host h0, h1, whole;
+	host_init(&h0, 0);
+	host_init(&h1, HOST1_AHEAD);
+	host_init(&whole, 0);
+	struct xconn x;
+	xconn_init(&x, &h0, &h1, 0, 2);
+	struct fst_conn w = route(0);
+	static uint8_t buf[65536];
+	uint64_t flipped = 0, counted = 0;
+	int same = 0;
+	for (int i = 0; i < 50; i++) {
+		int64_t t = 1000 + (int64_t)i * 100000;
+		struct model_msg m;
+		struct xchan_stamp ack;
+		int64_t ready, done;
+		CHECK(fst_reserve(whole.v, &w, t, sizeof(buf), &m, NULL) == 0, "whole");
+		uint64_t msg = x.msgs;
+		CHECK(through(&x, t, sizeof(buf), &ready, &done, &ack) == 0, "through");
+		memset(buf, 0, sizeof(buf));
+		xmodel_hooks.deliver(x.rx, msg, buf, sizeof(buf));
+		uint64_t bits = 0;
+		for (size_t k = 0; k < sizeof(buf); k++)
+			bits += (uint64_t)__builtin_popcount(buf[k]);
+		same += bits == m.corrupted;
+		flipped += bits;
+		counted += m.corrupted;
+	}
+	CHECK(same == 50 && counted > 0,
+	      "%d of 50 messages flipped what the model counts (%" PRIu64 " bits, %" PRIu64 " packe"
+	      "ts)",
+	      same, flipped, counted);
+	struct fst_link *s1 = (struct fst_link *)((uint8_t *)h1.base + h1.v->shm->state_off);
+	struct fst_link *s0 = (struct fst_link *)((uint8_t *)h0.base + h0.v->shm->state_off);
+	uint64_t c1 = 0, c0 = 0;
+	for (int i = 0; i < NL; i++) {
+		c1 += atomic_load(&s1[i].corrupted);
+		c0 += atomic_load(&s0[i].corrupted);
+	}
+	CHECK(c1 == counted && c0 == 0, "counted by the receiver's host only: %" PRIu64 " %" PRIu64,
+	      c1, c0);
+	/* the sender's end flips nothing */
+	memset(buf, 0, sizeof(buf));
+	xmodel_hooks.deliver(x.tx, 0, buf, sizeof(buf));
+	CHECK(buf[0] == 0 && !memcmp(buf, buf + 1, sizeof(buf) - 1), "tx end untouched");
+	xconn_fini(&x);
+	host_fini(&h0);
+	host_fini(&h1);
+	host_fini(&whole);
+}
+
 static void test_faults_fail_both_ends(void)
 {
 	fabric_init();
@@ -303,6 +360,7 @@ static void test_what_a_peer_may_not_say(void)
 
 static const struct check_case cases[] = {
 	CHECK_CASE(test_split_is_the_whole),
+	CHECK_CASE(test_corruption_flips_what_the_model_counts),
 	CHECK_CASE(test_faults_fail_both_ends),
 	CHECK_CASE(test_what_a_peer_may_not_say),
 };
