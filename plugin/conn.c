@@ -213,8 +213,9 @@ static ncclResult_t comm_open(enum sfnet_kind kind, struct sfnet_ctx *ctx, int d
  * sfnet_g.lock.
  */
 static ncclResult_t comm_xopen(enum sfnet_kind kind, struct sfnet_ctx *ctx, int dev,
-			       const struct sfxh_peer *p, const struct sfxr_route *xr,
-			       int traffic_class, struct sfnet_comm **out)
+			       const struct sfxh_peer *p, uint64_t listener,
+			       const struct sfxr_route *xr, int traffic_class,
+			       struct sfnet_comm **out)
 {
 	*out = NULL;
 	const char *side = kind == SFNET_SEND ? "send" : "recv";
@@ -234,8 +235,8 @@ static ncclResult_t comm_xopen(enum sfnet_kind kind, struct sfnet_ctx *ctx, int 
 			   : sfxr_route(p->node, (int)p->nic, sfnet_g.session->node, dev, 0, what, &rr);
 		if (res == ncclSuccess)
 			res = sfxr_model_new(xr ? xr : &rr,
-					     kind == SFNET_SEND ? XMODEL_TX : XMODEL_RX, p->conn,
-					     what, &c->xmodel);
+					     kind == SFNET_SEND ? XMODEL_TX : XMODEL_RX, listener,
+					     p->conn, what, &c->xmodel);
 		if (res != ncclSuccess) {
 			free(c);
 			return res;
@@ -466,7 +467,7 @@ ncclResult_t sfnet_accept(void *listen_comm, void **recv_comm,
 	if (xk == 1) { /* a connect from another host */
 		const char *no = xhost_refusal();
 		res = no ? ncclInvalidUsage
-			 : comm_xopen(SFNET_RECV, l->obj.ctx, l->dev, &xp, NULL,
+			 : comm_xopen(SFNET_RECV, l->obj.ctx, l->dev, &xp, l->id, NULL,
 				      NCCL_NET_TRAFFIC_CLASS_UNDEF, &c);
 		if (no)
 			PWARN("accept on %s/%s: refusing the connect from %s on another host: %s",
@@ -772,7 +773,7 @@ static ncclResult_t xconnect(struct sfnet_ctx *ctx, int dev, int tc, const struc
 		p.nic = h->nic;
 		p.host = h->host;
 		snprintf(p.node, sizeof(p.node), "%.63s", pc->peer_node);
-		res = comm_xopen(SFNET_SEND, ctx, dev, &p, pc->xr, tc, &sc);
+		res = comm_xopen(SFNET_SEND, ctx, dev, &p, h->listener, pc->xr, tc, &sc);
 	}
 	pconn_drop(pc);
 	if (sc) {

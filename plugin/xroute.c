@@ -151,13 +151,18 @@ out:
 	return res;
 }
 
-ncclResult_t sfxr_model_new(const struct sfxr_route *route, enum xmodel_side side, uint32_t xconn,
-			    const char *what, struct xmodel **out)
+ncclResult_t sfxr_model_new(const struct sfxr_route *route, enum xmodel_side side,
+			    uint64_t listener, uint32_t xconn, const char *what,
+			    struct xmodel **out)
 {
 	struct xmodel_route r = route->r;
-	/* both ends compute it; the top bit keeps it apart from the daemon's channel ids */
-	r.conn.id = 1ull << 63 | (uint64_t)r.conn.src_nic << 40 |
-		(uint64_t)(uint32_t)r.conn.dst_node << 28 | (xconn & XCHAN_MAX_CONN);
+	/* both ends compute it: the listener's random id and its number for the connection,
+	 * mixed (splitmix64's finalizer); the top bit keeps it apart from the daemon's channel
+	 * ids, which count from 1 */
+	uint64_t z = listener ^ ((uint64_t)(xconn & XCHAN_MAX_CONN) << 32);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	r.conn.id = 1ull << 63 | (z ^ (z >> 31)) >> 1;
 	int rc = xmodel_new(sfnet_g.session->fab, &r, side, out);
 	if (rc) {
 		PWARN("%s: the route does not fit this process's fabric state: %s", what,

@@ -35,13 +35,14 @@ ncclResult_t sfxr_route(const char *from_node, int from_nic, const char *to_node
 			int connecting, const char *what, struct sfxr_route *out);
 
 /*
- * The model of one end (side) of that route, into *out (xmodel_free). xconn: the connection's
- * number between the two processes (xchan's, the same at both ends), part of the model's key
- * for the draws (jitter): with the sending NIC and the receiving node it names the connection in
- * the whole fabric. ncclSystemError (out of memory), ncclInternalError (a route that does not
- * fit this process's fabric state).
+ * The model of one end (side) of that route, into *out (xmodel_free). listener (the listen
+ * handle's random id) and xconn (xchan's number for the connection, given by that listener):
+ * both ends know them, and together they name the connection in the whole fabric; they key the
+ * model's draws (jitter, duplicates, corruption). ncclSystemError (out of memory),
+ * ncclInternalError (a route that does not fit this process's fabric state).
  */
-ncclResult_t sfxr_model_new(const struct sfxr_route *route, enum xmodel_side side, uint32_t xconn,
-			    const char *what, struct xmodel **out);
+ncclResult_t sfxr_model_new(const struct sfxr_route *route, enum xmodel_side side,
+			    uint64_t listener, uint32_t xconn, const char *what,
+			    struct xmodel **out);
 
 #endif /* SF_PLUGIN_XROUTE_H */

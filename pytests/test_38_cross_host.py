@@ -561,7 +561,10 @@ def test_38_20_fire_publishes_a_triggers_origin_once(sf_env, sf_fabric_factory, 
     it has; a fault of the clock, an unknown id and a stray origin_ns are refused by name."""
     f = sf_fabric_factory(args=["--scenario", os.path.join(ROOT, "scenarios",
                                                            "job-harness-freeze-hang.yaml")])
-    assert sfctl.fault_fire(f.socket, 0, 5000000) == (True, 5000000)
+    with pytest.raises(sfctl.CtlError) as e:  # the publisher's name for it is checked
+        sfctl.fault_fire(f.socket, 0, 5000000, name="other")
+    assert "name: fault #0 here is 'ice', not 'other'" in str(e.value)
+    assert sfctl.fault_fire(f.socket, 0, 5000000, name="ice") == (True, 5000000)
     assert sfctl.fault_fire(f.socket, 0, 7000000) == (False, 5000000)
     assert sfctl.faults(f.socket)["faults"][0]["origin_ns"] == 5000000
     for keys, says in (({"id": "1", "origin_ns": "5"}, "id: no fault #1 (there are 1)"),
@@ -757,3 +760,65 @@ def test_38_28_connect_faults_apply_to_connects_between_hosts(sf_env, tmp_path):
         with open(str(d / "simfabricd.log")) as f:
             logs += f.read()
     assert "held for 300ms by fault #0 'slow-start' (connect_delay)" in logs, logs
+
+
+def test_38_29_what_several_hosts_cannot_count_or_contend_is_said(sf_env, tmp_path):
+    """A trigger that counts every node's messages is refused by a daemon of several hosts
+    (each would count its own); a connection within a host whose route crosses a link another
+    host owns (a leaf's nodes split between hosts) is warned about once, naming the link."""
+    every = tmp_path / "every.yaml"
+    every.write_text(TWO_LEAVES + "faults:\n  - {name: every, action: link_down, link: [node0, "
+                     "leaf0], after: {messages: 50}, for: 1ms}\n")
+    p = subprocess.run([sf_env.daemon, "--socket", str(tmp_path / "x.sock"), "--scenario",
+                        str(every), "--hosts", "2", "--host-rank", "0"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode != 0 and "fault 'every': its trigger counts every node's messages, " \
+        "which a run over several hosts counts on each host apart" in p.stderr, p.stderr
+    split = tmp_path / "split.yaml"
+    split.write_text(TWO_LEAVES + "placement: {node1: 1}\n")
+    run = tmp_path / "run"
+    p = subprocess.run(
+        [sf_env.cli, "launch", "--nodes", "4", "--local-hosts", "2", "--scenario", str(split),
+         "--run-dir", str(run), "--", sf_env.harness, "--launched", "--plugin", sf_env.plugin,
+         "--tests", "allreduce", "--max-bytes", "64K", "--timeout", "60"],
+        env=dict(base_env(None), **sf_env.run_env()), capture_output=True, text=True,
+        timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with open(str(run / "host1" / "simfabricd.log")) as f:
+        log1 = f.read()
+    warns = re.findall(r"fidelity: node\d -> node\d \(both on host 1\) crosses link \d+ "
+                       r"\(leaf0 -> spine\), which host 0 owns", log1)
+    assert len(warns) == 1, log1  # once per link
+
+
+def test_38_30_the_rendezvous_drops_a_stray_connection(tmp_path):
+    """sf.federate.agree: a connection to host 0's port that says nothing valid (a scanner, a
+    stale agent) is dropped, and the hosts still agree; a valid host with another hash is
+    what stops the run."""
+    import threading
+    from sf import federate
+    port = sflaunch.free_port()
+    res = {}
+
+    def host0():
+        try:
+            res[0] = federate.agree(0, 2, "127.0.0.1", port, "aaaa", timeout=30)
+        except federate.FederationError as e:
+            res[0] = e
+    t = threading.Thread(target=host0)
+    t.start()
+    import socket as so
+    for _ in range(200):
+        try:
+            stray = so.create_connection(("127.0.0.1", port), timeout=1)
+            break
+        except OSError:
+            time.sleep(0.05)
+    stray.sendall(b"GET / HTTP/1.0\r\n\r\n")
+    stray.close()
+    epoch1, measured, links = federate.agree(1, 2, "127.0.0.1", port, "aaaa", timeout=30)
+    t.join(30)
+    assert not isinstance(res[0], Exception), res[0]
+    assert measured[1] >= 0 and measured[2] > 0, measured
+    for c in list(links.values()) + list(res[0][2].values()):
+        c.sock.close()

@@ -86,8 +86,8 @@ static const struct op_def {
 	{"fabric", srv_op_fabric, KEYS(NULL), KEYS("skip"), true},
 	{"stats", srv_op_stats, KEYS(NULL), KEYS("skip"), true},
 	{"series", srv_op_series, KEYS(NULL), KEYS("skip"), true},
-	{"fault", srv_op_fault, KEYS("verb"), KEYS("spec", "id", "at_ns", "skip", "origin_ns"),
-	 false},
+	{"fault", srv_op_fault, KEYS("verb"),
+	 KEYS("spec", "id", "at_ns", "skip", "origin_ns", "name"), false},
 	{"xroute", srv_op_xroute, KEYS("from_node", "from_nic", "to_node", "to_nic"),
 	 KEYS("connect"), false},
 	{"ping", op_ping, KEYS(NULL), KEYS(NULL), true},
@@ -205,6 +205,29 @@ void srv_config_init(struct srv_config *cfg)
 	cfg->series_samples = SERIES_DEFAULT_SAMPLES;
 }
 
+/*
+ * Over several hosts a trigger is counted where the messages it counts are reserved: a link's
+ * by its owner, a sending node's by that node's host. One that counts every node's messages
+ * would be counted by each host for its own nodes and fire at different times: refused.
+ */
+static int hosts_trigger_check(const struct scenario *sc, char *err, size_t errlen)
+{
+	for (int i = 0; sc->faults && i < sc->faults->n; i++) {
+		const struct fault_spec *f = &sc->faults->f[i];
+		if (f->trigger == FAULT_T_TIME || f->trig_link >= 0 || f->trig_src != FAULT_ANY)
+			continue;
+		snprintf(err, errlen,
+			 "%s:%d: fault '%s': its trigger counts every node's messages, which a run "
+			 "over several hosts counts on each host apart (docs/scale-out.md, section "
+			 "5): give its after: a link (link: NODE) or a sending node (conn: {from: "
+			 "NODE, to: NODE})",
+			 fabric_scenario(sc->fabric) ? fabric_scenario(sc->fabric) : "the scenario",
+			 f->line, f->name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* The ideal fabric with cfg's settings, as a scenario of it alone. */
 static int ideal_scenario(const struct fabric_config *cfg, struct scenario **out, char *err,
 			  size_t errlen)
@@ -270,9 +293,13 @@ int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv 
 					   errlen);
 		if (!rc && cfg->hosts)
 			rc = scenario_place(s->scn, cfg->hosts, err, errlen);
+		if (!rc && cfg->hosts > 1)
+			rc = hosts_trigger_check(s->scn, err, errlen);
 		if (rc) {
 			fabmon_free(s->mon);
 			s->mon = NULL;
+			placement_free(s->place);
+			s->place = NULL;
 		}
 		if (rc) {
 			scenario_free(s->scn);
@@ -329,6 +356,7 @@ void srv_free(struct srv *s)
 	}
 	fabmon_free(s->mon); /* before the fabric: its fault daemon names the fabric's links */
 	placement_free(s->place);
+	free(s->warned_links);
 	scenario_free(s->scn);
 	ctl_msg_free(s->out);
 	free(s);

@@ -26,8 +26,8 @@
  *   verb=apply spec=<a fault as one line of YAML flow syntax> [at_ns=<delay from now>]
  *   verb=clear id=<n>|all [at_ns=<delay from now>]
  *   verb=list [skip=<n>]
- *   verb=fire id=<n> origin_ns=<fabric time>: a trigger that fired on another host of the run
- *     (the first publication wins; docs/scale-out.md, section 5)
+ *   verb=fire id=<n> origin_ns=<fabric time> [name=<the fault's name>]: a trigger that fired
+ *     on another host of the run (the first publication wins; docs/scale-out.md, section 5)
  * A new fault is checked against the fabric first (the scenario parser's
  * rules and messages), then published whole: a sender sees all of it or none
  * of it. Its at: counts from the effective time now + at_ns.
@@ -51,8 +51,9 @@ int srv_op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, s
 			 (unsigned long long)at);
 		return -EINVAL;
 	}
-	if (ctl_get(req, "origin_ns") && strcmp(verb, "fire")) {
-		snprintf(err, SRV_ERR_LEN, "origin_ns: only with verb=fire");
+	if ((ctl_get(req, "origin_ns") || ctl_get(req, "name")) && strcmp(verb, "fire")) {
+		snprintf(err, SRV_ERR_LEN, "%s: only with verb=fire",
+			 ctl_get(req, "origin_ns") ? "origin_ns" : "name");
 		return -EINVAL;
 	}
 	int64_t now = now_ns(), eff = now + (int64_t)at;
@@ -166,6 +167,16 @@ int srv_op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, s
 		if (id > UINT32_MAX || origin > (uint64_t)INT64_MAX / 2) {
 			snprintf(err, SRV_ERR_LEN, "%s: out of range",
 				 id > UINT32_MAX ? "id" : "origin_ns");
+			return -EINVAL;
+		}
+		/* the publisher's name for it: a live fault applied to one daemon alone shifts
+		 * that daemon's ids, and firing another fault would be worse than none */
+		const char *name = ctl_get(req, "name");
+		const struct fst_fault *ff = fst_fault(fabmon_shm(s->mon), (uint32_t)id);
+		if (name && ff && strcmp(name, ff->spec.name)) {
+			char q[72];
+			snprintf(err, SRV_ERR_LEN, "name: fault #%llu here is '%s', not '%s'",
+				 (unsigned long long)id, ff->spec.name, clip(name, q));
 			return -EINVAL;
 		}
 		int set;

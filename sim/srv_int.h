@@ -149,6 +149,7 @@ struct srv {
 	struct fabmon *mon;
 	/* A modelled fabric over cfg.hosts hosts: where its nodes and links are; else NULL. */
 	struct placement *place;
+	uint8_t *warned_links; /* by link id: a connection of this host crossed another's link */
 	char wire[CTL_MSG_MAX];
 };
 

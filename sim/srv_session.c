@@ -22,7 +22,38 @@
 #include "sim/fabmon.h"
 #include "sim/faultd.h"
 #include "sim/log.h"
+#include "sim/scn/place.h"
 #include "sim/srv_int.h"
+
+/*
+ * A daemon serving one host of several reserves the routes of its own connections in its own
+ * fabric state. A route through a link another host owns (a leaf's uplink when the leaf's
+ * nodes are split between hosts) is then reserved in two states, so the two hosts' traffic on
+ * it does not contend. Said once per link: the placement is the remedy.
+ */
+static void warn_foreign_links(struct srv *s, const struct model_path *p, const char *from,
+			       const char *to)
+{
+	for (int j = 0; j < p->nhops; j++) {
+		uint32_t id = p->link_id[j];
+		int o = s->place->link_owner[id];
+		if (o == s->cfg.host_rank || (s->warned_links && s->warned_links[id]))
+			continue;
+		if (!s->warned_links)
+			s->warned_links = calloc((size_t)fabric_nlinks(s->fabric), 1);
+		if (s->warned_links)
+			s->warned_links[id] = 1;
+		char ln[128];
+		log_warn("fidelity: %s -> %s (both on host %d) crosses %s, which host %d owns: "
+			 "each "
+			 "host reserves it for its own connections, so their traffic on it does "
+			 "not "
+			 "contend; keep the nodes under one switch on one host (placement:, "
+			 "scenarios/README.md)",
+			 from, to, s->cfg.host_rank,
+			 faultd_link_name(s->fabric, id, ln, sizeof(ln)), o);
+	}
+}
 
 /* ---- connecting ---------------------------------------------------------- */
 
@@ -106,6 +137,8 @@ void srv_do_connect(struct srv *s, struct srv_conn *c, struct session *se, struc
 		if (prc == 0)
 			prc = chan_set_route(ch->shm, &path, (uint32_t)snic->gid, &snic->model,
 					     se->node->id, l->sess->node->id);
+		if (prc == 0 && s->place)
+			warn_foreign_links(s, &path, se->node->name, l->sess->node->name);
 		if (prc == 0) /* a comm_hang or node_freeze already on holds it from the start */
 			chan_set_hold(ch->shm,
 				      faultd_hold_bits(fabmon_faults(s->mon), se->node->id,

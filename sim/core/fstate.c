@@ -319,6 +319,12 @@ static void fst_unlock(struct fst_shm *shm)
 	atomic_store_explicit(&shm->lock, 0, memory_order_release);
 }
 
+/* a + b for b >= 0, at most MODEL_NEVER */
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	return a > MODEL_NEVER - b ? MODEL_NEVER : a + b;
+}
+
 static int on_path(const struct fst_conn *c, uint32_t link, int *hop)
 {
 	for (int j = 0; j < c->npath; j++)
@@ -527,10 +533,10 @@ static void apply_outages(struct fst_view *v, struct fst_conn *c, struct hops r,
 		t = resume;
 		last_resume = resume;
 	}
-	if (delay) {
-		out->arrive_ns += delay;
-		out->recv_done_ns += delay;
-		out->send_done_ns += delay;
+	if (delay) { /* a stall without end and no ACK timer: MODEL_NEVER, not an overflow */
+		out->arrive_ns = sat_add(out->arrive_ns, delay);
+		out->recv_done_ns = sat_add(out->recv_done_ns, delay);
+		out->send_done_ns = sat_add(out->send_done_ns, delay);
 		c->mc.last_arrive = out->arrive_ns;
 	}
 	hit->delay_ns = delay;
@@ -692,6 +698,12 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
 		p.link_id[j] = c->path[j];
 		p.hop[j] = &v->links[c->path[j]];
 	}
+	if (c->mc.failed) { /* RC: after a failure the connection flushes, reserving nothing */
+		int64_t t = first == 0 ? post_ns : in->first_ns;
+		*out = (struct model_stamp){0};
+		out->first_ns = out->last_ns = t > c->mc.last_arrive ? t : c->mc.last_arrive;
+		return 1;
+	}
 	struct model_link tmp[MODEL_MAX_HOPS];
 	struct model_train tr;
 	model_train_init(&tr, &p, bytes);
@@ -729,7 +741,7 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
 	}
 	*out = h.next;
 	int failed = 0;
-	if (faults && !c->mc.failed) {
+	if (faults) {
 		/* outages met between entering these hops and leaving them (fst_reserve's rule) */
 		int64_t t0 = first == 0 ? post_ns : in->first_ns;
 		struct model_msg m = {.arrive_ns = out->last_ns, .fail_hop = -1};
@@ -740,12 +752,12 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
 			failed = 1;
 			out->first_ns = out->last_ns = m.arrive_ns;
 		} else if (hit->delay_ns) {
-			out->first_ns += hit->delay_ns;
-			out->last_ns += hit->delay_ns;
+			out->last_ns = sat_add(out->last_ns, hit->delay_ns);
+			/* never delivered (a stall without end, no ACK timer): never at all */
+			out->first_ns = out->last_ns == MODEL_NEVER ? MODEL_NEVER
+								     : out->first_ns + hit->delay_ns;
 		}
 		count_triggers(v, c, r, post_ns, bytes);
-	} else if (c->mc.failed) { /* RC: after a failure the connection is in error */
-		failed = 1;
 	}
 	fst_unlock(v->shm);
 	for (int j = first; j < first + n; j++) {

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct xmodel {
 	struct fst_view *v;
@@ -75,6 +76,37 @@ uint32_t xmodel_last_link(const struct xmodel *m)
 	return m->c.path[m->c.npath - 1];
 }
 
+/*
+ * Times on the wire are virtual (this host's clock less the epoch), or MODEL_NEVER exactly: a
+ * message the model never delivers (a stall without end on a NIC without ACK timer) hangs at
+ * both ends, as on one host. Anything else a peer sends is bounded: not negative, and not more
+ * than XMODEL_AHEAD_NS ahead of this host's virtual now, so that one bad stamp cannot reserve
+ * this host's links for years; a last packet's time at most XMODEL_PKT_NS.
+ */
+#define XMODEL_AHEAD_NS (600LL * 1000000000) /* ten minutes of backlog ahead, at most */
+#define XMODEL_PKT_NS 1000000000LL	     /* a packet's time on one link, at most */
+
+static int64_t to_virtual(const struct xmodel *m, int64_t t)
+{
+	return t >= MODEL_NEVER ? MODEL_NEVER : t - m->epoch;
+}
+
+static int64_t to_abs(const struct xmodel *m, int64_t v)
+{
+	return v >= MODEL_NEVER ? MODEL_NEVER : v + m->epoch;
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	return a > MODEL_NEVER - b ? MODEL_NEVER : a + b;
+}
+
+/* A peer's time: never, or virtual, not negative, at most XMODEL_AHEAD_NS past now. */
+static int time_ok(const struct xmodel *m, int64_t v, int64_t now_ns)
+{
+	return v == MODEL_NEVER || (v >= 0 && v <= now_ns - m->epoch + XMODEL_AHEAD_NS);
+}
+
 static void stamp_fail(struct xchan_stamp *s, int64_t at_virtual, const struct fst_hit *hit)
 {
 	s->t[0] = s->t[1] = at_virtual;
@@ -83,21 +115,6 @@ static void stamp_fail(struct xchan_stamp *s, int64_t at_virtual, const struct f
 	s->fault = hit->fault >= 0 ? (uint32_t)hit->fault + 1 : 0;
 	s->link = hit->link;
 	s->delay_ns = hit->delay_ns;
-}
-
-/* Times a peer may send: virtual, not negative, far from overflowing when the epoch is added. */
-static int times_ok(const struct xchan_stamp *s)
-{
-	for (int k = 0; k < 3; k++)
-		if (s->t[k] < 0 || s->t[k] > MODEL_NEVER / 4)
-			return 0;
-	return 1;
-}
-
-/* ... and a stamp's first bit no later than its last. */
-static int stamp_ok(const struct xchan_stamp *s)
-{
-	return times_ok(s) && s->t[0] <= s->t[1];
 }
 
 static int tx_post(void *ctx, int64_t now_ns, uint64_t bytes, struct xchan_stamp *s)
@@ -115,11 +132,11 @@ static int tx_post(void *ctx, int64_t now_ns, uint64_t bytes, struct xchan_stamp
 	memset(s, 0, sizeof(*s));
 	s->hop = (uint32_t)m->split;
 	if (rc == 1) {
-		stamp_fail(s, out.last_ns - m->epoch, &hit);
+		stamp_fail(s, to_virtual(m, out.last_ns), &hit);
 		return 0;
 	}
-	s->t[0] = out.first_ns - m->epoch;
-	s->t[1] = out.last_ns - m->epoch;
+	s->t[0] = to_virtual(m, out.first_ns);
+	s->t[1] = to_virtual(m, out.last_ns);
 	s->t[2] = out.last_tx_ns;
 	return 0;
 }
@@ -134,8 +151,7 @@ static int64_t jitter_ns(struct xmodel *m, uint64_t msg)
 			continue;
 		struct model_key k = {
 			.seed = m->v->shm->seed, .link = m->c.path[j], .conn = m->c.id, .msg = msg};
-		int64_t x = model_jitter_ns(&l->jitter, &k, &m->jit_z[j]);
-		jit = jit > MODEL_NEVER - x ? MODEL_NEVER : jit + x;
+		jit = sat_add(jit, model_jitter_ns(&l->jitter, &k, &m->jit_z[j]));
 	}
 	return jit;
 }
@@ -146,15 +162,22 @@ static int rx_arrive(void *ctx, int64_t now_ns, uint64_t msg, uint64_t bytes,
 	struct xmodel *m = ctx;
 	if (m->side != XMODEL_RX)
 		return -EINVAL;
-	/* a peer's word: within the route, ordered, and far from overflowing with the epoch */
-	if (!stamp_ok(s) || s->hop != (uint32_t)m->split)
+	/* a peer's word: within the route, ordered, bounded */
+	if (s->hop != (uint32_t)m->split || !time_ok(m, s->t[0], now_ns) ||
+	    !time_ok(m, s->t[1], now_ns) || s->t[0] > s->t[1] || s->t[2] < 0 ||
+	    s->t[2] > XMODEL_PKT_NS)
 		return -EPROTO;
 	*ack = *s;
 	if (s->flags & XCHAN_S_FAIL) { /* failed on the sender's hops: at its time */
-		*ready_ns = s->t[1] + m->epoch;
+		*ready_ns = to_abs(m, s->t[1]);
 		return 0;
 	}
-	struct model_stamp in = {s->t[0] + m->epoch, s->t[1] + m->epoch, s->t[2]}, out;
+	if (s->t[1] == MODEL_NEVER) { /* never delivered: both ends hang, as on one host */
+		*ready_ns = MODEL_NEVER;
+		ack->t[0] = MODEL_NEVER;
+		return 0;
+	}
+	struct model_stamp in = {to_abs(m, s->t[0]), to_abs(m, s->t[1]), s->t[2]}, out;
 	struct fst_hit hit;
 	int n = m->c.npath - m->split;
 	m->c.msgs = msg; /* the draws' key: the message's number, as the sender's */
@@ -164,21 +187,26 @@ static int rx_arrive(void *ctx, int64_t now_ns, uint64_t msg, uint64_t bytes,
 		return rc;
 	m->c.msgs++;
 	if (rc == 1) {
-		stamp_fail(ack, out.last_ns - m->epoch, &hit);
+		stamp_fail(ack, to_virtual(m, out.last_ns), &hit);
 		*ready_ns = out.last_ns;
 		return 0;
 	}
 	/* jitter, then FIFO per connection: never before the previous message's arrival plus
 	 * this one's last packet on the last link (model_message's clamp) */
-	int64_t arrive = out.last_ns + jitter_ns(m, msg), fifo = m->last_arrive + out.last_tx_ns;
+	int64_t arrive = sat_add(out.last_ns, jitter_ns(m, msg));
+	int64_t fifo = sat_add(m->last_arrive, out.last_tx_ns);
 	if (arrive < fifo)
 		arrive = fifo;
 	m->last_arrive = arrive;
-	*ready_ns = arrive + m->c.nic.o_recv_ns;
-	ack->t[0] = arrive + m->c.nic.ack_proc_ns + m->rev_ns + m->c.nic.o_recv_ns - m->epoch;
+	*ready_ns = sat_add(arrive, m->c.nic.o_recv_ns);
+	ack->t[0] = to_virtual(m,
+			       sat_add(sat_add(sat_add(arrive, m->c.nic.ack_proc_ns), m->rev_ns),
+				       m->c.nic.o_recv_ns));
 	/* the fidelity monitor: how late the bytes were for the model's delivery time */
-	int64_t late = now_ns - *ready_ns;
-	fst_record_lateness(m->v->shm, xmodel_last_link(m), late > 0 ? late : 0, 0);
+	if (*ready_ns < MODEL_NEVER) {
+		int64_t late = now_ns - *ready_ns;
+		fst_record_lateness(m->v->shm, xmodel_last_link(m), late > 0 ? late : 0, 0);
+	}
 	return 0;
 }
 
@@ -187,9 +215,16 @@ static int tx_acked(void *ctx, const struct xchan_stamp *ack, int64_t *done_ns)
 	struct xmodel *m = ctx;
 	if (m->side != XMODEL_TX)
 		return -EINVAL;
-	if (!times_ok(ack))
+	int64_t v = ack->flags & XCHAN_S_FAIL ? ack->t[1] : ack->t[0];
+	/* the receiver's word: its time, or never; bounded as a stamp is (from this side's now:
+	 * the ACK comes after the post, so a time this far ahead is no model's) */
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (!time_ok(m, v, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec))
 		return -EPROTO;
-	*done_ns = (ack->flags & XCHAN_S_FAIL ? ack->t[1] : ack->t[0]) + m->epoch;
+	*done_ns = to_abs(m, v);
+	if (ack->flags & XCHAN_S_FAIL) /* RC: the connection is in error from here on */
+		m->c.mc.failed = 1;
 	return 0;
 }
 

@@ -740,6 +740,25 @@ static void test_reserve_split(void)
 	split_fini(&s);
 }
 
+/* A stall without end on a NIC without ACK timer: the message is never delivered, and every
+ * completion time says so (MODEL_NEVER), not an overflow into the past. */
+static void test_reserve_never(void)
+{
+	struct env e;
+	env_init(&e, 7);
+	e.nic.timeout_exp = 0;
+	struct fst_conn a = conn(&e, 0);
+	struct fault_spec f = on_link(FAULT_K_STALL, 1, 0, FAULT_FOREVER);
+	add(&e, &f, ORIGIN);
+	struct fst_hit hit;
+	struct model_msg m = post(&e, &a, ORIGIN + MS, 4096, &hit, NULL);
+	CHECK(!m.failed && m.arrive_ns == MODEL_NEVER && m.recv_done_ns == MODEL_NEVER &&
+		      m.send_done_ns == MODEL_NEVER,
+	      "never: arrive %" PRId64 " recv %" PRId64 " send %" PRId64, m.arrive_ns,
+	      m.recv_done_ns, m.send_done_ns);
+	env_fini(&e);
+}
+
 static void test_reserve_flap(void)
 {
 	struct env e;
@@ -982,6 +1001,7 @@ static const struct check_case cases[] = {
 	CHECK_CASE(test_reserve_degrade),
 	CHECK_CASE(test_reserve_triggers),
 	CHECK_CASE(test_reserve_split),
+	CHECK_CASE(test_reserve_never),
 	CHECK_CASE(test_reserve_flap),
 	CHECK_CASE(test_reserve_scan_cutoff),
 	CHECK_CASE(test_reserve_sweep),

@@ -261,18 +261,25 @@ static void test_corruption_flips_what_the_model_counts(void)
 	host_fini(&whole);
 }
 
+/* Two hosts (host 1's clock HOST1_AHEAD ahead) with fault f in both states: its id. */
+static uint32_t two_hosts_with(struct host *h0, struct host *h1, const struct fault_spec *f)
+{
+	uint32_t id = UINT32_MAX;
+	host_init(h0, 0);
+	host_init(h1, HOST1_AHEAD);
+	CHECK(fst_fault_add(h0->v->shm, f, ORIGIN, &id) == 0 &&
+		      fst_fault_add(h1->v->shm, f, ORIGIN + HOST1_AHEAD, &id) == 0,
+	      "faults");
+	return id;
+}
+
 static void test_faults_fail_both_ends(void)
 {
 	fabric_init();
 	/* the receiver's port down for good: its piece fails the message; both ends see it */
 	struct host h0, h1;
-	host_init(&h0, 0);
-	host_init(&h1, HOST1_AHEAD);
 	struct fault_spec f = on_link(FAULT_K_LINK_DOWN, 3, 0, FAULT_FOREVER);
-	uint32_t id;
-	CHECK(fst_fault_add(h0.v->shm, &f, ORIGIN, &id) == 0 &&
-		      fst_fault_add(h1.v->shm, &f, ORIGIN + HOST1_AHEAD, &id) == 0,
-	      "faults");
+	uint32_t id = two_hosts_with(&h0, &h1, &f);
 	struct xconn x;
 	xconn_init(&x, &h0, &h1, 0, 2);
 	struct xchan_stamp ack;
@@ -288,12 +295,8 @@ static void test_faults_fail_both_ends(void)
 
 	/* the sender's uplink down for good: the stamp carries the failure; the receiver does
 	 * not reserve, and completes (in error) at the sender's time */
-	host_init(&h0, 0);
-	host_init(&h1, HOST1_AHEAD);
 	f = on_link(FAULT_K_LINK_DOWN, 0, 0, FAULT_FOREVER);
-	CHECK(fst_fault_add(h0.v->shm, &f, ORIGIN, &id) == 0 &&
-		      fst_fault_add(h1.v->shm, &f, ORIGIN + HOST1_AHEAD, &id) == 0,
-	      "faults");
+	id = two_hosts_with(&h0, &h1, &f);
 	xconn_init(&x, &h0, &h1, 0, 2);
 	struct xchan_stamp s;
 	CHECK(xmodel_hooks.post(x.tx, t, 4096, &s) == 0 && (s.flags & XCHAN_S_FAIL) &&
@@ -307,6 +310,31 @@ static void test_faults_fail_both_ends(void)
 	xconn_fini(&x);
 	host_fini(&h0);
 	host_fini(&h1);
+}
+
+/* A stall without end on a NIC without ACK timer: the model never delivers (MODEL_NEVER), and
+ * across hosts that stays never at both ends (not an overflow into the past), from either
+ * piece. */
+static void test_never_stays_never(void)
+{
+	for (int hop = 0; hop < 4; hop += 3) { /* the sender's uplink, the receiver's port */
+		fabric_init();
+		nic.timeout_exp = 0;
+		struct host h0, h1;
+		struct fault_spec f = on_link(FAULT_K_STALL, (uint32_t)hop, 0, FAULT_FOREVER);
+		two_hosts_with(&h0, &h1, &f);
+		struct xconn x;
+		xconn_init(&x, &h0, &h1, 0, 2);
+		struct xchan_stamp ack;
+		int64_t ready = 0, done = 0;
+		CHECK(through(&x, ORIGIN + MS, 4096, &ready, &done, &ack) == 0, "through");
+		CHECK(ready >= MODEL_NEVER - HOST1_AHEAD && done == MODEL_NEVER,
+		      "stall on hop %d: ready %" PRId64 ", done %" PRId64, hop, ready, done);
+		xconn_fini(&x);
+		host_fini(&h0);
+		host_fini(&h1);
+	}
+	fabric_init();
 }
 
 static void test_what_a_peer_may_not_say(void)
@@ -328,8 +356,23 @@ static void test_what_a_peer_may_not_say(void)
 	CHECK(xmodel_hooks.arrive(x.rx, 2000, 0, 64, &bad, &ready, &ack) == -EPROTO,
 	      "first > last");
 	bad = s;
-	bad.t[1] = INT64_MAX;
+	bad.t[1] = MODEL_NEVER - 1;
 	CHECK(xmodel_hooks.arrive(x.rx, 2000, 0, 64, &bad, &ready, &ack) == -EPROTO, "overflowing");
+	bad = s;
+	bad.t[1] = 2000 + 601LL * 1000000000;
+	CHECK(xmodel_hooks.arrive(x.rx, 2000, 0, 64, &bad, &ready, &ack) == -EPROTO,
+	      "more than ten minutes ahead of this host's clock");
+	bad = s;
+	bad.t[2] = 2000000000;
+	CHECK(xmodel_hooks.arrive(x.rx, 2000, 0, 64, &bad, &ready, &ack) == -EPROTO,
+	      "a last packet of two seconds");
+	/* never (a stall without end, no ACK timer): both ends hang, nothing reserved */
+	bad = s;
+	bad.t[1] = MODEL_NEVER;
+	CHECK(xmodel_hooks.arrive(x.rx, 2000, 0, 64, &bad, &ready, &ack) == 0 &&
+		      ready == MODEL_NEVER && ack.t[0] == MODEL_NEVER,
+	      "never: ready %" PRId64, ready);
+	CHECK(xmodel_hooks.acked(x.tx, &ack, &done) == 0 && done == MODEL_NEVER, "never: done");
 	bad = s;
 	bad.t[0] = -5;
 	CHECK(xmodel_hooks.arrive(x.rx, 2000, 0, 64, &bad, &ready, &ack) == -EPROTO, "negative");
@@ -362,6 +405,7 @@ static const struct check_case cases[] = {
 	CHECK_CASE(test_split_is_the_whole),
 	CHECK_CASE(test_corruption_flips_what_the_model_counts),
 	CHECK_CASE(test_faults_fail_both_ends),
+	CHECK_CASE(test_never_stays_never),
 	CHECK_CASE(test_what_a_peer_may_not_say),
 };
 

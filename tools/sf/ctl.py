@@ -549,10 +549,13 @@ def fault_apply(path, spec, at_ns=0, timeout=5.0):
     return ids, int(dict(d)["effective_ns"])
 
 
-def fault_fire(path, fid, origin_ns, timeout=5.0):
-    """A trigger that fired on another host of the run: fault fid's origin is origin_ns (fabric
-    time) unless it has one (op=fault verb=fire). Returns (set by this call, its origin)."""
-    d = dict(request(path, "fault", timeout=timeout, verb="fire", id=fid, origin_ns=origin_ns))
+def fault_fire(path, fid, origin_ns, name=None, timeout=5.0):
+    """A trigger that fired on another host of the run: fault fid (named name there, checked
+    when given) has origin origin_ns (fabric time) unless it has one (op=fault verb=fire).
+    Returns (set by this call, its origin)."""
+    keys = {"name": name} if name is not None else {}
+    d = dict(request(path, "fault", timeout=timeout, verb="fire", id=fid, origin_ns=origin_ns,
+                     **keys))
     return d["fired"] == "1", int(d["origin_ns"])
 
 

@@ -29,6 +29,7 @@ from . import ctl as sfctl
 
 DEFAULT_TIMEOUT_S = 120  # for every host's agent to join host 0's
 SAMPLES = 16
+HELLO_TIMEOUT_S = 5  # a connection to host 0 that says nothing valid this long is dropped
 PROBE_BYTES = 32 << 20  # each host sends this much to host 0: the network's bandwidth
 MARGIN_NS = 1000000  # virtual time 0 is a millisecond before host 0 decided it
 
@@ -142,6 +143,8 @@ class _Lines:
 
 def _field(obj, key, kind, who):
     v = obj.get(key)
+    if kind is float and isinstance(v, int) and not isinstance(v, bool):
+        return float(v)
     if not isinstance(v, kind) or isinstance(v, bool):
         raise FederationError("%s: '%s' missing or not a %s" % (who, key, kind.__name__))
     return v
@@ -168,8 +171,12 @@ def _serve(nhosts, digest, port, deadline, bind):
                 continue
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             c = _Lines(s, "a host at %s" % addr[0])
-            hello = c.recv(deadline)
-            h = _field(hello, "host", int, c.who)
+            try:  # a stray connection (a scanner, a stale agent) is dropped, not fatal
+                hello = c.recv(min(deadline, time.monotonic() + HELLO_TIMEOUT_S))
+                h = _field(hello, "host", int, c.who)
+            except FederationError:
+                s.close()
+                continue
             c.who = "host %d (%s)" % (h, hello.get("name", "?"))
             if not 1 <= h < nhosts or h in peers:
                 c.send({"error": "%s: not a host rank host 0 waits for (1..%d, once each)" % (
@@ -283,13 +290,25 @@ def _fired(sock):
             if isinstance(f.get("origin_ns"), int) and f["origin_ns"] > 0}
 
 
-def _fire(sock, fid, origin):
-    """Publish one origin to sock's daemon: 1 when it took it, 0 when it had one (or its
-    fault runs on the clock, or the daemon is going)."""
+def _fire(sock, fid, origin, name):
+    """Publish one origin to sock's daemon: ("set", origin) when it took it, ("had", its own)
+    when it had one, ("no", why) when it cannot take it (another fault has that id there, or
+    its fault runs on the clock), None when it did not answer (try again)."""
     try:
-        return 1 if sfctl.fault_fire(sock, fid, origin, timeout=2.0)[0] else 0
-    except sfctl.CtlError:
-        return 0
+        got = sfctl.fault_fire(sock, fid, origin, name=name, timeout=2.0)
+    except sfctl.CtlError as e:
+        return ("no", e.reason) if e.errno == 22 else None  # EINVAL: its word
+    return ("set", origin) if got[0] else ("had", got[1])
+
+
+def _outcome(say, fid, name, origin, where, res):
+    """Say what a publication did where it matters: another origin there, or a refusal."""
+    if res[0] == "had" and res[1] != origin:
+        say("fault #%d '%s': %s had its own origin at %.3f ms, not %.3f ms: its windows differ "
+            "between hosts (a trigger counted on several hosts: docs/scale-out.md, section 5)" % (
+                fid, name, where, res[1] / 1e6, origin / 1e6))
+    elif res[0] == "no":
+        say("fault #%d '%s': %s did not take its origin: %s" % (fid, name, where, res[1]))
 
 
 class TriggerRelay(threading.Thread):
@@ -297,28 +316,41 @@ class TriggerRelay(threading.Thread):
     (docs/scale-out.md, section 5); its action may be another host's (a node_freeze of a node
     there, a link down on a link there). While the run lasts, this thread watches every local
     host's daemon (--local-hosts: they are all on this machine) every RELAY_PERIOD_S and
-    publishes a newly fired trigger's origin to the others (op=fault verb=fire: the first
-    publication wins, so the fault's windows are the same everywhere). The action starts up to
-    one period late on the other hosts; the origin, and so every window, is exact."""
+    publishes a newly fired trigger's origin to the others (op=fault verb=fire, with the
+    fault's name, which the daemon checks: the first publication wins, so the fault's windows
+    are the same everywhere). A daemon that does not answer is asked again at the next period.
+    The action starts up to one period late on the other hosts; the origin, and so every
+    window, is exact."""
 
     def __init__(self, sockets, say):
         super().__init__(name="sf-trigger-relay", daemon=True)
         self.sockets, self.say = list(sockets), say
         self.done = threading.Event()
-        self.relayed = set()
+        self.relayed = set()  # fault ids published everywhere (or refused with a word)
+        self.pending = {}  # fault id -> (origin, name, from host, hosts still to tell)
 
     def poll(self):
         for h, sock in enumerate(self.sockets):
             for fid, (origin, name) in (_fired(sock) or {}).items():
-                if fid in self.relayed:
-                    continue
+                if fid not in self.relayed and fid not in self.pending:
+                    self.pending[fid] = (origin, name, h, set(range(len(self.sockets))) - {h})
+        for fid, (origin, name, h, left) in list(self.pending.items()):
+            to = []
+            for k in sorted(left):
+                res = _fire(self.sockets[k], fid, origin, name)
+                if res is None:
+                    continue  # again at the next period
+                left.discard(k)
+                if res[0] == "set":
+                    to.append(k)
+                _outcome(self.say, fid, name, origin, "host %d" % k, res)
+            if to:
+                self.say("fault #%d '%s' fired on host %d at %.3f ms (fabric time): "
+                         "published to host(s) %s" % (fid, name, h, origin / 1e6,
+                                                      ", ".join(map(str, to))))
+            if not left:
+                del self.pending[fid]
                 self.relayed.add(fid)
-                to = [k for k, other in enumerate(self.sockets)
-                      if k != h and _fire(other, fid, origin)]
-                if to:
-                    self.say("fault #%d '%s' fired on host %d at %.3f ms (fabric time): "
-                             "published to host(s) %s" % (fid, name, h, origin / 1e6,
-                                                          ", ".join(map(str, to))))
 
     def run(self):
         while not self.done.wait(RELAY_PERIOD_S):
@@ -331,13 +363,15 @@ class TriggerRelay(threading.Thread):
 
 class NetRelay(TriggerRelay):
     """The same across real hosts (--hosts-from-env): each agent watches its own daemon and
-    sends what fired to host 0's agent over the connection the rendezvous left open; host 0's
-    publishes it to its daemon and forwards it to every other host's agent, which publishes it
-    to its own. A line from a peer that is not a fire message ends the relay with a note."""
+    sends what fired (id, origin, name) to host 0's agent over the connection the rendezvous
+    left open; host 0's publishes it to its daemon and forwards it to every other host's agent,
+    which publishes it to its own. A line from a peer that is not a fired trigger ends that
+    peer's link with a note."""
 
     def __init__(self, sock, host, links, say):
         super().__init__([sock], say)
         self.host, self.links = host, dict(links)
+        self.local = {}  # fault id -> (origin, name, from host): to publish to our daemon
 
     def _send(self, msg, skip=None):
         for h, c in list(self.links.items()):
@@ -356,25 +390,25 @@ class NetRelay(TriggerRelay):
             if "closed" not in str(e):
                 self.say("trigger relay: %s" % e)
             return
-        fid, origin = msg.get("fire"), msg.get("origin_ns")
-        if not isinstance(fid, int) or not isinstance(origin, int) or origin <= 0:
+        fid, origin, name, frm = (msg.get("fire"), msg.get("origin_ns"), msg.get("name"),
+                                  msg.get("from"))
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (fid, origin, frm)) \
+                or origin <= 0 or not isinstance(name, str):
             self.links.pop(h)
-            self.say("trigger relay: %s sent %r, not a fired trigger" % (c.who, msg))
+            self.say("trigger relay: %s sent %.200r, not a fired trigger: that link is dropped"
+                     % (c.who, msg))
             return
-        if fid in self.relayed:
+        if fid in self.relayed or fid in self.local:
             return
-        self.relayed.add(fid)
-        if _fire(self.sockets[0], fid, origin):
-            self.say("fault #%d fired on host %d at %.3f ms (fabric time): published here" % (
-                fid, msg.get("from", h), origin / 1e6))
+        self.local[fid] = (origin, name, frm)
         if self.host == 0:
             self._send(msg, skip=h)
 
     def poll(self):
         for fid, (origin, name) in (_fired(self.sockets[0]) or {}).items():
-            if fid not in self.relayed:
+            if fid not in self.relayed and fid not in self.local:
                 self.relayed.add(fid)
-                self._send({"fire": fid, "origin_ns": origin, "from": self.host})
+                self._send({"fire": fid, "origin_ns": origin, "name": name, "from": self.host})
                 self.say("fault #%d '%s' fired here (host %d) at %.3f ms (fabric time): sent "
                          "to the other hosts" % (fid, name, self.host, origin / 1e6))
         while self.links:
@@ -384,6 +418,16 @@ class NetRelay(TriggerRelay):
             for h, c in list(self.links.items()):
                 if c.sock in ready or b"\n" in c.buf:
                     self._take(h, c)
+        for fid, (origin, name, frm) in list(self.local.items()):
+            res = _fire(self.sockets[0], fid, origin, name)
+            if res is None:
+                continue  # our daemon did not answer: again at the next period
+            del self.local[fid]
+            self.relayed.add(fid)
+            if res[0] == "set":
+                self.say("fault #%d fired on host %d at %.3f ms (fabric time): published "
+                         "here" % (fid, frm, origin / 1e6))
+            _outcome(self.say, fid, name, origin, "this host", res)
 
     def stop(self):
         super().stop()
