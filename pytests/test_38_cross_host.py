@@ -822,3 +822,29 @@ def test_38_30_the_rendezvous_drops_a_stray_connection(tmp_path):
     assert measured[1] >= 0 and measured[2] > 0, measured
     for c in list(links.values()) + list(res[0][2].values()):
         c.sock.close()
+
+
+def test_38_31_the_monitor_blames_the_hosts_network_for_late_deliveries_between_hosts(
+        sf_env, tmp_path):
+    """hdr-2node.yaml (200 Gb/s) across two local hosts: every connection crosses hosts, and
+    loopback TCP carries far less than the model's 200 Gb/s, so deliveries come late; each
+    host's fidelity monitor says so in section 6's words (the hosts' network, not this
+    machine), counting the deliveries that came from another host."""
+    run = tmp_path / "run"
+    p = subprocess.run(
+        [sf_env.cli, "launch", "--nodes", "2", "--local-hosts", "2", "--scenario",
+         os.path.join(ROOT, "scenarios", "hdr-2node.yaml"), "--run-dir", str(run), "--",
+         sf_env.harness, "--launched", "--plugin", sf_env.plugin, "--tests", "flows",
+         "--flows", "0>1,1>0", "--flow-bytes", "2G", "--flow-msg", "1M", "--max-bytes", "1M",
+         "--timeout", "120"],
+        env=dict(base_env(None), **sf_env.run_env()), capture_output=True, text=True,
+        timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for d, link in ((run, "ib-sw0 -> node0-nic0"), (run / "host1", "ib-sw0 -> node1-nic0")):
+        with open(str(d / "simfabricd.log")) as f:
+            log = f.read()
+        assert re.search(r"fidelity: link \d \(%s\): (\d+) deliveries in the last second "
+                         r"completed [0-9.]+ us after the model's time on average \(max so far "
+                         r"[0-9.]+ us\): \1 of them from another host: the network between "
+                         r"the hosts cannot carry the fabric at this speed" % re.escape(link),
+                         log), log

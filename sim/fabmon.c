@@ -29,7 +29,7 @@ struct fabmon {
 	size_t len;
 	/* The fidelity monitor's last look, per link: deliveries and lateness summed so far. */
 	int64_t fid_next_ns;
-	uint64_t *fid_n, *fid_sum;
+	uint64_t *fid_n, *fid_sum, *fid_xn; /* deliveries so far, their lateness, across hosts */
 	int64_t *fid_warned_ns;
 	struct faultd *faults;
 	/* The sampler (op=series): on from the first open channel until none is open and the
@@ -151,8 +151,9 @@ static int fabric_state_create(struct fabmon *m, const struct fault_plan *plan,
 	free(links);
 	m->fid_n = calloc(nlinks ? nlinks : 1, sizeof(*m->fid_n));
 	m->fid_sum = calloc(nlinks ? nlinks : 1, sizeof(*m->fid_sum));
+	m->fid_xn = calloc(nlinks ? nlinks : 1, sizeof(*m->fid_xn));
 	m->fid_warned_ns = calloc(nlinks ? nlinks : 1, sizeof(*m->fid_warned_ns));
-	if (!m->fid_n || !m->fid_sum || !m->fid_warned_ns) {
+	if (!m->fid_n || !m->fid_sum || !m->fid_xn || !m->fid_warned_ns) {
 		snprintf(err, errlen, "out of memory");
 		rc = -ENOMEM;
 	} else {
@@ -161,8 +162,9 @@ static int fabric_state_create(struct fabmon *m, const struct fault_plan *plan,
 	if (rc) {
 		free(m->fid_n);
 		free(m->fid_sum);
+		free(m->fid_xn);
 		free(m->fid_warned_ns);
-		m->fid_n = m->fid_sum = NULL;
+		m->fid_n = m->fid_sum = m->fid_xn = NULL;
 		m->fid_warned_ns = NULL;
 		munmap(base, len);
 		close(fd);
@@ -218,25 +220,35 @@ static void fidelity_check(struct fabmon *m, int64_t now)
 	struct fst_link *l = (struct fst_link *)((uint8_t *)m->base + fs->state_off);
 	for (uint32_t i = 0; i < fs->nlinks; i++) {
 		uint64_t n = atomic_load(&l[i].late_n), sum = atomic_load(&l[i].late_sum_ns);
-		uint64_t dn = n - m->fid_n[i], ds = sum - m->fid_sum[i];
+		uint64_t xn = atomic_load(&l[i].xlate_n);
+		uint64_t dn = n - m->fid_n[i], ds = sum - m->fid_sum[i], dxn = xn - m->fid_xn[i];
 		m->fid_n[i] = n;
 		m->fid_sum[i] = sum;
+		m->fid_xn[i] = xn;
 		if (dn < FABMON_FIDELITY_MIN_MSGS || ds / dn < FABMON_FIDELITY_LATE_NS ||
 		    (m->fid_warned_ns[i] && now - m->fid_warned_ns[i] < 60 * 1000000000LL))
 			continue;
 		m->fid_warned_ns[i] = now;
 		const struct fabric_link *fl = fabric_link(m->fabric, i);
+		/* most of them came from another host: the hosts' network is what is slow */
+		char cause[160];
+		if (2 * dxn > dn)
+			snprintf(cause, sizeof(cause),
+				 "%llu of them from another host: the network between the hosts "
+				 "cannot carry the fabric at this speed",
+				 (unsigned long long)dxn);
+		else
+			snprintf(cause, sizeof(cause),
+				 "this machine cannot emulate the fabric at this speed");
 		log_warn("fidelity: link %u (%s -> %s): %llu deliveries in the last second "
-			 "completed "
-			 "%.1f us after the model's time on average (max so far %.1f us): this "
-			 "machine "
-			 "cannot emulate the fabric at this speed, so the run is slower than the "
-			 "scenario "
-			 "says (per-link figures: op=stats)",
+			 "completed %.1f us after the model's time on average (max so far %.1f "
+			 "us): "
+			 "%s, so the run is slower than the scenario says (per-link figures: "
+			 "op=stats)",
 			 i, fl ? ep_name(m->fabric, &fl->from) : "?",
 			 fl ? ep_name(m->fabric, &fl->to) : "?", (unsigned long long)dn,
 			 (double)ds / (double)dn / 1000.0,
-			 (double)atomic_load(&l[i].late_max_ns) / 1000.0);
+			 (double)atomic_load(&l[i].late_max_ns) / 1000.0, cause);
 	}
 }
 
@@ -276,6 +288,7 @@ void fabmon_free(struct fabmon *m)
 		close(m->fd);
 	free(m->fid_n);
 	free(m->fid_sum);
+	free(m->fid_xn);
 	free(m->fid_warned_ns);
 	series_free(m->series);
 	free(m->ser_cum);

@@ -790,6 +790,16 @@ void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns, in
 				  memory_order_relaxed);
 }
 
+void fst_record_xlateness(struct fst_shm *shm, uint32_t link, int64_t late_ns)
+{
+	if (!shm || link >= shm->nlinks || late_ns < 0)
+		return;
+	fst_record_lateness(shm, link, late_ns, 0);
+	struct fst_link *s = link_state(shm, link);
+	atomic_fetch_add_explicit(&s->xlate_n, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->xlate_sum_ns, (uint64_t)late_ns, memory_order_relaxed);
+}
+
 int fst_bucket(uint64_t v, int nbuckets)
 {
 	int b = 0;

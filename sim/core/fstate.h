@@ -26,7 +26,7 @@
 
 #define FST_MAGIC 0x3154534653465353ULL /* "SSFSFST1" */
 /* The layout's version: a plugin and a daemon of other builds refuse each other's region. */
-#define FST_VERSION 4
+#define FST_VERSION 5
 #define FST_MAX_LINKS 131072
 /* Histograms of ns: bucket 0 counts 0 ns, bucket b [2^(b-1), 2^b) ns, the last one also all above. */
 #define FST_LATE_BUCKETS 24  /* lateness: the last from 2^22 ns (4 ms) */
@@ -50,6 +50,9 @@ struct fst_link {
 	_Atomic uint64_t early; /* completions before the model allows: a bug if ever non-zero
 				   (fst_record_lateness: checked on the sender's clock) */
 	_Atomic uint64_t late_hist[FST_LATE_BUCKETS];
+	/* Of those, the deliveries of connections between hosts (fst_record_xlateness): the
+	 * monitor then blames the hosts' network, not this machine. */
+	_Atomic uint64_t xlate_n, xlate_sum_ns;
 };
 
 /* One NIC's shared state: its host-to-NIC stage, shared by all its connections. */
@@ -105,7 +108,7 @@ struct fst_shm {
  * write the new figures here; a change without a bump fails the build.
  */
 #define FST_LAYOUT(cond) _Static_assert(cond, "the fabric state's layout changed: bump FST_VERSION")
-FST_LAYOUT(FST_VERSION == 4 && sizeof(struct model_link) == 128 &&
+FST_LAYOUT(FST_VERSION == 5 && sizeof(struct model_link) == 128 &&
 	   offsetof(struct model_link, latency_ns) == 16 && offsetof(struct model_link, jitter) == 40 &&
 	   offsetof(struct model_link, loss) == 80 && offsetof(struct model_link, corrupt_p) == 124);
 FST_LAYOUT(sizeof(struct model_loss_state) == 16 && sizeof(struct fault_spec) == 360 &&
@@ -113,7 +116,7 @@ FST_LAYOUT(sizeof(struct model_loss_state) == 16 && sizeof(struct fault_spec) ==
 	   offsetof(struct fault_spec, prob) == 264 && offsetof(struct fault_spec, nth) == 344);
 FST_LAYOUT(sizeof(struct fst_link) == 704 && offsetof(struct fst_link, loss) == 8 &&
 	   offsetof(struct fst_link, msgs) == 40 && offsetof(struct fst_link, queue_hist) == 128 &&
-	   offsetof(struct fst_link, late_hist) == 480);
+	   offsetof(struct fst_link, late_hist) == 480 && offsetof(struct fst_link, xlate_n) == 672);
 FST_LAYOUT(sizeof(struct fst_nic) == 64 && sizeof(struct fst_fault) == 448 &&
 	   offsetof(struct fst_fault, origin) == 8 && offsetof(struct fst_fault, until) == 16 &&
 	   offsetof(struct fst_fault, spec) == 64);
@@ -254,6 +257,8 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
  * sender's post time), or before the model's time (late_ns < 0). An early one is only counted.
  */
 void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns, int early);
+/* The same for a delivery of a connection between hosts (late_ns >= 0), also counted apart. */
+void fst_record_xlateness(struct fst_shm *shm, uint32_t link, int64_t late_ns);
 /*
  * The least time (ns from its post) the model can give a message of bytes on this route, on
  * this fabric, whatever the load: an idle path without jitter, impairments or fault delays

@@ -205,7 +205,7 @@ static int rx_arrive(void *ctx, int64_t now_ns, uint64_t msg, uint64_t bytes,
 	/* the fidelity monitor: how late the bytes were for the model's delivery time */
 	if (*ready_ns < MODEL_NEVER) {
 		int64_t late = now_ns - *ready_ns;
-		fst_record_lateness(m->v->shm, xmodel_last_link(m), late > 0 ? late : 0, 0);
+		fst_record_xlateness(m->v->shm, xmodel_last_link(m), late > 0 ? late : 0);
 	}
 	return 0;
 }
