@@ -445,7 +445,8 @@ static inline int dp_rx_post(struct sfnet_comm *c, int n, void **data, const uin
  * asks the fabric state itself (xmodel_held) and completes nothing, with no error. */
 static int dp_x_held(struct sfnet_comm *c, int *d)
 {
-	if (!c->xmodel)
+	/* the one branch a run without comm_hang pays, before any clock read */
+	if (!c->xmodel || !fst_call_armed(sfnet_g.session->fab->shm, FAULT_K_COMM_HANG))
 		return 0;
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);

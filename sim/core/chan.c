@@ -349,16 +349,13 @@ static void corrupt_each(struct chan_tx *tx, struct tx_send *s, uint64_t off, ui
 		}
 	uint64_t k = off == 0 ? model_corrupt_next(&pp, &key, 0, npk) : s->corrupt_k;
 	for (; k < npk && k * tx->mtu < off + len; k = model_corrupt_next(&pp, &key, k + 1, npk)) {
-		uint64_t pstart = k * tx->mtu, plen = s->size - pstart < tx->mtu ? s->size - pstart
-										 : tx->mtu;
-		struct model_key bk = key;
-		bk.packet = k;
-		uint64_t bit = model_corrupt_bit(&bk, plen);
-		uint64_t at = pstart + bit / 8; /* the byte, in the message */
-		if (bit != UINT64_MAX && at >= off + len)
+		uint64_t at; /* the byte, in the message */
+		uint8_t mask;
+		int has = model_corrupt_at(&key, k, tx->mtu, s->size, &at, &mask);
+		if (has && at >= off + len)
 			break; /* its byte is in the next chunk: resume there */
-		if (bit != UINT64_MAX && at >= off)
-			fn(arg, at, (uint8_t)(1u << (bit % 8)));
+		if (has && at >= off)
+			fn(arg, at, mask);
 	}
 	s->corrupt_k = k;
 }

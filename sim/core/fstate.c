@@ -319,12 +319,6 @@ static void fst_unlock(struct fst_shm *shm)
 	atomic_store_explicit(&shm->lock, 0, memory_order_release);
 }
 
-/* a + b for b >= 0, at most MODEL_NEVER */
-static int64_t sat_add(int64_t a, int64_t b)
-{
-	return a > MODEL_NEVER - b ? MODEL_NEVER : a + b;
-}
-
 static int on_path(const struct fst_conn *c, uint32_t link, int *hop)
 {
 	for (int j = 0; j < c->npath; j++)
@@ -534,9 +528,9 @@ static void apply_outages(struct fst_view *v, struct fst_conn *c, struct hops r,
 		last_resume = resume;
 	}
 	if (delay) { /* a stall without end and no ACK timer: MODEL_NEVER, not an overflow */
-		out->arrive_ns = sat_add(out->arrive_ns, delay);
-		out->recv_done_ns = sat_add(out->recv_done_ns, delay);
-		out->send_done_ns = sat_add(out->send_done_ns, delay);
+		out->arrive_ns = model_tadd(out->arrive_ns, delay);
+		out->recv_done_ns = model_tadd(out->recv_done_ns, delay);
+		out->send_done_ns = model_tadd(out->send_done_ns, delay);
 		c->mc.last_arrive = out->arrive_ns;
 	}
 	hit->delay_ns = delay;
@@ -583,6 +577,20 @@ static void count_queue(struct fst_link *s, uint64_t bytes, uint64_t packets, ui
 				  memory_order_relaxed);
 }
 
+int fst_conn_path(const struct fst_view *v, const struct fst_conn *c, struct model_path *p)
+{
+	if (c->npath < 0 || c->npath > MODEL_MAX_HOPS)
+		return -EINVAL;
+	*p = (struct model_path){.nhops = c->npath, .switching = c->switching};
+	for (int j = 0; j < c->npath; j++) {
+		if (c->path[j] >= v->nlinks)
+			return -EINVAL;
+		p->link_id[j] = c->path[j];
+		p->hop[j] = &v->links[c->path[j]];
+	}
+	return 0;
+}
+
 int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t bytes,
 		struct model_msg *out, struct fst_hit *hit)
 {
@@ -591,15 +599,9 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 		hit = &nohit;
 	memset(hit, 0, sizeof(*hit));
 	hit->fault = -1;
-	struct model_path p = {.nhops = c->npath, .switching = c->switching};
-	if (c->npath < 0 || c->npath > MODEL_MAX_HOPS || c->src_nic >= v->nnics)
+	struct model_path p;
+	if (c->src_nic >= v->nnics || fst_conn_path(v, c, &p))
 		return -EINVAL;
-	for (int j = 0; j < c->npath; j++) {
-		if (c->path[j] >= v->nlinks)
-			return -EINVAL;
-		p.link_id[j] = c->path[j];
-		p.hop[j] = &v->links[c->path[j]];
-	}
 	struct model_key key = {.seed = v->shm->seed, .conn = c->id, .msg = c->msgs};
 	const struct hops all = {0, c->npath};
 	int64_t busy[MODEL_MAX_HOPS], before[MODEL_MAX_HOPS];
@@ -691,13 +693,9 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
 	    n < 0 || first + n > c->npath || c->src_nic >= v->nnics || bytes > MODEL_MAX_BYTES)
 		return -EINVAL;
 	const struct hops r = {first, first + n};
-	struct model_path p = {.nhops = c->npath, .switching = c->switching};
-	for (int j = 0; j < c->npath; j++) {
-		if (c->path[j] >= v->nlinks)
-			return -EINVAL;
-		p.link_id[j] = c->path[j];
-		p.hop[j] = &v->links[c->path[j]];
-	}
+	struct model_path p;
+	if (fst_conn_path(v, c, &p))
+		return -EINVAL;
 	if (c->mc.failed) { /* RC: after a failure the connection flushes, reserving nothing */
 		int64_t t = first == 0 ? post_ns : in->first_ns;
 		*out = (struct model_stamp){0};
@@ -752,7 +750,7 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
 			failed = 1;
 			out->first_ns = out->last_ns = m.arrive_ns;
 		} else if (hit->delay_ns) {
-			out->last_ns = sat_add(out->last_ns, hit->delay_ns);
+			out->last_ns = model_tadd(out->last_ns, hit->delay_ns);
 			/* never delivered (a stall without end, no ACK timer): never at all */
 			out->first_ns = out->last_ns == MODEL_NEVER ? MODEL_NEVER
 								     : out->first_ns + hit->delay_ns;
@@ -788,6 +786,13 @@ void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns, in
 	atomic_max(&s->late_max_ns, l);
 	atomic_fetch_add_explicit(&s->late_hist[fst_bucket(l, FST_LATE_BUCKETS)], 1,
 				  memory_order_relaxed);
+}
+
+void fst_count_corrupted(struct fst_shm *shm, uint32_t link, uint64_t n)
+{
+	if (shm && link < shm->nlinks)
+		atomic_fetch_add_explicit(&link_state(shm, link)->corrupted, n,
+					  memory_order_relaxed);
 }
 
 void fst_record_xlateness(struct fst_shm *shm, uint32_t link, int64_t late_ns)

@@ -222,6 +222,9 @@ struct fst_hit {
  */
 int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t bytes,
 		struct model_msg *out, struct fst_hit *hit);
+/* The connection's route on this fabric as a model path (hop parameters: the view's). 0, or
+ * -EINVAL for a hop count out of range or a link the fabric does not have. */
+int fst_conn_path(const struct fst_view *v, const struct fst_conn *c, struct model_path *p);
 /*
  * The distributed fabric clock's step (docs/scale-out.md section 4): reserve hops
  * [first, first + n) of the connection's path for one message of bytes posted at post_ns (this
@@ -259,6 +262,9 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
 void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns, int early);
 /* The same for a delivery of a connection between hosts (late_ns >= 0), also counted apart. */
 void fst_record_xlateness(struct fst_shm *shm, uint32_t link, int64_t late_ns);
+/* n packets of messages whose last hops this host reserved were corrupted on purpose (the
+ * receiver of a connection between hosts flips them): counted on link. */
+void fst_count_corrupted(struct fst_shm *shm, uint32_t link, uint64_t n);
 /*
  * The least time (ns from its post) the model can give a message of bytes on this route, on
  * this fabric, whatever the load: an idle path without jitter, impairments or fault delays

@@ -28,11 +28,10 @@ static inline int64_t max64(int64_t a, int64_t b)
 	return a > b ? a : b;
 }
 
-/* a + b for b >= 0, stuck at MODEL_NEVER instead of overflowing. */
+/* model.h's model_tadd, short: the recurrences below use it at every step */
 static inline int64_t tadd(int64_t a, int64_t b)
 {
-	int64_t r;
-	return __builtin_add_overflow(a, b, &r) ? MODEL_NEVER : r;
+	return model_tadd(a, b);
 }
 
 static inline uint64_t uadd_sat(uint64_t a, uint64_t b)
@@ -998,4 +997,18 @@ uint64_t model_corrupt_bit(const struct model_key *key, uint64_t len)
 	struct model_key k = *key;
 	k.purpose = MODEL_P_CORRUPT_BIT;
 	return (uint64_t)(((u128)model_rand(&k, 0) * (len * 8)) >> 64);
+}
+
+int model_corrupt_at(const struct model_key *key, uint64_t k, uint64_t mtu, uint64_t len,
+		     uint64_t *at, uint8_t *mask)
+{
+	uint64_t start = k * mtu, plen = len - start < mtu ? len - start : mtu;
+	struct model_key bk = *key;
+	bk.packet = k;
+	uint64_t bit = model_corrupt_bit(&bk, plen);
+	if (bit == UINT64_MAX)
+		return 0;
+	*at = start + bit / 8;
+	*mask = (uint8_t)(1u << (bit % 8));
+	return 1;
 }

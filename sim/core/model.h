@@ -45,6 +45,13 @@
 #define MODEL_HDR_MAX 4096 /* bound on hdr_bytes and on each first/last extra */
 #define MODEL_PROB_ONE UINT32_MAX
 
+/* a + b for b >= 0, stuck at MODEL_NEVER instead of overflowing: how times add up. */
+static inline int64_t model_tadd(int64_t a, int64_t b)
+{
+	int64_t r;
+	return __builtin_add_overflow(a, b, &r) ? MODEL_NEVER : r;
+}
+
 /* p in [0, 1] as a fraction of 2^32 (1 -> MODEL_PROB_ONE); NaN and < 0 give 0. */
 uint32_t model_prob(double p);
 /* The probability a fraction stands for: p / 2^32, MODEL_PROB_ONE = 1 exactly. */
@@ -358,5 +365,12 @@ uint64_t model_corrupt_next(const struct model_path *p, const struct model_key *
 			    uint64_t from, uint64_t npackets);
 /* Which bit of a len-byte payload to flip, in [0, 8 len) (key->packet: the packet). */
 uint64_t model_corrupt_bit(const struct model_key *key, uint64_t len);
+/*
+ * Where packet k of a len-byte message cut at mtu gets its flipped bit (key: seed, conn, msg;
+ * the packet is set here): 1 with the byte's offset in the message (*at) and the bit (*mask),
+ * 0 when the packet has no bit to flip. What every data path that corrupts flips.
+ */
+int model_corrupt_at(const struct model_key *key, uint64_t k, uint64_t mtu, uint64_t len,
+		     uint64_t *at, uint8_t *mask);
 
 #endif /* SF_MODEL_H */

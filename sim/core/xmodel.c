@@ -71,7 +71,8 @@ int xmodel_held(struct xmodel *m, int64_t now_ns)
 	return 1;
 }
 
-uint32_t xmodel_last_link(const struct xmodel *m)
+/* The link a receive's lateness is counted on: the route's last. */
+static uint32_t last_link(const struct xmodel *m)
 {
 	return m->c.path[m->c.npath - 1];
 }
@@ -94,11 +95,6 @@ static int64_t to_virtual(const struct xmodel *m, int64_t t)
 static int64_t to_abs(const struct xmodel *m, int64_t v)
 {
 	return v >= MODEL_NEVER ? MODEL_NEVER : v + m->epoch;
-}
-
-static int64_t sat_add(int64_t a, int64_t b)
-{
-	return a > MODEL_NEVER - b ? MODEL_NEVER : a + b;
 }
 
 /* A peer's time: never, or virtual, not negative, at most XMODEL_AHEAD_NS past now. */
@@ -151,7 +147,7 @@ static int64_t jitter_ns(struct xmodel *m, uint64_t msg)
 			continue;
 		struct model_key k = {
 			.seed = m->v->shm->seed, .link = m->c.path[j], .conn = m->c.id, .msg = msg};
-		jit = sat_add(jit, model_jitter_ns(&l->jitter, &k, &m->jit_z[j]));
+		jit = model_tadd(jit, model_jitter_ns(&l->jitter, &k, &m->jit_z[j]));
 	}
 	return jit;
 }
@@ -193,19 +189,20 @@ static int rx_arrive(void *ctx, int64_t now_ns, uint64_t msg, uint64_t bytes,
 	}
 	/* jitter, then FIFO per connection: never before the previous message's arrival plus
 	 * this one's last packet on the last link (model_message's clamp) */
-	int64_t arrive = sat_add(out.last_ns, jitter_ns(m, msg));
-	int64_t fifo = sat_add(m->last_arrive, out.last_tx_ns);
+	int64_t arrive = model_tadd(out.last_ns, jitter_ns(m, msg));
+	int64_t fifo = model_tadd(m->last_arrive, out.last_tx_ns);
 	if (arrive < fifo)
 		arrive = fifo;
 	m->last_arrive = arrive;
-	*ready_ns = sat_add(arrive, m->c.nic.o_recv_ns);
-	ack->t[0] = to_virtual(m,
-			       sat_add(sat_add(sat_add(arrive, m->c.nic.ack_proc_ns), m->rev_ns),
-				       m->c.nic.o_recv_ns));
+	*ready_ns = model_tadd(arrive, m->c.nic.o_recv_ns);
+	ack->t[0] = to_virtual(
+		m,
+		model_tadd(model_tadd(model_tadd(arrive, m->c.nic.ack_proc_ns), m->rev_ns),
+			   m->c.nic.o_recv_ns));
 	/* the fidelity monitor: how late the bytes were for the model's delivery time */
 	if (*ready_ns < MODEL_NEVER) {
 		int64_t late = now_ns - *ready_ns;
-		fst_record_xlateness(m->v->shm, xmodel_last_link(m), late > 0 ? late : 0);
+		fst_record_xlateness(m->v->shm, last_link(m), late > 0 ? late : 0);
 	}
 	return 0;
 }
@@ -236,32 +233,22 @@ static void rx_deliver(void *ctx, uint64_t msg, void *buf, uint64_t len)
 	struct xmodel *m = ctx;
 	if (m->side != XMODEL_RX || !m->corrupts)
 		return;
-	struct model_path p = {.nhops = m->c.npath, .switching = m->c.switching};
-	for (int j = 0; j < m->c.npath; j++) {
-		p.link_id[j] = m->c.path[j];
-		p.hop[j] = &m->v->links[m->c.path[j]];
-	}
-	uint64_t mtu = model_path_mtu(&p);
-	if (!mtu)
+	struct model_path p;
+	uint64_t mtu;
+	if (fst_conn_path(m->v, &m->c, &p) || !(mtu = model_path_mtu(&p)))
 		return;
 	uint64_t npk = (len + mtu - 1) / mtu, n = 0;
 	struct model_key key = {.seed = m->v->shm->seed, .conn = m->c.id, .msg = msg};
 	for (uint64_t k = model_corrupt_next(&p, &key, 0, npk); k < npk;
-	     k = model_corrupt_next(&p, &key, k + 1, npk)) {
-		uint64_t start = k * mtu, plen = len - start < mtu ? len - start : mtu;
-		struct model_key bk = key;
-		bk.packet = k;
-		uint64_t bit = model_corrupt_bit(&bk, plen);
-		if (bit != UINT64_MAX)
-			((uint8_t *)buf)[start + bit / 8] ^= (uint8_t)(1u << (bit % 8));
-		n++;
+	     k = model_corrupt_next(&p, &key, k + 1, npk), n++) {
+		uint64_t at;
+		uint8_t mask;
+		if (model_corrupt_at(&key, k, mtu, len, &at, &mask))
+			((uint8_t *)buf)[at] ^= mask;
 	}
-	if (n) {
-		uint32_t at = m->c.path[m->split < m->c.npath ? m->split : m->c.npath - 1];
-		struct fst_link *st =
-			(struct fst_link *)((uint8_t *)m->v->shm + m->v->shm->state_off);
-		atomic_fetch_add_explicit(&st[at].corrupted, n, memory_order_relaxed);
-	}
+	if (n)
+		fst_count_corrupted(
+			m->v->shm, m->c.path[m->split < m->c.npath ? m->split : m->c.npath - 1], n);
 }
 
 const struct xchan_model xmodel_hooks = {

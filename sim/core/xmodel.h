@@ -62,7 +62,4 @@ extern const struct xchan_model xmodel_hooks;
  */
 int xmodel_held(struct xmodel *m, int64_t now_ns);
 
-/* The link a receive's lateness is counted on (the route's last), for the plugin's logs. */
-uint32_t xmodel_last_link(const struct xmodel *m);
-
 #endif /* SF_XMODEL_H */
