@@ -368,20 +368,23 @@ def start_daemon(paths, rundir, scenario=None, args=()):
         raise LaunchError("%s\n--- simfabricd log ---\n%s" % (e, said), EXIT_FAIL)
 
 
-def dump_scenario(path, paths=None, seed=None):
+def dump_scenario(path, paths=None, seed=None, hosts=None, text=False):
     """The resolved fabric of a scenario file, job: and expect: included (`simfabricd
-    --scenario F --dump-fabric`). LaunchError with the daemon's file:line:column message."""
+    --scenario F --dump-fabric`; hosts: on that many hosts, each node's host and each link's
+    owner in "hosts"), parsed, or its text as printed (byte-stable: what the hosts of a run
+    compare). LaunchError with the daemon's file:line:column message."""
     paths = paths or Paths()
     paths.require(paths.daemon)
     argv = [paths.daemon, "--scenario", path, "--dump-fabric"] + (
-        ["--seed", str(seed)] if seed is not None else [])
+        ["--seed", str(seed)] if seed is not None else []) + (
+        ["--hosts", str(hosts)] if hosts else [])
     p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     if p.returncode != 0:
         msg = [ln for ln in p.stderr.strip().splitlines() if ln.startswith("simfabricd: ")]
         raise LaunchError(msg[-1][len("simfabricd: "):] if msg else
                           "simfabricd exited %d: %s" % (p.returncode, p.stderr.strip()[-2000:]),
                           EXIT_USAGE)
-    return json.loads(p.stdout)
+    return p.stdout if text else json.loads(p.stdout)
 
 
 # ---- the launch ------------------------------------------------------------------------------
@@ -940,8 +943,7 @@ class Job:
                 self.hosts.append(start_daemon(self.paths, d, self.scenario,
                                                self.daemon_args + self._host_args(h)))
             if self.hosts and self.scenario:
-                self.relay = federate.TriggerRelay(
-                    [self.socket] + [d.socket for d in self.hosts], self.say)
+                self.relay = federate.TriggerRelay(self.sockets(), self.say)
                 self.relay.start()
             elif self.links:
                 self.relay = federate.NetRelay(self.socket, self.host[0], self.links,
@@ -964,7 +966,12 @@ class Job:
             seed = self.daemon_args[self.daemon_args.index("--seed") + 1]
         port = job_port - JOB_PORT_OFFSET + 1
         try:
-            digest, dump = federate.scenario_hash(self.paths.daemon, self.scenario, seed, n)
+            text = dump_scenario(self.scenario, self.paths, seed, hosts=n, text=True)
+        except LaunchError as e:
+            raise LaunchError("--hosts-from-env: cannot resolve the scenario %s: %s" % (
+                self.scenario, e), EXIT_FAIL)
+        digest, dump = federate.scenario_hash(text), json.loads(text)
+        try:
             self.epoch_ns, measured, self.links = federate.agree(
                 h, n, addr, port, digest, timeout=self.rendezvous_timeout,
                 bind=addr if is_loopback(addr) else "")
@@ -985,6 +992,11 @@ class Job:
             line = federate.fidelity_line(dump, h, measured[2], "host 0")
         if line:
             self.say(line)
+
+    def sockets(self):
+        """Every local host's daemon's socket, host 0's first (one alone without
+        --local-hosts)."""
+        return [self.socket] + [d.socket for d in self.hosts]
 
     def _host_args(self, h):
         """A modelled fabric over several hosts (--local-hosts, or this host of
@@ -1056,7 +1068,7 @@ class Job:
         base, cuda, _ = self._shared_env(argv, nnodes, gpus_per_node, env)
         port = free_port() if not self.host else self.host[3]
         procs = []
-        socks = [self.socket] + [d.socket for d in self.hosts]
+        socks = self.sockets()
         for r in range(nranks):
             node = names[r // gpus_per_node]
             if self.host:  # one agent per host: only this host's nodes
@@ -1133,7 +1145,7 @@ class Job:
         if not self.socket:
             return None
         out = []
-        for sock in [self.socket] + [d.socket for d in self.hosts]:
+        for sock in self.sockets():
             try:
                 out += sfctl.show(sock)["chans"]
             except (sfctl.CtlError, KeyError):
