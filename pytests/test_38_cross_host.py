@@ -324,16 +324,9 @@ def test_38_11_every_harness_test_is_exact_on_a_modelled_fabric_across_two_hosts
         assert not early, "host %d: deliveries before the model's time: %s" % (h, early)
 
 
-@pytest.mark.parametrize("scn,nodes,counter", [("roce-4node-jitter.yaml", 4, None),
-                                                ("model-duplicate.yaml", 2, "duplicates")])
-def test_38_25_jitter_and_duplicates_across_hosts_every_harness_test_exact_none_early(
-        sf_env, tmp_path, scn, nodes, counter):
-    """roce-4node-jitter.yaml (normal jitter on every link, correlated) and model-duplicate.yaml
-    (1 % of packets duplicated on every link) over `launch --local-hosts 2`: the receiver's
-    host draws the whole route's jitter once per message, and each piece the duplicates that
-    cross its hops, as model_message does (test_xmodel checks the times to the nanosecond);
-    every harness test is exact and, on both hosts' links (the run's stats.json merges them),
-    nothing came early."""
+def every_test_across_two_hosts(sf_env, tmp_path, scn, nodes):
+    """Every harness test over `launch --local-hosts 2` on a shipped scenario: exact; the run's
+    links (stats.json: both hosts' daemons, merged)."""
     run = tmp_path / "run"
     p = subprocess.run(
         [sf_env.cli, "launch", "--nodes", str(nodes), "--local-hosts", "2", "--scenario",
@@ -345,7 +338,20 @@ def test_38_25_jitter_and_duplicates_across_hosts_every_harness_test_exact_none_
     out = p.stdout + p.stderr
     assert p.returncode == 0 and "harness: 12 tests, 0 failed" in out, out
     with open(str(run / "stats.json")) as f:
-        links = json.load(f)["links"]
+        return json.load(f)["links"]
+
+
+@pytest.mark.parametrize("scn,nodes,counter", [("roce-4node-jitter.yaml", 4, None),
+                                                ("model-duplicate.yaml", 2, "duplicates")])
+def test_38_25_jitter_and_duplicates_across_hosts_every_harness_test_exact_none_early(
+        sf_env, tmp_path, scn, nodes, counter):
+    """roce-4node-jitter.yaml (normal jitter on every link, correlated) and model-duplicate.yaml
+    (1 % of packets duplicated on every link) over `launch --local-hosts 2`: the receiver's
+    host draws the whole route's jitter once per message, and each piece the duplicates that
+    cross its hops, as model_message does (test_xmodel checks the times to the nanosecond);
+    every harness test is exact and, on both hosts' links (the run's stats.json merges them),
+    nothing came early."""
+    links = every_test_across_two_hosts(sf_env, tmp_path, scn, nodes)
     assert all(l["msgs"] > 0 for l in links), links
     assert sum(l["early"] for l in links) == 0, links
     if counter:
@@ -405,24 +411,51 @@ def test_38_18_the_hosts_counters_merge_as_one_fabrics():
     assert f["faults"][0] == {"id": 0, "hit": 3, "failed": 2, "origin_ns": 50, "state": "on"}, f
 
 
-def test_38_13_an_impaired_route_between_hosts_is_refused_naming_the_link(
-        sf_env, sf_fabric_factory, tmp_path):
-    """Loss on a link between the hosts: the distributed clock does not model it yet, so the
-    connect fails at once with the link and the impairment named, never runs unmodelled; the
-    daemon's op=xroute says the same, and what it refuses otherwise."""
+@pytest.mark.parametrize("scn,counter", [("model-loss-ge.yaml", "lost"),
+                                         ("model-reorder.yaml", "reordered")])
+def test_38_13_loss_and_reordering_across_hosts_every_harness_test_exact_none_early(
+        sf_env, tmp_path, scn, counter):
+    """Loss recovery and reordering span a route's two pieces, so the receiving host replays
+    the whole route from the sender's piece as it stood at the post (docs/scale-out.md section
+    4, "Loss across hosts"; test_xmodel checks the times to the nanosecond): Gilbert-Elliott
+    bursts on every link (each Markov chain kept by its link's host) and 1 % of packets 2 us
+    late, over `launch --local-hosts 2`: every harness test exact, the recoveries counted
+    (stats.json merges both hosts), nothing early."""
+    links = every_test_across_two_hosts(sf_env, tmp_path, scn, 2)
+    assert sum(l[counter] for l in links) > 0 and sum(l["failed"] for l in links) == 0, links
+    assert sum(l["early"] for l in links) == 0, links
+
+
+def test_38_32_retries_exhausted_by_loss_across_hosts_fail_both_ends(sf_env, tmp_path):
+    """job-harness-retry-exhausted.yaml (half the packets lost, one retry) with node0 on host 0
+    and node1 on host 1: the recipe's expectation holds as on one host (every rank fails with
+    ncclRemoteError within its bound), and both ranks' WARN names the link whose loss
+    exhausted the retries."""
+    run = tmp_path / "run"
+    p = subprocess.run([sf_env.cli, "run", "--local-hosts", "2", "--run-dir", str(run),
+                        os.path.join(ROOT, "scenarios", "job-harness-retry-exhausted.yaml")],
+                       env=dict(base_env(None), **sf_env.run_env()), capture_output=True,
+                       text=True, timeout=180)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "PASS" in out, out
+    warns = [ln for ln in out.splitlines()
+             if "xconn" in ln and re.search(r"retry count exhausted on link \d+ after \d+ ACK", ln)]
+    assert any("[r0]" in w for w in warns) and any("[r1]" in w for w in warns), out
+    with open(str(run / "stats.json")) as f:
+        assert sum(l["failed"] for l in json.load(f)["links"]) > 0
+
+
+def test_38_33_xroute_refuses_what_it_cannot_route_naming_it(sf_fabric_factory, tmp_path):
+    """op=xroute of a run's daemon: a route over a lossy link is given (the plugin replays it),
+    and what it cannot give is named."""
     scn = tmp_path / "lossy.yaml"
     scn.write_text(TWO_LEAVES.replace("{rate_gbps: 25, latency_ns: 500}",
                                       "{rate_gbps: 25, latency_ns: 500, loss: {model: bernoulli, p: 1e-3}}"))
     hosts = hosts_of_a_run(sf_fabric_factory, str(scn))
-    r = launch_by_hand(sf_env, None, tmp_path, 4, ["--tests", "allreduce", "--max-bytes", "64K"],
-                       env_of=host_env(hosts, 4), timeout=60)
-    assert any(r.rc(k) != 0 for k in range(4)), r.report()
-    err = "".join(r.outs[k][2] for k in range(4))
-    assert re.search(r"the route node\d -> node\d crosses link \d+ \(node\d-nic0 -> leaf\d\), which "
-                     r"has loss: impairments are not modelled across hosts yet", err), r.report()
-    asks = [({"from_node": "node0", "from_nic": "0", "to_node": "node2", "to_nic": "0"},
-             "which has loss"),
-            ({"from_node": "node0", "from_nic": "0", "to_node": "node1", "to_nic": "0"},
+    r = dict(sfctl.request(hosts[0].socket, "xroute", from_node="node0", from_nic="0",
+                           to_node="node2", to_nic="0"))
+    assert r["split"] == "2" and r["npath"] == "4", r
+    asks = [({"from_node": "node0", "from_nic": "0", "to_node": "node1", "to_nic": "0"},
              "node0 and node1 are both on host 0"),
             ({"from_node": "nodeX", "from_nic": "0", "to_node": "node1", "to_nic": "0"},
              "from_node='nodeX': no such node in the fabric"),

@@ -16,10 +16,9 @@
  * Refused with the reason: a daemon of one host (EOPNOTSUPP), the ideal fabric (EOPNOTSUPP:
  * its cross-host connections need no route), an unknown node or NIC (ENODEV), two nodes of
  * one host or neither of this one (EINVAL), a route that the distributed clock cannot split:
- * a hop owned by neither end's host, owners that alternate, or an impairment on a hop
- * (loss, reordering, or a degrade fault that sets loss or corruption on it; jitter is the
- * receiver's, added once per message, a link's corruption too, duplicates each piece's)
- * (EOPNOTSUPP).
+ * a hop owned by neither end's host or owners that alternate (EOPNOTSUPP). Impairments
+ * are the plugin's business: loss and reordering make the receiving host replay the route
+ * (sim/core/xmodel.h).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -32,33 +31,6 @@
 #include "sim/log.h"
 #include "sim/scn/place.h"
 #include "sim/srv_int.h"
-
-/* What of link l keeps the distributed clock from splitting a route over it, or NULL. */
-static const char *impairment(const struct model_link *l)
-{
-	if (l->loss.kind != MODEL_LOSS_NONE)
-		return "loss";
-	if (l->reorder_p)
-		return "reordering";
-	return NULL;
-}
-
-/* A degrade fault of the plan that would make link id impaired, or NULL. */
-static const struct fault_spec *impairing_fault(struct srv *s, uint32_t id)
-{
-	struct fst_shm *shm = fabmon_shm(s->mon);
-	uint32_t n = atomic_load_explicit(&shm->nfaults, memory_order_acquire);
-	for (uint32_t k = 0; k < n; k++) {
-		const struct fst_fault *ff = fst_fault(shm, k);
-		if (!ff || ff->spec.action != FAULT_A_DEGRADE ||
-		    !(ff->spec.set & (FAULT_SET_LOSS | FAULT_SET_CORRUPT)))
-			continue;
-		for (uint32_t i = 0; i < ff->spec.nlinks; i++)
-			if (ff->spec.link[i] == id)
-				return &ff->spec;
-	}
-	return NULL;
-}
 
 /* The NIC a request names by node_key and nic_key: 0, -ENODEV or -EINVAL with err. */
 static int find_nic(struct srv *s, const struct ctl_msg *req, const char *node_key,
@@ -138,8 +110,6 @@ int srv_op_xroute(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, 
 	for (int j = 0; j < p.nhops; j++) {
 		uint32_t id = p.link_id[j];
 		int o = s->place->link_owner[id];
-		const char *imp = impairment(p.hop[j]);
-		const struct fault_spec *deg = impairing_fault(s, id);
 		if ((j < split ? o != ha : o != hb) || split == 0) {
 			snprintf(err, SRV_ERR_LEN,
 				 "the route %s -> %s crosses %s, owned by host %d, "
@@ -149,17 +119,6 @@ int srv_op_xroute(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, 
 				 na->name, nb->name,
 				 faultd_link_name(s->fabric, id, ln, sizeof(ln)), o,
 				 j ? s->place->link_owner[p.link_id[j - 1]] : ha);
-			return -EOPNOTSUPP;
-		}
-		if (imp || deg) {
-			snprintf(err, SRV_ERR_LEN,
-				 "the route %s -> %s crosses %s, which has %s%s%s: "
-				 "impairments are not modelled across hosts yet "
-				 "(docs/scale-out.md, section 4)",
-				 na->name, nb->name,
-				 faultd_link_name(s->fabric, id, ln, sizeof(ln)),
-				 imp ? imp : "a degrade fault that sets loss or corruption (",
-				 imp ? "" : deg->name, imp ? "" : ")");
 			return -EOPNOTSUPP;
 		}
 	}

@@ -373,6 +373,34 @@ static void note_hit(struct fst_hit *hit, uint32_t id, const struct fault_spec *
 	hit->window_b = b;
 }
 
+/* Degrade f sets its parameters on the hops of r it names, on copies (tmp) that p then points
+ * to; returns the first such hop's link + 1, or 0 if it names none of them. */
+static uint32_t degrade_hops(const struct fst_conn *c, struct hops r, const struct fault_spec *f,
+			     struct model_link *tmp, struct model_path *p)
+{
+	uint32_t first = 0;
+	for (uint32_t i = 0; i < f->nlinks; i++) {
+		int j;
+		if (!on_path(c, f->link[i], &j) || j < r.lo || j >= r.hi)
+			continue;
+		if (p->hop[j] != &tmp[j]) {
+			tmp[j] = *p->hop[j];
+			p->hop[j] = &tmp[j];
+		}
+		if (f->set & FAULT_SET_RATE)
+			tmp[j].rate_bps = f->rate_bps;
+		if (f->set & FAULT_SET_LATENCY)
+			tmp[j].latency_ns += f->extra_latency_ns;
+		if (f->set & FAULT_SET_LOSS)
+			tmp[j].loss = f->loss;
+		if (f->set & FAULT_SET_CORRUPT)
+			tmp[j].corrupt_p = f->corrupt_p;
+		if (!first)
+			first = f->link[i] + 1;
+	}
+	return first;
+}
+
 /* A degrade in force at t on link: its parameters replace the hop's, on a copy. */
 static void apply_degrades(struct fst_view *v, const struct fst_conn *c, struct hops r, int64_t t,
 			   struct model_link *tmp, struct model_path *p, struct fst_hit *hit)
@@ -388,34 +416,39 @@ static void apply_degrades(struct fst_view *v, const struct fst_conn *c, struct 
 				 t, t, &wa, &wb) != 1 ||
 		    wa > t)
 			continue;
-		int touched = 0;
-		for (uint32_t i = 0; i < f->nlinks; i++) {
-			int j;
-			if (!on_path(c, f->link[i], &j) || j < r.lo || j >= r.hi)
-				continue;
-			if (p->hop[j] != &tmp[j]) {
-				tmp[j] = *p->hop[j];
-				p->hop[j] = &tmp[j];
-			}
-			if (f->set & FAULT_SET_RATE)
-				tmp[j].rate_bps = f->rate_bps;
-			if (f->set & FAULT_SET_LATENCY)
-				tmp[j].latency_ns += f->extra_latency_ns;
-			if (f->set & FAULT_SET_LOSS)
-				tmp[j].loss = f->loss;
-			if (f->set & FAULT_SET_CORRUPT)
-				tmp[j].corrupt_p = f->corrupt_p;
-			if (f->set & FAULT_SET_CORRUPT)
-				hit->corrupt_set = 1;
-			touched = 1;
-			if (hit->fault < 0)
-				note_hit(hit, id, f, f->link[i], wa, wb);
-		}
-		if (touched) {
-			hit->nfaults++;
-			atomic_fetch_add_explicit(&ff->hit, 1, memory_order_relaxed);
-		}
+		uint32_t first = degrade_hops(c, r, f, tmp, p);
+		if (!first)
+			continue;
+		if (f->set & FAULT_SET_CORRUPT)
+			hit->corrupt_set = 1;
+		if (hit->fault < 0)
+			note_hit(hit, id, f, first - 1, wa, wb);
+		hit->degrades[id / 64] |= 1ull << (id % 64);
+		hit->nfaults++;
+		atomic_fetch_add_explicit(&ff->hit, 1, memory_order_relaxed);
 	}
+}
+
+/* The degrades another host found in force on its hops r (a front's mask), applied again here
+ * without counting them (that host did). -EPROTO for a bit that names no degrade fault. */
+static int apply_degrade_mask(struct fst_view *v, const struct fst_conn *c, struct hops r,
+			      const uint64_t *mask, struct model_link *tmp, struct model_path *p,
+			      struct fst_hit *hit)
+{
+	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
+	for (uint32_t id = 0; id < FAULT_MAX; id++) {
+		if (!(mask[id / 64] >> (id % 64) & 1))
+			continue;
+		struct fst_fault *ff = id < n ? fst_fault(v->shm, id) : NULL;
+		if (!ff || ff->spec.action != FAULT_A_DEGRADE)
+			return -EPROTO;
+		uint32_t first = degrade_hops(c, r, &ff->spec, tmp, p);
+		if (first && (ff->spec.set & FAULT_SET_CORRUPT))
+			hit->corrupt_set = 1;
+		if (first && hit->fault < 0) /* the fault a failure under it names, as fst_reserve */
+			note_hit(hit, id, &ff->spec, first - 1, 0, 0);
+	}
+	return 0;
 }
 
 /*
@@ -591,6 +624,20 @@ int fst_conn_path(const struct fst_view *v, const struct fst_conn *c, struct mod
 	return 0;
 }
 
+/* The impairment counters of one message, on link (fst_reserve's rule: on the first hop, or on
+ * the hop whose loss failed it). */
+static void count_impairments(struct fst_shm *shm, uint32_t link, const struct model_msg *m)
+{
+	struct fst_link *s = link_state(shm, link);
+	atomic_fetch_add_explicit(&s->lost, m->lost, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->timeouts, m->timeouts, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->duplicates, m->duplicates, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->reordered, m->reordered, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->corrupted, m->corrupted, memory_order_relaxed);
+	if (m->failed)
+		atomic_fetch_add_explicit(&s->failed, 1, memory_order_relaxed);
+}
+
 int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t bytes,
 		struct model_msg *out, struct fst_hit *hit)
 {
@@ -656,14 +703,7 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 	/* Impairments are charged to the first hop: the model reports them per message. */
 	if (c->npath > 0) {
 		int hop = out->failed && out->fail_hop >= 0 && out->fail_hop < c->npath ? out->fail_hop : 0;
-		struct fst_link *s = link_state(v->shm, c->path[hop]);
-		atomic_fetch_add_explicit(&s->lost, out->lost, memory_order_relaxed);
-		atomic_fetch_add_explicit(&s->timeouts, out->timeouts, memory_order_relaxed);
-		atomic_fetch_add_explicit(&s->duplicates, out->duplicates, memory_order_relaxed);
-		atomic_fetch_add_explicit(&s->reordered, out->reordered, memory_order_relaxed);
-		atomic_fetch_add_explicit(&s->corrupted, out->corrupted, memory_order_relaxed);
-		if (out->failed)
-			atomic_fetch_add_explicit(&s->failed, 1, memory_order_relaxed);
+		count_impairments(v->shm, c->path[hop], out);
 	}
 	return 0;
 }
@@ -680,9 +720,15 @@ static int64_t idle_ns(const struct model_path *p, const struct model_train *tr,
 	return h.next.last_ns - in->first_ns;
 }
 
-int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, uint64_t bytes,
-		     int64_t post_ns, const struct model_stamp *in, struct model_stamp *out,
-		     struct fst_hit *hit)
+static int markov(const struct model_link *l)
+{
+	return l->loss.kind == MODEL_LOSS_GE || l->loss.kind == MODEL_LOSS_4STATE;
+}
+
+/* fst_reserve_hops, and with front (first == 0) fst_reserve_front. */
+static int reserve_piece(struct fst_view *v, struct fst_conn *c, int first, int n, uint64_t bytes,
+			 int64_t post_ns, const struct model_stamp *in, struct model_stamp *out,
+			 struct fst_hit *hit, struct fst_front *front)
 {
 	struct fst_hit nohit;
 	if (!hit)
@@ -690,16 +736,24 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
 	memset(hit, 0, sizeof(*hit));
 	hit->fault = -1;
 	if (!v || !c || !in || !out || c->npath < 0 || c->npath > MODEL_MAX_HOPS || first < 0 ||
-	    n < 0 || first + n > c->npath || c->src_nic >= v->nnics || bytes > MODEL_MAX_BYTES)
+	    n < 0 || first + n > c->npath || c->src_nic >= v->nnics || bytes > MODEL_MAX_BYTES ||
+	    (front && first))
 		return -EINVAL;
 	const struct hops r = {first, first + n};
 	struct model_path p;
 	if (fst_conn_path(v, c, &p))
 		return -EINVAL;
+	if (front) {
+		memset(front, 0, sizeof(*front));
+		front->post_ns = post_ns;
+	}
 	if (c->mc.failed) { /* RC: after a failure the connection flushes, reserving nothing */
 		int64_t t = first == 0 ? post_ns : in->first_ns;
 		*out = (struct model_stamp){0};
 		out->first_ns = out->last_ns = t > c->mc.last_arrive ? t : c->mc.last_arrive;
+		if (first == 0 && c->npath) /* counted as fst_reserve counts it, once */
+			atomic_fetch_add_explicit(&link_state(v->shm, c->path[0])->failed, 1,
+						  memory_order_relaxed);
 		return 1;
 	}
 	struct model_link tmp[MODEL_MAX_HOPS];
@@ -712,13 +766,15 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
 	int rc = fst_lock(v->shm);
 	if (rc)
 		return rc;
-	if (faults) /* rates and latencies; a degrade to loss or corruption is refused below */
+	if (faults) /* a degrade to loss or corruption: refused below, or the replay's (front) */
 		apply_degrades(v, c, r, post_ns, tmp, &p, hit);
-	for (int j = first; j < first + n; j++)
+	for (int j = first; j < first + n && !front; j++)
 		if (!splittable(p.hop[j])) {
 			fst_unlock(v->shm);
 			return -EOPNOTSUPP;
 		}
+	if (front)
+		front->host_busy = nic->host_busy;
 	if (first == 0 && c->nic.host_rate_bps) {
 		struct model_link host = {.rate_bps = c->nic.host_rate_bps};
 		struct model_stamp st = h.next;
@@ -736,6 +792,19 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
 		model_hop(p.hop[j], p.switching, &tr, dup[j], s->busy_until, &st, &h);
 		if (h.done_ns > s->busy_until)
 			s->busy_until = h.done_ns;
+		if (!front)
+			continue;
+		front->busy[j] = before[j];
+		front->loss[j] = s->loss;
+		if (markov(p.hop[j])) { /* the chain crosses the first attempt's packets, as
+					   model_message's first attempt has it do */
+			struct model_loss_iter it;
+			struct model_key k = key;
+			k.link = c->path[j];
+			model_loss_begin(&it, &p.hop[j]->loss, &s->loss, &k, tr.packets, 0);
+			model_loss_next(&it, 0, 1);
+			model_loss_end(&it);
+		}
 	}
 	*out = h.next;
 	int failed = 0;
@@ -758,6 +827,10 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
 		count_triggers(v, c, r, post_ns, bytes);
 	}
 	fst_unlock(v->shm);
+	if (front) {
+		front->delay_ns = hit->delay_ns;
+		memcpy(front->degrades, hit->degrades, sizeof(front->degrades));
+	}
 	for (int j = first; j < first + n; j++) {
 		uint64_t q = before[j] > at[j] ? (uint64_t)(before[j] - at[j]) : 0;
 		count_queue(link_state(v->shm, c->path[j]), bytes, tr.packets, q);
@@ -769,6 +842,187 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
 		atomic_fetch_add_explicit(&link_state(v->shm, hit->link)->failed, 1,
 					  memory_order_relaxed);
 	return failed;
+}
+
+int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, uint64_t bytes,
+		     int64_t post_ns, const struct model_stamp *in, struct model_stamp *out,
+		     struct fst_hit *hit)
+{
+	return reserve_piece(v, c, first, n, bytes, post_ns, in, out, hit, NULL);
+}
+
+int fst_reserve_front(struct fst_view *v, struct fst_conn *c, int split, uint64_t bytes,
+		      int64_t post_ns, struct model_stamp *out, struct fst_front *front,
+		      struct fst_hit *hit)
+{
+	if (!front || !c)
+		return -EINVAL;
+	int64_t t = model_tadd(post_ns, c->nic.o_send_ns);
+	struct model_stamp in = {t, t, 0};
+	return reserve_piece(v, c, 0, split, bytes, post_ns, &in, out, hit, front);
+}
+
+int fst_route_replayed(const struct fst_view *v, const struct fst_conn *c)
+{
+	if (!v || !c || c->npath < 0 || c->npath > MODEL_MAX_HOPS)
+		return 0;
+	for (int j = 0; j < c->npath; j++) {
+		const struct model_link *l = c->path[j] < v->nlinks ? &v->links[c->path[j]] : NULL;
+		if (l && (l->loss.kind != MODEL_LOSS_NONE || l->reorder_p))
+			return 1;
+	}
+	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
+	for (uint32_t id = 0; id < n; id++) {
+		struct fst_fault *ff = fst_fault(v->shm, id);
+		if (!ff || ff->spec.action != FAULT_A_DEGRADE ||
+		    !(ff->spec.set & (FAULT_SET_LOSS | FAULT_SET_CORRUPT)))
+			continue;
+		for (uint32_t i = 0; i < ff->spec.nlinks; i++) {
+			int hop;
+			if (on_path(c, ff->spec.link[i], &hop))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t bytes,
+		     const struct fst_front *front, const struct model_stamp *in,
+		     struct model_msg *out, struct fst_back *back, struct fst_hit *hit)
+{
+	struct fst_hit nohit;
+	if (!hit)
+		hit = &nohit;
+	memset(hit, 0, sizeof(*hit));
+	hit->fault = -1;
+	if (!v || !c || !front || !in || !out || !back || c->npath < 1 ||
+	    c->npath > MODEL_MAX_HOPS || split < 1 || split > c->npath || c->src_nic >= v->nnics ||
+	    bytes > MODEL_MAX_BYTES)
+		return -EINVAL;
+	struct model_path p;
+	if (fst_conn_path(v, c, &p))
+		return -EINVAL;
+	memset(back, 0, sizeof(*back));
+	const struct hops mine = {split, c->npath}, theirs = {0, split};
+	struct model_key key = {.seed = v->shm->seed, .conn = c->id, .msg = c->msgs};
+	struct model_link tmp[MODEL_MAX_HOPS];
+	int64_t busy[MODEL_MAX_HOPS], before[MODEL_MAX_HOPS];
+	struct model_loss_state loss[MODEL_MAX_HOPS];
+	int faults = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire) != 0;
+	int rc = fst_lock(v->shm);
+	if (rc)
+		return rc;
+	rc = apply_degrade_mask(v, c, theirs, front->degrades, tmp, &p, hit);
+	if (rc) {
+		fst_unlock(v->shm);
+		return rc;
+	}
+	if (faults)
+		apply_degrades(v, c, mine, in->first_ns, tmp, &p, hit);
+	for (int j = 0; hit->corrupt_set && j < c->npath; j++)
+		hit->corrupt_p[j] = p.hop[j]->corrupt_p; /* xmodel flips the same bits */
+	int64_t host_busy = front->host_busy;
+	for (int j = 0; j < c->npath; j++) {
+		if (j < split) {
+			before[j] = busy[j] = front->busy[j];
+			loss[j] = front->loss[j];
+		} else {
+			struct fst_link *s = link_state(v->shm, c->path[j]);
+			before[j] = busy[j] = s->busy_until;
+			loss[j] = s->loss;
+		}
+	}
+	int was_failed = c->mc.failed, fault_hop = -1;
+	rc = model_message(&p, &c->nic, front->post_ns, bytes, &key, &host_busy, busy, loss, &c->mc,
+			   out);
+	if (rc == 0 && !was_failed && !out->failed && out->arrive_ns != MODEL_NEVER) {
+		if (front->delay_ns) { /* the sender's piece met outages: as fst_reserve adds them */
+			out->arrive_ns = model_tadd(out->arrive_ns, front->delay_ns);
+			out->recv_done_ns = model_tadd(out->recv_done_ns, front->delay_ns);
+			out->send_done_ns = model_tadd(out->send_done_ns, front->delay_ns);
+			c->mc.last_arrive = out->arrive_ns;
+		}
+		if (faults) {
+			struct model_train tr;
+			model_train_init(&tr, &p, bytes);
+			int64_t own = idle_ns(&p, &tr, mine, in);
+			apply_outages(v, c, mine, in->first_ns, own > 0 ? own : 0, out, hit,
+				      &fault_hop);
+		}
+	}
+	if (rc == 0) {
+		for (int j = split; j < c->npath; j++) {
+			struct fst_link *s = link_state(v->shm, c->path[j]);
+			s->busy_until = busy[j];
+			s->loss = loss[j];
+		}
+		if (faults)
+			count_triggers(v, c, mine, in->first_ns, bytes);
+	}
+	fst_unlock(v->shm);
+	if (rc)
+		return rc;
+	if (out->failed && hit->fault >= 0) /* fst_reserve's rule */
+		out->fail_hop = fault_hop >= 0 ? fault_hop : -1;
+	c->msgs++;
+	for (int j = split; j < c->npath; j++) {
+		uint64_t q = before[j] > in->first_ns ? (uint64_t)(before[j] - in->first_ns) : 0;
+		count_queue(link_state(v->shm, c->path[j]), bytes, out->packets, q);
+	}
+	/* what goes back: the replay's commits on the sender's hops ... */
+	back->host_busy = host_busy;
+	struct model_train tr;
+	model_train_init(&tr, &p, bytes);
+	for (int j = 0; j < split; j++) {
+		back->busy[j] = busy[j];
+		back->loss[j] = loss[j];
+		back->expect[j] = front->loss[j].packets + (markov(p.hop[j]) ? tr.packets : 0);
+	}
+	/* ... and the impairments, counted where fst_reserve counts them: the first hop (the
+	 * sender's, less the first attempt's duplicates of its hops, which it counted at the
+	 * post), or the hop whose loss failed it (this host's, when it is one of its) */
+	struct model_msg cnt = *out;
+	cnt.corrupted = 0; /* the receiver counts what it flips (xmodel) */
+	uint64_t x[MODEL_MAX_HOPS];
+	uint32_t d0 = model_duplicate_bytes(&p, &key, bytes, x, 0, split);
+	cnt.duplicates = cnt.duplicates > d0 ? cnt.duplicates - d0 : 0;
+	int hop = out->failed && out->fail_hop >= 0 ? out->fail_hop : 0;
+	if (hop >= split) {
+		count_impairments(v->shm, c->path[hop], &cnt);
+		memset(&back->counts, 0, sizeof(back->counts));
+		back->counts.fail_hop = -1;
+	} else {
+		back->counts = cnt;
+	}
+	return 0;
+}
+
+int fst_commit_back(struct fst_view *v, struct fst_conn *c, int split, const struct fst_back *b)
+{
+	if (!v || !c || !b || c->npath < 1 || c->npath > MODEL_MAX_HOPS || split < 1 ||
+	    split > c->npath || c->src_nic >= v->nnics ||
+	    (b->counts.fail_hop >= split && b->counts.fail_hop != -1) || b->counts.fail_hop < -1)
+		return -EINVAL;
+	for (int j = 0; j < split; j++)
+		if (c->path[j] >= v->nlinks)
+			return -EINVAL;
+	struct fst_nic *nic = (struct fst_nic *)((uint8_t *)v->shm + v->shm->nics_off) + c->src_nic;
+	int rc = fst_lock(v->shm);
+	if (rc)
+		return rc;
+	if (c->nic.host_rate_bps && b->host_busy > nic->host_busy)
+		nic->host_busy = b->host_busy;
+	for (int j = 0; j < split; j++) {
+		struct fst_link *s = link_state(v->shm, c->path[j]);
+		if (b->busy[j] > s->busy_until)
+			s->busy_until = b->busy[j];
+		if (s->loss.packets == b->expect[j]) /* no other message crossed it since */
+			s->loss = b->loss[j];
+	}
+	fst_unlock(v->shm);
+	int hop = b->counts.failed && b->counts.fail_hop >= 0 ? b->counts.fail_hop : 0;
+	count_impairments(v->shm, c->path[hop], &b->counts);
+	return 0;
 }
 
 void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns, int early)

@@ -208,6 +208,7 @@ struct fst_hit {
 	int nfaults;	     /* faults that touched it */
 	int corrupt_set;     /* a degrade set hop j's corruption to corrupt_p[j] */
 	uint32_t corrupt_p[MODEL_MAX_HOPS];
+	uint64_t degrades[FAULT_MAX / 64]; /* the degrade faults applied (bit id) */
 };
 
 /*
@@ -245,8 +246,9 @@ int fst_conn_path(const struct fst_view *v, const struct fst_conn *c, struct mod
  * Jitter and the per-connection FIFO clamp are the caller's, once per message at the route's
  * end (as model_message adds them after the trains); a link's corruption costs no time (the
  * receiver flips the bits); loss recovery and reordering are the whole route's: a reserved hop
- * with one of them, or a degrade that sets loss, is refused (-EOPNOTSUPP). (A degrade that sets
- * corruption is refused by the daemon for a route between hosts: op=xroute.) Counts msgs, bytes, packets and queueing on each reserved link.
+ * with one of them, or a degrade that sets loss, is refused (-EOPNOTSUPP; such a route is
+ * replayed: fst_reserve_front below). Counts msgs, bytes, packets and queueing on each
+ * reserved link.
  * Returns 0; 1 when a fault failed the message (retries exhausted, a reset) or the connection
  * had failed already (RC: later messages fail too): out->last_ns is then when, hit->fault
  * which (-1: the earlier failure); -EINVAL (a bad range or path), -EOPNOTSUPP, -EDEADLK.
@@ -254,6 +256,62 @@ int fst_conn_path(const struct fst_view *v, const struct fst_conn *c, struct mod
 int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, uint64_t bytes,
 		     int64_t post_ns, const struct model_stamp *in, struct model_stamp *out,
 		     struct fst_hit *hit);
+
+/*
+ * A route whose loss recovery or reordering spans both hosts' pieces (scale-out.md section 4,
+ * "Loss across hosts"): the receiving host replays the whole route, model_message's attempts
+ * over every hop, from the sender's piece as it stood at the post. The sender reserves its
+ * hops for the first attempt (fst_reserve_front) and sends this front with the message; the
+ * receiver replays (fst_reserve_rest), commits its own hops and sends back what the
+ * retransmissions did to the sender's (struct fst_back), which the sender commits on the ACK
+ * (fst_commit_back). Times are this host's clock; the caller converts them for the wire.
+ */
+struct fst_front {
+	int64_t post_ns;			      /* the post, on the sender's clock */
+	int64_t delay_ns;			      /* outages' delay in the sender's piece */
+	int64_t host_busy;			      /* the NIC's host stage, before the message */
+	int64_t busy[MODEL_MAX_HOPS];		      /* hops [0, split), before the message */
+	struct model_loss_state loss[MODEL_MAX_HOPS]; /* ... and their Markov states */
+	uint64_t degrades[FAULT_MAX / 64];	      /* degrades in force on them at the post */
+};
+struct fst_back {
+	int64_t host_busy;			      /* hops [0, split): the replay's commits */
+	int64_t busy[MODEL_MAX_HOPS];
+	struct model_loss_state loss[MODEL_MAX_HOPS]; /* their Markov states after every attempt */
+	uint64_t expect[MODEL_MAX_HOPS]; /* ... to be taken if the link's state still counts this
+					    many packets (no other message crossed it since) */
+	struct model_msg counts;	 /* lost, timeouts, retx, duplicates, reordered, failed,
+					    fail_hop: for the sender to count on its first hop */
+};
+/*
+ * Does this route need the replay? 1 if a hop has loss or reordering, or a degrade fault of the
+ * plan (any window) sets loss on one of its links; else 0. Lock-free.
+ */
+int fst_route_replayed(const struct fst_view *v, const struct fst_conn *c);
+/*
+ * The sender's piece of a replayed route: fst_reserve_hops(v, c, 0, split, ...) for the first
+ * attempt, its hops' loss and reordering allowed (their Markov chains advance over the first
+ * attempt's packets), and the front filled: the busy-until and Markov states before the
+ * message, the degrades in force and the outages' delay. Returns as fst_reserve_hops.
+ */
+int fst_reserve_front(struct fst_view *v, struct fst_conn *c, int split, uint64_t bytes,
+		      int64_t post_ns, struct model_stamp *out, struct fst_front *front,
+		      struct fst_hit *hit);
+/*
+ * The receiver's replay: model_message over the whole route, the sender's hops [0, split) with
+ * the front's busy-until, Markov states and degrades (times on this host's clock), this host's
+ * hops with their own state and the degrades in force when the message reached them (in->first_ns);
+ * then the sender's outage delay and the outages on this host's hops; commits this host's hops
+ * only, counts their queueing and the triggers on them, and fills *back. c->mc (the FIFO clamp,
+ * the jitter scores) is the receiver's. 0 with *out (failed or not: out->failed), -EINVAL,
+ * -EDEADLK. A front whose degrades name no degrade fault of this fabric is -EPROTO.
+ */
+int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t bytes,
+		     const struct fst_front *front, const struct model_stamp *in,
+		     struct model_msg *out, struct fst_back *back, struct fst_hit *hit);
+/* The sender, on the ACK of a replayed message: its hops' commits (busy-until raised, Markov
+ * states taken where no other message crossed since) and its counters. -EINVAL for a bad split. */
+int fst_commit_back(struct fst_view *v, struct fst_conn *c, int split, const struct fst_back *b);
 /*
  * The fidelity monitor: a receive on a path whose last hop is link completed late_ns after the
  * model's time; early: before the soonest the model could ever give it (fst_floor_ns, from the

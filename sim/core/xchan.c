@@ -53,8 +53,8 @@ struct xw_ctl {
 	uint64_t v[2];
 };
 
-_Static_assert(sizeof(struct xw_cts) == 112 && sizeof(struct xw_hdr) == 80 &&
-		       sizeof(struct xw_ack) == 64 && sizeof(struct xw_ctl) == 24,
+_Static_assert(sizeof(struct xw_cts) == 112 && sizeof(struct xw_hdr) == 344 &&
+		       sizeof(struct xw_ack) == 328 && sizeof(struct xw_ctl) == 24,
 	       "the wire layout changed: both ends must agree");
 
 static int64_t now_ns(void)
@@ -69,6 +69,13 @@ static int fail(struct chan_err *err, int code, const char *what, uint64_t a, ui
 	if (err)
 		*err = (struct chan_err){.code = code, .value = {a, b}, .what = what};
 	return code;
+}
+
+/* What failed a message the model failed (chan_err's what): a fault (id + 1), or the model's
+ * own loss (0), as the shared-memory channel says it. */
+static const char *failed_why(uint32_t fault)
+{
+	return fault ? "the fabric failed the message" : "retry count exhausted on link";
 }
 
 /* An endpoint's sticky failure: recorded once, returned by every later call. */
@@ -179,7 +186,7 @@ struct xtx_send {
 	uint8_t queued;	 /* waiting for the transport to take it (-EAGAIN) */
 	uint8_t acked;	 /* the receiver has it */
 	uint8_t doomed;	 /* the model fails it at done_ns */
-	uint32_t fault, link;
+	uint32_t fault, link, timeouts;
 	int64_t delay_ns;
 	struct xw_hdr hdr;
 	struct xnet_op op;
@@ -366,6 +373,7 @@ static int tx_take_ack(struct xchan_tx *tx, int i, struct chan_err *err)
 		s->doomed = 1;
 		s->fault = a.st.fault;
 		s->link = a.st.link;
+		s->timeouts = a.st.timeouts;
 		s->delay_ns = a.st.delay_ns;
 	}
 	int rc = tx_post_ack_recv(tx, i);
@@ -516,7 +524,7 @@ int xchan_tx_test(struct xchan_tx *tx, chan_req req, int *done, uint64_t *size,
 			return 0;
 		tx_recycle(tx, s);
 		if (s->doomed) {
-			fail(err, -ETIMEDOUT, "the fabric failed the message", s->link, 0);
+			fail(err, -ETIMEDOUT, failed_why(s->fault), s->link, s->timeouts);
 			if (err) {
 				err->msg = s->msg;
 				err->fault = s->fault;
@@ -612,7 +620,7 @@ struct xrx_recv {
 	uint8_t doomed;
 	int nin;
 	int64_t ready_ns;
-	uint32_t fault, link;
+	uint32_t fault, link, timeouts;
 	int64_t delay_ns;
 	struct xrx_buf b[CHAN_MAX_RECVS];
 	struct xw_cts cts;
@@ -735,6 +743,7 @@ static int rx_take_data(struct xchan_rx *rx, struct xrx_recv *r, int b, struct c
 		r->doomed = 1;
 		r->fault = fs->fault;
 		r->link = fs->link;
+		r->timeouts = fs->timeouts;
 		r->delay_ns = fs->delay_ns;
 	}
 	x->in = 1;
@@ -880,7 +889,7 @@ int xchan_rx_test(struct xchan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 			return 0;
 		rx_recycle(rx, r);
 		if (r->doomed) {
-			fail(err, -ETIMEDOUT, "the fabric failed the message", r->link, 0);
+			fail(err, -ETIMEDOUT, failed_why(r->fault), r->link, r->timeouts);
 			if (err) {
 				err->msg = r->seq;
 				err->fault = r->fault;

@@ -11,7 +11,7 @@
  *   CTS   rx -> tx  one per posted receive: its number, n buffers, their capacities and tags.
  *                   The receiver has already posted one transport receive per buffer, straight
  *                   into the application's buffer (no staging copy).
- *   DATA  tx -> rx  one per send: an 80-byte header (message and receive numbers, buffer, size,
+ *   DATA  tx -> rx  one per send: a 344-byte header (message and receive numbers, buffer, size,
  *                   the model's stamp) and the payload, as one message of two parts.
  *   ACK   rx -> tx  one per message, sent when its data are in (an RC NIC's ACK: it does not
  *                   wait for the receiving application to test), with the model's stamp back.
@@ -27,7 +27,8 @@
  * owns and carries the stamp; the receiver asks it, on arrival, for the rest and the delivery
  * time, and never completes the receive before that time; the ACK carries the sender's
  * completion time back, and the send never completes before it. A message the model fails
- * (retries exhausted) fails both ends at the model's time with -ETIMEDOUT and the fault.
+ * (retries exhausted) fails both ends at the model's time with -ETIMEDOUT and the fault (value[0]
+ * the link; without a fault, the model's own loss, value[1] its ACK timeouts).
  *
  * Errors: negative errno values, as chan's (chan.h has the list), with a struct chan_err:
  *   -EAGAIN (would block), -EMSGSIZE, -ECONNRESET (the peer closed, died or its host is gone),
@@ -48,17 +49,22 @@
 #include "sim/core/xnet.h"
 
 #define XCHAN_MAX_CONN ((1u << 28) - 1)
-#define XCHAN_S_FAIL 0x1 /* stamp flag: the model fails the message */
+#define XCHAN_S_FAIL 0x1   /* stamp flag: the model fails the message */
+#define XCHAN_S_REPLAY 0x2 /* stamp flag: x[] holds the model's replay words (xmodel.c) */
+#define XCHAN_STAMP_X 32   /* the model's words beyond t[] */
 
 /* The model's word about one message, carried from sender to receiver and back. */
 struct xchan_stamp {
-	int64_t t[3];	  /* the model's times so far (its own business: virtual ns; room for a
+	int64_t t[3];	   /* the model's times so far (its own business: virtual ns; room for a
 			     model_stamp's first, last and last_tx) */
-	uint32_t hop;	  /* the next hop of the route to reserve */
-	uint32_t flags;	  /* XCHAN_S_* */
-	uint32_t fault;	  /* XCHAN_S_FAIL: the fault that failed it, id + 1 (0: the models') */
-	uint32_t link;	  /* ... and the link */
-	int64_t delay_ns; /* ... and what it had cost the message before */
+	uint32_t hop;	   /* the next hop of the route to reserve */
+	uint32_t flags;	   /* XCHAN_S_* */
+	uint32_t fault;	   /* XCHAN_S_FAIL: the fault that failed it, id + 1 (0: the models') */
+	uint32_t link;	   /* ... and the link */
+	int64_t delay_ns;  /* ... and what it had cost the message before */
+	uint32_t timeouts; /* XCHAN_S_FAIL by the model's own loss (fault 0): its ACK timeouts */
+	uint32_t reserved;
+	uint64_t x[XCHAN_STAMP_X]; /* the model's own business too (XCHAN_S_REPLAY) */
 };
 
 /*

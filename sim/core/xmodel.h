@@ -16,6 +16,15 @@
  *           ACK carries back the sender's completion time (arrival + ack_proc + the route's
  *           latency + o_recv);
  *   acked   the send completes at that time, never earlier.
+ * Loss recovery and reordering are the whole route's, so a route with either on a hop, or a
+ * degrade of the plan that sets loss or corruption on one of its links (fst_route_replayed,
+ * asked again when the fault table grows), is replayed: the stamp also carries the sender's
+ * front (its hops as they stood at the post: fstate.h's struct fst_front), the receiver runs
+ * model_message over the whole route from it (fst_reserve_rest) and the ACK carries the back
+ * (what the retransmissions did to the sender's hops), which the sender commits
+ * (fst_commit_back). The stamp's x[] words hold them (xmodel.c has the layout); every stamp
+ * carries a front, so a receiver that finds the replay needed by itself (a live fault of its
+ * own) can replay.
  * A fault that fails the message in either piece fails both ends at the piece's time with
  * the fault's id and link (xchan carries them). Stamps travel in virtual time (this host's
  * CLOCK_MONOTONIC less the fabric's epoch_ns), so hosts whose daemons agree on the epoch's
@@ -27,8 +36,8 @@
  *
  * Threads: an xmodel is used by its endpoint's thread only; the fabric state is shared and
  * locked by fstate. Ownership: the view is not owned and must outlive the xmodel.
- * Errors: negative errno values (-EINVAL a bad route or argument, -EPROTO a peer's stamp that
- * does not fit the route, fstate's -EOPNOTSUPP and -EDEADLK).
+ * Errors: negative errno values (-EINVAL a bad route or argument, -EPROTO a peer's stamp,
+ * front or back that does not fit the route, fstate's -EOPNOTSUPP and -EDEADLK).
  */
 #ifndef SF_XMODEL_H
 #define SF_XMODEL_H

@@ -2,8 +2,10 @@
 /*
  * fuzz_xmodel.c - the distributed fabric clock's hooks (sim/core/xmodel.c) against a hostile
  * peer. The input is a program over one route split between two hosts' fabric states, with
- * jitter, duplicates and corruption on any hop and faults on either side: posts of any size at any time, and arrivals of stamps the sender wrote
- * or the input forged (any hop, times, flags, fault), in any order. Whatever a stamp says, a
+ * jitter, duplicates, corruption, loss and reordering on any hop and faults on either side
+ * (outages, degrades that set loss or corruption): posts of any size at any time, and arrivals
+ * of stamps the sender wrote or the input forged (any hop, times, flags, fault, the replay's
+ * words), in any order, and ACKs whose replay words the input may forge. Whatever a stamp says, a
  * hook must return 0 or one of xmodel.h's errors, never complete a receive before the stamp's
  * last bit reached the receiver's first hop (a stamp it took), and never complete a send before
  * its ACK's time.
@@ -58,6 +60,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			l[i].duplicate_p = take(&r, 4);
 		if (take(&r, 1) & 1) /* corruption, flipped by the receiver */
 			l[i].corrupt_p = take(&r, 4);
+		uint32_t lossy = take(&r, 1) % 4; /* loss and reordering: the route is replayed */
+		if (lossy == 1)
+			l[i].loss = (struct model_loss){.kind = MODEL_LOSS_BERNOULLI,
+							.p = {take(&r, 4)}};
+		if (lossy == 2)
+			l[i].loss = (struct model_loss){.kind = MODEL_LOSS_GE,
+							.p = {take(&r, 4), take(&r, 4) | 1,
+							      take(&r, 4), take(&r, 2)}};
+		if (lossy == 3) {
+			l[i].reorder_p = take(&r, 4);
+			l[i].reorder_delay_ns = (int64_t)take(&r, 2);
+		}
 		if (model_link_resolve(&l[i], err, sizeof(err)))
 			return 0;
 	}
@@ -82,7 +96,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (take(&r, 1) & 1) {
 		struct fault_spec f;
 		memset(&f, 0, sizeof(f));
-		f.kind = take(&r, 1) & 1 ? FAULT_K_LINK_DOWN : FAULT_K_STALL;
+		uint32_t k = take(&r, 1) % 3;
+		f.kind = k == 0 ? FAULT_K_LINK_DOWN : k == 1 ? FAULT_K_STALL : FAULT_K_DEGRADE;
+		if (k == 2) { /* loss or corruption: the replay's degrades */
+			f.set = take(&r, 1) & 1 ? FAULT_SET_LOSS : FAULT_SET_CORRUPT;
+			f.loss = (struct model_loss){.kind = MODEL_LOSS_BERNOULLI,
+						     .p = {take(&r, 4)}};
+			f.corrupt_p = take(&r, 4);
+		}
 		f.action = (uint32_t)fault_kind_action((enum fault_kind)f.kind);
 		f.trigger = FAULT_T_TIME;
 		f.src_node = f.dst_node = f.node = FAULT_ANY;
@@ -132,13 +153,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			s.fault = take(&r, 1);
 			s.link = take(&r, 1);
 		}
+		for (uint32_t k = take(&r, 1) % 4; k; k--) /* the replay's words, forged */
+			s.x[take(&r, 1) % XCHAN_STAMP_X] = (uint64_t)take(&r, 4)
+				<< (take(&r, 1) % 33);
 		int rc = xmodel_hooks.arrive(rx, t + ahead, take(&r, 2), bytes, &s, &ready, &ack);
 		check_rc(rc);
 		if (rc)
 			continue;
 		if (!(s.flags & XCHAN_S_FAIL) && !(ack.flags & XCHAN_S_FAIL))
 			assert(ready >=
-			       s.t[1] + 1000 + ahead); /* never before the stamp's last bit */
+			       s.t[1] + 1000 + ahead);	   /* never before the stamp's last bit */
+		for (uint32_t k = take(&r, 1) % 4; k; k--) /* the replay's words back, forged */
+			ack.x[take(&r, 1) % XCHAN_STAMP_X] = (uint64_t)take(&r, 4)
+				<< (take(&r, 1) % 33);
 		rc = xmodel_hooks.acked(tx, &ack, &done);
 		check_rc(rc);
 		/* the receiver's flips stay inside the delivered bytes (ASan) */

@@ -55,6 +55,18 @@ static void fabric_init_j(int jittery)
 		links[4].duplicate_p = 1u << 26;
 		links[2].duplicate_p = 1u << 27;
 	}
+	if (jittery == 3) { /* loss (1/256) in both pieces, reordering at the senders */
+		for (int i = 1; i <= 3; i += 2)
+			links[i].loss =
+				(struct model_loss){.kind = MODEL_LOSS_BERNOULLI, .p = {1u << 24}};
+		links[0].reorder_p = links[4].reorder_p = 1u << 27;
+		links[0].reorder_delay_ns = links[4].reorder_delay_ns = 3000;
+	}
+	if (jittery == 4) /* Gilbert-Elliott bursts on a sender's uplink and the receiver's port */
+		for (int i = 0; i <= 3; i += 3)
+			links[i].loss = (struct model_loss){
+				.kind = MODEL_LOSS_GE,
+				.p = {model_prob(0.002), model_prob(0.2), model_prob(0.5), 0}};
 	nic = (struct model_nic){.o_send_ns = 300,
 				 .o_recv_ns = 250,
 				 .ack_proc_ns = 200,
@@ -135,9 +147,62 @@ static int through(struct xconn *x, int64_t t, uint64_t bytes, int64_t *ready, i
 	return xmodel_hooks.acked(x->tx, ack, done);
 }
 
+/* The usual bench: hosts 0 and 1 (host 1's clock HOST1_AHEAD ahead), conn A split at hop 2
+ * between them, and the same conn on a third state reserved whole (fst_reserve). */
+struct bench {
+	struct host h0, h1, whole;
+	struct xconn x;
+	struct fst_conn w;
+};
+
+static void bench_init(struct bench *b)
+{
+	host_init(&b->h0, 0);
+	host_init(&b->h1, HOST1_AHEAD);
+	host_init(&b->whole, 0);
+	xconn_init(&b->x, &b->h0, &b->h1, 0, 2);
+	b->w = route(0);
+}
+
+static void bench_fini(struct bench *b)
+{
+	xconn_fini(&b->x);
+	host_fini(&b->h0);
+	host_fini(&b->h1);
+	host_fini(&b->whole);
+}
+
+/* Link i's state on host h. */
+static struct fst_link *link_of(struct host *h, int i)
+{
+	return (struct fst_link *)((uint8_t *)h->base + h->v->shm->state_off) + i;
+}
+
+/* One message through both: whole (m) and through the hooks (ready, done, ack), then the bits
+ * the receiver flipped when it delivered it into a zeroed buffer. */
+struct bench_msg {
+	struct model_msg m;
+	struct xchan_stamp ack;
+	int64_t ready, done;
+	uint64_t bits;
+};
+
+static struct bench_msg bench_msg(struct bench *b, int64_t t, uint8_t *buf, uint64_t len)
+{
+	struct bench_msg r = {.bits = 0};
+	CHECK(fst_reserve(b->whole.v, &b->w, t, len, &r.m, NULL) == 0, "whole");
+	uint64_t msg = b->x.msgs;
+	CHECK(through(&b->x, t, len, &r.ready, &r.done, &r.ack) == 0, "through");
+	memset(buf, 0, len);
+	xmodel_hooks.deliver(b->x.rx, msg, buf, len);
+	for (uint64_t k = 0; k < len; k++)
+		r.bits += (uint64_t)__builtin_popcount(buf[k]);
+	return r;
+}
+
 static void test_split_is_the_whole(void)
 {
-	for (int variant = 0; variant < 12; variant++) {
+	for (int variant = 0; variant < 20; variant++) {
 		int split = 1 + variant % 4, jittery = variant / 4;
 		fabric_init_j(jittery);
 		struct host h0, h1, whole;
@@ -169,11 +234,11 @@ static void test_split_is_the_whole(void)
 					", done %" PRId64 " want %" PRId64 "\n",
 					split, i, ready, m.recv_done_ns, done, m.send_done_ns);
 		}
+		static const char *const what[] = {"", ", jitter", ", jitter and duplicates",
+						   ", loss and reordering (replayed)",
+						   ", bursts of loss (replayed)"};
 		CHECK(same == 400, "split %d%s: %d of 400 the same as one reservation", split,
-		      jittery == 2	? ", jitter and duplicates"
-			      : jittery ? ", jitter"
-					: "",
-		      same);
+		      what[jittery], same);
 		/* each host counted its own links only: host 0 the sender's, host 1 the rest */
 		struct fst_link *s0 =
 			(struct fst_link *)((uint8_t *)h0.base + h0.v->shm->state_off);
@@ -196,6 +261,24 @@ static void test_split_is_the_whole(void)
 		CHECK(d_split == d_whole && (jittery < 2 || d_whole > 0),
 		      "split %d: duplicates %" PRIu64 " split, %" PRIu64 " whole", split, d_split,
 		      d_whole);
+		/* loss recoveries and late packets: as many, on the link one reservation counts
+		 * them on (the first hop, on the sender's host) */
+		uint64_t l_split = 0, l_whole = 0, r_split = 0, r_whole = 0, t_split = 0,
+			 t_whole = 0;
+		for (int i = 0; i < NL; i++) {
+			l_split += atomic_load(&s0[i].lost) + atomic_load(&s1[i].lost);
+			l_whole += atomic_load(&sw[i].lost);
+			t_split += atomic_load(&s0[i].timeouts) + atomic_load(&s1[i].timeouts);
+			t_whole += atomic_load(&sw[i].timeouts);
+			r_split += atomic_load(&s0[i].reordered) + atomic_load(&s1[i].reordered);
+			r_whole += atomic_load(&sw[i].reordered);
+		}
+		CHECK(l_split == l_whole && t_split == t_whole && r_split == r_whole &&
+			      (jittery < 3 || l_whole > 0) && (jittery != 3 || r_whole > 0) &&
+			      atomic_load(&s0[0].lost) == atomic_load(&sw[0].lost),
+		      "split %d: lost %" PRIu64 "/%" PRIu64 ", timeouts %" PRIu64 "/%" PRIu64
+		      ", reordered %" PRIu64 "/%" PRIu64 " (split/whole)",
+		      split, l_split, l_whole, t_split, t_whole, r_split, r_whole);
 		xconn_fini(&x[0]);
 		xconn_fini(&x[1]);
 		host_fini(&h0);
@@ -211,54 +294,32 @@ static void test_corruption_flips_what_the_model_counts(void)
 {
 	fabric_init();
 	links[2].corrupt_p = 1u << 28; /* 1/16 of the packets crossing the spine's downlink */
-	struct host h0, h1, whole;
-	host_init(&h0, 0);
-	host_init(&h1, HOST1_AHEAD);
-	host_init(&whole, 0);
-	struct xconn x;
-	xconn_init(&x, &h0, &h1, 0, 2);
-	struct fst_conn w = route(0);
+	struct bench b;
+	bench_init(&b);
 	static uint8_t buf[65536];
 	uint64_t flipped = 0, counted = 0;
 	int same = 0;
 	for (int i = 0; i < 50; i++) {
-		int64_t t = 1000 + (int64_t)i * 100000;
-		struct model_msg m;
-		struct xchan_stamp ack;
-		int64_t ready, done;
-		CHECK(fst_reserve(whole.v, &w, t, sizeof(buf), &m, NULL) == 0, "whole");
-		uint64_t msg = x.msgs;
-		CHECK(through(&x, t, sizeof(buf), &ready, &done, &ack) == 0, "through");
-		memset(buf, 0, sizeof(buf));
-		xmodel_hooks.deliver(x.rx, msg, buf, sizeof(buf));
-		uint64_t bits = 0;
-		for (size_t k = 0; k < sizeof(buf); k++)
-			bits += (uint64_t)__builtin_popcount(buf[k]);
-		same += bits == m.corrupted;
-		flipped += bits;
-		counted += m.corrupted;
+		struct bench_msg r = bench_msg(&b, 1000 + (int64_t)i * 100000, buf, sizeof(buf));
+		same += r.bits == r.m.corrupted;
+		flipped += r.bits;
+		counted += r.m.corrupted;
 	}
 	CHECK(same == 50 && counted > 0,
-	      "%d of 50 messages flipped what the model counts (%" PRIu64 " bits, %" PRIu64 " packe"
-	      "ts)",
-	      same, flipped, counted);
-	struct fst_link *s1 = (struct fst_link *)((uint8_t *)h1.base + h1.v->shm->state_off);
-	struct fst_link *s0 = (struct fst_link *)((uint8_t *)h0.base + h0.v->shm->state_off);
+	      "%d of 50 messages flipped what the model counts: %" PRIu64 " bits, %" PRIu64, same,
+	      flipped, counted);
 	uint64_t c1 = 0, c0 = 0;
 	for (int i = 0; i < NL; i++) {
-		c1 += atomic_load(&s1[i].corrupted);
-		c0 += atomic_load(&s0[i].corrupted);
+		c1 += atomic_load(&link_of(&b.h1, i)->corrupted);
+		c0 += atomic_load(&link_of(&b.h0, i)->corrupted);
 	}
 	CHECK(c1 == counted && c0 == 0, "counted by the receiver's host only: %" PRIu64 " %" PRIu64,
 	      c1, c0);
 	/* the sender's end flips nothing */
 	memset(buf, 0, sizeof(buf));
-	xmodel_hooks.deliver(x.tx, 0, buf, sizeof(buf));
+	xmodel_hooks.deliver(b.x.tx, 0, buf, sizeof(buf));
 	CHECK(buf[0] == 0 && !memcmp(buf, buf + 1, sizeof(buf) - 1), "tx end untouched");
-	xconn_fini(&x);
-	host_fini(&h0);
-	host_fini(&h1);
-	host_fini(&whole);
+	bench_fini(&b);
 }
 
 /* Two hosts (host 1's clock HOST1_AHEAD ahead) with fault f in both states: its id. */
@@ -271,6 +332,97 @@ static uint32_t two_hosts_with(struct host *h0, struct host *h1, const struct fa
 		      fst_fault_add(h1->v->shm, f, ORIGIN + HOST1_AHEAD, &id) == 0,
 	      "faults");
 	return id;
+}
+
+/*
+ * Retries exhausted by loss across hosts: a third of the packets lost on the sender's uplink
+ * or on the receiver's port, two retries. Both ends fail at one reservation's time, naming
+ * the link, the failure is counted where one reservation counts it, and what follows flushes
+ * at the same times.
+ */
+static void test_loss_fails_both_ends(void)
+{
+	for (int hop = 0; hop < 4; hop += 3) {
+		fabric_init();
+		nic.retry_count = 1;
+		links[hop].loss =
+			(struct model_loss){.kind = MODEL_LOSS_BERNOULLI, .p = {model_prob(0.6)}};
+		fenv_resolve(links, NL, &nic);
+		struct bench b;
+		bench_init(&b);
+		static uint8_t buf[256 << 10];
+		int same = 0, failed = 0;
+		uint32_t link = 99;
+		for (int i = 0; i < 40; i++) {
+			struct bench_msg r =
+				bench_msg(&b, 1000 + (int64_t)i * 2000, buf, sizeof(buf));
+			int f = (r.ack.flags & XCHAN_S_FAIL) != 0;
+			same += r.ready == r.m.recv_done_ns && r.done == r.m.send_done_ns &&
+				f == r.m.failed;
+			if (f && !failed)
+				link = r.ack.link;
+			failed += f;
+		}
+		CHECK(same == 40 && failed > 0 && link == (uint32_t)hop,
+		      "loss on hop %d: %d of 40 the same, %d failed, the first on link %u", hop,
+		      same, failed, link);
+		uint64_t f_split = atomic_load(&link_of(&b.h0, hop)->failed) +
+			atomic_load(&link_of(&b.h1, hop)->failed);
+		uint64_t f_whole = atomic_load(&link_of(&b.whole, hop)->failed);
+		CHECK(f_split == f_whole && f_split > 0,
+		      "failures on link %d: %" PRIu64 " split, %" PRIu64 " whole", hop, f_split,
+		      f_whole);
+		bench_fini(&b);
+	}
+	fabric_init();
+}
+
+/*
+ * Degrades that set loss (on the spine uplink, host 0's with split 2) and corruption (on the
+ * receiver's port, host 1's) for 10 ms: the receiving host replays the route with the
+ * sender's degrades as they were at the post; every completion as one reservation's, and the
+ * bits flipped in each message those it counts. The degrades' hits counted once.
+ */
+static void test_degrades_replayed(void)
+{
+	fabric_init();
+	struct fault_spec lossy = on_link(FAULT_K_DEGRADE, 1, 2 * MS, 10 * MS);
+	lossy.set = FAULT_SET_LOSS;
+	lossy.loss = (struct model_loss){.kind = MODEL_LOSS_BERNOULLI, .p = {model_prob(0.01)}};
+	struct fault_spec bad = on_link(FAULT_K_DEGRADE, 3, 2 * MS, 10 * MS);
+	bad.set = FAULT_SET_CORRUPT;
+	bad.corrupt_p = model_prob(0.05);
+	struct bench b;
+	bench_init(&b); /* the route's replay is decided again when the faults come */
+	struct host *h[3] = {&b.h0, &b.h1, &b.whole};
+	for (int k = 0; k < 3; k++) {
+		int64_t origin = ORIGIN + (k == 1 ? HOST1_AHEAD : 0);
+		uint32_t id;
+		CHECK(fst_fault_add(h[k]->v->shm, &lossy, origin, &id) == 0 &&
+			      fst_fault_add(h[k]->v->shm, &bad, origin, &id) == 0,
+		      "faults");
+	}
+	static uint8_t buf[128 << 10];
+	int same = 0, flips = 0;
+	uint64_t lost = 0, corrupted = 0;
+	for (int i = 0; i < 80; i++) {
+		struct bench_msg r =
+			bench_msg(&b, ORIGIN + (int64_t)i * 200 * US, buf, sizeof(buf));
+		same += r.ready == r.m.recv_done_ns && r.done == r.m.send_done_ns && !r.m.failed;
+		flips += r.bits == r.m.corrupted;
+		lost += r.m.lost;
+		corrupted += r.m.corrupted;
+	}
+	CHECK(same == 80 && flips == 80 && lost > 0 && corrupted > 0,
+	      "%d of 80 the same, %d flipped as one counts; lost %" PRIu64 ", corrupted %" PRIu64,
+	      same, flips, lost, corrupted);
+	uint64_t hits[3];
+	for (int k = 0; k < 3; k++)
+		hits[k] = atomic_load(&fst_fault(h[k]->v->shm, 0)->hit);
+	CHECK(hits[0] + hits[1] == hits[2] && hits[2] > 0,
+	      "the loss degrade's hits: %" PRIu64 " + %" PRIu64 ", whole %" PRIu64, hits[0],
+	      hits[1], hits[2]);
+	bench_fini(&b);
 }
 
 static void test_faults_fail_both_ends(void)
@@ -393,9 +545,46 @@ static void test_what_a_peer_may_not_say(void)
 	r.conn.src_nic = NNIC;
 	CHECK(xmodel_new(h0.v, &r, XMODEL_TX, &m) == -EINVAL, "a NIC the fabric lacks");
 	xmodel_free(NULL);
-	/* a lossy hop cannot be split: refused at the post, never run unmodelled */
-	h0.v->links[1].loss.kind = MODEL_LOSS_BERNOULLI;
-	CHECK(xmodel_hooks.post(x.tx, 3000, 64, &s) == -EOPNOTSUPP, "lossy");
+	/* the replay's words (a lossy route: the sender's hops as they stood at the post) */
+	CHECK(xmodel_hooks.post(x.tx, 3000, 64, &s) == 0, "post");
+	s.flags |= XCHAN_S_REPLAY;
+	static const struct {
+		int word;
+		uint64_t v;
+		const char *what;
+	} front[] = {
+		{0, (uint64_t)-1, "a post before virtual time 0"},
+		{0, (uint64_t)MODEL_NEVER, "a post never"},
+		{1, (uint64_t)-3, "a negative delay"},
+		{3, 700LL * 1000000000, "a link busy for ten minutes more"},
+		{3 + MODEL_MAX_HOPS, 7ull << 61, "a Markov state 7"},
+		{3 + 2 * MODEL_MAX_HOPS, 1, "a degrade the fabric does not have"},
+	};
+	for (size_t i = 0; i < sizeof(front) / sizeof(front[0]); i++) {
+		bad = s;
+		bad.x[front[i].word] = front[i].v;
+		CHECK(xmodel_hooks.arrive(x.rx, 4000, 1, 64, &bad, &ready, &ack) == -EPROTO,
+		      "front: %s", front[i].what);
+	}
+	CHECK(xmodel_hooks.arrive(x.rx, 4000, 1, 64, &s, &ready, &ack) == 0 &&
+		      (ack.flags & XCHAN_S_REPLAY),
+	      "the replay");
+	static const struct {
+		int word;
+		uint64_t v;
+		const char *what;
+	} back[] = {
+		{1, (uint64_t)MODEL_NEVER - 1, "a link busy for centuries"},
+		{1 + MODEL_MAX_HOPS, 5ull << 61, "a Markov state 5"},
+		{1 + 3 * MODEL_MAX_HOPS + 3, 3u << 8, "a failure on the receiver's hop"},
+		{1 + 3 * MODEL_MAX_HOPS + 3, 2, "flags it does not know"},
+	};
+	for (size_t i = 0; i < sizeof(back) / sizeof(back[0]); i++) {
+		struct xchan_stamp b = ack;
+		b.x[back[i].word] = back[i].v;
+		CHECK(xmodel_hooks.acked(x.tx, &b, &done) == -EPROTO, "back: %s", back[i].what);
+	}
+	CHECK(xmodel_hooks.acked(x.tx, &ack, &done) == 0, "the back");
 	xconn_fini(&x);
 	host_fini(&h0);
 	host_fini(&h1);
@@ -405,6 +594,8 @@ static const struct check_case cases[] = {
 	CHECK_CASE(test_split_is_the_whole),
 	CHECK_CASE(test_corruption_flips_what_the_model_counts),
 	CHECK_CASE(test_faults_fail_both_ends),
+	CHECK_CASE(test_loss_fails_both_ends),
+	CHECK_CASE(test_degrades_replayed),
 	CHECK_CASE(test_never_stays_never),
 	CHECK_CASE(test_what_a_peer_may_not_say),
 };
