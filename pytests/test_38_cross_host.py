@@ -509,8 +509,9 @@ def test_38_16_hosts_from_env_on_a_modelled_fabric_agree_then_fail_both_ends_on_
         sf_env, tmp_path):
     """Two agents as srun starts them, on fault-link-down.yaml: they agree on its hash and on
     virtual time 0 (the clock offset measured against host 0 is within half the round trip, as
-    an NTP-style sample must be where both clocks are one), and node0's cable down past the
-    retry budget fails both ranks naming the fault."""
+    an NTP-style sample must be where both clocks are one), node0's cable down past the
+    retry budget fails both ranks naming the fault, and host 0's stats.json and faults.json
+    have both hosts' counters."""
     scn = os.path.join(ROOT, "scenarios", "fault-link-down.yaml")
     out = hosts_from_env_launches(sf_env, tmp_path, [scn, scn], [
         "--tests", "faults", "--fault-msgs", "100", "--fault-bytes", "65536", "--fault-expect",
@@ -532,6 +533,19 @@ def test_38_16_hosts_from_env_on_a_modelled_fabric_agree_then_fail_both_ends_on_
                          r"above the 25\.0 Gb/s)" % (h, h, other, h, other), out[h][1]), report
     for h in (0, 1):
         assert "fault #0 'node0-cable' (link_down)" in out[h][1], report
+    # host 0's run directory has both hosts' counters (host 1's agent sent its own, over the
+    # rendezvous's connection), host 1's its own only: each host counts the links it owns
+    links = {}
+    for h in (0, 1):
+        with open(str(tmp_path / ("host%d" % h) / "stats.json")) as f:
+            links[h] = {l["from"] + " -> " + l["to"]: l for l in json.load(f)["links"]}
+    assert all(l["msgs"] > 0 for l in links[0].values()), links[0]
+    assert links[1]["sw0 -> node1/0"]["msgs"] > 0 and links[1]["sw0 -> node0/0"]["msgs"] == 0, \
+        links[1]
+    assert "stats.json and faults.json: the counters of host(s) 0, 1" in out[0][1], report
+    assert "this host's counters sent to host 0's agent" in out[1][1], report
+    with open(str(tmp_path / "host0" / "faults.json")) as f:
+        assert json.load(f)["faults"][0]["failed"] >= 2
 
 
 def test_38_17_hosts_from_env_refuses_a_scenario_that_differs_and_names_a_missing_host(
@@ -881,3 +895,43 @@ def test_38_31_the_monitor_blames_the_hosts_network_for_late_deliveries_between_
                          r"[0-9.]+ us\): \1 of them from another host: the network between "
                          r"the hosts cannot carry the fabric at this speed" % re.escape(link),
                          log), log
+
+
+def test_38_34_host_0_takes_every_hosts_counters_and_names_what_is_missing(tmp_path):
+    """sf.federate.NetRelay at the end of a run over real hosts: host 0's agent takes host 1's
+    counters (link ids back to ints, a line far longer than the rendezvous's 64 KiB), names
+    counters that do not parse without dropping the link's triggers, and stops waiting for a
+    host that sends none after its bound."""
+    import socket
+    import threading
+    from sf import federate
+    a, b = socket.socketpair()
+    said = []
+    r0 = federate.NetRelay(str(tmp_path / "none.sock"), 0, {1: federate._Lines(a, "host 1")},
+                           said.append)
+    r1 = federate.NetRelay(str(tmp_path / "none.sock"), 1, {0: federate._Lines(b, "host 0")},
+                           said.append)
+    r0.start()
+    r1.start()
+    try:
+        # a malformed one first: named, and the link stays
+        federate._Lines(b, "x").send({"counters": {"host": 1, "stats": {"zero": {}}}})
+        big = {str(i): {"msgs": i, "late_hist": [0] * 40} for i in range(3000)}
+        t = threading.Thread(target=lambda: r1.send_counters(big, {"faults": []}, [{"id": 7}]))
+        t.start()
+        got = r0.wait_counters(2, timeout=20)
+        t.join()
+        assert list(got) == [1] and got[1][0][2999] == {"msgs": 2999, "late_hist": [0] * 40} \
+            and got[1][2] == [{"id": 7}], said
+        assert any("counters: host 1 sent counters that do not parse (stats of link 'zero')"
+                   in m for m in said), said
+        t0 = time.monotonic()
+        assert set(r0.wait_counters(3, timeout=0.5)) == {1}  # host 2 never sends: the bound
+        assert time.monotonic() - t0 < 5
+        with pytest.raises(federate.FederationError, match="not host 1's counters"):
+            federate.check_counters({"host": 2, "stats": {}}, 1)
+        with pytest.raises(federate.FederationError, match="'connections' is not a list"):
+            federate.check_counters({"host": 1, "stats": {}, "connections": 3}, 1)
+    finally:
+        r1.stop()
+        r0.stop()

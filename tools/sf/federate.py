@@ -31,10 +31,17 @@ SAMPLES = 16
 HELLO_TIMEOUT_S = 5  # a connection to host 0 that says nothing valid this long is dropped
 PROBE_BYTES = 32 << 20  # each host sends this much to host 0: the network's bandwidth
 MARGIN_NS = 1000000  # virtual time 0 is a millisecond before host 0 decided it
+LINE_LIMIT = 65536  # a line of the rendezvous, at most
+COUNTERS_LIMIT = 64 << 20  # ... and of a host's counters at the end of the run (NetRelay)
+COUNTERS_WAIT_S = 30  # host 0's agent waits this long for the others' counters
 
 
 class FederationError(Exception):
     pass
+
+
+class _Late(FederationError):
+    """No whole line by the deadline; what came is kept for the next read."""
 
 
 def scenario_hash(text):
@@ -84,6 +91,7 @@ class _Lines:
 
     def __init__(self, sock, who):
         self.sock, self.who, self.buf = sock, who, b""
+        self.limit = LINE_LIMIT  # NetRelay raises it: a host's counters are one line
 
     def send(self, obj):
         self.sock.sendall((json.dumps(obj) + "\n").encode())
@@ -106,23 +114,31 @@ class _Lines:
             n -= len(got)
 
     def recv(self, deadline):
-        while b"\n" not in self.buf:
+        parts, seen, have = [self.buf], len(self.buf), b"\n" in self.buf
+        while not have:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise FederationError("%s: no answer in time" % self.who)
+                self.buf = b"".join(parts)
+                raise _Late("%s: no answer in time" % self.who)
             self.sock.settimeout(left)
             try:
-                got = self.sock.recv(4096)
+                got = self.sock.recv(1 << 16)
             except socket.timeout:
-                raise FederationError("%s: no answer in time" % self.who)
+                self.buf = b"".join(parts)
+                raise _Late("%s: no answer in time" % self.who)
             except OSError as e:
                 raise FederationError("%s: %s" % (self.who, e.strerror or e))
             if not got:
                 raise FederationError("%s: the connection closed" % self.who)
-            self.buf += got
-            if len(self.buf) > 65536:
-                raise FederationError("%s: a line longer than 64 KiB" % self.who)
-        line, self.buf = self.buf.split(b"\n", 1)
+            parts.append(got)
+            seen += len(got)
+            have = b"\n" in got
+            if not have and seen > self.limit:
+                raise FederationError("%s: a line longer than %d KiB" % (self.who,
+                                                                        self.limit >> 10))
+        line, self.buf = b"".join(parts).split(b"\n", 1)
+        if len(line) > self.limit:
+            raise FederationError("%s: a line longer than %d KiB" % (self.who, self.limit >> 10))
         try:
             obj = json.loads(line)
         except ValueError:
@@ -304,6 +320,34 @@ def _outcome(say, fid, name, origin, where, res):
         say("fault #%d '%s': %s did not take its origin: %s" % (fid, name, where, res[1]))
 
 
+def _int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_counters(doc, host):
+    """(stats, faults, connections) from what host's agent sent at the end of its run, in
+    sf.ctl's forms (stats' link ids ints again); FederationError naming what does not fit."""
+    if not isinstance(doc, dict) or doc.get("host") != host:
+        raise FederationError("not host %d's counters" % host)
+    st, fl, conns = doc.get("stats"), doc.get("faults"), doc.get("connections")
+    stats = {}
+    if not isinstance(st, dict):
+        raise FederationError("'stats' is not an object")
+    for k, rec in st.items():
+        if not (isinstance(k, str) and k.isdigit()) or not isinstance(rec, dict) or not all(
+                _int(v) or (isinstance(v, list) and all(_int(x) for x in v))
+                for v in rec.values()):
+            raise FederationError("stats of link %.40r" % k)
+        stats[int(k)] = rec
+    if fl is not None and not (isinstance(fl, dict) and isinstance(fl.get("faults", []), list)
+                               and all(isinstance(f, dict) for f in fl.get("faults", []))):
+        raise FederationError("'faults' is not a fault list")
+    if conns is not None and not (isinstance(conns, list) and
+                                  all(isinstance(x, dict) for x in conns)):
+        raise FederationError("'connections' is not a list of objects")
+    return stats, fl, conns
+
+
 class TriggerRelay(threading.Thread):
     """A fault's trigger fires in the fabric state of the host that owns the link it counts
     (docs/scale-out.md, section 5); its action may be another host's (a node_freeze of a node
@@ -365,6 +409,11 @@ class NetRelay(TriggerRelay):
         super().__init__([sock], say)
         self.host, self.links = host, dict(links)
         self.local = {}  # fault id -> (origin, name, from host): to publish to our daemon
+        self.counters = {}  # host 0: host -> its counters at the end of its run (check_counters)
+        self.got = threading.Condition()
+        self.outbox = []  # (message, threading.Event): sent by the relay's thread, the links'
+        for c in self.links.values():  # only user
+            c.limit = COUNTERS_LIMIT
 
     def _send(self, msg, skip=None):
         for h, c in list(self.links.items()):
@@ -373,15 +422,51 @@ class NetRelay(TriggerRelay):
             try:
                 c.send(msg)
             except OSError:
-                self.links.pop(h)  # that host's agent is gone: its run has ended
+                self.links.pop(h, None)  # that host's agent is gone: its run has ended
+
+    def send_counters(self, stats, faults, connections, timeout=10.0):
+        """Another host's agent, at the end of its run: its daemon's counters to host 0's
+        agent, which merges every host's into its run's stats.json and faults.json. True once
+        the relay's thread has sent them (False: not within timeout, or no link left)."""
+        sent = threading.Event()
+        with self.got:
+            self.outbox.append(({"counters": {"host": self.host, "stats": stats,
+                                              "faults": faults, "connections": connections}},
+                                sent))
+        return sent.wait(timeout) and bool(self.links)
+
+    def wait_counters(self, nhosts, timeout=COUNTERS_WAIT_S):
+        """Host 0's agent, at the end of its run: {host: (stats, faults, connections)} of the
+        other hosts that sent theirs within timeout (the relay's thread takes them)."""
+        deadline = time.monotonic() + timeout
+        with self.got:
+            while len(self.counters) < nhosts - 1 and self.links:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.got.wait(min(left, 0.1))
+            return dict(self.counters)
 
     def _take(self, h, c):
         try:
             msg = c.recv(time.monotonic() + 1.0)
+        except _Late:
+            return  # a long line (a host's counters) still coming: the rest at the next period
         except FederationError as e:
             self.links.pop(h)
             if "closed" not in str(e):
                 self.say("trigger relay: %s" % e)
+            return
+        if "counters" in msg and self.host == 0:
+            try:
+                got = check_counters(msg["counters"], h)
+            except FederationError as e:
+                self.say("counters: %s sent counters that do not parse (%s): stats.json has "
+                         "the other hosts' only" % (c.who, e))
+                return
+            with self.got:
+                self.counters[h] = got
+                self.got.notify_all()
             return
         fid, origin, name, frm = (msg.get("fire"), msg.get("origin_ns"), msg.get("name"),
                                   msg.get("from"))
@@ -398,6 +483,11 @@ class NetRelay(TriggerRelay):
             self._send(msg, skip=h)
 
     def poll(self):
+        with self.got:
+            out, self.outbox = self.outbox, []
+        for msg, sent in out:
+            self._send(msg)
+            sent.set()
         for fid, (origin, name) in (_fired(self.sockets[0]) or {}).items():
             if fid not in self.relayed and fid not in self.local:
                 self.relayed.add(fid)

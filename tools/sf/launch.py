@@ -1175,6 +1175,31 @@ class Job:
         if why:
             lr.notes.append(why)
             lr.series_note = why
+        if isinstance(self.relay, federate.NetRelay) and lr.stats is not None:
+            self._gather(lr)
+
+    def _gather(self, lr):
+        """--hosts-from-env: every host's counters in host 0's run directory. The other hosts'
+        agents send theirs to host 0's (each keeps its own host's in its run directory); host
+        0's merges what came within federate.COUNTERS_WAIT_S, as --local-hosts merges its
+        daemons', and says which hosts are missing."""
+        h, n = self.host[0], self.host[1]
+        if h != 0:
+            sent = self.relay.send_counters(lr.stats, lr.faults, lr.connections)
+            self.say("this host's counters %s host 0's agent (its stats.json and faults.json "
+                     "have every host's; this run directory's, this host's)" % (
+                         "sent to" if sent else "could not be sent to"))
+            return
+        got = self.relay.wait_counters(n)
+        hosts = sorted(got)
+        lr.stats = sfctl.merge_stats([lr.stats] + [got[k][0] for k in hosts])
+        lr.faults = sfctl.merge_faults([lr.faults] + [got[k][1] for k in hosts])
+        lr.connections = (lr.connections or []) + [c for k in hosts for c in got[k][2] or []]
+        missing = [k for k in range(1, n) if k not in got]
+        self.say("stats.json and faults.json: the counters of host(s) %s%s" % (
+            ", ".join(map(str, [0] + hosts)),
+            "; host(s) %s sent none within %d s (their run directories have theirs)" % (
+                ", ".join(map(str, missing)), federate.COUNTERS_WAIT_S) if missing else ""))
 
     def down(self):
         if self.relay:
