@@ -42,7 +42,7 @@ def shown(path):
     the scenarios directory the demo names once (a whole path would not fit a line)."""
     return os.path.basename(path) if INSTALLED else os.path.relpath(path, ROOT)
 WIDTH = 100
-FIDELITY = re.compile(r"fidelity: link (\d+) \(([^)]*)\): (\d+) deliveries in the last second "
+FIDELITY = re.compile(r"fidelity: link (\d+) \(([^)]*)\): (\d+) deliveries in the last (?:second|[0-9.]+ s) "
                       r"completed ([\d.]+) us after the model's time on average")
 
 
