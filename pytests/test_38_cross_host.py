@@ -650,7 +650,7 @@ def test_38_21_a_trigger_fires_the_fault_on_another_hosts_agent(sf_env, tmp_path
     m = re.search(r"fault #0 'ice' fired here \(host 0\) at ([0-9.]+) ms \(fabric time\): sent "
                   r"to the other hosts", out[0][1])
     assert m, report
-    assert "fault #0 fired on host 0 at %s ms (fabric time): published here" % m.group(1) in \
+    assert "fault #0 'ice' fired on host 0 at %s ms (fabric time): published here" % m.group(1) in \
         out[1][1], report
     for h in (0, 1):
         assert "timed out after 4 s" in out[h][1], report
@@ -937,3 +937,69 @@ def test_38_34_host_0_takes_every_hosts_counters_and_names_what_is_missing(tmp_p
     finally:
         r1.stop()
         r0.stop()
+
+
+def test_38_35_a_live_fault_or_clear_on_one_host_reaches_the_others(sf_fabric_factory, tmp_path):
+    """`simfabric fault apply` and `clear` sent to one host's daemon of a run: the launcher's
+    relay applies the same spec on the other hosts at the same fabric time with the same ids
+    (--local-hosts: sf.federate.TriggerRelay over both daemons; --hosts-from-env: NetRelay,
+    agent to agent), and clears it at the same time; two live faults sent to different hosts
+    at once are not renumbered: the relay says so."""
+    import socket
+    from sf import federate
+    scn = tmp_path / "two-leaves.yaml"
+    scn.write_text(TWO_LEAVES)
+    hosts = hosts_of_a_run(sf_fabric_factory, str(scn))
+    socks = [h.socket for h in hosts]
+    said = []
+    relay = federate.TriggerRelay(socks, said.append)
+    ids, eff = sfctl.fault_apply(socks[1], "{name: cut, action: link_down, "
+                                 "link: [spine, leaf1], at: 1s, for: 10ms}")
+    relay.poll()
+    f0 = sfctl.faults(socks[0])["faults"]
+    assert [f["name"] for f in f0] == ["cut"] and f0[0]["id"] == ids[0] and \
+        f0[0]["effective_ns"] == eff and f0[0]["origin_ns"] == eff, (f0, said)
+    assert any("live fault #0 'cut' applied on host 1 (effective at %.3f ms, fabric time): "
+               "published to host(s) 0" % (eff / 1e6) in m for m in said), said
+    sfctl.fault_clear(socks[0], 0, at_ns=5000000)
+    relay.poll()
+    u = [sfctl.faults(s)["faults"][0]["until_ns"] for s in socks]
+    assert u[0] == u[1] and u[0] > eff, (u, said)
+    # one at once on each: the second host's numbering differs, said, not followed
+    sfctl.fault_apply(socks[0], "{name: a, action: link_down, link: [leaf0, spine], for: 1ms}")
+    sfctl.fault_apply(socks[1], "{name: b, action: link_down, link: [leaf0, spine], for: 1ms}")
+    relay.poll()
+    assert any("fault #1 'a': host 1 did not take its live spec: first_id: this daemon's next "
+               "fault is #2, not #1" in m for m in said), said
+
+    # across real hosts: host 1's agent to host 0's, over the rendezvous's connection
+    more = hosts_of_a_run(sf_fabric_factory, str(scn))
+    a, b = socket.socketpair()
+    said2 = []
+    r0 = federate.NetRelay(more[0].socket, 0, {1: federate._Lines(a, "host 1")}, said2.append)
+    r1 = federate.NetRelay(more[1].socket, 1, {0: federate._Lines(b, "host 0")}, said2.append)
+    try:
+        ids, eff = sfctl.fault_apply(more[1].socket, "{name: cut, action: stall, "
+                                     "link: [spine, leaf1], at: 2s, for: 5ms}")
+        r1.poll()
+        for _ in range(50):
+            r0.poll()
+            f0 = sfctl.faults(more[0].socket)["faults"]
+            if f0:
+                break
+            time.sleep(0.02)
+        assert [(f["name"], f["effective_ns"]) for f in f0] == [("cut", eff)], (f0, said2)
+        assert any("live fault #0 'cut' applied here (host 1), effective at" in m
+                   for m in said2) and any("live fault #0 'cut' applied on host 1" in m and
+                                           "published here" in m for m in said2), said2
+        # an event that does not parse ends that link, with a note
+        federate._Lines(b, "x").send({"op": "apply", "id": "zero"})
+        for _ in range(50):
+            r0.poll()
+            if 1 not in r0.links:
+                break
+            time.sleep(0.02)
+        assert 1 not in r0.links and any("not a fault event" in m for m in said2), said2
+    finally:
+        a.close()  # the relays were polled here, not started
+        b.close()

@@ -87,7 +87,8 @@ static const struct op_def {
 	{"stats", srv_op_stats, KEYS(NULL), KEYS("skip"), true},
 	{"series", srv_op_series, KEYS(NULL), KEYS("skip"), true},
 	{"fault", srv_op_fault, KEYS("verb"),
-	 KEYS("spec", "id", "at_ns", "skip", "origin_ns", "name"), false},
+	 KEYS("spec", "id", "at_ns", "skip", "origin_ns", "name", "effective_ns", "first_id"),
+	 false},
 	{"xroute", srv_op_xroute, KEYS("from_node", "from_nic", "to_node", "to_nic"),
 	 KEYS("connect"), false},
 	{"ping", op_ping, KEYS(NULL), KEYS(NULL), true},
@@ -326,6 +327,8 @@ void srv_free(struct srv *s)
 		return;
 	struct dl *p, *t;
 	faultd_release(fabmon_faults(s->mon)); /* no process stays stopped, no channel held */
+	for (int i = 0; i < FAULT_MAX; i++)
+		free(s->live_spec[i]);
 	/* Tell waiting connects why, as far as their sockets take it now. */
 	dl_each_safe(p, t, &s->pending)
 	{

@@ -23,9 +23,13 @@
 
 /*
  * Live faults (docs/control-protocol.md, op=fault):
- *   verb=apply spec=<a fault as one line of YAML flow syntax> [at_ns=<delay from now>]
- *   verb=clear id=<n>|all [at_ns=<delay from now>]
- *   verb=list [skip=<n>]
+ *   verb=apply spec=<a fault as one line of YAML flow syntax> [at_ns=<delay from now> |
+ *     effective_ns=<fabric time>] [first_id=<n>: refused (ESTALE) unless its first fault gets
+ *     id n, so that the hosts of a run keep one numbering]
+ *   verb=clear id=<n>|all [at_ns=<delay from now> | effective_ns=<fabric time>]
+ *   verb=list [skip=<n>]: each fault's line (fault.<id>), and before the first fault of a
+ *     live spec the spec (live.<id>) and its effective time (live_ns.<id>), which the launch
+ *     agents apply on the run's other hosts at the same fabric time
  *   verb=fire id=<n> origin_ns=<fabric time> [name=<the fault's name>]: a trigger that fired
  *     on another host of the run (the first publication wins; docs/scale-out.md, section 5)
  * A new fault is checked against the fabric first (the scenario parser's
@@ -43,12 +47,20 @@ int srv_op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, s
 			 "this daemon runs the ideal fabric");
 		return -EOPNOTSUPP;
 	}
-	uint64_t at = 0, skip = 0;
+	uint64_t at = 0, skip = 0, abs_eff = 0;
 	if (ctl_get(req, "at_ns") && get_u64(req, "at_ns", &at, err))
 		return -EINVAL;
-	if (at > 1000000000000000ull) {
-		snprintf(err, SRV_ERR_LEN, "at_ns: %llu is more than 1e15 ns",
-			 (unsigned long long)at);
+	if (ctl_get(req, "effective_ns") && get_u64(req, "effective_ns", &abs_eff, err))
+		return -EINVAL;
+	if (at > 1000000000000000ull || abs_eff > 1000000000000000ull) {
+		snprintf(err, SRV_ERR_LEN, "%s: %llu is more than 1e15 ns",
+			 at ? "at_ns" : "effective_ns", (unsigned long long)(at ? at : abs_eff));
+		return -EINVAL;
+	}
+	if (ctl_get(req, "at_ns") && ctl_get(req, "effective_ns")) {
+		snprintf(err, SRV_ERR_LEN,
+			 "at_ns and effective_ns: one or the other (a delay from now, or a "
+			 "fabric time)");
 		return -EINVAL;
 	}
 	if ((ctl_get(req, "origin_ns") || ctl_get(req, "name")) && strcmp(verb, "fire")) {
@@ -56,8 +68,14 @@ int srv_op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, s
 			 ctl_get(req, "origin_ns") ? "origin_ns" : "name");
 		return -EINVAL;
 	}
-	int64_t now = now_ns(), eff = now + (int64_t)at;
+	if (ctl_get(req, "first_id") && strcmp(verb, "apply")) {
+		snprintf(err, SRV_ERR_LEN, "first_id: only with verb=apply");
+		return -EINVAL;
+	}
 	const struct fst_shm *fs = fabmon_shm(s->mon);
+	int64_t now = now_ns(), eff = now + (int64_t)at;
+	if (ctl_get(req, "effective_ns")) /* another host's time: the same windows here */
+		eff = fs->epoch_ns + (int64_t)abs_eff;
 	if (!strcmp(verb, "apply")) {
 		const char *spec = ctl_get(req, "spec");
 		if (!spec || !*spec) {
@@ -80,6 +98,21 @@ int srv_op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, s
 		if (rc) {
 			snprintf(err, SRV_ERR_LEN, "%.*s", SRV_ERR_LEN - 1, why);
 			return rc;
+		}
+		uint32_t next = faultd_count(fabmon_faults(s->mon));
+		uint64_t want = next;
+		if (ctl_get(req, "first_id") && get_u64(req, "first_id", &want, err)) {
+			fault_plan_free(plan);
+			return -EINVAL;
+		}
+		if (want != next) {
+			snprintf(err, SRV_ERR_LEN,
+				 "first_id: this daemon's next fault is #%u, not #%llu: its faults "
+				 "differ from the host's that applied it (a live fault sent to one "
+				 "host alone?)",
+				 next, (unsigned long long)want);
+			fault_plan_free(plan);
+			return -ESTALE;
 		}
 		if ((int)faultd_count(fabmon_faults(s->mon)) + plan->n > FAULT_MAX) {
 			snprintf(err, SRV_ERR_LEN,
@@ -105,6 +138,11 @@ int srv_op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, s
 		ctl_addf(rep, "faults", "%d", plan->n);
 		ctl_addf(rep, "effective_ns", "%lld", (long long)(eff - fs->epoch_ns));
 		fault_plan_free(plan);
+		if (next < FAULT_MAX) { /* for the run's other hosts: op=fault verb=list */
+			free(s->live_spec[next]);
+			s->live_spec[next] = strdup(spec);
+			s->live_eff[next] = eff - fs->epoch_ns;
+		}
 		faultd_tick(fabmon_faults(s->mon), now);
 		return 0;
 	}
@@ -143,6 +181,18 @@ int srv_op_fault(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, s
 			char k[24], v[CTL_VALUE_MAX + 1];
 			if (faultd_describe(fabmon_faults(s->mon), (uint32_t)i, now, v, sizeof(v)))
 				continue;
+			/* a live spec's text and time with its first fault (a page may end between
+			 * them: the next one says them again) */
+			if (i < FAULT_MAX && s->live_spec[i]) {
+				char t[24];
+				snprintf(k, sizeof(k), "live_ns.%llu", (unsigned long long)i);
+				snprintf(t, sizeof(t), "%lld", (long long)s->live_eff[i]);
+				if (!srv_add_paged(rep, k, t, i))
+					break;
+				snprintf(k, sizeof(k), "live.%llu", (unsigned long long)i);
+				if (!srv_add_paged(rep, k, s->live_spec[i], i))
+					break;
+			}
 			snprintf(k, sizeof(k), "fault.%llu", (unsigned long long)i);
 			if (!srv_add_paged(rep, k, v, i))
 				break;

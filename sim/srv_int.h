@@ -150,6 +150,11 @@ struct srv {
 	/* A modelled fabric over cfg.hosts hosts: where its nodes and links are; else NULL. */
 	struct placement *place;
 	uint8_t *warned_links; /* by link id: a connection of this host crossed another's link */
+	/* Live faults (op=fault verb=apply), by the id of the first fault of each spec: the spec's
+	 * text (owned) and its effective time (fabric time), which op=fault verb=list gives, for
+	 * the launch agents to apply on the run's other hosts (docs/scale-out.md, section 5). */
+	char *live_spec[FAULT_MAX];
+	int64_t live_eff[FAULT_MAX];
 	char wire[CTL_MSG_MAX];
 };
 

@@ -523,8 +523,10 @@ def _kv(text):
 
 
 def faults(path, timeout=5.0):
-    """The daemon's faults (op=fault verb=list, every page): {"epoch_ns", "now_ns", "faults": [...]}."""
-    res, skip = {"faults": []}, 0
+    """The daemon's faults (op=fault verb=list, every page): {"epoch_ns", "now_ns", "faults": [...]}.
+    The first fault of each live spec (`simfabric fault apply`) also has "spec" (its text) and
+    "effective_ns" (when it took effect, fabric time)."""
+    res, skip, live = {"faults": []}, 0, {}
     while True:
         pairs = request(path, "fault", timeout=timeout, verb="list", skip=skip)
         nxt = None
@@ -533,18 +535,29 @@ def faults(path, timeout=5.0):
                 d = _kv(v)
                 d["id"] = int(k.split(".")[1])
                 res["faults"].append(d)
+            elif k.startswith("live."):
+                live.setdefault(int(k.split(".")[1]), {})["spec"] = v
+            elif k.startswith("live_ns."):
+                live.setdefault(int(k.split(".")[1]), {})["effective_ns"] = int(v)
             elif k in ("epoch_ns", "now_ns"):
                 res[k] = int(v)
             elif k == "next":
                 nxt = int(v)
         if nxt is None:
+            for f in res["faults"]:
+                f.update(live.get(f["id"], {}))
             return res
         skip = nxt
 
 
-def fault_apply(path, spec, at_ns=0, timeout=5.0):
-    """Apply one live fault (YAML flow text); returns (ids, effective_ns)."""
-    d = request(path, "fault", timeout=timeout, verb="apply", spec=spec, at_ns=at_ns)
+def fault_apply(path, spec, at_ns=0, timeout=5.0, effective_ns=None, first_id=None):
+    """Apply one live fault (YAML flow text); returns (ids, effective_ns). effective_ns: at that
+    fabric time instead of at_ns from now; first_id: refused (ESTALE) unless its first fault
+    gets that id (another host's live fault, applied here: docs/scale-out.md, section 5)."""
+    keys = {"effective_ns": effective_ns} if effective_ns is not None else {"at_ns": at_ns}
+    if first_id is not None:
+        keys["first_id"] = first_id
+    d = request(path, "fault", timeout=timeout, verb="apply", spec=spec, **keys)
     ids = [int(v) for k, v in d if k.startswith("id.")]
     return ids, int(dict(d)["effective_ns"])
 
@@ -559,6 +572,9 @@ def fault_fire(path, fid, origin_ns, name=None, timeout=5.0):
     return d["fired"] == "1", int(d["origin_ns"])
 
 
-def fault_clear(path, fid="all", at_ns=0, timeout=5.0):
-    d = dict(request(path, "fault", timeout=timeout, verb="clear", id=fid, at_ns=at_ns))
+def fault_clear(path, fid="all", at_ns=0, timeout=5.0, effective_ns=None):
+    """Clear fault fid (or all), at_ns from now or at fabric time effective_ns; returns how
+    many were cleared."""
+    keys = {"effective_ns": effective_ns} if effective_ns is not None else {"at_ns": at_ns}
+    d = dict(request(path, "fault", timeout=timeout, verb="clear", id=fid, **keys))
     return int(d["cleared"])

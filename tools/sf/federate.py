@@ -288,36 +288,82 @@ def agree(host, nhosts, addr, port, digest, timeout=60.0, bind=None):
 RELAY_PERIOD_S = 0.02
 
 
-def _fired(sock):
-    """{fault id: (origin_ns, name)} of the faults whose trigger has fired, by sock's daemon;
-    None when it does not answer (it is going: the run is ending)."""
+def _list(sock):
+    """sock's daemon's fault list (sf.ctl.faults), or None when it does not answer (it is
+    going: the run is ending)."""
     try:
-        fl = sfctl.faults(sock, timeout=2.0)
+        return sfctl.faults(sock, timeout=2.0)
     except sfctl.CtlError:
         return None
-    return {f["id"]: (f["origin_ns"], f.get("name", "?")) for f in fl.get("faults", [])
-            if isinstance(f.get("origin_ns"), int) and f["origin_ns"] > 0}
 
 
-def _fire(sock, fid, origin, name):
-    """Publish one origin to sock's daemon: ("set", origin) when it took it, ("had", its own)
-    when it had one, ("no", why) when it cannot take it (another fault has that id there, or
-    its fault runs on the clock), None when it did not answer (try again)."""
+def _events(fl):
+    """What a host's fault list says the others must be told, in the order to tell it: per
+    fault, a live spec applied there ("apply": its text and effective time), its trigger's
+    origin ("fire") and a clear ("clear": when)."""
+    out = []
+    for f in (fl or {}).get("faults", []):
+        fid, name = f["id"], f.get("name", "?")
+        if isinstance(f.get("spec"), str) and _int(f.get("effective_ns")):
+            out.append({"op": "apply", "id": fid, "name": name, "spec": f["spec"],
+                        "at_ns": f["effective_ns"]})
+        if _int(f.get("origin_ns")) and f["origin_ns"] > 0:
+            out.append({"op": "fire", "id": fid, "name": name, "at_ns": f["origin_ns"]})
+        if _int(f.get("until_ns")) and f["until_ns"] >= 0:
+            out.append({"op": "clear", "id": fid, "name": name, "at_ns": f["until_ns"]})
+    return out
+
+
+def check_event(msg):
+    """An event another host's agent sent (_events' form, with "from"), or FederationError."""
+    if not isinstance(msg, dict) or msg.get("op") not in ("apply", "fire", "clear") or \
+            not all(_int(msg.get(k)) for k in ("id", "at_ns", "from")) or msg["id"] < 0 or \
+            msg["at_ns"] < (1 if msg["op"] == "fire" else 0) or \
+            not isinstance(msg.get("name"), str) or \
+            (msg["op"] == "apply" and not isinstance(msg.get("spec"), str)):
+        raise FederationError("not a fault event: %.200r" % (msg,))
+    return msg
+
+
+def _do(sock, ev):
+    """Carry out one event on sock's daemon: ("set", at) when it took it, ("had", its own
+    origin) when a fire found one there, ("no", why) when it cannot take it (it says why: a
+    fault of another name at that id, another numbering, a fault on the clock), None when it
+    did not answer (try again)."""
     try:
-        got = sfctl.fault_fire(sock, fid, origin, name=name, timeout=2.0)
+        if ev["op"] == "apply":
+            sfctl.fault_apply(sock, ev["spec"], effective_ns=ev["at_ns"], first_id=ev["id"],
+                              timeout=2.0)
+            return ("set", ev["at_ns"])
+        if ev["op"] == "clear":
+            sfctl.fault_clear(sock, ev["id"], effective_ns=ev["at_ns"], timeout=2.0)
+            return ("set", ev["at_ns"])
+        got = sfctl.fault_fire(sock, ev["id"], ev["at_ns"], name=ev["name"], timeout=2.0)
     except sfctl.CtlError as e:
-        return ("no", e.reason) if e.errno == 22 else None  # EINVAL: its word
-    return ("set", origin) if got[0] else ("had", got[1])
+        # its word (EINVAL, ESTALE, ENOSPC, ENOENT), or no answer
+        return ("no", e.reason) if e.errno in (22, 116, 28, 2) else None
+    return ("set", ev["at_ns"]) if got[0] else ("had", got[1])
 
 
-def _outcome(say, fid, name, origin, where, res):
-    """Say what a publication did where it matters: another origin there, or a refusal."""
-    if res[0] == "had" and res[1] != origin:
+WHAT = {"apply": "live fault #%d '%s' applied on host %d (effective at %.3f ms, fabric time)",
+        "fire": "fault #%d '%s' fired on host %d at %.3f ms (fabric time)",
+        "clear": "fault #%d '%s' cleared on host %d (at %.3f ms, fabric time)"}
+HERE = {"apply": "live fault #%d '%s' applied here (host %d), effective at %.3f ms (fabric time)",
+        "fire": "fault #%d '%s' fired here (host %d) at %.3f ms (fabric time)",
+        "clear": "fault #%d '%s' cleared here (host %d) at %.3f ms (fabric time)"}
+
+
+def _outcome(say, ev, where, res):
+    """Say what an event did where it matters: another origin there, or a refusal."""
+    fid, name = ev["id"], ev["name"]
+    if res[0] == "had" and res[1] != ev["at_ns"]:
         say("fault #%d '%s': %s had its own origin at %.3f ms, not %.3f ms: its windows differ "
             "between hosts (a trigger counted on several hosts: docs/scale-out.md, section 5)" % (
-                fid, name, where, res[1] / 1e6, origin / 1e6))
+                fid, name, where, res[1] / 1e6, ev["at_ns"] / 1e6))
     elif res[0] == "no":
-        say("fault #%d '%s': %s did not take its origin: %s" % (fid, name, where, res[1]))
+        say("fault #%d '%s': %s did not take its %s: %s" % (
+            fid, name, where, {"apply": "live spec", "fire": "origin", "clear": "clear"}[
+                ev["op"]], res[1]))
 
 
 def _int(v):
@@ -349,45 +395,67 @@ def check_counters(doc, host):
 
 
 class TriggerRelay(threading.Thread):
-    """A fault's trigger fires in the fabric state of the host that owns the link it counts
-    (docs/scale-out.md, section 5); its action may be another host's (a node_freeze of a node
-    there, a link down on a link there). While the run lasts, this thread watches every local
-    host's daemon (--local-hosts: they are all on this machine) every RELAY_PERIOD_S and
-    publishes a newly fired trigger's origin to the others (op=fault verb=fire, with the
-    fault's name, which the daemon checks: the first publication wins, so the fault's windows
-    are the same everywhere). A daemon that does not answer is asked again at the next period.
-    The action starts up to one period late on the other hosts; the origin, and so every
-    window, is exact."""
+    """What happens to a fault on one host of a run, the others must do at the same fabric
+    time (docs/scale-out.md, section 5): a trigger that fires in the fabric state of the host
+    that owns the link it counts, while its action may be another host's (a node_freeze of a
+    node there, a link down on a link there); a live fault (`simfabric fault apply`) or a clear
+    sent to one host's daemon. While the run lasts, this thread watches every local host's
+    daemon (--local-hosts: they are all on this machine) every RELAY_PERIOD_S and carries each
+    new event to the others, in order: a live spec applied with the same effective time and
+    fault ids (op=fault verb=apply effective_ns first_id: another numbering is refused, not
+    followed), a trigger's origin (verb=fire, with the fault's name, which the daemon checks:
+    the first publication wins), a clear at the same time (verb=clear effective_ns). A daemon
+    that does not answer is asked again at the next period. The action starts up to one period
+    late on the other hosts; the windows are exact."""
 
     def __init__(self, sockets, say):
         super().__init__(name="sf-trigger-relay", daemon=True)
         self.sockets, self.say = list(sockets), say
         self.done = threading.Event()
-        self.relayed = set()  # fault ids published everywhere (or refused with a word)
-        self.pending = {}  # fault id -> (origin, name, from host, hosts still to tell)
+        self.seen = set()  # (op, fault id): events told (or being told) everywhere
+        self.queue = {k: [] for k in range(len(self.sockets))}  # host -> [(event, from)]
+        self.told = {}  # (op, id) -> (from host, hosts that took it, hosts still to tell)
+
+    def _note(self, h, ev):
+        key = (ev["op"], ev["id"])
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
 
     def poll(self):
+        n = len(self.sockets)
         for h, sock in enumerate(self.sockets):
-            for fid, (origin, name) in (_fired(sock) or {}).items():
-                if fid not in self.relayed and fid not in self.pending:
-                    self.pending[fid] = (origin, name, h, set(range(len(self.sockets))) - {h})
-        for fid, (origin, name, h, left) in list(self.pending.items()):
-            to = []
-            for k in sorted(left):
-                res = _fire(self.sockets[k], fid, origin, name)
-                if res is None:
-                    continue  # again at the next period
-                left.discard(k)
-                if res[0] == "set":
-                    to.append(k)
-                _outcome(self.say, fid, name, origin, "host %d" % k, res)
-            if to:
-                self.say("fault #%d '%s' fired on host %d at %.3f ms (fabric time): "
-                         "published to host(s) %s" % (fid, name, h, origin / 1e6,
-                                                      ", ".join(map(str, to))))
-            if not left:
-                del self.pending[fid]
-                self.relayed.add(fid)
+            for ev in _events(_list(sock)):
+                if self._note(h, ev):
+                    self.told[(ev["op"], ev["id"])] = (h, [], set(range(n)) - {h})
+                    for k in range(n):
+                        if k != h:
+                            self.queue[k].append((ev, h))
+        for k in range(n):
+            self._drain(k)
+
+    def _drain(self, k):
+        """Host k's events, in order, until its daemon does not answer."""
+        q = self.queue[k]
+        while q:
+            ev, h = q[0]
+            res = _do(self.sockets[k], ev)
+            if res is None:
+                return  # again at the next period, in the same order
+            q.pop(0)
+            key = (ev["op"], ev["id"])
+            frm, took, left = self.told[key]
+            left.discard(k)
+            if res[0] == "set":
+                took.append(k)
+            _outcome(self.say, ev, "host %d" % k, res)
+            if not left and took:
+                self.say((WHAT[ev["op"]] + ": published %s") % (
+                    ev["id"], ev["name"], frm, ev["at_ns"] / 1e6, self._where(took)))
+
+    def _where(self, hosts):
+        return "to host(s) %s" % ", ".join(map(str, hosts))
 
     def run(self):
         while not self.done.wait(RELAY_PERIOD_S):
@@ -400,15 +468,14 @@ class TriggerRelay(threading.Thread):
 
 class NetRelay(TriggerRelay):
     """The same across real hosts (--hosts-from-env): each agent watches its own daemon and
-    sends what fired (id, origin, name) to host 0's agent over the connection the rendezvous
-    left open; host 0's publishes it to its daemon and forwards it to every other host's agent,
-    which publishes it to its own. A line from a peer that is not a fired trigger ends that
-    peer's link with a note."""
+    sends each new event to host 0's agent over the connection the rendezvous left open; host
+    0's carries it out on its daemon and forwards it to every other host's agent, which
+    carries it out on its own. A line from a peer that is neither an event nor (to host 0) a
+    host's counters ends that peer's link with a note."""
 
     def __init__(self, sock, host, links, say):
         super().__init__([sock], say)
         self.host, self.links = host, dict(links)
-        self.local = {}  # fault id -> (origin, name, from host): to publish to our daemon
         self.counters = {}  # host 0: host -> its counters at the end of its run (check_counters)
         self.got = threading.Condition()
         self.outbox = []  # (message, threading.Event): sent by the relay's thread, the links'
@@ -455,7 +522,7 @@ class NetRelay(TriggerRelay):
         except FederationError as e:
             self.links.pop(h)
             if "closed" not in str(e):
-                self.say("trigger relay: %s" % e)
+                self.say("fault relay: %s" % e)
             return
         if "counters" in msg and self.host == 0:
             try:
@@ -468,19 +535,17 @@ class NetRelay(TriggerRelay):
                 self.counters[h] = got
                 self.got.notify_all()
             return
-        fid, origin, name, frm = (msg.get("fire"), msg.get("origin_ns"), msg.get("name"),
-                                  msg.get("from"))
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (fid, origin, frm)) \
-                or origin <= 0 or not isinstance(name, str):
+        try:
+            ev = check_event(msg)
+        except FederationError as e:
             self.links.pop(h)
-            self.say("trigger relay: %s sent %.200r, not a fired trigger: that link is dropped"
-                     % (c.who, msg))
+            self.say("fault relay: %s sent %s: that link is dropped" % (c.who, e))
             return
-        if fid in self.relayed or fid in self.local:
-            return
-        self.local[fid] = (origin, name, frm)
-        if self.host == 0:
-            self._send(msg, skip=h)
+        if self._note(ev["from"], ev):
+            self.told[(ev["op"], ev["id"])] = (ev["from"], [], {0})
+            self.queue[0].append((ev, ev["from"]))
+            if self.host == 0:
+                self._send(msg, skip=h)
 
     def poll(self):
         with self.got:
@@ -488,12 +553,11 @@ class NetRelay(TriggerRelay):
         for msg, sent in out:
             self._send(msg)
             sent.set()
-        for fid, (origin, name) in (_fired(self.sockets[0]) or {}).items():
-            if fid not in self.relayed and fid not in self.local:
-                self.relayed.add(fid)
-                self._send({"fire": fid, "origin_ns": origin, "name": name, "from": self.host})
-                self.say("fault #%d '%s' fired here (host %d) at %.3f ms (fabric time): sent "
-                         "to the other hosts" % (fid, name, self.host, origin / 1e6))
+        for ev in _events(_list(self.sockets[0])):
+            if self._note(self.host, ev):
+                self._send(dict(ev, **{"from": self.host}))
+                self.say((HERE[ev["op"]] + ": sent to the other hosts") % (
+                    ev["id"], ev["name"], self.host, ev["at_ns"] / 1e6))
         while self.links:
             ready = select.select([c.sock for c in self.links.values()], [], [], 0)[0]
             if not ready:
@@ -501,16 +565,10 @@ class NetRelay(TriggerRelay):
             for h, c in list(self.links.items()):
                 if c.sock in ready or b"\n" in c.buf:
                     self._take(h, c)
-        for fid, (origin, name, frm) in list(self.local.items()):
-            res = _fire(self.sockets[0], fid, origin, name)
-            if res is None:
-                continue  # our daemon did not answer: again at the next period
-            del self.local[fid]
-            self.relayed.add(fid)
-            if res[0] == "set":
-                self.say("fault #%d fired on host %d at %.3f ms (fabric time): published "
-                         "here" % (fid, frm, origin / 1e6))
-            _outcome(self.say, fid, name, origin, "this host", res)
+        self._drain(0)
+
+    def _where(self, hosts):
+        return "here"
 
     def stop(self):
         super().stop()
