@@ -1003,3 +1003,42 @@ def test_38_35_a_live_fault_or_clear_on_one_host_reaches_the_others(sf_fabric_fa
     finally:
         a.close()  # the relays were polled here, not started
         b.close()
+
+
+def test_38_36_mpi_ranks_across_two_local_hosts(sf_env, tmp_path):
+    """`launch --mpi --local-hosts 2`: one mpirun starts every rank (a stand-in mpirun here:
+    Open MPI is not on the CPU machines), and the wrapper gives each rank its node's host and
+    that host's daemon (SIMFABRIC_HOST, SIMFABRIC_SOCKET); the harness's tests are exact across
+    the two hosts, each host's daemon reserving its own links."""
+    from test_29_launch_flags import FAKE_MPIRUN
+    fake = tmp_path / "mpirun"
+    fake.write_text(FAKE_MPIRUN)
+    fake.chmod(0o755)
+    scn = tmp_path / "two-leaves.yaml"
+    scn.write_text(TWO_LEAVES)
+    run = tmp_path / "run"
+    env = dict(base_env(None), **sf_env.run_env())
+    env.update(SIMFABRIC_MPIRUN=str(fake), FAKE_MPI_LOG=str(tmp_path / "mpi.json"))
+    p = subprocess.run(
+        [sf_env.cli, "launch", "--mpi", "--nodes", "4", "--local-hosts", "2", "--scenario",
+         str(scn), "--run-dir", str(run), "--", sf_env.harness, "--launched", "--plugin",
+         sf_env.plugin, "--tests", "sizes,allreduce,alltoall", "--max-bytes", "1M",
+         "--timeout", "60"], env=env, capture_output=True, text=True, timeout=180)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "harness: 3 tests, 0 failed" in out, out
+    e = json.loads((tmp_path / "mpi.json").read_text())["env"]
+    assert e["SIMFABRIC_MPI_HOSTS"] == "0 0 1 1" and \
+        e["SIMFABRIC_MPI_SOCKETS"].split() == [str(run / "ctl.sock"),
+                                               str(run / "host1" / "ctl.sock")], e
+    with open(str(run / "stats.json")) as f:
+        links = json.load(f)["links"]
+    assert all(l["msgs"] > 0 for l in links) and sum(l["early"] for l in links) == 0, links
+    # the wrapper, by hand: rank 3 (node3) is host 1's
+    w = subprocess.run(["sh", "-c", sflaunch.MPI_WRAPPER, "w", "sh", "-c",
+                        "echo $SIMFABRIC_HOST $SIMFABRIC_SOCKET $FI_TCP_IFACE"],
+                       env={"PATH": os.environ["PATH"], "OMPI_COMM_WORLD_RANK": "3",
+                            "SIMFABRIC_MPI_NODES": "n0 n1 n2 n3", "SIMFABRIC_MPI_GPN": "1",
+                            "SIMFABRIC_MPI_HOSTS": "0 0 1 1",
+                            "SIMFABRIC_MPI_SOCKETS": "/a/ctl.sock /b/ctl.sock"},
+                       capture_output=True, text=True, timeout=30)
+    assert w.stdout.split() == ["1", "/b/ctl.sock", "lo"], (w.stdout, w.stderr)

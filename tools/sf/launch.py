@@ -448,10 +448,17 @@ i=0
 for x in $SIMFABRIC_MPI_GPUS; do [ $i = $r ] && export CUDA_VISIBLE_DEVICES=$x; i=$((i + 1)); done
 export NCCL_HOSTID=$node SIMFABRIC_NODE=$node RANK=$r LOCAL_RANK=$((r % g)) GROUP_RANK=$n \
 NODE_RANK=$n ROLE_RANK=$r
+if [ -n "${SIMFABRIC_MPI_HOSTS:-}" ]; then
+i=0 h=
+for x in $SIMFABRIC_MPI_HOSTS; do [ $i = $n ] && h=$x; i=$((i + 1)); done
+i=0
+for x in $SIMFABRIC_MPI_SOCKETS; do [ $i = "$h" ] && export SIMFABRIC_SOCKET=$x; i=$((i + 1)); done
+export SIMFABRIC_HOST=$h FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
+fi
 exec "$@"
 """
 MPI_PER_RANK = ("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "ROLE_RANK", "NCCL_HOSTID",
-                "SIMFABRIC_NODE", "CUDA_VISIBLE_DEVICES")
+                "SIMFABRIC_NODE", "CUDA_VISIBLE_DEVICES", "SIMFABRIC_HOST")
 
 
 def find_mpirun(env=None):
@@ -478,14 +485,24 @@ def mpi_flavour(mpirun):
     return "openmpi" if re.search(r"Open MPI|OpenRTE|PRRTE|prterun", out) else "other"
 
 
-def mpi_env(names, gpus_per_node, gpus):
+def mpi_env(names, gpus_per_node, gpus, hosts=None, sockets=None):
     """What MPI_WRAPPER reads: the node names, ranks per node, each rank's one GPU (its own
     device 0: nccl-tests, which counts local ranks per host name, would otherwise pick device
-    RANK; NCCL_TESTS_DEVICE=0 tells it so)."""
+    RANK; NCCL_TESTS_DEVICE=0 tells it so); with --local-hosts, each node's host and each
+    host's daemon's socket (a rank gets its node's host's: SIMFABRIC_HOST, SIMFABRIC_SOCKET)."""
     nranks = len(names) * gpus_per_node
-    return {"SIMFABRIC_MPI_NODES": " ".join(names), "SIMFABRIC_MPI_GPN": str(gpus_per_node),
-            "SIMFABRIC_MPI_GPUS": " ".join(gpus[r % len(gpus)] for r in range(nranks))
-            if gpus else ""}
+    out = {"SIMFABRIC_MPI_NODES": " ".join(names), "SIMFABRIC_MPI_GPN": str(gpus_per_node),
+           "SIMFABRIC_MPI_GPUS": " ".join(gpus[r % len(gpus)] for r in range(nranks))
+           if gpus else ""}
+    if hosts:
+        bad = [p for p in sockets if not p or any(c.isspace() for c in p)]
+        if bad:
+            raise LaunchError("--mpi with --local-hosts: the socket path %r has a space, which "
+                              "the MPI wrapper's lists cannot carry (use another --run-dir)"
+                              % bad[0], EXIT_USAGE)
+        out.update(SIMFABRIC_MPI_HOSTS=" ".join(map(str, hosts)),
+                   SIMFABRIC_MPI_SOCKETS=" ".join(sockets))
+    return out
 
 
 def mpi_argv(mpirun, cmd, nranks, export=(), extra=(), flavour="openmpi"):
@@ -1100,7 +1117,9 @@ class Job:
         base, _, gpus = self._shared_env(argv, nnodes, gpus_per_node, env)
         e = rank_env(base, 0, nnodes, gpus_per_node, names[0], free_port(), self.paths.plugin,
                      self.socket, None, self.run_dir)
-        e.update(mpi_env(names, gpus_per_node, gpus))
+        hosts = [self.host_of_node(n, i, nnodes, len(self.sockets()))
+                 for i, n in enumerate(names)] if self.hosts else None
+        e.update(mpi_env(names, gpus_per_node, gpus, hosts, self.sockets()))
         if gpus:
             e.setdefault("NCCL_TESTS_DEVICE", "0")
         mpirun = mpirun or find_mpirun(e)
@@ -1229,8 +1248,6 @@ def local_hosts_refusal(local_hosts, nodes, scenario, socket, mpi, host=None):
         return None
     if socket:
         return "--local-hosts starts its own daemons: not with --socket"
-    if mpi:
-        return "--local-hosts with --mpi: not yet (docs/scale-out.md, section 7)"
     return None
 
 
