@@ -1042,3 +1042,36 @@ def test_38_36_mpi_ranks_across_two_local_hosts(sf_env, tmp_path):
                             "SIMFABRIC_MPI_SOCKETS": "/a/ctl.sock /b/ctl.sock"},
                        capture_output=True, text=True, timeout=30)
     assert w.stdout.split() == ["1", "/b/ctl.sock", "lo"], (w.stdout, w.stderr)
+
+
+def test_38_37_host_0_measures_every_hosts_clock_again_and_says_when_it_moved(tmp_path):
+    """sf.federate.NetRelay on host 0 asks each host's clock again every CLOCK_EVERY_S (one
+    NTP-style sample over the rendezvous's connection) and says when it moved 100 us or more
+    against the offset measured at the rendezvous; the run's end has one line per host."""
+    import socket
+    from sf import federate
+    a, b = socket.socketpair()
+    said = []
+    r0 = federate.NetRelay(str(tmp_path / "none.sock"), 0, {1: federate._Lines(a, "host 1")},
+                           said.append, offsets={1: 0})
+    r1 = federate.NetRelay(str(tmp_path / "none.sock"), 1, {0: federate._Lines(b, "host 0")},
+                           said.append)
+    try:
+        for lag, says in ((0, False), (5000000, True)):  # host 1's clock 5 ms behind host 0's
+            r1.now = lambda: time.monotonic_ns() - lag
+            r0.next_clock = 0
+            r0.poll()  # asks
+            for _ in range(100):
+                r1.poll()  # answers
+                r0.poll()  # takes the answer
+                if r0.clocks.get(1, [0, 0, 0])[2] == (2 if lag else 1):
+                    break
+                time.sleep(0.01)
+            moved = [m for m in said if m.startswith("clock: host 1's clock has moved")]
+            assert bool(moved) == says, said
+        assert re.search(r"moved \+(4[89]\d\d|50\d\d)\.\d us against host 0's", moved[0]), said
+        line = r0.clock_summary()
+        assert len(line) == 1 and "(2 check(s), every 60 s;" in line[0], line
+    finally:
+        a.close()
+        b.close()

@@ -34,6 +34,8 @@ MARGIN_NS = 1000000  # virtual time 0 is a millisecond before host 0 decided it
 LINE_LIMIT = 65536  # a line of the rendezvous, at most
 COUNTERS_LIMIT = 64 << 20  # ... and of a host's counters at the end of the run (NetRelay)
 COUNTERS_WAIT_S = 30  # host 0's agent waits this long for the others' counters
+CLOCK_EVERY_S = 60  # host 0's agent measures every host's clock again this often ...
+CLOCK_SAY_NS = 100000  # ... and says so when it moved this much more since it last said
 
 
 class FederationError(Exception):
@@ -473,9 +475,16 @@ class NetRelay(TriggerRelay):
     carries it out on its own. A line from a peer that is neither an event nor (to host 0) a
     host's counters ends that peer's link with a note."""
 
-    def __init__(self, sock, host, links, say):
+    def __init__(self, sock, host, links, say, offsets=None):
         super().__init__([sock], say)
         self.host, self.links = host, dict(links)
+        # host 0: each host's clock offset at the rendezvous (host 0's clock less its), and
+        # what the checks every CLOCK_EVERY_S found since: host -> [offset, rtt, checks, said]
+        self.offsets = dict(offsets or {})
+        self.clocks = {}
+        self.clock_every = CLOCK_EVERY_S
+        self.next_clock = time.monotonic() + self.clock_every
+        self.now = time.monotonic_ns  # the clock the checks read (a test's may be another)
         self.counters = {}  # host 0: host -> its counters at the end of its run (check_counters)
         self.got = threading.Condition()
         self.outbox = []  # (message, threading.Event): sent by the relay's thread, the links'
@@ -514,6 +523,38 @@ class NetRelay(TriggerRelay):
                 self.got.wait(min(left, 0.1))
             return dict(self.counters)
 
+    def _clock_check(self):
+        """Host 0: ask every host's clock again (one NTP-style sample: the drift between
+        CLOCK_MONOTONICs of different machines, which NTP slews, moves every stamp between them
+        and every window a trigger opens there; docs/scale-out.md, section 4)."""
+        self.next_clock = time.monotonic() + self.clock_every
+        self._send({"clock": self.now()})
+
+    def _clock_back(self, h, msg):
+        """Host 0: a host's answer; its offset's move since the rendezvous, said when large."""
+        t0, t1, t2 = msg.get("clock_back"), msg.get("t"), self.now()
+        if not (_int(t0) and _int(t1)) or h not in self.offsets or not t0 <= t2:
+            return
+        off, rtt = (t0 + t2) // 2 - t1, t2 - t0
+        rec = self.clocks.setdefault(h, [off, rtt, 0, 0])
+        if rtt <= 2 * rec[1] or not rec[2]:  # a sample with a much longer round trip says less
+            rec[0], rec[1] = off, rtt
+        rec[2] += 1
+        moved = rec[0] - self.offsets[h]
+        if abs(moved) >= CLOCK_SAY_NS and abs(moved - rec[3]) >= CLOCK_SAY_NS:
+            rec[3] = moved
+            self.say("clock: host %d's clock has moved %+.1f us against host 0's since the "
+                     "rendezvous (round trip %.1f us): stamps between them and the windows of "
+                     "triggers counted there are off by as much (docs/scale-out.md, section 4)"
+                     % (h, moved / 1e3, rec[1] / 1e3))
+
+    def clock_summary(self):
+        """Host 0, at the end: one line per host checked, or []."""
+        return ["clock: host %d's clock moved %+.1f us against host 0's over the run (%d "
+                "check(s), every %g s; round trip %.1f us)" % (
+                    h, (r[0] - self.offsets[h]) / 1e3, r[2], self.clock_every, r[1] / 1e3)
+                for h, r in sorted(self.clocks.items())]
+
     def _take(self, h, c):
         try:
             msg = c.recv(time.monotonic() + 1.0)
@@ -523,6 +564,12 @@ class NetRelay(TriggerRelay):
             self.links.pop(h)
             if "closed" not in str(e):
                 self.say("fault relay: %s" % e)
+            return
+        if "clock" in msg and self.host != 0 and _int(msg["clock"]):
+            self._send({"clock_back": msg["clock"], "t": self.now()})
+            return
+        if "clock_back" in msg and self.host == 0:
+            self._clock_back(h, msg)
             return
         if "counters" in msg and self.host == 0:
             try:
@@ -553,6 +600,8 @@ class NetRelay(TriggerRelay):
         for msg, sent in out:
             self._send(msg)
             sent.set()
+        if self.host == 0 and self.offsets and time.monotonic() >= self.next_clock:
+            self._clock_check()
         for ev in _events(_list(self.sockets[0])):
             if self._note(self.host, ev):
                 self._send(dict(ev, **{"from": self.host}))

@@ -921,6 +921,7 @@ class Job:
         self.daemon = None
         self.relay = None  # a scenario over several hosts: sf.federate's TriggerRelay, NetRelay
         self.links = {}  # --hosts-from-env: the rendezvous's connections, for NetRelay
+        self.offsets = {}  # ... and on host 0 each host's clock offset measured there
         self.epoch_ns = None
         self.rendezvous_timeout = FEDERATE_TIMEOUT_S
         self.mps = None
@@ -964,7 +965,7 @@ class Job:
                 self.relay.start()
             elif self.links:
                 self.relay = federate.NetRelay(self.socket, self.host[0], self.links,
-                                               self.say)
+                                               self.say, self.offsets)
                 self.relay.start()
             if self.hosts:
                 self.say("%d hosts on this machine: host 0's daemon at %s, %s; connections "
@@ -995,6 +996,7 @@ class Job:
         except federate.FederationError as e:
             raise LaunchError("--hosts-from-env: %s" % e, EXIT_FAIL)
         if h == 0:
+            self.offsets = {k: v[1] for k, v in measured.items()}
             self.say("scenario %s (hash %s) on all %d hosts; clock offsets to host 0: %s" % (
                 self.scenario, digest, n, ", ".join(
                     "host %d (%s) %+.1f us (round trip %.1f us)" % (
@@ -1210,6 +1212,8 @@ class Job:
                          "sent to" if sent else "could not be sent to"))
             return
         got = self.relay.wait_counters(n)
+        for line in self.relay.clock_summary():
+            self.say(line)
         hosts = sorted(got)
         lr.stats = sfctl.merge_stats([lr.stats] + [got[k][0] for k in hosts])
         lr.faults = sfctl.merge_faults([lr.faults] + [got[k][1] for k in hosts])
