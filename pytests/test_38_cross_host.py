@@ -324,17 +324,24 @@ def test_38_11_every_harness_test_is_exact_on_a_modelled_fabric_across_two_hosts
         assert not early, "host %d: deliveries before the model's time: %s" % (h, early)
 
 
+def harness_on_local_hosts(sf_env, run, scn, nodes, hosts, args, timeout=180):
+    """`launch --nodes N --local-hosts H --scenario scn -- harness --launched args`: the
+    completed process (its output is stdout + stderr)."""
+    return subprocess.run(
+        [sf_env.cli, "launch", "--nodes", str(nodes), "--local-hosts", str(hosts),
+         "--scenario", str(scn), "--run-dir", str(run), "--", sf_env.harness, "--launched",
+         "--plugin", sf_env.plugin] + list(args),
+        env=dict(base_env(None), **sf_env.run_env()), capture_output=True, text=True,
+        timeout=timeout)
+
+
 def every_test_across_two_hosts(sf_env, tmp_path, scn, nodes):
     """Every harness test over `launch --local-hosts 2` on a shipped scenario: exact; the run's
     links (stats.json: both hosts' daemons, merged)."""
     run = tmp_path / "run"
-    p = subprocess.run(
-        [sf_env.cli, "launch", "--nodes", str(nodes), "--local-hosts", "2", "--scenario",
-         os.path.join(ROOT, "scenarios", scn), "--run-dir", str(run), "--",
-         sf_env.harness, "--launched", "--plugin", sf_env.plugin, "--tests", "all",
-         "--max-bytes", "4M", "--threads", "2", "--timeout", "120"],
-        env=dict(base_env(None), **sf_env.run_env()), capture_output=True, text=True,
-        timeout=300)
+    p = harness_on_local_hosts(sf_env, run, os.path.join(ROOT, "scenarios", scn), nodes, 2,
+                               ["--tests", "all", "--max-bytes", "4M", "--threads", "2",
+                                "--timeout", "120"], timeout=300)
     out = p.stdout + p.stderr
     assert p.returncode == 0 and "harness: 12 tests, 0 failed" in out, out
     with open(str(run / "stats.json")) as f:
@@ -824,12 +831,8 @@ def test_38_29_what_several_hosts_cannot_count_or_contend_is_said(sf_env, tmp_pa
     split = tmp_path / "split.yaml"
     split.write_text(TWO_LEAVES + "placement: {node1: 1}\n")
     run = tmp_path / "run"
-    p = subprocess.run(
-        [sf_env.cli, "launch", "--nodes", "4", "--local-hosts", "2", "--scenario", str(split),
-         "--run-dir", str(run), "--", sf_env.harness, "--launched", "--plugin", sf_env.plugin,
-         "--tests", "allreduce", "--max-bytes", "64K", "--timeout", "60"],
-        env=dict(base_env(None), **sf_env.run_env()), capture_output=True, text=True,
-        timeout=180)
+    p = harness_on_local_hosts(sf_env, run, split, 4, 2, ["--tests", "allreduce", "--max-bytes",
+                                                          "64K", "--timeout", "60"])
     assert p.returncode == 0, p.stdout + p.stderr
     with open(str(run / "host1" / "simfabricd.log")) as f:
         log1 = f.read()
@@ -1075,3 +1078,35 @@ def test_38_37_host_0_measures_every_hosts_clock_again_and_says_when_it_moved(tm
     finally:
         a.close()
         b.close()
+
+
+# leaf0 holds node0 (host 0) and node2, node3 (host 2), so host 2 owns leaf0's uplink: the
+# route node0 -> node1 (host 0 -> host 1) crosses a core link of a third host.
+THIRD_HOST = TWO_LEAVES.replace("""    - ends: [[node0, node1], leaf0]
+    - ends: [[node2, node3], leaf1]""", """    - ends: [[node0, node2, node3], leaf0]
+    - ends: [node1, leaf1]""") + "placement: {node0: 0, node1: 1, node2..node3: 2}\n"
+
+
+def test_38_38_a_core_link_of_a_third_host_is_reserved_by_the_receiver_and_said(
+        sf_env, sf_fabric_factory, tmp_path):
+    """A route between hosts 0 and 1 over leaf0's uplink, which host 2 owns: the receiving host
+    reserves it for that connection (op=xroute: split after the sender's uplink), its daemon
+    says once that this traffic does not contend there with host 2's, and every harness test is
+    exact across the three hosts."""
+    scn = tmp_path / "third.yaml"
+    scn.write_text(THIRD_HOST)
+    hosts = hosts_of_a_run(sf_fabric_factory, str(scn), n=3)
+    r = dict(sfctl.request(hosts[0].socket, "xroute", from_node="node0", from_nic="0",
+                           to_node="node1", to_nic="0"))
+    assert r["split"] == "1" and r["owner"] == "0,2,1,1", r
+    run = tmp_path / "run"
+    p = harness_on_local_hosts(sf_env, run, scn, 4, 3, ["--tests", "sizes,allreduce,alltoall",
+                                                        "--max-bytes", "1M", "--timeout", "60"])
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "harness: 3 tests, 0 failed" in out, out
+    with open(str(run / "host1" / "simfabricd.log")) as f:
+        log = f.read()
+    said = re.findall(r"fidelity: node0 \(host 0\) -> node1 \(host 1\) crosses link \d+ "
+                      r"\(leaf0 -> spine\), which host 2 owns: host 1 reserves it for its "
+                      r"connections from host 0", log)
+    assert len(said) == 1, log

@@ -234,6 +234,9 @@ int srv_op_close(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, s
  * not); a connect_delay fault parks c on s->pending instead. */
 void srv_do_connect(struct srv *s, struct srv_conn *c, struct session *se, struct listener *l,
 		    int nic);
+/* Has this daemon said a fidelity line about link id yet? false the first time (and marks it:
+ * one line per link, whatever the cause), true after. */
+bool srv_link_warned(struct srv *s, uint32_t id);
 
 /* ---- faults (srv_fault.c) ------------------------------------------------- */
 

@@ -31,18 +31,25 @@
  * nodes are split between hosts) is then reserved in two states, so the two hosts' traffic on
  * it does not contend. Said once per link: the placement is the remedy.
  */
+bool srv_link_warned(struct srv *s, uint32_t id)
+{
+	if (s->warned_links && s->warned_links[id])
+		return true;
+	if (!s->warned_links)
+		s->warned_links = calloc((size_t)fabric_nlinks(s->fabric), 1);
+	if (s->warned_links)
+		s->warned_links[id] = 1;
+	return false;
+}
+
 static void warn_foreign_links(struct srv *s, const struct model_path *p, const char *from,
 			       const char *to)
 {
 	for (int j = 0; j < p->nhops; j++) {
 		uint32_t id = p->link_id[j];
 		int o = s->place->link_owner[id];
-		if (o == s->cfg.host_rank || (s->warned_links && s->warned_links[id]))
+		if (o == s->cfg.host_rank || srv_link_warned(s, id))
 			continue;
-		if (!s->warned_links)
-			s->warned_links = calloc((size_t)fabric_nlinks(s->fabric), 1);
-		if (s->warned_links)
-			s->warned_links[id] = 1;
 		char ln[128];
 		log_warn("fidelity: %s -> %s (both on host %d) crosses %s, which host %d owns: "
 			 "each "

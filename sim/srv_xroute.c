@@ -15,9 +15,11 @@
  * ack_proc_ns, timeout_exp, retry_count, timeout_scale_ppm, host_rate_bps.
  * Refused with the reason: a daemon of one host (EOPNOTSUPP), the ideal fabric (EOPNOTSUPP:
  * its cross-host connections need no route), an unknown node or NIC (ENODEV), two nodes of
- * one host or neither of this one (EINVAL), a route that the distributed clock cannot split:
- * a hop owned by neither end's host or owners that alternate (EOPNOTSUPP). Impairments
- * are the plugin's business: loss and reordering make the receiving host replay the route
+ * one host or neither of this one (EINVAL), a route whose first hop the sender's host does not
+ * own (EOPNOTSUPP: a placement that does not fit). A hop after the sender's run that the
+ * receiver's host does not own (a third host's core link, or owners that alternate) is the
+ * receiver's to reserve, said once per link (warn_borrowed_links). Impairments are the
+ * plugin's business: loss and reordering make the receiving host replay the route
  * (sim/core/xmodel.h).
  */
 #include <errno.h>
@@ -31,6 +33,33 @@
 #include "sim/log.h"
 #include "sim/scn/place.h"
 #include "sim/srv_int.h"
+
+/*
+ * A hop of a route between hosts that neither end's host owns in the split (a core link owned
+ * by a third host, or one the sender's host owns after the receiver's began): the receiving
+ * host reserves it for this connection in its own state, so this connection's traffic there
+ * does not contend with what the owner reserves. The reservation records of docs/scale-out.md
+ * section 4 would make it contend; until then it is said, once per link, by the receiving
+ * host's daemon.
+ */
+static void warn_borrowed_links(struct srv *s, const struct model_path *p, int split,
+				const char *from, const char *to, int ha, int hb)
+{
+	for (int j = split; j < p->nhops; j++) {
+		uint32_t id = p->link_id[j];
+		int o = s->place->link_owner[id];
+		if (o == hb || srv_link_warned(s, id))
+			continue;
+		char ln[128];
+		log_warn("fidelity: %s (host %d) -> %s (host %d) crosses %s, which host %d owns: "
+			 "host %d reserves it for its connections from host %d, so their traffic "
+			 "on it does not contend with what host %d reserves there "
+			 "(docs/scale-out.md, section 4); keep each switch's nodes on one "
+			 "host (placement:, scenarios/README.md)",
+			 from, ha, to, hb, faultd_link_name(s->fabric, id, ln, sizeof(ln)), o, hb,
+			 ha, o);
+	}
+}
 
 /* The NIC a request names by node_key and nic_key: 0, -ENODEV or -EINVAL with err. */
 static int find_nic(struct srv *s, const struct ctl_msg *req, const char *node_key,
@@ -102,26 +131,23 @@ int srv_op_xroute(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, 
 			 nb->name, b->index, why);
 		return rc;
 	}
-	/* the sender's host owns a first run of hops, the receiver's the rest */
+	/* the sender's host owns a first run of hops, the receiver's the rest; a hop after that
+	 * run that the receiver's host does not own is reserved by it all the same (said) */
 	int split = 0;
 	while (split < p.nhops && s->place->link_owner[p.link_id[split]] == ha)
 		split++;
-	char ln[128];
-	for (int j = 0; j < p.nhops; j++) {
-		uint32_t id = p.link_id[j];
-		int o = s->place->link_owner[id];
-		if ((j < split ? o != ha : o != hb) || split == 0) {
-			snprintf(err, SRV_ERR_LEN,
-				 "the route %s -> %s crosses %s, owned by host %d, "
-				 "after hops of host %d's: the distributed clock "
-				 "splits a route once, sender's hops then the "
-				 "receiver's (docs/scale-out.md, section 4)",
-				 na->name, nb->name,
-				 faultd_link_name(s->fabric, id, ln, sizeof(ln)), o,
-				 j ? s->place->link_owner[p.link_id[j - 1]] : ha);
-			return -EOPNOTSUPP;
-		}
+	if (split == 0) {
+		char ln[128];
+		snprintf(err, SRV_ERR_LEN,
+			 "the route %s -> %s begins with %s, owned by host %d, not the sender's "
+			 "host %d: the placement does not fit the fabric",
+			 na->name, nb->name,
+			 faultd_link_name(s->fabric, p.link_id[0], ln, sizeof(ln)),
+			 s->place->link_owner[p.link_id[0]], ha);
+		return -EOPNOTSUPP;
 	}
+	if (hb == s->cfg.host_rank)
+		warn_borrowed_links(s, &p, split, na->name, nb->name, ha, hb);
 	char v[CTL_VALUE_MAX + 1], o[CTL_VALUE_MAX + 1];
 	size_t vl = 0, ol = 0;
 	for (int j = 0; j < p.nhops; j++) {
