@@ -76,12 +76,30 @@ ASAN = os.path.join(simfabric_pytest.ROOT, "build-asan")
 def test_03_04_everything_under_asan(tmp_path, tests):
     """The daemon, the plugin and the harness built with ASan+UBSan: no report, no leak
     (faults: a link down past the retry budget, so every rank's error path runs)."""
-    # an ASan build older than `make`'s would test yesterday's code: say so, do not pass
-    for name in ("simfabric-harness", "simfabricd", "libnccl-net-simfabric.so"):
-        a, p = os.path.join(ASAN, name), os.path.join(simfabric_pytest.ROOT, "build", name)
-        if os.path.exists(p) and os.path.getmtime(a) < os.path.getmtime(p):
-            pytest.fail("build-asan/%s is older than build/%s: run `make asan` (make test does)"
-                        % (name, name), pytrace=False)
+    # an ASan build older than the code it is built from would test yesterday's code: say so,
+    # do not pass. Each object against what its compiler said it read (the .d files), not
+    # against build/: either build may be made first.
+    root = simfabric_pytest.ROOT
+    for top, _, files in os.walk(os.path.join(ASAN, "obj")):
+        for f in files:
+            if not f.endswith(".d"):
+                continue
+            rule = []
+            with open(os.path.join(top, f)) as fh:
+                for line in fh:  # the first rule: lines joined by a trailing backslash
+                    rule.append(line.rstrip("\n").rstrip("\\"))
+                    if not line.rstrip("\n").endswith("\\"):
+                        break
+            obj, _, deps = " ".join(rule).partition(":")
+            obj, deps = os.path.join(root, obj.strip()), deps.split()
+            if not deps or not os.path.exists(os.path.join(root, deps[0])) or \
+                    not os.path.exists(obj):
+                continue  # an object of a source that moved away: no build uses it
+            for dep in (os.path.join(root, d) for d in deps):
+                if os.path.exists(dep) and os.path.getmtime(dep) > os.path.getmtime(obj):
+                    pytest.fail("%s is older than %s: run `make asan` (make test does)" % (
+                        os.path.relpath(obj, root), os.path.relpath(dep, root)),
+                        pytrace=False)
     env = simfabric_pytest.Env(ASAN)
     args, extra = [], []
     if tests == "faults":
