@@ -423,6 +423,8 @@ static void apply_degrades(struct fst_view *v, const struct fst_conn *c, struct 
 			hit->corrupt_set = 1;
 		if (hit->fault < 0)
 			note_hit(hit, id, f, first - 1, wa, wb);
+		if (hit->degrades[id / 64] >> (id % 64) & 1)
+			continue; /* counted for this message by the host of the route's front */
 		hit->degrades[id / 64] |= 1ull << (id % 64);
 		hit->nfaults++;
 		atomic_fetch_add_explicit(&ff->hit, 1, memory_order_relaxed);
@@ -744,8 +746,10 @@ static int reserve_piece(struct fst_view *v, struct fst_conn *c, int first, int 
 	if (fst_conn_path(v, c, &p))
 		return -EINVAL;
 	if (front) {
+		int whole = front->whole_outages;
 		memset(front, 0, sizeof(*front));
 		front->post_ns = post_ns;
+		front->whole_outages = whole;
 	}
 	if (c->mc.failed) { /* RC: after a failure the connection flushes, reserving nothing */
 		int64_t t = first == 0 ? post_ns : in->first_ns;
@@ -814,7 +818,8 @@ static int reserve_piece(struct fst_view *v, struct fst_conn *c, int first, int 
 		struct model_msg m = {.arrive_ns = out->last_ns, .fail_hop = -1};
 		int fault_hop = -1;
 		int64_t own = idle_ns(&p, &tr, r, in) + (in->first_ns - t0);
-		apply_outages(v, c, r, t0, own > 0 ? own : 0, &m, hit, &fault_hop);
+		if (!front || !front->whole_outages) /* else the replay's, over every attempt */
+			apply_outages(v, c, r, t0, own > 0 ? own : 0, &m, hit, &fault_hop);
 		if (m.failed) {
 			failed = 1;
 			out->first_ns = out->last_ns = m.arrive_ns;
@@ -852,11 +857,12 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
 }
 
 int fst_reserve_front(struct fst_view *v, struct fst_conn *c, int split, uint64_t bytes,
-		      int64_t post_ns, struct model_stamp *out, struct fst_front *front,
-		      struct fst_hit *hit)
+		      int64_t post_ns, int replay, struct model_stamp *out,
+		      struct fst_front *front, struct fst_hit *hit)
 {
 	if (!front || !c)
 		return -EINVAL;
+	front->whole_outages = replay != 0;
 	int64_t t = model_tadd(post_ns, c->nic.o_send_ns);
 	struct model_stamp in = {t, t, 0};
 	return reserve_piece(v, c, 0, split, bytes, post_ns, &in, out, hit, front);
@@ -886,6 +892,40 @@ int fst_route_replayed(const struct fst_view *v, const struct fst_conn *c)
 	return 0;
 }
 
+/* Does the front give the stamp? The sender's first attempt over its hops, recomputed from
+ * the front as reserve_piece computed it (its busy-until, host stage, duplicates; the
+ * degrades are already on p), must be the stamp *in to the nanosecond: 0, else -EPROTO. */
+static int front_gives(const struct model_path *p, const struct fst_conn *c,
+		       const struct model_key *key, uint64_t bytes, int split,
+		       const struct fst_front *f, const struct model_stamp *in)
+{
+	struct model_train tr;
+	model_train_init(&tr, p, bytes);
+	int64_t t = model_tadd(f->post_ns, c->nic.o_send_ns);
+	struct model_hop_times h = {.next = {t, t, 0}};
+	if (c->nic.host_rate_bps) {
+		struct model_link host = {.rate_bps = c->nic.host_rate_bps};
+		struct model_stamp st = h.next;
+		model_hop(&host, p->switching, &tr, 0, f->host_busy, &st, &h);
+	}
+	uint64_t dup[MODEL_MAX_HOPS];
+	model_duplicate_bytes(p, key, bytes, dup, 0, split);
+	for (int j = 0; j < split; j++) {
+		struct model_stamp st = h.next;
+		model_hop(p->hop[j], p->switching, &tr, dup[j], f->busy[j], &st, &h);
+	}
+	struct model_stamp want = h.next;
+	if (!f->whole_outages && f->delay_ns) { /* reserve_piece's outage delay */
+		want.last_ns = model_tadd(want.last_ns, f->delay_ns);
+		want.first_ns = want.last_ns == MODEL_NEVER ? MODEL_NEVER
+							    : want.first_ns + f->delay_ns;
+	}
+	return want.first_ns == in->first_ns && want.last_ns == in->last_ns &&
+			       want.last_tx_ns == in->last_tx_ns
+		       ? 0
+		       : -EPROTO;
+}
+
 int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t bytes,
 		     const struct fst_front *front, const struct model_stamp *in,
 		     struct model_msg *out, struct fst_back *back, struct fst_hit *hit)
@@ -913,10 +953,13 @@ int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t
 	if (rc)
 		return rc;
 	rc = apply_degrade_mask(v, c, theirs, front->degrades, tmp, &p, hit);
+	if (!rc)
+		rc = front_gives(&p, c, &key, bytes, split, front, in);
 	if (rc) {
 		fst_unlock(v->shm);
 		return rc;
 	}
+	memcpy(hit->degrades, front->degrades, sizeof(hit->degrades)); /* counted there */
 	if (faults)
 		apply_degrades(v, c, mine, in->first_ns, tmp, &p, hit);
 	for (int j = 0; hit->corrupt_set && j < c->npath; j++)
@@ -936,18 +979,25 @@ int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t
 	rc = model_message(&p, &c->nic, front->post_ns, bytes, &key, &host_busy, busy, loss, &c->mc,
 			   out);
 	if (rc == 0 && !was_failed && !out->failed && out->arrive_ns != MODEL_NEVER) {
-		if (front->delay_ns) { /* the sender's piece met outages: as fst_reserve adds them */
-			out->arrive_ns = model_tadd(out->arrive_ns, front->delay_ns);
-			out->recv_done_ns = model_tadd(out->recv_done_ns, front->delay_ns);
-			out->send_done_ns = model_tadd(out->send_done_ns, front->delay_ns);
-			c->mc.last_arrive = out->arrive_ns;
-		}
-		if (faults) {
-			struct model_train tr;
-			model_train_init(&tr, &p, bytes);
-			int64_t own = idle_ns(&p, &tr, mine, in);
-			apply_outages(v, c, mine, in->first_ns, own > 0 ? own : 0, out, hit,
-				      &fault_hop);
+		if (front->whole_outages && faults) { /* every hop's, over every attempt: as
+							  fst_reserve meets them */
+			int64_t own = model_ideal_ns(&p, &c->nic, bytes) - c->nic.o_recv_ns;
+			apply_outages(v, c, (struct hops){0, c->npath}, front->post_ns,
+				      own > 0 ? own : 0, out, hit, &fault_hop);
+		} else if (!front->whole_outages) {
+			if (front->delay_ns) { /* the sender's piece met outages */
+				out->arrive_ns = model_tadd(out->arrive_ns, front->delay_ns);
+				out->recv_done_ns = model_tadd(out->recv_done_ns, front->delay_ns);
+				out->send_done_ns = model_tadd(out->send_done_ns, front->delay_ns);
+				c->mc.last_arrive = out->arrive_ns;
+			}
+			if (faults) {
+				struct model_train tr;
+				model_train_init(&tr, &p, bytes);
+				int64_t own = idle_ns(&p, &tr, mine, in);
+				apply_outages(v, c, mine, in->first_ns, own > 0 ? own : 0, out, hit,
+					      &fault_hop);
+			}
 		}
 	}
 	if (rc == 0) {

@@ -268,7 +268,8 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
  */
 struct fst_front {
 	int64_t post_ns;			      /* the post, on the sender's clock */
-	int64_t delay_ns;			      /* outages' delay in the sender's piece */
+	int whole_outages; /* the sender left its hops' outages to the replay (it asked for it) */
+	int64_t delay_ns;  /* else: the outages' delay in the sender's piece */
 	int64_t host_busy;			      /* the NIC's host stage, before the message */
 	int64_t busy[MODEL_MAX_HOPS];		      /* hops [0, split), before the message */
 	struct model_loss_state loss[MODEL_MAX_HOPS]; /* ... and their Markov states */
@@ -292,19 +293,24 @@ int fst_route_replayed(const struct fst_view *v, const struct fst_conn *c);
  * The sender's piece of a replayed route: fst_reserve_hops(v, c, 0, split, ...) for the first
  * attempt, its hops' loss and reordering allowed (their Markov chains advance over the first
  * attempt's packets), and the front filled: the busy-until and Markov states before the
- * message, the degrades in force and the outages' delay. Returns as fst_reserve_hops.
+ * message, the degrades in force. replay: the sender asks the receiver to replay (the route
+ * needs it: fst_route_replayed), so the outages of its hops are left to the replay, which
+ * meets them over every attempt (front->whole_outages); otherwise they apply here and the
+ * front carries their delay. Returns as fst_reserve_hops.
  */
 int fst_reserve_front(struct fst_view *v, struct fst_conn *c, int split, uint64_t bytes,
-		      int64_t post_ns, struct model_stamp *out, struct fst_front *front,
-		      struct fst_hit *hit);
+		      int64_t post_ns, int replay, struct model_stamp *out,
+		      struct fst_front *front, struct fst_hit *hit);
 /*
  * The receiver's replay: model_message over the whole route, the sender's hops [0, split) with
  * the front's busy-until, Markov states and degrades (times on this host's clock), this host's
  * hops with their own state and the degrades in force when the message reached them (in->first_ns);
- * then the sender's outage delay and the outages on this host's hops; commits this host's hops
- * only, counts their queueing and the triggers on them, and fills *back. c->mc (the FIFO clamp,
- * the jitter scores) is the receiver's. 0 with *out (failed or not: out->failed), -EINVAL,
- * -EDEADLK. A front whose degrades name no degrade fault of this fabric is -EPROTO.
+ * then the outages, as fst_reserve meets them: of every hop from the post (whole_outages), or
+ * the sender's delay and this host's hops' outages; commits this host's hops only, counts
+ * their queueing and the triggers on them, and fills *back. c->mc (the FIFO clamp, the jitter
+ * scores) is the receiver's. 0 with *out (failed or not: out->failed), -EINVAL, -EDEADLK.
+ * -EPROTO, before anything is committed, for a front that does not give the stamp *in (the
+ * sender's first attempt, recomputed from it) or whose degrades name no degrade fault here.
  */
 int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t bytes,
 		     const struct fst_front *front, const struct model_stamp *in,

@@ -196,11 +196,15 @@ static int front_unpack(const struct xmodel *m, const struct xchan_stamp *s, int
 	if (!time_ok(m, post, now_ns) || post == MODEL_NEVER || !time_ok(m, host, now_ns) ||
 	    f->delay_ns < 0 || f->delay_ns > XMODEL_AHEAD_NS)
 		return -EPROTO;
+	if (host == MODEL_NEVER) /* a time an honest front never has: it would hold links */
+		return -EPROTO;
 	f->post_ns = to_abs(m, post);
 	f->host_busy = to_abs(m, host);
+	f->whole_outages = (s->flags & XCHAN_S_REPLAY) != 0;
 	for (int j = 0; j < m->split; j++) {
 		int64_t b = (int64_t)s->x[XF_BUSY + j];
-		if (!time_ok(m, b, now_ns) || loss_of(s->x[XF_LOSS + j], &f->loss[j]))
+		if (!time_ok(m, b, now_ns) || b == MODEL_NEVER ||
+		    loss_of(s->x[XF_LOSS + j], &f->loss[j]))
 			return -EPROTO;
 		f->busy[j] = to_abs(m, b);
 	}
@@ -264,14 +268,15 @@ static int tx_post(void *ctx, int64_t now_ns, uint64_t bytes, struct xchan_stamp
 	struct model_stamp out;
 	struct fst_front f;
 	struct fst_hit hit;
-	int rc = fst_reserve_front(m->v, &m->c, m->split, bytes, now_ns, &out, &f, &hit);
+	int replay = replayed(m);
+	int rc = fst_reserve_front(m->v, &m->c, m->split, bytes, now_ns, replay, &out, &f, &hit);
 	if (rc < 0)
 		return rc;
 	m->c.msgs++;
 	memset(s, 0, sizeof(*s));
 	s->hop = (uint32_t)m->split;
 	front_pack(m, &f, s); /* always: the receiver may find the replay needed by itself */
-	if (replayed(m))
+	if (replay)	      /* ... and it has this piece's outages to meet (f.whole_outages) */
 		s->flags |= XCHAN_S_REPLAY;
 	if (rc == 1) {
 		stamp_fail(s, to_virtual(m, out.last_ns), &hit);
@@ -333,9 +338,6 @@ static int rx_replay(struct xmodel *m, int64_t now_ns, uint64_t bytes, const str
 		*ready_ns = out.arrive_ns;
 		return 0;
 	}
-	/* the replay gives the stamp's times again, and more: a front that does not is forged */
-	if (out.arrive_ns < in->last_ns)
-		return -EPROTO;
 	*ready_ns = out.recv_done_ns;
 	ack->t[0] = to_virtual(m, out.send_done_ns);
 	record_late(m, now_ns, *ready_ns);

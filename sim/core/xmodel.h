@@ -7,7 +7,7 @@
  * A route is split where its owners change: hops [0, split) belong to the sending node's host,
  * [split, npath) to the receiving node's (the daemon refuses routes that a third host owns a
  * hop of, or whose owners alternate: it tells the plugin the split with the route). Then:
- *   post    the sender reserves its hops from the post (fst_reserve_hops from 0) and stamps
+ *   post    the sender reserves its hops from the post (fst_reserve_front) and stamps
  *           the message with the time its first and last bits reach hop split;
  *   arrive  the receiver reserves the rest from that stamp, adds the whole route's jitter
  *           (each hop's draw keyed by the message's number and conn.id, each hop's AR(1)

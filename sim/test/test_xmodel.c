@@ -425,6 +425,73 @@ static void test_degrades_replayed(void)
 	bench_fini(&b);
 }
 
+/*
+ * Outages across a replayed route are met as one reservation meets them, over every attempt:
+ * the sender's uplink or the receiver's port down for 200 us, or for good, while loss on the
+ * other piece's hop makes the message retransmit, the message posted 0 to 3 ms before the
+ * outage. The same completions and failures as one reservation.
+ */
+static void test_outages_meet_recovery(void)
+{
+	int same = 0, n = 0, failed = 0;
+	for (int forever = 0; forever < 2; forever++)
+		for (int down = 0; down < 4; down += 3)
+			for (int d = 0; d < 60; d++) {
+				fabric_init();
+				links[down ? 0 : 3].loss = (struct model_loss){
+					.kind = MODEL_LOSS_BERNOULLI, .p = {model_prob(0.3)}};
+				fenv_resolve(links, NL, &nic);
+				struct fault_spec f = on_link(FAULT_K_LINK_DOWN, (uint32_t)down, 0,
+							      forever ? FAULT_FOREVER : 200 * US);
+				struct bench b;
+				bench_init(&b);
+				struct host *h[3] = {&b.h0, &b.h1, &b.whole};
+				for (int k = 0; k < 3; k++) {
+					uint32_t id;
+					CHECK(fst_fault_add(h[k]->v->shm, &f,
+							    ORIGIN + (k == 1 ? HOST1_AHEAD : 0),
+							    &id) == 0,
+					      "fault");
+				}
+				static uint8_t buf[64 << 10];
+				int64_t t = ORIGIN - (int64_t)d * 50 * US;
+				struct bench_msg r = bench_msg(&b, t, buf, sizeof(buf));
+				int f2 = (r.ack.flags & XCHAN_S_FAIL) != 0;
+				same += r.ready == r.m.recv_done_ns && r.done == r.m.send_done_ns &&
+					f2 == r.m.failed;
+				failed += r.m.failed;
+				n++;
+				bench_fini(&b);
+			}
+	CHECK(same == n && failed > 0, "%d of %d the same as one reservation (%d failed)", same, n,
+	      failed);
+	fabric_init();
+}
+
+/* Duplicates on the sender's uplink (90 % of packets) and loss on the receiver's port: after a
+ * NAK the final train can end before the first attempt's stamp; the replay is still taken (the
+ * front is checked against the stamp it gives, not against the arrival) and exact. */
+static void test_duplicates_and_loss_replayed(void)
+{
+	fabric_init();
+	links[0].duplicate_p = model_prob(0.9);
+	links[3].loss = (struct model_loss){.kind = MODEL_LOSS_BERNOULLI, .p = {model_prob(0.02)}};
+	fenv_resolve(links, NL, &nic);
+	struct bench b;
+	bench_init(&b);
+	static uint8_t buf[1 << 20];
+	int same = 0;
+	uint64_t lost = 0;
+	for (int i = 0; i < 60; i++) {
+		struct bench_msg r = bench_msg(&b, 1000 + (int64_t)i * 2 * MS, buf, sizeof(buf));
+		same += r.ready == r.m.recv_done_ns && r.done == r.m.send_done_ns;
+		lost += r.m.lost;
+	}
+	CHECK(same == 60 && lost > 0, "%d of 60 the same (%" PRIu64 " losses)", same, lost);
+	bench_fini(&b);
+	fabric_init();
+}
+
 static void test_faults_fail_both_ends(void)
 {
 	fabric_init();
@@ -557,6 +624,10 @@ static void test_what_a_peer_may_not_say(void)
 		{0, (uint64_t)MODEL_NEVER, "a post never"},
 		{1, (uint64_t)-3, "a negative delay"},
 		{3, 700LL * 1000000000, "a link busy for ten minutes more"},
+		{2, (uint64_t)MODEL_NEVER, "a host stage busy for ever"},
+		{3, (uint64_t)MODEL_NEVER, "a link busy for ever"},
+		{3, 3500, "a link busy until a time that does not give the stamp"},
+		{0, 2999, "a post that does not give the stamp"},
 		{3 + MODEL_MAX_HOPS, 7ull << 61, "a Markov state 7"},
 		{3 + 2 * MODEL_MAX_HOPS, 1, "a degrade the fabric does not have"},
 	};
@@ -566,6 +637,9 @@ static void test_what_a_peer_may_not_say(void)
 		CHECK(xmodel_hooks.arrive(x.rx, 4000, 1, 64, &bad, &ready, &ack) == -EPROTO,
 		      "front: %s", front[i].what);
 	}
+	CHECK(link_of(&h1, 2)->busy_until == 0 && link_of(&h1, 3)->busy_until == 0 &&
+		      atomic_load(&link_of(&h1, 3)->msgs) == 0,
+	      "a front refused reserves nothing here");
 	CHECK(xmodel_hooks.arrive(x.rx, 4000, 1, 64, &s, &ready, &ack) == 0 &&
 		      (ack.flags & XCHAN_S_REPLAY),
 	      "the replay");
@@ -596,6 +670,8 @@ static const struct check_case cases[] = {
 	CHECK_CASE(test_faults_fail_both_ends),
 	CHECK_CASE(test_loss_fails_both_ends),
 	CHECK_CASE(test_degrades_replayed),
+	CHECK_CASE(test_outages_meet_recovery),
+	CHECK_CASE(test_duplicates_and_loss_replayed),
 	CHECK_CASE(test_never_stays_never),
 	CHECK_CASE(test_what_a_peer_may_not_say),
 };
