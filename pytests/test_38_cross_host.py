@@ -1110,3 +1110,40 @@ def test_38_38_a_core_link_of_a_third_host_is_reserved_by_the_receiver_and_said(
                       r"\(leaf0 -> spine\), which host 2 owns: host 1 reserves it for its "
                       r"connections from host 0", log)
     assert len(said) == 1, log
+
+
+def test_38_39_a_live_fault_sent_to_one_host_fails_traffic_the_other_host_owns(sf_env, tmp_path):
+    """node0 on host 0, node1 on host 1; while the harness streams, `simfabric fault apply` sends
+    a link_down of node0's cable (links host 0 owns) to host 1's daemon: the launcher's relay
+    applies it on host 0 too, so both ranks fail with ncclRemoteError naming the live fault."""
+    import threading
+    with open(os.path.join(ROOT, "scenarios", "fault-link-down.yaml")) as f:
+        text = f.read()
+    scn = tmp_path / "no-faults.yaml"
+    scn.write_text(text[:text.index("\nfaults:") + 1])
+    run = tmp_path / "run"
+    sock1 = run / "host1" / "ctl.sock"
+    applied = []
+
+    def apply():
+        deadline = time.monotonic() + 60
+        while not sock1.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.5)  # the ranks are streaming by now
+        applied.append(subprocess.run(
+            [sf_env.cli, "fault", "apply", "--socket", str(sock1),
+             "{name: cut, action: link_down, link: [node0, sw0], for: 5s}"],
+            capture_output=True, text=True, timeout=30))
+    t = threading.Thread(target=apply)
+    t.start()
+    p = harness_on_local_hosts(sf_env, run, scn, 2, 2, [
+        "--tests", "faults", "--fault-msgs", "100000", "--fault-bytes", "4096",
+        "--fault-gap-us", "200", "--fault-expect", "error", "--bound", "10", "--timeout", "60"])
+    t.join()
+    out = p.stdout + p.stderr
+    assert applied and applied[0].returncode == 0, (applied, out)
+    assert p.returncode == 0 and "ok    faults" in out, out
+    assert re.search(r"live fault #0 'cut' applied on host 1 \(effective at [0-9.]+ ms, fabric "
+                     r"time\): published to host\(s\) 0", out), out
+    warns = [ln for ln in out.splitlines() if "fault #0 'cut' (link_down)" in ln]
+    assert any("[r0]" in w for w in warns) and any("[r1]" in w for w in warns), out
