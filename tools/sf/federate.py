@@ -143,7 +143,7 @@ class _Lines:
             raise FederationError("%s: a line longer than %d KiB" % (self.who, self.limit >> 10))
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise FederationError("%s: a malformed line: %r" % (self.who, line[:80]))
         if not isinstance(obj, dict):
             raise FederationError("%s: a malformed line: %r" % (self.who, line[:80]))
@@ -295,7 +295,7 @@ def _list(sock):
     going: the run is ending)."""
     try:
         return sfctl.faults(sock, timeout=2.0)
-    except sfctl.CtlError:
+    except (sfctl.CtlError, OSError):  # a daemon slow or going: again at the next period
         return None
 
 
@@ -309,7 +309,9 @@ def _events(fl):
         if isinstance(f.get("spec"), str) and _int(f.get("effective_ns")):
             out.append({"op": "apply", "id": fid, "name": name, "spec": f["spec"],
                         "at_ns": f["effective_ns"]})
-        if _int(f.get("origin_ns")) and f["origin_ns"] > 0:
+        live_clock = isinstance(f.get("spec"), str) and f.get("origin_ns") == f.get(
+            "effective_ns")  # a live fault of the clock: its apply carries its origin
+        if _int(f.get("origin_ns")) and f["origin_ns"] > 0 and not live_clock:
             out.append({"op": "fire", "id": fid, "name": name, "at_ns": f["origin_ns"]})
         if _int(f.get("until_ns")) and f["until_ns"] >= 0:
             out.append({"op": "clear", "id": fid, "name": name, "at_ns": f["until_ns"]})
@@ -344,6 +346,8 @@ def _do(sock, ev):
     except sfctl.CtlError as e:
         # its word (EINVAL, ESTALE, ENOSPC, ENOENT), or no answer
         return ("no", e.reason) if e.errno in (22, 116, 28, 2) else None
+    except OSError:  # slow or going: again at the next period
+        return None
     return ("set", ev["at_ns"]) if got[0] else ("had", got[1])
 
 
@@ -461,7 +465,11 @@ class TriggerRelay(threading.Thread):
 
     def run(self):
         while not self.done.wait(RELAY_PERIOD_S):
-            self.poll()
+            try:
+                self.poll()
+            except Exception as e:  # noqa: BLE001 - the relay must outlive one bad period
+                self.say("fault relay: %s: %s (carrying on at the next period)" % (
+                    type(e).__name__, e))
 
     def stop(self):
         self.done.set()
@@ -561,7 +569,7 @@ class NetRelay(TriggerRelay):
         except _Late:
             return  # a long line (a host's counters) still coming: the rest at the next period
         except FederationError as e:
-            self.links.pop(h)
+            self.links.pop(h, None)
             if "closed" not in str(e):
                 self.say("fault relay: %s" % e)
             return
@@ -585,7 +593,7 @@ class NetRelay(TriggerRelay):
         try:
             ev = check_event(msg)
         except FederationError as e:
-            self.links.pop(h)
+            self.links.pop(h, None)
             self.say("fault relay: %s sent %s: that link is dropped" % (c.who, e))
             return
         if self._note(ev["from"], ev):
@@ -609,8 +617,8 @@ class NetRelay(TriggerRelay):
                     ev["id"], ev["name"], self.host, ev["at_ns"] / 1e6))
         while self.links:
             ready = select.select([c.sock for c in self.links.values()], [], [], 0)[0]
-            if not ready:
-                break
+            if not ready and not any(b"\n" in c.buf for c in self.links.values()):
+                break  # nothing to read, and no whole line left in a buffer
             for h, c in list(self.links.items()):
                 if c.sock in ready or b"\n" in c.buf:
                     self._take(h, c)
