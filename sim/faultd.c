@@ -111,8 +111,7 @@ static void scope_text(const struct faultd *d, const struct fault_spec *f, char 
 	}
 }
 
-static int publish(struct faultd *d, const struct fault_spec *spec, int64_t origin, uint32_t *id,
-		   char *err, size_t errlen)
+int faultd_check(const struct faultd *d, const struct fault_spec *spec, char *err, size_t errlen)
 {
 	char why[256];
 	if (fault_spec_check(spec, why, sizeof(why))) {
@@ -125,7 +124,16 @@ static int publish(struct faultd *d, const struct fault_spec *spec, int64_t orig
 				 spec->name, spec->link[i]);
 			return -EINVAL;
 		}
-	int rc = fst_fault_add(d->shm, spec, origin, id);
+	return 0;
+}
+
+static int publish(struct faultd *d, const struct fault_spec *spec, int64_t origin, uint32_t *id,
+		   char *err, size_t errlen)
+{
+	int rc = faultd_check(d, spec, err, errlen);
+	if (rc)
+		return rc;
+	rc = fst_fault_add(d->shm, spec, origin, id);
 	if (rc) {
 		snprintf(err, errlen, "fault '%s': the fabric has had %d faults, its limit", spec->name,
 			 FAULT_MAX);

@@ -61,6 +61,9 @@ int faultd_node_joined(struct faultd *d, int node);
  * each fault that holds it counts it hit. */
 uint32_t faultd_hold_bits(struct faultd *d, int src, int dst);
 
+/* Would faultd_apply take spec? 0 or -EINVAL with err; changes nothing (a live spec of several
+ * faults is checked whole before its first is applied, so that it applies whole or not). */
+int faultd_check(const struct faultd *d, const struct fault_spec *spec, char *err, size_t errlen);
 /*
  * A live fault, effective at now (its at: counts from there). Checked with
  * fault_spec_check. 0 with *id; -EINVAL; -ENOSPC (FAULT_MAX faults so far).

@@ -727,6 +727,47 @@ static int markov(const struct model_link *l)
 	return l->loss.kind == MODEL_LOSS_GE || l->loss.kind == MODEL_LOSS_4STATE;
 }
 
+/*
+ * A message's first attempt over hops [r.lo, r.hi) entering at stamp *in: the sending NIC's host
+ * stage first when r starts at hop 0 (free from *host_busy, which it moves), then each hop j
+ * free from busy[j] (each moved to the hop's busy-until after the train), with the attempt's
+ * duplicates; *out: the stamp it leaves with, at[j]: its stamp's first_ns at hop j. Pure: what
+ * reserve_piece commits under the lock and front_gives recomputes from the front.
+ */
+static void first_attempt(const struct model_path *p, const struct fst_conn *c,
+			  const struct model_train *tr, const struct model_key *key, uint64_t bytes,
+			  struct hops r, int64_t *host_busy, int64_t *busy, int64_t *at,
+			  uint32_t *ndup, const struct model_stamp *in, struct model_stamp *out)
+{
+	struct model_hop_times h = {.next = *in};
+	if (r.lo == 0 && c->nic.host_rate_bps) {
+		struct model_link host = {.rate_bps = c->nic.host_rate_bps};
+		struct model_stamp st = h.next;
+		model_hop(&host, p->switching, tr, 0, *host_busy, &st, &h);
+		*host_busy = h.done_ns > *host_busy ? h.done_ns : *host_busy;
+	}
+	uint64_t dup[MODEL_MAX_HOPS];
+	uint32_t nd = model_duplicate_bytes(p, key, bytes, dup, r.lo, r.hi);
+	if (ndup)
+		*ndup = nd;
+	for (int j = r.lo; j < r.hi; j++) {
+		struct model_stamp st = h.next;
+		if (at)
+			at[j] = st.first_ns;
+		model_hop(p->hop[j], p->switching, tr, dup[j], busy[j], &st, &h);
+		if (h.done_ns > busy[j])
+			busy[j] = h.done_ns;
+	}
+	*out = h.next;
+}
+
+/* An outage's delay (fst_hit.delay_ns) on a stamp: never delivered stays never. */
+static void delay_stamp(struct model_stamp *st, int64_t delay_ns)
+{
+	st->last_ns = model_tadd(st->last_ns, delay_ns);
+	st->first_ns = st->last_ns == MODEL_NEVER ? MODEL_NEVER : st->first_ns + delay_ns;
+}
+
 /* fst_reserve_hops, and with front (first == 0) fst_reserve_front. */
 static int reserve_piece(struct fst_view *v, struct fst_conn *c, int first, int n, uint64_t bytes,
 			 int64_t post_ns, const struct model_stamp *in, struct model_stamp *out,
@@ -763,8 +804,7 @@ static int reserve_piece(struct fst_view *v, struct fst_conn *c, int first, int 
 	struct model_link tmp[MODEL_MAX_HOPS];
 	struct model_train tr;
 	model_train_init(&tr, &p, bytes);
-	struct model_hop_times h = {.next = *in};
-	int64_t before[MODEL_MAX_HOPS], at[MODEL_MAX_HOPS];
+	int64_t before[MODEL_MAX_HOPS], busy[MODEL_MAX_HOPS], at[MODEL_MAX_HOPS];
 	struct fst_nic *nic = (struct fst_nic *)((uint8_t *)v->shm + v->shm->nics_off) + c->src_nic;
 	int faults = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire) != 0;
 	int rc = fst_lock(v->shm);
@@ -779,23 +819,14 @@ static int reserve_piece(struct fst_view *v, struct fst_conn *c, int first, int 
 		}
 	if (front)
 		front->host_busy = nic->host_busy;
-	if (first == 0 && c->nic.host_rate_bps) {
-		struct model_link host = {.rate_bps = c->nic.host_rate_bps};
-		struct model_stamp st = h.next;
-		model_hop(&host, p.switching, &tr, 0, nic->host_busy, &st, &h);
-		nic->host_busy = h.done_ns > nic->host_busy ? h.done_ns : nic->host_busy;
-	}
 	struct model_key key = {.seed = v->shm->seed, .conn = c->id, .msg = c->msgs};
-	uint64_t dup[MODEL_MAX_HOPS];
-	uint32_t ndup = model_duplicate_bytes(&p, &key, bytes, dup, first, first + n);
+	for (int j = first; j < first + n; j++)
+		before[j] = busy[j] = link_state(v->shm, c->path[j])->busy_until;
+	uint32_t ndup;
+	first_attempt(&p, c, &tr, &key, bytes, r, &nic->host_busy, busy, at, &ndup, in, out);
 	for (int j = first; j < first + n; j++) {
 		struct fst_link *s = link_state(v->shm, c->path[j]);
-		struct model_stamp st = h.next;
-		before[j] = s->busy_until;
-		at[j] = st.first_ns;
-		model_hop(p.hop[j], p.switching, &tr, dup[j], s->busy_until, &st, &h);
-		if (h.done_ns > s->busy_until)
-			s->busy_until = h.done_ns;
+		s->busy_until = busy[j];
 		if (!front)
 			continue;
 		front->busy[j] = before[j];
@@ -810,7 +841,6 @@ static int reserve_piece(struct fst_view *v, struct fst_conn *c, int first, int 
 			model_loss_end(&it);
 		}
 	}
-	*out = h.next;
 	int failed = 0;
 	if (faults) {
 		/* outages met between entering these hops and leaving them (fst_reserve's rule) */
@@ -824,10 +854,7 @@ static int reserve_piece(struct fst_view *v, struct fst_conn *c, int first, int 
 			failed = 1;
 			out->first_ns = out->last_ns = m.arrive_ns;
 		} else if (hit->delay_ns) {
-			out->last_ns = model_tadd(out->last_ns, hit->delay_ns);
-			/* never delivered (a stall without end, no ACK timer): never at all */
-			out->first_ns = out->last_ns == MODEL_NEVER ? MODEL_NEVER
-								     : out->first_ns + hit->delay_ns;
+			delay_stamp(out, hit->delay_ns);
 		}
 		count_triggers(v, c, r, post_ns, bytes);
 	}
@@ -893,33 +920,20 @@ int fst_route_replayed(const struct fst_view *v, const struct fst_conn *c)
 }
 
 /* Does the front give the stamp? The sender's first attempt over its hops, recomputed from
- * the front as reserve_piece computed it (its busy-until, host stage, duplicates; the
+ * the front as reserve_piece computed it (first_attempt from its busy-until and host stage; the
  * degrades are already on p), must be the stamp *in to the nanosecond: 0, else -EPROTO. */
 static int front_gives(const struct model_path *p, const struct fst_conn *c,
-		       const struct model_key *key, uint64_t bytes, int split,
-		       const struct fst_front *f, const struct model_stamp *in)
+		       const struct model_train *tr, const struct model_key *key, uint64_t bytes,
+		       int split, const struct fst_front *f, const struct model_stamp *in)
 {
-	struct model_train tr;
-	model_train_init(&tr, p, bytes);
-	int64_t t = model_tadd(f->post_ns, c->nic.o_send_ns);
-	struct model_hop_times h = {.next = {t, t, 0}};
-	if (c->nic.host_rate_bps) {
-		struct model_link host = {.rate_bps = c->nic.host_rate_bps};
-		struct model_stamp st = h.next;
-		model_hop(&host, p->switching, &tr, 0, f->host_busy, &st, &h);
-	}
-	uint64_t dup[MODEL_MAX_HOPS];
-	model_duplicate_bytes(p, key, bytes, dup, 0, split);
-	for (int j = 0; j < split; j++) {
-		struct model_stamp st = h.next;
-		model_hop(p->hop[j], p->switching, &tr, dup[j], f->busy[j], &st, &h);
-	}
-	struct model_stamp want = h.next;
-	if (!f->whole_outages && f->delay_ns) { /* reserve_piece's outage delay */
-		want.last_ns = model_tadd(want.last_ns, f->delay_ns);
-		want.first_ns = want.last_ns == MODEL_NEVER ? MODEL_NEVER
-							    : want.first_ns + f->delay_ns;
-	}
+	int64_t t = model_tadd(f->post_ns, c->nic.o_send_ns), host_busy = f->host_busy;
+	int64_t busy[MODEL_MAX_HOPS];
+	memcpy(busy, f->busy, sizeof(busy[0]) * (size_t)split);
+	struct model_stamp want;
+	first_attempt(p, c, tr, key, bytes, (struct hops){0, split}, &host_busy, busy, NULL, NULL,
+		      &(struct model_stamp){t, t, 0}, &want);
+	if (!f->whole_outages && f->delay_ns) /* reserve_piece's outage delay */
+		delay_stamp(&want, f->delay_ns);
 	return want.first_ns == in->first_ns && want.last_ns == in->last_ns &&
 			       want.last_tx_ns == in->last_tx_ns
 		       ? 0
@@ -953,8 +967,10 @@ int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t
 	if (rc)
 		return rc;
 	rc = apply_degrade_mask(v, c, theirs, front->degrades, tmp, &p, hit);
+	struct model_train tr; /* one for the call: a degrade never changes the path's MTU */
+	model_train_init(&tr, &p, bytes);
 	if (!rc)
-		rc = front_gives(&p, c, &key, bytes, split, front, in);
+		rc = front_gives(&p, c, &tr, &key, bytes, split, front, in);
 	if (rc) {
 		fst_unlock(v->shm);
 		return rc;
@@ -992,8 +1008,6 @@ int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t
 				c->mc.last_arrive = out->arrive_ns;
 			}
 			if (faults) {
-				struct model_train tr;
-				model_train_init(&tr, &p, bytes);
 				int64_t own = idle_ns(&p, &tr, mine, in);
 				apply_outages(v, c, mine, in->first_ns, own > 0 ? own : 0, out, hit,
 					      &fault_hop);
@@ -1021,8 +1035,6 @@ int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t
 	}
 	/* what goes back: the replay's commits on the sender's hops ... */
 	back->host_busy = host_busy;
-	struct model_train tr;
-	model_train_init(&tr, &p, bytes);
 	for (int j = 0; j < split; j++) {
 		back->busy[j] = busy[j];
 		back->loss[j] = loss[j];

@@ -348,6 +348,24 @@ _STATS_MAX = ("queue_max_ns", "late_max_ns")
 _STATS_DERIVED = ("queue_p50_le_ns", "queue_p99_le_ns", "late_p50_le_ns", "late_p99_le_ns")
 
 
+def stats_misfit(base, other):
+    """Why other (stats()'s form, another host's) cannot be merged into base by merge_stats,
+    or None: a link's key that is a histogram in one and a count in the other, or histograms
+    of different lengths (summed they would lose buckets)."""
+    for i, rec in other.items():
+        for k, v in rec.items():
+            b = base.get(i, {}).get(k)
+            if b is None or k in _STATS_DERIVED:
+                continue
+            if isinstance(b, list) != isinstance(v, list):
+                return "link %s: '%s' is a %s there, a %s here" % (
+                    i, k, "histogram" if isinstance(v, list) else "count",
+                    "histogram" if isinstance(b, list) else "count")
+            if isinstance(b, list) and len(b) != len(v):
+                return "link %s: '%s' has %d buckets there, %d here" % (i, k, len(v), len(b))
+    return None
+
+
 def merge_stats(many):
     """One fabric's stats (stats()'s form) from the daemons of a run's hosts: each host counts
     what it reserved (docs/scale-out.md, section 4), so a link's counts and histograms are the
@@ -572,9 +590,12 @@ def fault_fire(path, fid, origin_ns, name=None, timeout=5.0):
     return d["fired"] == "1", int(d["origin_ns"])
 
 
-def fault_clear(path, fid="all", at_ns=0, timeout=5.0, effective_ns=None):
+def fault_clear(path, fid="all", at_ns=0, timeout=5.0, effective_ns=None, name=None):
     """Clear fault fid (or all), at_ns from now or at fabric time effective_ns; returns how
-    many were cleared."""
+    many were cleared. name: refused (EINVAL) unless fault fid there has that name (another
+    host's clear of its fault fid)."""
     keys = {"effective_ns": effective_ns} if effective_ns is not None else {"at_ns": at_ns}
+    if name is not None:
+        keys["name"] = name
     d = dict(request(path, "fault", timeout=timeout, verb="clear", id=fid, **keys))
     return int(d["cleared"])

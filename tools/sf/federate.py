@@ -36,6 +36,8 @@ COUNTERS_LIMIT = 64 << 20  # ... and of a host's counters at the end of the run 
 COUNTERS_WAIT_S = 30  # host 0's agent waits this long for the others' counters
 CLOCK_EVERY_S = 60  # host 0's agent measures every host's clock again this often ...
 CLOCK_SAY_NS = 100000  # ... and says so when it moved this much more since it last said
+CLOCK_SAMPLES = 4  # samples of each check (the one with the least round trip is kept)
+CLOCK_WAIT_S = 2.0  # host 0 waits this long for a host to take them
 
 
 class FederationError(Exception):
@@ -161,6 +163,47 @@ def _field(obj, key, kind, who):
     return v
 
 
+def _sample(c, n, deadline, clock=time.monotonic_ns, other=None):
+    """The asking side of n clock samples over c (it sends its clock, the other side answers
+    with its own at once): (the other side's clock less ours, round trip), of the sample with
+    the least round trip, whose asymmetry bounds the error (half of it at most). other(msg):
+    a line that is not an answer (the relay's events), kept for later; without it, an error."""
+    best = None
+    for _ in range(n):
+        t1 = clock()
+        c.send({"t1": t1})
+        while True:
+            msg = c.recv(deadline)
+            if "t2" in msg or other is None:
+                break
+            other(msg)
+        t2 = _field(msg, "t2", int, c.who)
+        t3 = clock()
+        if best is None or t3 - t1 < best[1]:
+            best = (t2 - (t1 + t3) // 2, t3 - t1)
+    return best
+
+
+def _answer(c, deadline, clock=time.monotonic_ns, other=None, end=None):
+    """The answering side of _sample: each "t1" line answered at once with our clock, until a
+    line with the key end (returned; end None: after the SAMPLES of the rendezvous). other as
+    in _sample."""
+    n = 0
+    while end is not None or n < SAMPLES:
+        msg = c.recv(deadline)
+        if "t1" in msg:
+            _field(msg, "t1", int, c.who)
+            c.send({"t2": clock()})
+            n += 1
+        elif end is not None and end in msg:
+            return msg
+        elif other is not None:
+            other(msg)
+        else:
+            _field(msg, "t1", int, c.who)  # raises, naming it
+    return None
+
+
 def _serve(nhosts, digest, port, deadline, bind):
     """Host 0: every other host joins; returns {host: (name, offset, rtt)} and the epoch."""
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -201,9 +244,7 @@ def _serve(nhosts, digest, port, deadline, bind):
                 s.close()
                 raise FederationError(why)
             c.send({"ok": True})
-            for _ in range(SAMPLES):  # answer its clock samples at once
-                _field(c.recv(deadline), "t1", int, c.who)
-                c.send({"t2": time.monotonic_ns()})
+            _answer(c, deadline)  # its clock samples, at once
             res = c.recv(deadline)
             nprobe = _field(c.recv(deadline), "probe", int, c.who)
             if not 0 < nprobe <= 1 << 30:
@@ -244,14 +285,7 @@ def _join(host, addr, port, digest, deadline):
     try:
         c.send({"host": host, "name": socket.gethostname(), "hash": digest})
         c.recv(deadline)
-        best = None
-        for _ in range(SAMPLES):
-            t1 = time.monotonic_ns()
-            c.send({"t1": t1})
-            t2 = _field(c.recv(deadline), "t2", int, c.who)
-            t3 = time.monotonic_ns()
-            if best is None or t3 - t1 < best[1]:
-                best = (t2 - (t1 + t3) // 2, t3 - t1)
+        best = _sample(c, SAMPLES, deadline)
         c.send({"offset": best[0], "rtt": best[1]})
         # the network's bandwidth to host 0: PROBE_BYTES, timed to host 0's word that it has them
         c.send({"probe": PROBE_BYTES})
@@ -340,7 +374,8 @@ def _do(sock, ev):
                               timeout=2.0)
             return ("set", ev["at_ns"])
         if ev["op"] == "clear":
-            sfctl.fault_clear(sock, ev["id"], effective_ns=ev["at_ns"], timeout=2.0)
+            sfctl.fault_clear(sock, ev["id"], effective_ns=ev["at_ns"], name=ev["name"],
+                              timeout=2.0)
             return ("set", ev["at_ns"])
         got = sfctl.fault_fire(sock, ev["id"], ev["at_ns"], name=ev["name"], timeout=2.0)
     except sfctl.CtlError as e:
@@ -357,6 +392,12 @@ WHAT = {"apply": "live fault #%d '%s' applied on host %d (effective at %.3f ms, 
 HERE = {"apply": "live fault #%d '%s' applied here (host %d), effective at %.3f ms (fabric time)",
         "fire": "fault #%d '%s' fired here (host %d) at %.3f ms (fabric time)",
         "clear": "fault #%d '%s' cleared here (host %d) at %.3f ms (fabric time)"}
+
+
+def _key(ev):
+    """What makes an event new: a fault's live spec and its trigger's origin are told once; a
+    clear once per time (a second, earlier clear of the same fault moves its end)."""
+    return (ev["op"], ev["id"]) + ((ev["at_ns"],) if ev["op"] == "clear" else ())
 
 
 def _outcome(say, ev, where, res):
@@ -392,7 +433,8 @@ def check_counters(doc, host):
             raise FederationError("stats of link %.40r" % k)
         stats[int(k)] = rec
     if fl is not None and not (isinstance(fl, dict) and isinstance(fl.get("faults", []), list)
-                               and all(isinstance(f, dict) for f in fl.get("faults", []))):
+                               and all(isinstance(f, dict) and _int(f.get("id"))
+                                       for f in fl.get("faults", []))):
         raise FederationError("'faults' is not a fault list")
     if conns is not None and not (isinstance(conns, list) and
                                   all(isinstance(x, dict) for x in conns)):
@@ -418,23 +460,38 @@ class TriggerRelay(threading.Thread):
         super().__init__(name="sf-trigger-relay", daemon=True)
         self.sockets, self.say = list(sockets), say
         self.done = threading.Event()
-        self.seen = set()  # (op, fault id): events told (or being told) everywhere
+        self.seen = {}  # _key -> (event, from host): events told (or being told) everywhere
+        self.clashed = set()  # _keys whose clash is said
         self.queue = {k: [] for k in range(len(self.sockets))}  # host -> [(event, from)]
-        self.told = {}  # (op, id) -> (from host, hosts that took it, hosts still to tell)
+        self.told = {}  # _key -> (from host, hosts that took it, hosts still to tell)
 
     def _note(self, h, ev):
-        key = (ev["op"], ev["id"])
-        if key in self.seen:
-            return False
-        self.seen.add(key)
-        return True
+        """Is ev (from host h) new? A live spec another host applied at the same id first is
+        not new, and not carried: the hosts' faults differ from there on, which is said."""
+        key = _key(ev)
+        if key not in self.seen:
+            self.seen[key] = (ev, h)
+            return True
+        first, fh = self.seen[key]
+        if ev["op"] == "apply" and fh != h and key not in self.clashed and (
+                first["spec"], first["at_ns"]) != (ev["spec"], ev["at_ns"]):
+            self.clashed.add(key)
+            self.say("fault #%d: host %d applied the live spec %.200r at the id host %d gave "
+                     "%.200r: host %d's is not carried to the other hosts, and their faults "
+                     "differ from here on (send live faults of a run to one host's daemon)" % (
+                         ev["id"], h, ev["spec"], fh, first["spec"], h))
+        return False
+
+    def _host_name(self, k):
+        """How the outcome of an event on host k's daemon (self.sockets[k]) names it."""
+        return "host %d" % k
 
     def poll(self):
         n = len(self.sockets)
         for h, sock in enumerate(self.sockets):
             for ev in _events(_list(sock)):
                 if self._note(h, ev):
-                    self.told[(ev["op"], ev["id"])] = (h, [], set(range(n)) - {h})
+                    self.told[_key(ev)] = (h, [], set(range(n)) - {h})
                     for k in range(n):
                         if k != h:
                             self.queue[k].append((ev, h))
@@ -450,12 +507,11 @@ class TriggerRelay(threading.Thread):
             if res is None:
                 return  # again at the next period, in the same order
             q.pop(0)
-            key = (ev["op"], ev["id"])
-            frm, took, left = self.told[key]
+            frm, took, left = self.told[_key(ev)]
             left.discard(k)
             if res[0] == "set":
                 took.append(k)
-            _outcome(self.say, ev, "host %d" % k, res)
+            _outcome(self.say, ev, self._host_name(k), res)
             if not left and took:
                 self.say((WHAT[ev["op"]] + ": published %s") % (
                     ev["id"], ev["name"], frm, ev["at_ns"] / 1e6, self._where(took)))
@@ -480,8 +536,14 @@ class NetRelay(TriggerRelay):
     """The same across real hosts (--hosts-from-env): each agent watches its own daemon and
     sends each new event to host 0's agent over the connection the rendezvous left open; host
     0's carries it out on its daemon and forwards it to every other host's agent, which
-    carries it out on its own. A line from a peer that is neither an event nor (to host 0) a
-    host's counters ends that peer's link with a note."""
+    carries it out on its own. A line from a peer that is neither an event nor one of the
+    messages below ends that peer's link with a note.
+
+    Also over those connections: every CLOCK_EVERY_S host 0 asks each host to measure its
+    clock again ("clock": the host takes CLOCK_SAMPLES samples as at the rendezvous, host 0
+    answering each at once while it waits, and sends back "clock_offset"); at the end of the
+    run each other host sends its daemon's counters ("counters"), which host 0 acknowledges
+    ("counters_ok") before either side closes."""
 
     def __init__(self, sock, host, links, say, offsets=None):
         super().__init__([sock], say)
@@ -495,7 +557,9 @@ class NetRelay(TriggerRelay):
         self.now = time.monotonic_ns  # the clock the checks read (a test's may be another)
         self.counters = {}  # host 0: host -> its counters at the end of its run (check_counters)
         self.got = threading.Condition()
+        self.acked = threading.Event()  # another host: host 0 has its counters
         self.outbox = []  # (message, threading.Event): sent by the relay's thread, the links'
+        self.pending = []  # (host, message): read during a clock exchange, handled after it
         for c in self.links.values():  # only user
             c.limit = COUNTERS_LIMIT
 
@@ -511,13 +575,16 @@ class NetRelay(TriggerRelay):
     def send_counters(self, stats, faults, connections, timeout=10.0):
         """Another host's agent, at the end of its run: its daemon's counters to host 0's
         agent, which merges every host's into its run's stats.json and faults.json. True once
-        the relay's thread has sent them (False: not within timeout, or no link left)."""
+        host 0's agent said it has them (False: not within timeout, or no link left)."""
         sent = threading.Event()
+        deadline = time.monotonic() + timeout
         with self.got:
             self.outbox.append(({"counters": {"host": self.host, "stats": stats,
                                               "faults": faults, "connections": connections}},
                                 sent))
-        return sent.wait(timeout) and bool(self.links)
+        if not sent.wait(timeout) or not self.links:
+            return False
+        return self.acked.wait(max(0.0, deadline - time.monotonic()))
 
     def wait_counters(self, nhosts, timeout=COUNTERS_WAIT_S):
         """Host 0's agent, at the end of its run: {host: (stats, faults, connections)} of the
@@ -532,18 +599,33 @@ class NetRelay(TriggerRelay):
             return dict(self.counters)
 
     def _clock_check(self):
-        """Host 0: ask every host's clock again (one NTP-style sample: the drift between
+        """Host 0: every host measures its clock against host 0's again (the drift between
         CLOCK_MONOTONICs of different machines, which NTP slews, moves every stamp between them
-        and every window a trigger opens there; docs/scale-out.md, section 4)."""
+        and every window a trigger opens there; docs/scale-out.md, section 4). Host 0 waits
+        for each host in turn, answering its samples at once: an answer left to the next
+        period would be off by up to a period."""
         self.next_clock = time.monotonic() + self.clock_every
-        self._send({"clock": self.now()})
+        for h, c in list(self.links.items()):
+            if h not in self.offsets:
+                continue
+            try:
+                c.send({"clock": CLOCK_SAMPLES})
+                msg = _answer(c, time.monotonic() + CLOCK_WAIT_S, self.now,
+                              other=lambda m, h=h: self.pending.append((h, m)),
+                              end="clock_offset")
+            except _Late:
+                continue  # busy: its answer, when it comes, is taken by _handle
+            except (FederationError, OSError) as e:
+                self._lost(h, e)
+                continue
+            self._clock_back(h, msg)
 
     def _clock_back(self, h, msg):
-        """Host 0: a host's answer; its offset's move since the rendezvous, said when large."""
-        t0, t1, t2 = msg.get("clock_back"), msg.get("t"), self.now()
-        if not (_int(t0) and _int(t1)) or h not in self.offsets or not t0 <= t2:
+        """Host 0: a host's offset measured again; its move since the rendezvous, said when
+        large."""
+        off, rtt = msg.get("clock_offset"), msg.get("rtt")
+        if not (_int(off) and _int(rtt)) or h not in self.offsets or rtt < 0:
             return
-        off, rtt = (t0 + t2) // 2 - t1, t2 - t0
         rec = self.clocks.setdefault(h, [off, rtt, 0, 0])
         if rtt <= 2 * rec[1] or not rec[2]:  # a sample with a much longer round trip says less
             rec[0], rec[1] = off, rtt
@@ -563,21 +645,46 @@ class NetRelay(TriggerRelay):
                     h, (r[0] - self.offsets[h]) / 1e3, r[2], self.clock_every, r[1] / 1e3)
                 for h, r in sorted(self.clocks.items())]
 
+    def _lost(self, h, e):
+        c = self.links.pop(h, None)
+        if c is not None and "closed" not in str(e):
+            self.say("fault relay: %s" % e)
+
     def _take(self, h, c):
         try:
             msg = c.recv(time.monotonic() + 1.0)
         except _Late:
             return  # a long line (a host's counters) still coming: the rest at the next period
         except FederationError as e:
-            self.links.pop(h, None)
-            if "closed" not in str(e):
-                self.say("fault relay: %s" % e)
+            self._lost(h, e)
             return
+        self._handle(h, c, msg)
+
+    def _handle(self, h, c, msg):
         if "clock" in msg and self.host != 0 and _int(msg["clock"]):
-            self._send({"clock_back": msg["clock"], "t": self.now()})
+            try:  # host 0 waits, answering at once
+                best = _sample(c, max(1, min(msg["clock"], SAMPLES)),
+                               time.monotonic() + CLOCK_WAIT_S, self.now,
+                               other=lambda m: self.pending.append((h, m)))
+                c.send({"clock_offset": best[0], "rtt": best[1]})
+            except _Late:
+                pass  # host 0 gave up waiting: the next check
+            except (FederationError, OSError) as e:
+                self._lost(h, e)
             return
-        if "clock_back" in msg and self.host == 0:
-            self._clock_back(h, msg)
+        if self.host == 0 and ("t1" in msg or "clock_offset" in msg):
+            if "t1" in msg:  # a host's samples after host 0 stopped waiting: answered still
+                try:
+                    c.send({"t2": self.now()})
+                except OSError as e:
+                    self._lost(h, e)
+            else:
+                self._clock_back(h, msg)
+            return
+        if "t2" in msg and self.host != 0:
+            return  # the answer to a sample given up on
+        if "counters_ok" in msg and self.host != 0:
+            self.acked.set()
             return
         if "counters" in msg and self.host == 0:
             try:
@@ -589,6 +696,10 @@ class NetRelay(TriggerRelay):
             with self.got:
                 self.counters[h] = got
                 self.got.notify_all()
+            try:
+                c.send({"counters_ok": True})
+            except OSError:
+                pass  # it has gone: it closes without the word, having sent them
             return
         try:
             ev = check_event(msg)
@@ -597,7 +708,7 @@ class NetRelay(TriggerRelay):
             self.say("fault relay: %s sent %s: that link is dropped" % (c.who, e))
             return
         if self._note(ev["from"], ev):
-            self.told[(ev["op"], ev["id"])] = (ev["from"], [], {0})
+            self.told[_key(ev)] = (ev["from"], [], {0})
             self.queue[0].append((ev, ev["from"]))
             if self.host == 0:
                 self._send(msg, skip=h)
@@ -610,6 +721,10 @@ class NetRelay(TriggerRelay):
             sent.set()
         if self.host == 0 and self.offsets and time.monotonic() >= self.next_clock:
             self._clock_check()
+        while self.pending:
+            h, msg = self.pending.pop(0)
+            if h in self.links:
+                self._handle(h, self.links[h], msg)
         for ev in _events(_list(self.sockets[0])):
             if self._note(self.host, ev):
                 self._send(dict(ev, **{"from": self.host}))
@@ -627,7 +742,14 @@ class NetRelay(TriggerRelay):
     def _where(self, hosts):
         return "here"
 
+    def _host_name(self, k):
+        return "here (host %d)" % self.host
+
     def stop(self):
         super().stop()
         for c in self.links.values():
+            try:  # what was sent is delivered before the close (no reset over it)
+                c.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
             c.sock.close()

@@ -1214,11 +1214,18 @@ class Job:
         got = self.relay.wait_counters(n)
         for line in self.relay.clock_summary():
             self.say(line)
-        hosts = sorted(got)
+        misfit = []
+        for k in sorted(got):
+            why = sfctl.stats_misfit(lr.stats, got[k][0])
+            if why:  # another build's daemon, or a forged line: not summed into this run's
+                self.say("counters: host %d's do not fit host 0's (%s): left out of "
+                         "stats.json and faults.json (its run directory has them)" % (k, why))
+                misfit.append(k)
+        hosts = sorted(set(got) - set(misfit))
         lr.stats = sfctl.merge_stats([lr.stats] + [got[k][0] for k in hosts])
         lr.faults = sfctl.merge_faults([lr.faults] + [got[k][1] for k in hosts])
         lr.connections = (lr.connections or []) + [c for k in hosts for c in got[k][2] or []]
-        missing = [k for k in range(1, n) if k not in got]
+        missing = [k for k in range(1, n) if k not in got]  # (a misfit is said above)
         self.say("stats.json and faults.json: the counters of host(s) %s%s" % (
             ", ".join(map(str, [0] + hosts)),
             "; host(s) %s sent none within %d s (their run directories have theirs)" % (
