@@ -220,7 +220,7 @@ class Env:
 
     def paths(self):
         """sf.paths.Paths of these programs, for the launcher."""
-        p = _sflaunch().Paths(self.build)
+        p = _sflaunch().paths.Paths(self.build)
         p.daemon, p.plugin, p.harness, p.nccljob = (self.daemon, self.plugin, self.harness,
                                                     self.nccljob)
         return p
@@ -406,10 +406,16 @@ def pytest_runtest_makereport(item, call):
 # ---- jobs: sf_launch, sf_run, scenario files as tests ------------------------------------------
 
 def _sflaunch():
+    """The sf package, with the modules the fixtures use (sf.launch, .ranks, .procs, .recipe,
+    .paths) loaded."""
     if sfctl is None:
         pytest.fail(_not_found(), pytrace=False)
-    from sf import launch
-    return launch
+    import sf.launch
+    import sf.paths
+    import sf.procs
+    import sf.ranks
+    import sf.recipe  # noqa: F401 - loaded for sl.recipe
+    return sf
 
 
 @pytest.fixture
@@ -417,9 +423,9 @@ def sf_nccl_gpu(sf_env):
     """sf.paths.Paths of the programs; skips where there is no GPU or no NCCL job program."""
     sl = _sflaunch()
     paths = sf_env.paths()
-    if not sl.gpu_ids():
+    if not sl.ranks.gpu_ids():
         pytest.skip("needs an NVIDIA GPU (nvidia-smi %s)" % (
-            "lists no GPU" if sl.shutil.which("nvidia-smi") else "not found"))
+            "lists no GPU" if shutil.which("nvidia-smi") else "not found"))
     if not os.path.exists(paths.nccljob):
         pytest.skip("%s is not built (needs CUDA and NCCL at build time)" % paths.nccljob)
     return paths
@@ -455,14 +461,14 @@ def sf_launch(sf_env, tmp_path, request):
         if mpi:
             missing = None
             try:
-                sl.find_mpirun(dict(os.environ, **(env or {})))
-            except sl.LaunchError as e:
+                sl.ranks.find_mpirun(dict(os.environ, **(env or {})))
+            except sl.paths.LaunchError as e:
                 missing = str(e)
             if missing and isinstance(mpi, str):  # the mpirun the test named: a mistake
                 pytest.fail(missing, pytrace=False)
             if missing:  # mpi=True: this machine has none
                 pytest.skip(missing)
-        r = sl.launch(list(cmd), nodes, gpus_per_node, scenario=scenario,
+        r = sl.launch.launch(list(cmd), nodes, gpus_per_node, scenario=scenario,
                       socket=fabric.socket if fabric is not None else None, run_dir=str(d),
                       env=env, timeout=timeout, paths=sf_env.paths(), mpi=bool(mpi),
                       mpi_args=list(mpi_args), **kw)
@@ -486,7 +492,7 @@ def nccljob(paths, tmp_path, name, args, nodes=2, gpus_per_node=1, scenario_text
         sc = tmp_path / (name + ".yaml")
         sc.write_text(scenario_text)
     out = tmp_path / ("%s-%%r.json" % name)
-    r = sl.launch([paths.nccljob] + list(args) + ["--json", str(out)], nodes, gpus_per_node,
+    r = sl.launch.launch([paths.nccljob] + list(args) + ["--json", str(out)], nodes, gpus_per_node,
                   scenario=str(sc) if sc else None, run_dir=str(tmp_path / name), echo=False,
                   timeout=timeout + 60, paths=paths, env=env)
     p0 = str(out).replace("%r", "0")
@@ -553,8 +559,8 @@ def run_scenario_process(env, scenario, run_dir, extra=(), timeout=None):
     sl = _sflaunch()
     if timeout is None:
         try:
-            job = sl.dump_scenario(scenario, env.paths()).get("job") or {}
-        except sl.LaunchError:
+            job = sl.launch.dump_scenario(scenario, env.paths()).get("job") or {}
+        except sl.paths.LaunchError:
             job = {}
         timeout = job.get("timeout_s", 600) + 90
     os.makedirs(run_dir, exist_ok=True)
@@ -568,13 +574,13 @@ def run_scenario_process(env, scenario, run_dir, extra=(), timeout=None):
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        tree = sl.process_tree(p.pid)
+        tree = sl.procs.process_tree(p.pid)
         path = os.path.join(run_dir, "hard-timeout-stacks.txt")
         try:
             os.kill(p.pid, signal.SIGUSR1)  # the launcher's faulthandler: its Python stack
         except OSError:
             pass
-        sl.dump_stacks(tree, path)
+        sl.procs.dump_stacks(tree, path)
         for q in reversed(tree):
             try:
                 os.kill(q, signal.SIGKILL)
@@ -630,7 +636,7 @@ class ScenarioItem(pytest.Item):
         job = (dump or {}).get("job") or {}
         expect = (dump or {}).get("expect") or {}
         sl = _sflaunch()
-        if job and sl.needs_gpu(job):
+        if job and sl.recipe.needs_gpu(job):
             self.add_marker(pytest.mark.gpu)
             self.add_marker(pytest.mark.slow)
         if expect.get("timing"):
@@ -644,7 +650,7 @@ class ScenarioItem(pytest.Item):
             raise ScenarioError(self.error)
         sl = _sflaunch()
         env = config_env(self.config)
-        why = sl.can_run(self.dump["job"], env.paths())
+        why = sl.recipe.can_run(self.dump["job"], env.paths())
         if why:
             pytest.skip(why)
         try:
@@ -674,8 +680,8 @@ def _scenario_item(parent, path, name=None):
     sl = _sflaunch()
     env = config_env(parent.config)
     try:
-        dump = sl.dump_scenario(str(path), env.paths())
-    except sl.LaunchError as e:
+        dump = sl.launch.dump_scenario(str(path), env.paths())
+    except sl.paths.LaunchError as e:
         return ScenarioItem.from_parent(parent, name=name or os.path.basename(str(path)),
                                         spath=path, error=str(e))
     if not dump.get("job"):

@@ -14,7 +14,7 @@ import time
 import pytest
 
 import simfabric_pytest
-import sflaunch
+from sf import ranks as sfranks
 
 ROOT = simfabric_pytest.ROOT
 JOB = os.path.join(ROOT, "tools", "torch_collectives.py")
@@ -78,7 +78,7 @@ def run_job(nranks, net, plugin, fabric_env, rundir, sizes, colls, mps_env, time
                  NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                  NVSHMEM_DISABLE_NVLS="1", NCCL_MNNVL_ENABLE="0", NCCL_DEBUG="INFO",
                  # as simfabric launch sets it, and docs/gpu-path.md tells torchrun users
-                 CUDA_DEVICE_MAX_CONNECTIONS=str(sflaunch.device_connections(nranks, NGPU)),
+                 CUDA_DEVICE_MAX_CONNECTIONS=str(sfranks.device_connections(nranks, NGPU)),
                  NCCL_DEBUG_SUBSYS="INIT,NET")
         if net == "simfabric":
             e.update(fabric_env)

@@ -12,6 +12,10 @@ import time
 import pytest
 
 import sflaunch
+from sf import paths as sfpaths
+from sf import procs as sfprocs
+from sf import ranks as sfranks
+from sf import recipe as sfrecipe
 import sfmodel
 import simfabric_pytest
 
@@ -66,7 +70,7 @@ def test_10_01_every_rank_gets_torchruns_env_and_its_node(sf_env, sf_launch):
         assert v["NCCL_NVLS_ENABLE"] == "1", v
         assert v["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1" and v["NVSHMEM_DISABLE_NVLS"] == "1"
         # copy threads: the CPUs shared out over the 4 ranks (none on a small machine)
-        assert v["SIMFABRIC_COPY_THREADS"] == str(sflaunch.copy_threads(4)), v
+        assert v["SIMFABRIC_COPY_THREADS"] == str(sfranks.copy_threads(4)), v
     # the socket is the run's own daemon's, in the run directory (unless that path is too long)
     assert socks.pop().startswith(r.run_dir) or len(r.run_dir) > 90
 
@@ -78,7 +82,7 @@ def test_10_02_node_names_come_from_the_fabric(sf_launch, tmp_path):
     e = envs(r)
     assert [e[i]["NCCL_HOSTID"] for i in (0, 1)] == ["alpha", "beta"]
     assert [e[i]["SIMFABRIC_NODE"] for i in (0, 1)] == ["alpha", "beta"]
-    with pytest.raises(sflaunch.LaunchError, match="4 nodes asked for, but the fabric has 3"):
+    with pytest.raises(sfpaths.LaunchError, match="4 nodes asked for, but the fabric has 3"):
         sf_launch([PY, "-c", "pass"], nodes=4, scenario=str(sc))
 
 
@@ -145,7 +149,7 @@ def test_10_05_a_signal_tears_down_ranks_their_children_and_the_daemon(tmp_path,
         _wait_for(lambda: all(os.path.exists(d / ("rank-%d.log" % r)) and "ready" in
                               (d / ("rank-%d.log" % r)).read_text() for r in range(2)), 30,
                   "both ranks")
-        tree = sflaunch.process_tree(p.pid)
+        tree = sfprocs.process_tree(p.pid)
         assert len(tree) >= 1 + 1 + 2 * 2, tree  # launcher, daemon, 2 x (rank + its sleep)
         t0 = time.monotonic()
         p.send_signal(sig)
@@ -262,7 +266,7 @@ def test_10_10_bad_job_or_expect_gives_file_line_column(tmp_path, text, err):
 
 
 def test_10_11_gpu_jobs_say_why_they_cannot_run_here(sf_env):
-    if sflaunch.gpu_ids() and os.path.exists(sflaunch.Paths(sf_env.build).nccljob):
+    if sfranks.gpu_ids() and os.path.exists(sfpaths.Paths(sf_env.build).nccljob):
         pytest.skip("this machine can run it (test_10_00 does)")
     p = cli("run", os.path.join(SCEN, "job-nccl-ideal-2.yaml"))
     assert p.returncode == 77, p.stdout + p.stderr
@@ -272,21 +276,21 @@ def test_10_11_gpu_jobs_say_why_they_cannot_run_here(sf_env):
 
 def test_10_12_mps_and_gpu_mapping_decisions():
     # no GPU: nothing to share, nothing to say
-    assert sflaunch.mps_plan(4, 0, False) == (False, None)
-    assert sflaunch.gpu_map(2, 2, []) == ([None] * 4, False)
+    assert sfranks.mps_plan(4, 0, False) == (False, None)
+    assert sfranks.gpu_map(2, 2, []) == ([None] * 4, False)
     # a GPU each: no MPS
-    assert sflaunch.mps_plan(2, 2, True) == (False, None)
-    assert sflaunch.gpu_map(2, 1, ["0", "1"]) == (["0", "1"], False)
+    assert sfranks.mps_plan(2, 2, True) == (False, None)
+    assert sfranks.gpu_map(2, 1, ["0", "1"]) == (["0", "1"], False)
     # sharing with MPS: started; without: said plainly, with the cost
-    start, msg = sflaunch.mps_plan(4, 1, True)
+    start, msg = sfranks.mps_plan(4, 1, True)
     assert start and "starting MPS" in msg
-    start, msg = sflaunch.mps_plan(4, 1, False)
+    start, msg = sfranks.mps_plan(4, 1, False)
     assert not start and "MPS is not available" in msg and "time-sliced" in msg and \
         "18 ms" in msg, msg
     # nodes see their GPUs round-robin; a node wanting more than there are: one per rank
-    assert sflaunch.gpu_map(2, 2, ["0", "1", "2", "3"]) == (["0,1", "0,1", "2,3", "2,3"], False)
-    assert sflaunch.gpu_map(3, 1, ["0", "1"]) == (["0", "1", "0"], True)
-    assert sflaunch.gpu_map(1, 3, ["5", "7"]) == (["5", "7", "5"], True)
+    assert sfranks.gpu_map(2, 2, ["0", "1", "2", "3"]) == (["0,1", "0,1", "2,3", "2,3"], False)
+    assert sfranks.gpu_map(3, 1, ["0", "1"]) == (["0", "1", "0"], True)
+    assert sfranks.gpu_map(1, 3, ["5", "7"]) == (["5", "7", "5"], True)
 
 
 def test_10_13_the_model_formulas(sf_env):
@@ -451,11 +455,11 @@ def test_10_17_an_nccl_job_end_to_end_with_a_stand_in_program(fake_gpu_build, tm
 
 
 def test_10_40_copy_threads_share_out_the_cpus():
-    assert sflaunch.copy_threads(2, cpus=2) == 0      # a CI machine: the ranks need the cores
-    assert sflaunch.copy_threads(2, cpus=16) == 4
-    assert sflaunch.copy_threads(4, cpus=16) == 4
-    assert sflaunch.copy_threads(8, cpus=16) == 2
-    assert sflaunch.copy_threads(32, cpus=16) == 1
+    assert sfranks.copy_threads(2, cpus=2) == 0      # a CI machine: the ranks need the cores
+    assert sfranks.copy_threads(2, cpus=16) == 4
+    assert sfranks.copy_threads(4, cpus=16) == 4
+    assert sfranks.copy_threads(8, cpus=16) == 2
+    assert sfranks.copy_threads(32, cpus=16) == 1
 
 
 class _Proc:
@@ -488,6 +492,6 @@ def test_10_40_within_s_bounds_both_clocks(after_ms, exit_s, ok):
     err = {"code": "ncclRemoteError", "rank": 0}
     if after_ms is not None:
         err["after_ms"] = after_ms
-    good, detail = sflaunch.check_failure(f, job, _Launch([_Proc(0, 3, exit_s)]),
+    good, detail = sfrecipe.check_failure(f, job, _Launch([_Proc(0, 3, exit_s)]),
                                           {"error": err}, {0: "ncclRemoteError"}, "failed")
     assert good == ok, detail

@@ -16,6 +16,7 @@ import time
 import pytest
 
 import sflaunch
+from sf import paths as sfpaths
 import simfabric_pytest
 
 ROOT = simfabric_pytest.ROOT
@@ -504,7 +505,7 @@ def test_12_30_built_without_cuda_the_dry_run_still_checks_everything(sf_env, tm
     prog = b + "/simfabric-nccljob"
     out = subprocess.run(["ldd", prog], capture_output=True, text=True).stdout
     assert "libnccl" not in out and "libcudart" not in out, out
-    paths = sflaunch.Paths(sf_env.build)
+    paths = sfpaths.Paths(sf_env.build)
     ok = sflaunch.launch([prog, "--dry-run", "--coll", "all", "--min", "8", "--max", "64K",
                           "--iters", "1", "--warmup", "1", "--check", "2"], 2, echo=False,
                          timeout=120, paths=paths)

@@ -15,7 +15,8 @@ import simfabric_pytest
 
 ROOT = simfabric_pytest.ROOT
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import sflaunch  # noqa: E402
+from sf import paths as sfpaths  # noqa: E402
+from sf import ranks as sfranks  # noqa: E402
 import sfmodel  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
@@ -44,8 +45,8 @@ faults:
 
 
 def need_gpus(sf_env, n):
-    paths = sflaunch.Paths(sf_env.build)
-    have = len(sflaunch.gpu_ids())
+    paths = sfpaths.Paths(sf_env.build)
+    have = len(sfranks.gpu_ids())
     if have < n:
         pytest.skip("needs %d NVIDIA GPUs, one per rank (this machine has %d)" % (n, have))
     if not os.path.exists(paths.nccljob):

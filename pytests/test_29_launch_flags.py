@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-import sflaunch
+from sf import ranks as sfranks
 import simfabric_pytest
 from test_12_nccljob import nccljob  # noqa: F401 - the built program, else a skip
 
@@ -171,12 +171,12 @@ MPI_SHOW = "echo ENV $RANK $LOCAL_RANK $WORLD_SIZE $NCCL_HOSTID $SIMFABRIC_NODE 
 
 
 def wrapper(rank, env):
-    """sflaunch.MPI_WRAPPER as one MPI rank runs it, printing what the program would see."""
+    """sfranks.MPI_WRAPPER as one MPI rank runs it, printing what the program would see."""
     e = {"PATH": os.environ["PATH"]}
     if rank is not None:
         e["OMPI_COMM_WORLD_RANK"] = str(rank)
     e.update(env)
-    return subprocess.run(["sh", "-c", sflaunch.MPI_WRAPPER, "w", "sh", "-c",
+    return subprocess.run(["sh", "-c", sfranks.MPI_WRAPPER, "w", "sh", "-c",
                            "echo $RANK $LOCAL_RANK $NODE_RANK $NCCL_HOSTID $SIMFABRIC_NODE "
                            "${CUDA_VISIBLE_DEVICES-unset}"], env=e, capture_output=True,
                           text=True, timeout=30)
@@ -186,7 +186,7 @@ def test_29_08_mpi_argv_and_env():
     """What --mpi gives mpirun: -np N x G, Open MPI's options, -x for what the launcher set
     (never a per-rank variable: the wrapper sets those), the user's arguments, then the wrapper
     and the program; another MPI gets -np only."""
-    argv = sflaunch.mpi_argv("/x/mpirun", ["all_reduce_perf", "-b", "8", "-e", "64M"], 4,
+    argv = sfranks.mpi_argv("/x/mpirun", ["all_reduce_perf", "-b", "8", "-e", "64M"], 4,
                              ["NCCL_NET", "SIMFABRIC_SOCKET", "RANK", "NCCL_HOSTID", "BAD-NAME"],
                              ["--mca", "btl", "self"])
     assert argv[:6] == ["/x/mpirun", "-np", "4", "--oversubscribe", "--bind-to", "none"]
@@ -195,13 +195,13 @@ def test_29_08_mpi_argv_and_env():
     assert xs == ["NCCL_NET", "SIMFABRIC_SOCKET"], argv
     i = argv.index("sh")
     assert argv[i - 3:i] == ["--mca", "btl", "self"]
-    assert argv[i:i + 2] == ["sh", "-c"] and argv[i + 2] == sflaunch.MPI_WRAPPER
+    assert argv[i:i + 2] == ["sh", "-c"] and argv[i + 2] == sfranks.MPI_WRAPPER
     assert argv[i + 4:] == ["all_reduce_perf", "-b", "8", "-e", "64M"]
-    other = sflaunch.mpi_argv("mpiexec", ["p"], 2, ["NCCL_NET"], [], flavour="other")
+    other = sfranks.mpi_argv("mpiexec", ["p"], 2, ["NCCL_NET"], [], flavour="other")
     assert other[:3] == ["mpiexec", "-np", "2"] and other[3] == "sh"
-    assert sflaunch.mpi_env(["a", "b"], 2, ["0", "1", "2"]) == {
+    assert sfranks.mpi_env(["a", "b"], 2, ["0", "1", "2"]) == {
         "SIMFABRIC_MPI_NODES": "a b", "SIMFABRIC_MPI_GPN": "2", "SIMFABRIC_MPI_GPUS": "0 1 2 0"}
-    assert sflaunch.mpi_env(["a"], 3, [])["SIMFABRIC_MPI_GPUS"] == ""
+    assert sfranks.mpi_env(["a"], 3, [])["SIMFABRIC_MPI_GPUS"] == ""
 
 
 def test_29_09_the_wrapper_gives_each_mpi_rank_its_node():

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-import sflaunch
+from sf import procs as sfprocs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
@@ -63,7 +63,7 @@ def launch_by_hand(sf_env, fabric, tmp_path, nranks, args, ranks=None, env_of=No
     """Starts one harness --launched per rank with torchrun's variables, rank 0 last (the
     others must wait for it), calls during(procs) (what it returns opens rank 0's stdout), and
     waits for all of them."""
-    port = sflaunch.free_port()
+    port = sfprocs.free_port()
     jpath = str(tmp_path / "launched.json")
     argv = [sf_env.harness, "--launched", "--plugin", sf_env.plugin, "--json", jpath,
             "--timeout", str(timeout)] + list(args)

@@ -295,12 +295,12 @@ class FakeRun:
 def fr_check(tmp_path, dumps, want=None, raw=None):
     import pickle
 
-    import sflaunch
+    from sf import recipe as sfrecipe
     for r, d in dumps.items():
         (tmp_path / ("nccl_trace_rank_%d" % r)).write_bytes(
             raw[r] if raw and r in raw else pickle.dumps(d))
     want = want or {"collective": "all_reduce", "missing": [1], "prefix": "nccl_trace_rank_"}
-    return sflaunch.check_flight_recorder(want, FakeRun(tmp_path), {"ranks": 3})
+    return sfrecipe.check_flight_recorder(want, FakeRun(tmp_path), {"ranks": 3})
 
 
 def test_36_10_flight_recorder_names_the_hung_collective_and_the_frozen_rank(tmp_path):

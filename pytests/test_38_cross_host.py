@@ -15,7 +15,8 @@ import time
 import pytest
 
 import sfctl
-import sflaunch
+from sf import procs as sfprocs
+from sf import ranks as sfranks
 
 from test_35_launched_harness import base_env, check_all_ran, launch_by_hand
 
@@ -175,7 +176,7 @@ def test_38_08_one_launch_per_host_as_srun_starts_them(sf_env, tmp_path):
     """Two launches, as srun would start one per host (SLURM_NODEID, SLURM_NNODES; host 0 at
     MASTER_ADDR): each runs its own daemon and its block of the 4 nodes, and the harness across
     them is exact."""
-    port = sflaunch.free_port()
+    port = sfprocs.free_port()
     jpath = str(tmp_path / "launch.json")
     procs = {}
     for h in (1, 0):
@@ -504,7 +505,7 @@ def test_38_14_the_daemons_host_options_are_checked(sf_env, args, says):
 def hosts_from_env_launches(sf_env, tmp_path, scenarios, harness_args, extra=(), hosts=(1, 0)):
     """One `launch --hosts-from-env` per host, as srun starts them, host h on scenarios[h]: their
     (exit status, output) by host."""
-    port = sflaunch.free_port()
+    port = sfprocs.free_port()
     procs = {}
     for h in hosts:
         env = dict(base_env(None), **sf_env.run_env())
@@ -706,7 +707,7 @@ def test_38_22_nccl_across_two_local_hosts_is_exact(sf_nccl_gpu, sf_launch, tmp_
 def test_38_23_torch_across_two_local_hosts_is_exact(sf_nccl_gpu, sf_launch, sf_env):
     """torch.distributed (NCCL) over `--local-hosts 2` on the ideal fabric: the collectives
     script's own checks pass on both ranks."""
-    py = sflaunch.python_with("torch")
+    py = sfranks.python_with("torch")
     if not py:
         pytest.skip("no Python with torch here")
     r = sf_launch([py, os.path.join(ROOT, "tools", "torch_collectives.py"), "--sizes",
@@ -854,7 +855,7 @@ def test_38_30_the_rendezvous_drops_a_stray_connection(tmp_path):
     what stops the run."""
     import threading
     from sf import federate
-    port = sflaunch.free_port()
+    port = sfprocs.free_port()
     res = {}
 
     def host0():
@@ -1070,7 +1071,7 @@ def test_38_36_mpi_ranks_across_two_local_hosts(sf_env, tmp_path):
         links = json.load(f)["links"]
     assert all(l["msgs"] > 0 for l in links) and sum(l["early"] for l in links) == 0, links
     # the wrapper, by hand: rank 3 (node3) is host 1's
-    w = subprocess.run(["sh", "-c", sflaunch.MPI_WRAPPER, "w", "sh", "-c",
+    w = subprocess.run(["sh", "-c", sfranks.MPI_WRAPPER, "w", "sh", "-c",
                         "echo $SIMFABRIC_HOST $SIMFABRIC_SOCKET $FI_TCP_IFACE"],
                        env={"PATH": os.environ["PATH"], "OMPI_COMM_WORLD_RANK": "3",
                             "SIMFABRIC_MPI_NODES": "n0 n1 n2 n3", "SIMFABRIC_MPI_GPN": "1",

@@ -20,12 +20,15 @@ Writes every figure as JSON to --json (or $SIMFABRIC_RESULTS/bench-nccl.json).
 import argparse
 import json
 import os
+import shutil
 import re
 import sys
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # tools/, for its modules
 from sf import launch as sflaunch  # noqa: E402
+from sf import paths as sfpaths  # noqa: E402
+from sf import ranks as sfranks  # noqa: E402
 from sf import model as sfmodel  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -134,10 +137,10 @@ def main():
     if unknown:
         ap.error("--rates: unknown %s (known: %s)" % (", ".join(sorted(unknown)),
                                                        ", ".join(r for r, _ in MODEL_RATES)))
-    paths = sflaunch.Paths(a.build_dir)
-    if not sflaunch.gpu_ids():
+    paths = sfpaths.Paths(a.build_dir)
+    if not sfranks.gpu_ids():
         print("bench_nccl: skipped: no NVIDIA GPU here (nvidia-smi %s)" % (
-            "lists none" if sflaunch.shutil.which("nvidia-smi") else "not found"))
+            "lists none" if shutil.which("nvidia-smi") else "not found"))
         return 0
     if not os.path.exists(paths.nccljob):
         print("bench_nccl: skipped: %s is not built (needs CUDA and NCCL)" % paths.nccljob)

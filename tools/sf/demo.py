@@ -24,11 +24,12 @@ import sys
 import time
 
 from . import launch as sflaunch
+from . import paths as sfpaths
 from . import report as sfreport
 from .paths import TOOLS as HERE
 
-ROOT = sflaunch.ROOT
-INSTALLED = sflaunch.installed_layout() is not None
+ROOT = sfpaths.ROOT
+INSTALLED = sfpaths.installed_layout() is not None
 # the shipped scenarios: the checkout's, or what make install put in <prefix>/share/simfabric
 SCEN = (os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "share",
                      "simfabric", "scenarios") if INSTALLED else os.path.join(ROOT, "scenarios"))
@@ -148,7 +149,7 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="where the runs go (default: the build "
                     "directory's demo/; installed: a new directory under /tmp)")
     a = ap.parse_args(argv)
-    paths = sflaunch.Paths(a.build)
+    paths = sfpaths.Paths(a.build)
     b = paths.build
     if not INSTALLED:
         rel = os.path.relpath(b, ROOT)

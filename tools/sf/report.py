@@ -133,9 +133,10 @@ def load_fabric(path):
     """A fabric dump (JSON) or a scenario file (resolved by `simfabricd --dump-fabric`)."""
     if path.endswith((".yaml", ".yml")):
         from . import launch as sflaunch
+        from . import paths as sfpaths
         try:
             return sflaunch.dump_scenario(path)
-        except sflaunch.LaunchError as e:
+        except sfpaths.LaunchError as e:
             raise ReportError("--fabric %s: %s" % (path, e))
     return _load(path)
 
