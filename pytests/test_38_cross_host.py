@@ -1228,3 +1228,73 @@ def test_38_40_each_fault_verb_takes_its_keys_and_a_relayed_apply_is_not_doubled
     assert sfctl.faults(f.socket)["faults"][0].get("until_ns", -1) < 0
     assert sfctl.fault_clear(f.socket, 0, effective_ns=3500000000, name="cut") == 1
     assert sfctl.faults(f.socket)["faults"][0]["until_ns"] == 3500000000
+    for keys, says in (({"verb": "apply", "spec": "[]"}, "spec: an empty list"),
+                       ({"verb": "clear", "id": "0xffffffffffffffff"}, "id: out of range")):
+        with pytest.raises(sfctl.CtlError) as e:
+            sfctl.request(f.socket, "fault", **keys)
+        assert e.value.errno == errno.EINVAL and says in str(e.value), str(e.value)
+    # a name that reads as a number stays the name (a relayed clear sends it back)
+    ids, _ = sfctl.fault_apply(f.socket, spec.replace("name: cut", "name: 0x1f"))
+    assert sfctl.faults(f.socket)["faults"][ids[0]]["name"] == "0x1f"
+    assert sfctl.fault_clear(f.socket, ids[0], name="0x1f") == 1
+
+
+def test_38_41_the_agents_protocol_is_checked_and_lines_during_a_clock_check_keep_their_order(
+        tmp_path):
+    """An agent of another simfabric (no or another "protocol" in its hello) is refused at the
+    rendezvous naming both, not misread later. On another host, the lines host 0 sent while
+    that host measured its clock (host 0 had stopped waiting) are handled before the lines
+    after them: a live spec before its clear."""
+    import json as js
+    import socket as so
+    import threading
+    from sf import federate
+    port = sfprocs.free_port()
+    res = {}
+
+    def host0():
+        try:
+            res[0] = federate.agree(0, 2, "127.0.0.1", port, "aaaa", timeout=30)
+        except federate.FederationError as e:
+            res[0] = e
+    t = threading.Thread(target=host0)
+    t.start()
+    for _ in range(200):
+        try:
+            old = so.create_connection(("127.0.0.1", port), timeout=5)
+            break
+        except OSError:
+            time.sleep(0.05)
+    old.sendall(b'{"host": 1, "name": "old", "hash": "aaaa"}\n')
+    said = old.recv(4096).decode()
+    old.close()
+    t.join(30)
+    assert isinstance(res[0], federate.FederationError) and \
+        "speaks the agents' protocol None; host 0" in str(res[0]) and \
+        "speaks %d" % federate.PROTOCOL in said, (res, said)
+
+    a, b = so.socketpair()
+    r1 = federate.NetRelay(str(tmp_path / "none.sock"), 1, {0: federate._Lines(a, "host 0")},
+                           lambda m: None)
+    ev = {"op": "apply", "id": 0, "name": "cut", "spec": "{name: cut}", "at_ns": 5, "from": 0}
+    clear = dict(ev, op="clear", at_ns=9)
+    del clear["spec"]
+    fake0 = federate._Lines(b, "host 1")
+
+    def host0_late():  # the sample's answer after an event, and the clear with the last one
+        fake0.recv(time.monotonic() + 10)  # t1
+        b.sendall((js.dumps(ev) + "\n" + js.dumps({"t2": 1}) + "\n" + js.dumps(clear) +
+                   "\n").encode())
+    try:
+        fake0.send({"clock": 1})
+        t = threading.Thread(target=host0_late)
+        t.start()
+        r1.poll()
+        t.join(10)
+        assert [(e["op"], e["id"]) for e, _ in r1.queue[0]] == [("apply", 0), ("clear", 0)], \
+            r1.queue
+        back = fake0.recv(time.monotonic() + 10)
+        assert "clock_offset" in back and back["rtt"] >= 0, back
+    finally:
+        a.close()
+        b.close()

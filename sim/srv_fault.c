@@ -102,6 +102,11 @@ static int verb_apply(struct srv *s, const struct ctl_msg *req, struct ctl_msg *
 		snprintf(err, SRV_ERR_LEN, "%.*s", SRV_ERR_LEN - 1, why);
 		return rc;
 	}
+	if (plan->n == 0) {
+		snprintf(err, SRV_ERR_LEN, "spec: an empty list (no fault to apply)");
+		rc = -EINVAL;
+		goto out;
+	}
 	uint32_t next = faultd_count(fd);
 	uint64_t want = next;
 	if (ctl_get(req, "first_id") && get_u64(req, "first_id", &want, err)) {
@@ -124,7 +129,7 @@ static int verb_apply(struct srv *s, const struct ctl_msg *req, struct ctl_msg *
 		rc = -ESTALE;
 		goto out;
 	}
-	if ((int)next + plan->n > FAULT_MAX) {
+	if (next >= FAULT_MAX || (int)next + plan->n > FAULT_MAX) {
 		snprintf(err, SRV_ERR_LEN,
 			 "the fabric has room for %d more fault(s); this "
 			 "spec has %d",
@@ -171,13 +176,16 @@ static int verb_clear(struct srv *s, const struct ctl_msg *req, struct ctl_msg *
 	int all = !strcmp(ids, "all");
 	if (!all && get_u64(req, "id", &id, err))
 		return -EINVAL;
+	if (!all && id > UINT32_MAX) { /* not -1, which faultd_clear takes for all */
+		snprintf(err, SRV_ERR_LEN, "id: out of range");
+		return -EINVAL;
+	}
 	if (name && all) {
 		snprintf(err, SRV_ERR_LEN, "name: only with a fault's id, not id=all");
 		return -EINVAL;
 	}
 	/* the name another host knows it by: clearing another fault would be worse than none */
-	const struct fst_fault *ff =
-		!all && id < UINT32_MAX ? fst_fault(fabmon_shm(s->mon), (uint32_t)id) : NULL;
+	const struct fst_fault *ff = all ? NULL : fst_fault(fabmon_shm(s->mon), (uint32_t)id);
 	if (name && ff && strcmp(name, ff->spec.name)) {
 		char q[72];
 		snprintf(err, SRV_ERR_LEN, "name: fault #%llu here is '%s', not '%s'",

@@ -531,12 +531,15 @@ def dumps(st):
     return json.dumps(st, indent=2, sort_keys=True)
 
 
+_TEXT_FIELDS = ("name", "action", "scope", "state")  # a fault's words: never numbers (name=0x1f)
+
+
 def _kv(text):
-    """"a=1,b=x" -> {"a": 1, "b": "x"} (numbers converted)."""
+    """"a=1,b=x" -> {"a": 1, "b": "x"} (numbers converted, but for _TEXT_FIELDS)."""
     out = {}
     for part in text.split(","):
         k, _, v = part.partition("=")
-        out[k] = _num(v)
+        out[k] = v if k in _TEXT_FIELDS else _num(v)
     return out
 
 

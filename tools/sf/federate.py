@@ -38,6 +38,12 @@ CLOCK_EVERY_S = 60  # host 0's agent measures every host's clock again this ofte
 CLOCK_SAY_NS = 100000  # ... and says so when it moved this much more since it last said
 CLOCK_SAMPLES = 4  # samples of each check (the one with the least round trip is kept)
 CLOCK_WAIT_S = 2.0  # host 0 waits this long for a host to take them
+SEND_TIMEOUT_S = 30.0  # a line (a host's counters: up to COUNTERS_LIMIT) must go within this
+PENDING_MAX = 10000  # lines read during a clock exchange and kept for later, at most
+BIG = 1 << 62  # a peer's times and ids beyond this are not times or ids
+# The agents' protocol over the rendezvous's connection (hello, clock, events, counters):
+# agents of other versions are refused at the hello, naming both, rather than misread later.
+PROTOCOL = 2
 
 
 class FederationError(Exception):
@@ -98,6 +104,7 @@ class _Lines:
         self.limit = LINE_LIMIT  # NetRelay raises it: a host's counters are one line
 
     def send(self, obj):
+        self.sock.settimeout(SEND_TIMEOUT_S)  # not what the last read left
         self.sock.sendall((json.dumps(obj) + "\n").encode())
 
     def drain(self, n, deadline):
@@ -173,6 +180,8 @@ def _sample(c, n, deadline, clock=time.monotonic_ns, other=None):
         t1 = clock()
         c.send({"t1": t1})
         while True:
+            if time.monotonic() >= deadline:  # (recv returns a line it holds at once)
+                raise _Late("%s: no answer in time" % c.who)
             msg = c.recv(deadline)
             if "t2" in msg or other is None:
                 break
@@ -190,6 +199,8 @@ def _answer(c, deadline, clock=time.monotonic_ns, other=None, end=None):
     in _sample."""
     n = 0
     while end is not None or n < SAMPLES:
+        if time.monotonic() >= deadline:
+            raise _Late("%s: no answer in time" % c.who)
         msg = c.recv(deadline)
         if "t1" in msg:
             _field(msg, "t1", int, c.who)
@@ -237,6 +248,13 @@ def _serve(nhosts, digest, port, deadline, bind):
                     c.who, nhosts - 1)})
                 s.close()
                 raise FederationError("%s joined twice or out of range" % c.who)
+            if hello.get("protocol") != PROTOCOL:
+                why = "%s speaks the agents' protocol %r; host 0 (%s) speaks %d: run one " \
+                      "simfabric version on every host" % (c.who, hello.get("protocol"),
+                                                            socket.gethostname(), PROTOCOL)
+                c.send({"error": why})
+                s.close()
+                raise FederationError(why)
             if hello.get("hash") != digest:
                 why = "scenario mismatch: %s has %s; host 0 (%s) has %s" % (
                     c.who, hello.get("hash"), socket.gethostname(), digest)
@@ -283,7 +301,8 @@ def _join(host, addr, port, digest, deadline):
     c = _Lines(s, "host 0 at %s:%d" % (addr, port))
     ok = False
     try:
-        c.send({"host": host, "name": socket.gethostname(), "hash": digest})
+        c.send({"host": host, "name": socket.gethostname(), "hash": digest,
+                "protocol": PROTOCOL})
         c.recv(deadline)
         best = _sample(c, SAMPLES, deadline)
         c.send({"offset": best[0], "rtt": best[1]})
@@ -355,7 +374,8 @@ def _events(fl):
 def check_event(msg):
     """An event another host's agent sent (_events' form, with "from"), or FederationError."""
     if not isinstance(msg, dict) or msg.get("op") not in ("apply", "fire", "clear") or \
-            not all(_int(msg.get(k)) for k in ("id", "at_ns", "from")) or msg["id"] < 0 or \
+            not all(_int(msg.get(k)) and abs(msg[k]) < BIG for k in ("id", "at_ns", "from")) \
+            or not 0 <= msg["id"] < 1 << 32 or \
             msg["at_ns"] < (1 if msg["op"] == "fire" else 0) or \
             not isinstance(msg.get("name"), str) or \
             (msg["op"] == "apply" and not isinstance(msg.get("spec"), str)):
@@ -569,8 +589,9 @@ class NetRelay(TriggerRelay):
                 continue
             try:
                 c.send(msg)
-            except OSError:
-                self.links.pop(h, None)  # that host's agent is gone: its run has ended
+            except OSError:  # that host's agent is gone (its run has ended), or stuck
+                self.links.pop(h, None)
+                c.sock.close()
 
     def send_counters(self, stats, faults, connections, timeout=10.0):
         """Another host's agent, at the end of its run: its daemon's counters to host 0's
@@ -611,8 +632,7 @@ class NetRelay(TriggerRelay):
             try:
                 c.send({"clock": CLOCK_SAMPLES})
                 msg = _answer(c, time.monotonic() + CLOCK_WAIT_S, self.now,
-                              other=lambda m, h=h: self.pending.append((h, m)),
-                              end="clock_offset")
+                              other=lambda m, h=h: self._stash(h, m), end="clock_offset")
             except _Late:
                 continue  # busy: its answer, when it comes, is taken by _handle
             except (FederationError, OSError) as e:
@@ -621,17 +641,17 @@ class NetRelay(TriggerRelay):
             self._clock_back(h, msg)
 
     def _clock_back(self, h, msg):
-        """Host 0: a host's offset measured again; its move since the rendezvous, said when
-        large."""
+        """Host 0: a host's offset measured again (the best of its samples: within half its
+        round trip); its move since the rendezvous, said when it is large beyond that."""
         off, rtt = msg.get("clock_offset"), msg.get("rtt")
-        if not (_int(off) and _int(rtt)) or h not in self.offsets or rtt < 0:
+        if not (_int(off) and _int(rtt)) or h not in self.offsets or not (
+                0 <= rtt < BIG and abs(off) < BIG):
             return
         rec = self.clocks.setdefault(h, [off, rtt, 0, 0])
-        if rtt <= 2 * rec[1] or not rec[2]:  # a sample with a much longer round trip says less
-            rec[0], rec[1] = off, rtt
+        rec[0], rec[1] = off, rtt
         rec[2] += 1
         moved = rec[0] - self.offsets[h]
-        if abs(moved) >= CLOCK_SAY_NS and abs(moved - rec[3]) >= CLOCK_SAY_NS:
+        if abs(moved) - rtt // 2 >= CLOCK_SAY_NS and abs(moved - rec[3]) >= CLOCK_SAY_NS:
             rec[3] = moved
             self.say("clock: host %d's clock has moved %+.1f us against host 0's since the "
                      "rendezvous (round trip %.1f us): stamps between them and the windows of "
@@ -647,8 +667,24 @@ class NetRelay(TriggerRelay):
 
     def _lost(self, h, e):
         c = self.links.pop(h, None)
-        if c is not None and "closed" not in str(e):
-            self.say("fault relay: %s" % e)
+        if c is not None:
+            c.sock.close()
+            if "closed" not in str(e):
+                self.say("fault relay: %s" % e)
+
+    def _stash(self, h, msg):
+        """A line read during a clock exchange: handled after it, in order (_flush)."""
+        if len(self.pending) >= PENDING_MAX:
+            raise FederationError("host %d sent more than %d lines during a clock check" % (
+                h, PENDING_MAX))
+        self.pending.append((h, msg))
+
+    def _flush(self):
+        """The lines kept during a clock exchange, before any line read after them."""
+        while self.pending:
+            h, msg = self.pending.pop(0)
+            if h in self.links:
+                self._handle(h, self.links[h], msg)
 
     def _take(self, h, c):
         try:
@@ -665,12 +701,13 @@ class NetRelay(TriggerRelay):
             try:  # host 0 waits, answering at once
                 best = _sample(c, max(1, min(msg["clock"], SAMPLES)),
                                time.monotonic() + CLOCK_WAIT_S, self.now,
-                               other=lambda m: self.pending.append((h, m)))
+                               other=lambda m: self._stash(h, m))
                 c.send({"clock_offset": best[0], "rtt": best[1]})
             except _Late:
                 pass  # host 0 gave up waiting: the next check
             except (FederationError, OSError) as e:
                 self._lost(h, e)
+            self._flush()  # what came during it, before what comes after
             return
         if self.host == 0 and ("t1" in msg or "clock_offset" in msg):
             if "t1" in msg:  # a host's samples after host 0 stopped waiting: answered still
@@ -721,10 +758,7 @@ class NetRelay(TriggerRelay):
             sent.set()
         if self.host == 0 and self.offsets and time.monotonic() >= self.next_clock:
             self._clock_check()
-        while self.pending:
-            h, msg = self.pending.pop(0)
-            if h in self.links:
-                self._handle(h, self.links[h], msg)
+        self._flush()
         for ev in _events(_list(self.sockets[0])):
             if self._note(self.host, ev):
                 self._send(dict(ev, **{"from": self.host}))
@@ -747,9 +781,9 @@ class NetRelay(TriggerRelay):
 
     def stop(self):
         super().stop()
-        for c in self.links.values():
-            try:  # what was sent is delivered before the close (no reset over it)
-                c.sock.shutdown(socket.SHUT_WR)
+        for c in list(self.links.values()):
+            try:  # our last lines go before the close (host 0's word on the counters is what
+                c.sock.shutdown(socket.SHUT_WR)  # says they arrived)
             except OSError:
                 pass
             c.sock.close()

@@ -773,15 +773,16 @@ class Job:
         got = self.relay.wait_counters(n)
         for line in self.relay.clock_summary():
             self.say(line)
-        misfit = []
-        for k in sorted(got):
+        hosts = []
+        for k in sorted(got):  # each against what is merged so far, so that none cuts another
             why = sfctl.stats_misfit(lr.stats, got[k][0])
             if why:  # another build's daemon, or a forged line: not summed into this run's
-                self.say("counters: host %d's do not fit host 0's (%s): left out of "
-                         "stats.json and faults.json (its run directory has them)" % (k, why))
-                misfit.append(k)
-        hosts = sorted(set(got) - set(misfit))
-        lr.stats = sfctl.merge_stats([lr.stats] + [got[k][0] for k in hosts])
+                self.say("counters: host %d's do not fit those of host(s) %s (%s): left out "
+                         "of stats.json and faults.json (its run directory has them)" % (
+                             k, ", ".join(map(str, [0] + hosts)), why))
+                continue
+            lr.stats = sfctl.merge_stats([lr.stats, got[k][0]])
+            hosts.append(k)
         lr.faults = sfctl.merge_faults([lr.faults] + [got[k][1] for k in hosts])
         lr.connections = (lr.connections or []) + [c for k in hosts for c in got[k][2] or []]
         missing = [k for k in range(1, n) if k not in got]  # (a misfit is said above)
