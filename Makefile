@@ -345,7 +345,7 @@ deb: all
 FORMAT_SRC := $(shell git ls-files '*.[ch]' 2>/dev/null)
 FORMAT_CLEAN := docs/examples/buggy-plugin.c plugin/client.h plugin/net.h plugin/plog.h \
 	plugin/plugin.c plugin/prof.c plugin/trace.h sim/core/jsonw.h \
-	sim/dlist.h sim/fabmon.c sim/fabmon.h sim/log.c \
+	sim/core/fstate_fault.c sim/core/fstate_int.h sim/dlist.h sim/fabmon.c sim/fabmon.h sim/log.c \
 	sim/log.h sim/sock.c sim/sock.h sim/srv_int.h \
 	sim/srv.c sim/srv_conn.c sim/srv_fault.c sim/srv_reg.c sim/srv_session.c sim/shm.c sim/shm.h \
 	sim/srv_look.c tools/harness/json.c tools/harness/state.c tools/nccljob/job.c \

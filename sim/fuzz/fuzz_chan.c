@@ -11,7 +11,7 @@
  * and one-sided delivery too: receives into two "regions" (host buffers that a
  * stand-in copy engine writes, checking every range as the GPU one must).
  *
- * fuzz-libs: sim/core/chan_shm.c sim/core/chan_watch.c sim/core/model.c sim/core/model_rand.c sim/core/fstate.c sim/core/fault.c sim/core/copyq.c -lpthread
+ * fuzz-libs: sim/core/chan_shm.c sim/core/chan_watch.c sim/core/model.c sim/core/model_rand.c sim/core/fstate.c sim/core/fstate_fault.c sim/core/fault.c sim/core/copyq.c -lpthread
  */
 #include "sim/core/chan.c"
 

@@ -21,7 +21,7 @@
  * reach and the fault's schedule.
  * Seeds: the dictionary fuzz_faults.dict (whole specs among its words).
  *
- * fuzz-libs: sim/core/model.c sim/core/model_rand.c sim/scn/param.c sim/scn/units.c sim/scn/fabric.c sim/scn/fabric_out.c sim/log.c sim/scn/scenario.c sim/scn/yaml.c sim/core/fault.c sim/scn/faults.c sim/scn/job.c sim/scn/jbuf.c sim/scn/place.c sim/core/fstate.c -lyaml
+ * fuzz-libs: sim/core/model.c sim/core/model_rand.c sim/scn/param.c sim/scn/units.c sim/scn/fabric.c sim/scn/fabric_out.c sim/log.c sim/scn/scenario.c sim/scn/yaml.c sim/core/fault.c sim/scn/faults.c sim/scn/job.c sim/scn/jbuf.c sim/scn/place.c sim/core/fstate.c sim/core/fstate_fault.c -lyaml
  */
 #include <assert.h>
 #include <errno.h>

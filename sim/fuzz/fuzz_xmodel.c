@@ -10,7 +10,7 @@
  * last bit reached the receiver's first hop (a stamp it took), and never complete a send before
  * its ACK's time.
  *
- * fuzz-libs: sim/core/model.c sim/core/model_rand.c sim/core/fstate.c sim/core/fault.c
+ * fuzz-libs: sim/core/model.c sim/core/model_rand.c sim/core/fstate.c sim/core/fstate_fault.c sim/core/fault.c
  */
 #include "sim/core/xmodel.c"
 
