@@ -75,6 +75,7 @@ static int parse_route(const struct ctl_msg *m, struct xmodel_route *r)
 	c->src_node = src_node;
 	c->dst_node = dst_node;
 	r->split = split;
+	r->from_host = owner[0]; /* the sender's host owns its uplink */
 	return 0;
 }
 

@@ -559,6 +559,10 @@ def test_38_16_hosts_from_env_on_a_modelled_fabric_agree_then_fail_both_ends_on_
         links[1]
     assert "stats.json and faults.json: the counters of host(s) 0, 1" in out[0][1], report
     assert "this host's counters sent to host 0's agent" in out[1][1], report
+    # ... and the deliveries between the hosts, each counted by its receiver, both ways
+    with open(str(tmp_path / "host0" / "stats.json")) as f:
+        pairs = {(p["from"], p["to"]): p["n"] for p in json.load(f)["host_pairs"]}
+    assert set(pairs) == {(0, 1), (1, 0)} and all(pairs.values()), (pairs, report)
     with open(str(tmp_path / "host0" / "faults.json")) as f:
         assert json.load(f)["faults"][0]["failed"] >= 2
 
@@ -887,7 +891,9 @@ def test_38_31_the_monitor_blames_the_hosts_network_for_late_deliveries_between_
     """hdr-2node.yaml (200 Gb/s) across two local hosts: every connection crosses hosts, and
     loopback TCP carries far less than the model's 200 Gb/s, so deliveries come late; each
     host's fidelity monitor says so in section 6's words (the hosts' network, not this
-    machine), counting the deliveries that came from another host."""
+    machine), counting the deliveries that came from another host, and says which pair of
+    hosts is slow; stats.json has the deliveries between each pair (both ways, every one
+    counted), and the report lists them, marked slow."""
     run = tmp_path / "run"
     p = subprocess.run(
         [sf_env.cli, "launch", "--nodes", "2", "--local-hosts", "2", "--scenario",
@@ -898,7 +904,8 @@ def test_38_31_the_monitor_blames_the_hosts_network_for_late_deliveries_between_
         env=dict(base_env(None), **sf_env.run_env()), capture_output=True, text=True,
         timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
-    for d, link in ((run, "ib-sw0 -> node0-nic0"), (run / "host1", "ib-sw0 -> node1-nic0")):
+    for d, link, pair in ((run, "ib-sw0 -> node0-nic0", "host 1 -> host 0"),
+                          (run / "host1", "ib-sw0 -> node1-nic0", "host 0 -> host 1")):
         with open(str(d / "simfabricd.log")) as f:
             log = f.read()
         # a run shorter than the monitor's second is judged when the daemon stops
@@ -908,6 +915,23 @@ def test_38_31_the_monitor_blames_the_hosts_network_for_late_deliveries_between_
                          r"[0-9.]+ us\): \1 of them from another host: the network between "
                          r"the hosts cannot carry the fabric at this speed" % re.escape(link),
                          log), log
+        assert re.search(r"fidelity: %s: \d+ deliveries in the last (?:second|[0-9.]+ s) "
+                         r"completed [0-9.]+ us after the model's time on average \(max so far "
+                         r"[0-9.]+ us\): the network between the hosts cannot carry the fabric "
+                         r"at this speed" % pair, log), log
+    with open(str(run / "stats.json")) as f:
+        st = json.load(f)
+    pairs = {(x["from"], x["to"]): x for x in st["host_pairs"]}
+    assert set(pairs) == {(0, 1), (1, 0)}, st["host_pairs"]
+    for (a, b), x in pairs.items():  # every delivery at b over the link into b's node counted
+        into = [l for l in st["links"] if l["to"] == "node%d/0" % b]
+        assert x["n"] == into[0]["late_n"] > 0 and x["late_sum_ns"] <= into[0]["late_sum_ns"] \
+            and x["late_max_ns"] <= into[0]["late_max_ns"], (x, into)
+    rep = subprocess.run([sf_env.cli, "report", str(run)], capture_output=True, text=True,
+                         timeout=120)
+    assert rep.returncode == 0 and re.search(r"host 0 -> host 1 +%d +[0-9.]+ +[0-9.]+  SLOW: "
+                                             r"the network between these hosts" %
+                                             pairs[(0, 1)]["n"], rep.stdout), rep.stdout
 
 
 def test_38_34_host_0_takes_every_hosts_counters_and_names_what_is_missing(tmp_path):
@@ -931,13 +955,14 @@ def test_38_34_host_0_takes_every_hosts_counters_and_names_what_is_missing(tmp_p
         federate._Lines(b, "x").send({"counters": {"host": 1, "stats": {"zero": {}}}})
         big = {str(i): {"msgs": i, "late_hist": [0] * 40} for i in range(3000)}
         sent = []
+        pairs = [{"from": 0, "to": 1, "n": 5, "late_sum_ns": 9, "late_max_ns": 4}]
         t = threading.Thread(target=lambda: sent.append(
-            r1.send_counters(big, {"faults": []}, [{"id": 7}], timeout=20)))
+            r1.send_counters(big, {"faults": []}, [{"id": 7}], pairs, timeout=20)))
         t.start()
         got = r0.wait_counters(2, timeout=20)
         t.join()
         assert list(got) == [1] and got[1][0][2999] == {"msgs": 2999, "late_hist": [0] * 40} \
-            and got[1][2] == [{"id": 7}], said
+            and got[1][2] == [{"id": 7}] and got[1][3] == pairs, said
         assert sent == [True], said  # host 0 said it has them: host 1 may close
         assert any("counters: host 1 sent counters that do not parse (stats of link 'zero')"
                    in m for m in said), said
@@ -950,6 +975,9 @@ def test_38_34_host_0_takes_every_hosts_counters_and_names_what_is_missing(tmp_p
             federate.check_counters({"host": 1, "stats": {}, "connections": 3}, 1)
         with pytest.raises(federate.FederationError, match="'faults' is not a fault list"):
             federate.check_counters({"host": 1, "stats": {}, "faults": {"faults": [{}]}}, 1)
+        with pytest.raises(federate.FederationError, match="'pairs' is not a list"):
+            federate.check_counters({"host": 1, "stats": {}, "pairs": [dict(pairs[0], to=2)]},
+                                    1)
     finally:
         r1.stop()
         r0.stop()

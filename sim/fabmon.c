@@ -32,6 +32,10 @@ struct fabmon {
 	int64_t fid_next_ns;
 	uint64_t *fid_n, *fid_sum, *fid_xn; /* deliveries so far, their lateness, across hosts */
 	int64_t *fid_warned_ns;
+	/* ... and per sending host of the run (fst_xhost), when this is one host of several */
+	int host; /* this daemon's host rank; -1: one host alone */
+	uint64_t fid_hn[FST_MAX_HOSTS], fid_hsum[FST_MAX_HOSTS];
+	int64_t fid_hwarned_ns[FST_MAX_HOSTS];
 	struct faultd *faults;
 	/* The sampler (op=series): on from the first open channel until none is open and the
 	 * links' backlogs have drained. NULL: no sampling (sample_ms 0). */
@@ -206,6 +210,42 @@ static const char *ep_name(const struct fabric *f, const struct fabric_ep *e)
 	return nic ? nic->name : "?";
 }
 
+/* What came since the monitor's last look (deliveries n, lateness sum, taken into *seen_n and
+ * *seen_sum): *dn and *ds. Say it? Enough of them, late on average, and not said in the last
+ * minute (*warned: when it was, taken on yes). */
+static bool fidelity_due(uint64_t n, uint64_t sum, uint64_t *seen_n, uint64_t *seen_sum,
+			 int64_t *warned, int64_t now, uint64_t *dn, uint64_t *ds)
+{
+	*dn = n - *seen_n;
+	*ds = sum - *seen_sum;
+	*seen_n = n;
+	*seen_sum = sum;
+	if (*dn < FABMON_FIDELITY_MIN_MSGS || *ds / *dn < FABMON_FIDELITY_LATE_NS ||
+	    (*warned && now - *warned < 60 * 1000000000LL))
+		return false;
+	*warned = now;
+	return true;
+}
+
+/* The deliveries here from host h in the last period: late on average, most likely the hosts'
+ * network between them (a host's own links are judged per link above). */
+static void fidelity_pair(struct fabmon *m, int h, int64_t now, const char *spans)
+{
+	const struct fst_xhost *x = fst_xhost(m->base, (uint32_t)h);
+	if (!x || h == m->host)
+		return;
+	uint64_t dn, ds;
+	if (!fidelity_due(atomic_load(&x->n), atomic_load(&x->late_sum_ns), &m->fid_hn[h],
+			  &m->fid_hsum[h], &m->fid_hwarned_ns[h], now, &dn, &ds))
+		return;
+	log_warn("fidelity: host %d -> host %d: %llu deliveries in the last %s completed %.1f us "
+		 "after the model's time on average (max so far %.1f us): the network between the "
+		 "hosts cannot carry the fabric at this speed, so the run is slower than the "
+		 "scenario says (per-host-pair figures: op=stats)",
+		 h, m->host, (unsigned long long)dn, spans, (double)ds / (double)dn / 1000.0,
+		 (double)atomic_load(&x->late_max_ns) / 1000.0);
+}
+
 /*
  * The fidelity monitor, once a second: a link whose recent deliveries came
  * well after the model's time is faster than this machine can emulate (one
@@ -226,16 +266,12 @@ static void fidelity_check(struct fabmon *m, int64_t now, bool final)
 	const struct fst_shm *fs = m->base;
 	struct fst_link *l = (struct fst_link *)((uint8_t *)m->base + fs->state_off);
 	for (uint32_t i = 0; i < fs->nlinks; i++) {
-		uint64_t n = atomic_load(&l[i].late_n), sum = atomic_load(&l[i].late_sum_ns);
-		uint64_t xn = atomic_load(&l[i].xlate_n);
-		uint64_t dn = n - m->fid_n[i], ds = sum - m->fid_sum[i], dxn = xn - m->fid_xn[i];
-		m->fid_n[i] = n;
-		m->fid_sum[i] = sum;
+		uint64_t xn = atomic_load(&l[i].xlate_n), dxn = xn - m->fid_xn[i], dn, ds;
 		m->fid_xn[i] = xn;
-		if (dn < FABMON_FIDELITY_MIN_MSGS || ds / dn < FABMON_FIDELITY_LATE_NS ||
-		    (m->fid_warned_ns[i] && now - m->fid_warned_ns[i] < 60 * 1000000000LL))
+		if (!fidelity_due(atomic_load(&l[i].late_n), atomic_load(&l[i].late_sum_ns),
+				  &m->fid_n[i], &m->fid_sum[i], &m->fid_warned_ns[i], now, &dn,
+				  &ds))
 			continue;
-		m->fid_warned_ns[i] = now;
 		const struct fabric_link *fl = fabric_link(m->fabric, i);
 		/* most of them came from another host: the hosts' network is what is slow */
 		char cause[160];
@@ -257,9 +293,17 @@ static void fidelity_check(struct fabmon *m, int64_t now, bool final)
 			 (double)ds / (double)dn / 1000.0,
 			 (double)atomic_load(&l[i].late_max_ns) / 1000.0, cause);
 	}
+	for (int h = 0; m->host >= 0 && h < FST_MAX_HOSTS; h++)
+		fidelity_pair(m, h, now, spans);
 }
 
 /* ---- entry points -------------------------------------------------------- */
+
+void fabmon_set_host(struct fabmon *m, int host)
+{
+	if (m)
+		m->host = host;
+}
 
 int fabmon_new(struct fabric *f, const struct fault_plan *plan, int sample_ms,
 	       uint32_t series_samples, const struct faultd_ops *ops, int64_t now,
@@ -273,6 +317,7 @@ int fabmon_new(struct fabric *f, const struct fault_plan *plan, int sample_ms,
 	}
 	m->fabric = f;
 	m->fd = -1;
+	m->host = -1;
 	int rc = sampler_create(m, sample_ms, series_samples, err, errlen);
 	if (!rc)
 		rc = fabric_state_create(m, plan, ops, now, err, errlen);

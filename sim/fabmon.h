@@ -37,6 +37,9 @@ int fabmon_new(struct fabric *f, const struct fault_plan *plan, int sample_ms,
 	       struct fabmon **out, char *err, size_t errlen);
 void fabmon_free(struct fabmon *m); /* NULL-safe */
 
+/* This daemon serves host `host` of a run over several hosts: the fidelity monitor also judges
+ * the deliveries here from each other host (a line per slow pair of hosts). NULL-safe. */
+void fabmon_set_host(struct fabmon *m, int host);
 /* The region: its memfd (sealed; dup it to hand it out), mapping and size. */
 int fabmon_fd(const struct fabmon *m);
 struct fst_shm *fabmon_shm(const struct fabmon *m);

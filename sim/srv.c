@@ -296,6 +296,8 @@ int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv 
 			rc = scenario_place(s->scn, cfg->hosts, err, errlen);
 		if (!rc && cfg->hosts > 1)
 			rc = hosts_trigger_check(s->scn, err, errlen);
+		if (!rc && cfg->hosts > 1)
+			fabmon_set_host(s->mon, cfg->host_rank);
 		if (rc) {
 			fabmon_free(s->mon);
 			s->mon = NULL;

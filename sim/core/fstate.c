@@ -40,7 +40,7 @@ static void atomic_max(_Atomic uint64_t *a, uint64_t v)
 }
 
 struct layout {
-	uint64_t params_off, state_off, nics_off, faults_off, tables_off, total;
+	uint64_t params_off, state_off, nics_off, faults_off, xhosts_off, tables_off, total;
 };
 
 static int layout_for(uint32_t nlinks, uint32_t nnics, uint64_t table_entries, struct layout *l)
@@ -52,7 +52,9 @@ static int layout_for(uint32_t nlinks, uint32_t nnics, uint64_t table_entries, s
 	l->state_off = align_up(l->params_off + (uint64_t)nlinks * sizeof(struct model_link), ALIGN);
 	l->nics_off = align_up(l->state_off + (uint64_t)nlinks * sizeof(struct fst_link), ALIGN);
 	l->faults_off = align_up(l->nics_off + (uint64_t)nnics * sizeof(struct fst_nic), ALIGN);
-	l->tables_off = align_up(l->faults_off + (uint64_t)FAULT_MAX * sizeof(struct fst_fault), ALIGN);
+	l->xhosts_off = align_up(l->faults_off + (uint64_t)FAULT_MAX * sizeof(struct fst_fault), ALIGN);
+	l->tables_off =
+		align_up(l->xhosts_off + (uint64_t)FST_MAX_HOSTS * sizeof(struct fst_xhost), ALIGN);
 	l->total = align_up(l->tables_off + table_entries * sizeof(int64_t), 4096);
 	return 0;
 }
@@ -90,7 +92,9 @@ int fst_format(void *base, size_t len, uint32_t nlinks, const struct model_link 
 	shm->nnics = nnics;
 	shm->nics_off = l.nics_off;
 	shm->faults_off = l.faults_off;
+	shm->xhosts_off = l.xhosts_off;
 	memset((uint8_t *)base + l.nics_off, 0, (size_t)nnics * sizeof(struct fst_nic));
+	memset((uint8_t *)base + l.xhosts_off, 0, (size_t)FST_MAX_HOSTS * sizeof(struct fst_xhost));
 	memset((uint8_t *)base + l.faults_off, 0, (size_t)FAULT_MAX * sizeof(struct fst_fault));
 	struct model_link *params = (struct model_link *)((uint8_t *)base + l.params_off);
 	struct fst_link *state = (struct fst_link *)((uint8_t *)base + l.state_off);
@@ -127,6 +131,7 @@ int fst_check(const void *base, size_t len)
 		return -EPROTO;
 	if (shm->params_off != l.params_off || shm->state_off != l.state_off ||
 	    shm->nics_off != l.nics_off || shm->faults_off != l.faults_off ||
+	    shm->xhosts_off != l.xhosts_off ||
 	    atomic_load(&((struct fst_shm *)base)->nfaults) > FAULT_MAX ||
 	    shm->tables_off != l.tables_off || shm->total_bytes > len ||
 	    shm->total_bytes < l.tables_off)
@@ -759,7 +764,7 @@ void fst_count_corrupted(struct fst_shm *shm, uint32_t link, uint64_t n)
 					  memory_order_relaxed);
 }
 
-void fst_record_xlateness(struct fst_shm *shm, uint32_t link, int64_t late_ns)
+void fst_record_xlateness(struct fst_shm *shm, uint32_t link, int64_t late_ns, uint32_t from_host)
 {
 	if (!shm || link >= shm->nlinks || late_ns < 0)
 		return;
@@ -767,6 +772,19 @@ void fst_record_xlateness(struct fst_shm *shm, uint32_t link, int64_t late_ns)
 	struct fst_link *s = link_state(shm, link);
 	atomic_fetch_add_explicit(&s->xlate_n, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->xlate_sum_ns, (uint64_t)late_ns, memory_order_relaxed);
+	struct fst_xhost *x = (struct fst_xhost *)fst_xhost(shm, from_host);
+	if (!x)
+		return;
+	atomic_fetch_add_explicit(&x->n, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&x->late_sum_ns, (uint64_t)late_ns, memory_order_relaxed);
+	atomic_max(&x->late_max_ns, (uint64_t)late_ns);
+}
+
+const struct fst_xhost *fst_xhost(const struct fst_shm *shm, uint32_t h)
+{
+	if (!shm || h >= FST_MAX_HOSTS)
+		return NULL;
+	return (const struct fst_xhost *)((const uint8_t *)shm + shm->xhosts_off) + h;
 }
 
 int fst_bucket(uint64_t v, int nbuckets)

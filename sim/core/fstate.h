@@ -26,8 +26,9 @@
 
 #define FST_MAGIC 0x3154534653465353ULL /* "SSFSFST1" */
 /* The layout's version: a plugin and a daemon of other builds refuse each other's region. */
-#define FST_VERSION 5
+#define FST_VERSION 6
 #define FST_MAX_LINKS 131072
+#define FST_MAX_HOSTS 256 /* hosts of a run whose deliveries here are counted apart */
 /* Histograms of ns: bucket 0 counts 0 ns, bucket b [2^(b-1), 2^b) ns, the last one also all above. */
 #define FST_LATE_BUCKETS 24  /* lateness: the last from 2^22 ns (4 ms) */
 #define FST_QUEUE_BUCKETS 40 /* queueing: the last from 2^38 ns (275 s), beyond any sane backlog */
@@ -53,6 +54,12 @@ struct fst_link {
 	/* Of those, the deliveries of connections between hosts (fst_record_xlateness): the
 	 * monitor then blames the hosts' network, not this machine. */
 	_Atomic uint64_t xlate_n, xlate_sum_ns;
+};
+
+/* The deliveries here of connections from another host of the run (fst_record_xlateness), by
+ * that host: the fidelity monitor names the pair of hosts whose network is slow. */
+struct fst_xhost {
+	_Atomic uint64_t n, late_sum_ns, late_max_ns, reserved;
 };
 
 /* One NIC's shared state: its host-to-NIC stage, shared by all its connections. */
@@ -96,6 +103,7 @@ struct fst_shm {
 	_Atomic uint32_t call_kinds; /* 1 << kind for every CALLFAIL or comm_hang kind published:
 					the plugin's one branch before a regMr, connect or accept,
 					and a cross-host connection's test */
+	uint64_t xhosts_off;	     /* struct fst_xhost[FST_MAX_HOSTS], by the sending host */
 	_Alignas(64) _Atomic uint32_t lock;
 	_Atomic int32_t lock_pid;
 	_Atomic uint64_t lock_steals;
@@ -108,7 +116,7 @@ struct fst_shm {
  * write the new figures here; a change without a bump fails the build.
  */
 #define FST_LAYOUT(cond) _Static_assert(cond, "the fabric state's layout changed: bump FST_VERSION")
-FST_LAYOUT(FST_VERSION == 5 && sizeof(struct model_link) == 128 &&
+FST_LAYOUT(FST_VERSION == 6 && sizeof(struct model_link) == 128 &&
 	   offsetof(struct model_link, latency_ns) == 16 && offsetof(struct model_link, jitter) == 40 &&
 	   offsetof(struct model_link, loss) == 80 && offsetof(struct model_link, corrupt_p) == 124);
 FST_LAYOUT(sizeof(struct model_loss_state) == 16 && sizeof(struct fault_spec) == 360 &&
@@ -122,7 +130,8 @@ FST_LAYOUT(sizeof(struct fst_nic) == 64 && sizeof(struct fst_fault) == 448 &&
 	   offsetof(struct fst_fault, spec) == 64);
 FST_LAYOUT(sizeof(struct fst_shm) == 192 && offsetof(struct fst_shm, epoch_ns) == 24 &&
 	   offsetof(struct fst_shm, params_off) == 40 && offsetof(struct fst_shm, faults_off) == 80 &&
-	   offsetof(struct fst_shm, nfaults) == 88 && offsetof(struct fst_shm, lock) == 128 &&
+	   offsetof(struct fst_shm, nfaults) == 88 && offsetof(struct fst_shm, xhosts_off) == 96 &&
+	   sizeof(struct fst_xhost) == 32 && offsetof(struct fst_shm, lock) == 128 &&
 	   offsetof(struct fst_shm, lock_steals) == 136);
 #undef FST_LAYOUT
 
@@ -324,8 +333,12 @@ int fst_commit_back(struct fst_view *v, struct fst_conn *c, int split, const str
  * sender's post time), or before the model's time (late_ns < 0). An early one is only counted.
  */
 void fst_record_lateness(struct fst_shm *shm, uint32_t link, int64_t late_ns, int early);
-/* The same for a delivery of a connection between hosts (late_ns >= 0), also counted apart. */
-void fst_record_xlateness(struct fst_shm *shm, uint32_t link, int64_t late_ns);
+/* The same for a delivery of a connection between hosts (late_ns >= 0), also counted apart: on
+ * the link, and by the sending host (from_host < FST_MAX_HOSTS; another is counted on the link
+ * only). */
+void fst_record_xlateness(struct fst_shm *shm, uint32_t link, int64_t late_ns, uint32_t from_host);
+/* The deliveries here from host h (fst_record_xlateness), or NULL (h beyond FST_MAX_HOSTS). */
+const struct fst_xhost *fst_xhost(const struct fst_shm *shm, uint32_t h);
 /* n packets of messages whose last hops this host reserved were corrupted on purpose (the
  * receiver of a connection between hosts flips them): counted on link. */
 void fst_count_corrupted(struct fst_shm *shm, uint32_t link, uint64_t n);

@@ -13,6 +13,7 @@ struct xmodel {
 	struct fst_view *v;
 	struct fst_conn c;
 	int split;
+	uint32_t from_host;
 	enum xmodel_side side;
 	int64_t epoch;			  /* the fabric's: virtual time 0 on this host's clock */
 	int64_t rev_ns;			  /* the route's latency, back (the ACK's way) */
@@ -46,6 +47,7 @@ int xmodel_new(struct fst_view *v, const struct xmodel_route *r, enum xmodel_sid
 	m->c.msgs = 0;
 	memset(&m->c.mc, 0, sizeof(m->c.mc));
 	m->split = r->split;
+	m->from_host = r->from_host;
 	m->side = side;
 	m->epoch = v->shm->epoch_ns;
 	for (int j = 0; j < m->c.npath; j++) {
@@ -308,7 +310,7 @@ static void record_late(struct xmodel *m, int64_t now_ns, int64_t ready_ns)
 {
 	if (ready_ns < MODEL_NEVER) {
 		int64_t late = now_ns - ready_ns;
-		fst_record_xlateness(m->v->shm, last_link(m), late > 0 ? late : 0);
+		fst_record_xlateness(m->v->shm, last_link(m), late > 0 ? late : 0, m->from_host);
 	}
 }
 

@@ -50,6 +50,8 @@ enum xmodel_side { XMODEL_TX, XMODEL_RX };
 struct xmodel_route {
 	struct fst_conn conn; /* the route as the daemon gave it (msgs and mc: zero) */
 	int split;	      /* hops [0, split) are the sender's host's, 1 <= split <= npath */
+	uint32_t from_host;   /* the sender's host (its rank in the run): late deliveries here
+				 are counted by it (fst_record_xlateness) */
 };
 
 struct xmodel;

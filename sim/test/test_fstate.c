@@ -207,6 +207,33 @@ static struct fst_view *hops_fabric(struct model_link *links, void **base, size_
 	return v;
 }
 
+/* fst_record_xlateness: every delivery from another host counted on its last link and by the
+ * sending host (sum and maximum), a host beyond FST_MAX_HOSTS on the link only. */
+static void test_xlateness_by_host(void)
+{
+	struct model_link links[NLINK];
+	void *base;
+	size_t len;
+	struct fst_view *v = hops_fabric(links, &base, &len);
+	const struct fst_link *st = (const struct fst_link *)((uint8_t *)v->shm + v->shm->state_off);
+	fst_record_xlateness(v->shm, 2, 5000, 3);
+	fst_record_xlateness(v->shm, 2, 1000, 3);
+	fst_record_xlateness(v->shm, 2, 7, 0);
+	fst_record_xlateness(v->shm, 2, 9, FST_MAX_HOSTS);
+	fst_record_xlateness(v->shm, 2, -1, 3); /* not a delivery time: not counted */
+	const struct fst_xhost *h3 = fst_xhost(v->shm, 3), *h0 = fst_xhost(v->shm, 0);
+	CHECK(h3 && h3->n == 2 && h3->late_sum_ns == 6000 && h3->late_max_ns == 5000,
+	      "host 3: n %llu sum %llu max %llu", h3 ? (unsigned long long)h3->n : 0,
+	      h3 ? (unsigned long long)h3->late_sum_ns : 0,
+	      h3 ? (unsigned long long)h3->late_max_ns : 0);
+	CHECK(h0 && h0->n == 1 && h0->late_max_ns == 7, "host 0");
+	CHECK(!fst_xhost(v->shm, FST_MAX_HOSTS) && fst_xhost(v->shm, 1)->n == 0, "hosts' bounds");
+	CHECK(st[2].xlate_n == 4 && st[2].xlate_sum_ns == 6016 && st[2].late_n == 4,
+	      "link 2: xlate_n %llu", (unsigned long long)st[2].xlate_n);
+	fst_view_free(v);
+	munmap(base, len);
+}
+
 static struct fst_conn hops_conn(int up, uint64_t host_rate, enum model_switching sw)
 {
 	struct fst_conn c;
@@ -341,6 +368,7 @@ static void test_hops_arrival_order(void)
 static const struct check_case cases[] = {
 	CHECK_CASE(test_never_early),
 	CHECK_CASE(test_hops_split),
+	CHECK_CASE(test_xlateness_by_host),
 	CHECK_CASE(test_hops_arrival_order),
 };
 

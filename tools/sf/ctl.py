@@ -331,6 +331,18 @@ def stats(path, timeout=5.0):
     return out
 
 
+def host_pairs(path, timeout=5.0):
+    """The deliveries at this daemon's host from each other host of a run (op=stats'
+    from_host.<h>: the receiving end of connections between hosts counts them):
+    {sending host: {"n", "late_sum_ns", "late_max_ns"}}; {} on one host alone."""
+    out = {}
+    for k, v in request(path, "stats", timeout=timeout):
+        parts = k.split(".")
+        if parts[0] == "from_host" and len(parts) == 2:
+            out[int(parts[1])] = {a: int(b) for a, b in (kv.split("=") for kv in v.split(","))}
+    return out
+
+
 def hist_le(h, n, pct, mx):
     """fst_hist_le (sim/core/fstate.h): the pct-th percentile of the n values counted in
     histogram h, as the top of its bucket; the last bucket's bound is mx where that is higher."""

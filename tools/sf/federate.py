@@ -438,8 +438,9 @@ def _int(v):
 
 
 def check_counters(doc, host):
-    """(stats, faults, connections) from what host's agent sent at the end of its run, in
-    sf.ctl's forms (stats' link ids ints again); FederationError naming what does not fit."""
+    """(stats, faults, connections, host pairs) from what host's agent sent at the end of its
+    run, in sf.ctl's and the launcher's forms (stats' link ids ints again); FederationError
+    naming what does not fit."""
     if not isinstance(doc, dict) or doc.get("host") != host:
         raise FederationError("not host %d's counters" % host)
     st, fl, conns = doc.get("stats"), doc.get("faults"), doc.get("connections")
@@ -459,7 +460,14 @@ def check_counters(doc, host):
     if conns is not None and not (isinstance(conns, list) and
                                   all(isinstance(x, dict) for x in conns)):
         raise FederationError("'connections' is not a list of objects")
-    return stats, fl, conns
+    pairs = doc.get("pairs")
+    keys = ("from", "to", "n", "late_sum_ns", "late_max_ns")
+    if pairs is not None and not (isinstance(pairs, list) and all(
+            isinstance(p, dict) and set(p) == set(keys) and
+            all(_int(p[k]) and 0 <= p[k] < BIG for k in keys) and p["to"] == host
+            for p in pairs)):
+        raise FederationError("'pairs' is not a list of this host's deliveries by host")
+    return stats, fl, conns, pairs
 
 
 class TriggerRelay(threading.Thread):
@@ -593,7 +601,7 @@ class NetRelay(TriggerRelay):
                 self.links.pop(h, None)
                 c.sock.close()
 
-    def send_counters(self, stats, faults, connections, timeout=10.0):
+    def send_counters(self, stats, faults, connections, pairs=None, timeout=10.0):
         """Another host's agent, at the end of its run: its daemon's counters to host 0's
         agent, which merges every host's into its run's stats.json and faults.json. True once
         host 0's agent said it has them (False: not within timeout, or no link left)."""
@@ -601,8 +609,8 @@ class NetRelay(TriggerRelay):
         deadline = time.monotonic() + timeout
         with self.got:
             self.outbox.append(({"counters": {"host": self.host, "stats": stats,
-                                              "faults": faults, "connections": connections}},
-                                sent))
+                                              "faults": faults, "connections": connections,
+                                              "pairs": pairs}}, sent))
         if not sent.wait(timeout) or not self.links:
             return False
         return self.acked.wait(max(0.0, deadline - time.monotonic()))

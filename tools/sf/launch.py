@@ -97,6 +97,7 @@ class LaunchResult:
         self.connections = None  # sfctl.show's chans at the end: msgs, bytes per connection
         self.series = None  # sfctl.series at the end: every link's bytes over time
         self.series_note = None  # why there is no series.json on a modelled fabric
+        self.host_pairs = None  # across hosts: Job.host_pairs() at the end
         self.t_start = None  # CLOCK_MONOTONIC seconds the ranks' clock (t_exit) counts from
         self.counter_files = []  # what write_counters() put into the run directory
 
@@ -719,6 +720,21 @@ class Job:
         """The fault list at the end of the run (op=fault verb=list), or None."""
         return self._every_host(sfctl.faults, sfctl.merge_faults)
 
+    def host_pairs(self):
+        """Across hosts: the deliveries at each local host from each other host
+        ([{"from", "to", "n", "late_sum_ns", "late_max_ns"}], sf.ctl.host_pairs of every local
+        host's daemon), or None on one host."""
+        if not self.socket or not (self.hosts or self.host):
+            return None
+        me, out = self.host[0] if self.host else 0, []
+        for k, sock in enumerate(self.sockets()):
+            try:
+                got = sfctl.host_pairs(sock)
+            except sfctl.CtlError:
+                continue
+            out += [dict(rec, **{"from": h, "to": me + k}) for h, rec in sorted(got.items())]
+        return out
+
     def connections(self):
         """Every connection's counters at the end of the run (op=show: chans; every local
         host's daemon's: connections between hosts are on none), or None."""
@@ -751,6 +767,7 @@ class Job:
     def collect(self, lr):
         """The fabric's counters at the end of the run into lr, for write_counters()."""
         lr.stats, lr.faults, lr.connections = self.stats(), self.faults(), self.connections()
+        lr.host_pairs = self.host_pairs()
         lr.series, why = self.series()
         if why:
             lr.notes.append(why)
@@ -765,7 +782,7 @@ class Job:
         daemons', and says which hosts are missing."""
         h, n = self.host[0], self.host[1]
         if h != 0:
-            sent = self.relay.send_counters(lr.stats, lr.faults, lr.connections)
+            sent = self.relay.send_counters(lr.stats, lr.faults, lr.connections, lr.host_pairs)
             self.say("this host's counters %s host 0's agent (its stats.json and faults.json "
                      "have every host's; this run directory's, this host's)" % (
                          "sent to" if sent else "could not be sent to"))
@@ -785,6 +802,7 @@ class Job:
             hosts.append(k)
         lr.faults = sfctl.merge_faults([lr.faults] + [got[k][1] for k in hosts])
         lr.connections = (lr.connections or []) + [c for k in hosts for c in got[k][2] or []]
+        lr.host_pairs = (lr.host_pairs or []) + [p for k in hosts for p in got[k][3] or []]
         missing = [k for k in range(1, n) if k not in got]  # (a misfit is said above)
         self.say("stats.json and faults.json: the counters of host(s) %s%s" % (
             ", ".join(map(str, [0] + hosts)),
@@ -882,11 +900,13 @@ def counters(lr, fabric, shared=False):
     if fl.get("epoch_ns") is not None and lr.t_start is not None:
         job["start_ns"] = int(round(lr.t_start * 1e9)) - fl["epoch_ns"]
         job["end_ns"] = job["start_ns"] + int(round(ran * 1e9))
-    return {"version": 1, "fabric": (fabric or {}).get("name"),
-            "kind": (fabric or {}).get("kind"), "shared_daemon": bool(shared),
-            "epoch_ns": fl.get("epoch_ns"), "now_ns": fl.get("now_ns"), "job": job,
-            "links": links, "connections": conns,
-            "nics": sfctl.nic_counters(conns, links)}
+    doc = {"version": 1, "fabric": (fabric or {}).get("name"),
+           "kind": (fabric or {}).get("kind"), "shared_daemon": bool(shared),
+           "epoch_ns": fl.get("epoch_ns"), "now_ns": fl.get("now_ns"), "job": job,
+           "links": links, "connections": conns, "nics": sfctl.nic_counters(conns, links)}
+    if lr.host_pairs is not None:  # across hosts: the deliveries between each pair of hosts
+        doc["host_pairs"] = lr.host_pairs
+    return doc
 
 
 def dump_series(doc, f):

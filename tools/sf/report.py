@@ -639,6 +639,32 @@ def text_links(run):
     return lines
 
 
+SLOW_PAIR_NS = 20000  # the fidelity monitor's bar: late by this much on average
+
+
+def text_host_pairs(run):
+    """Across hosts (stats.json's host_pairs): the deliveries at each host from each other one,
+    and how late they were for the model's time; [] for a run on one host."""
+    pairs = (run.stats or {}).get("host_pairs")
+    if pairs is None:
+        return []
+    lines = ["", "between hosts (the deliveries at each host of connections from another, as "
+                 "the receiver counted; late: after the model's time)"]
+    if not pairs:
+        return lines + ["  none recorded"]
+    lines.append("  %-18s %10s %13s %12s" % ("FROM -> TO", "DELIVERIES", "LATE MEAN us",
+                                              "LATE MAX us"))
+    for p in sorted(pairs, key=lambda p: (p.get("from", 0), p.get("to", 0))):
+        n = p.get("n") or 0
+        mean = p.get("late_sum_ns", 0) / n if n else 0.0
+        lines.append("  %-18s %10d %13.1f %12.1f%s" % (
+            "host %s -> host %s" % (p.get("from"), p.get("to")), n, mean / 1e3,
+            p.get("late_max_ns", 0) / 1e3,
+            "  SLOW: the network between these hosts cannot carry the fabric at this speed"
+            if n and mean >= SLOW_PAIR_NS else ""))
+    return lines
+
+
 def _schedule(spec):
     if not spec:
         return "a live fault: its schedule is not in fabric.json"
@@ -705,8 +731,8 @@ def text_report(run):
     head = "simfabric report: %s (fabric %s%s%s)" % (
         run.dir, fb.get("kind", "unknown"), " '%s'" % fb["name"] if fb.get("name") else "",
         ", job %.2f s" % run.job_seconds if run.job_seconds else "")
-    return "\n".join([head, ""] + text_model(run) + [""] + text_links(run) + [""] +
-                     text_faults(run))
+    return "\n".join([head, ""] + text_model(run) + [""] + text_links(run) +
+                     text_host_pairs(run) + [""] + text_faults(run))
 
 
 # ---- charts ------------------------------------------------------------------------------------
