@@ -172,27 +172,35 @@ def test_38_07_the_launchers_blocks_are_the_scenario_compilers(sf_env, nhosts):
 
 # ---- simfabric launch --hosts-from-env: one launch per host ----------------------------------
 
+def srun_agents(sf_env, argv_of, hosts=(1, 0), timeout=300):
+    """One agent per host on this machine, as srun starts them (SLURM_NODEID, SLURM_NNODES 2,
+    host 0 at MASTER_ADDR 127.0.0.1): argv_of(h) for host h; {h: (exit status, output)}."""
+    port = sfprocs.free_port()
+    procs = {}
+    for h in hosts:
+        env = dict(base_env(None), **sf_env.run_env())
+        env.update(SLURM_NODEID=str(h), SLURM_NNODES="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port))
+        procs[h] = subprocess.Popen(argv_of(h), env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+    outs = {h: p.communicate(timeout=timeout)[0] for h, p in procs.items()}
+    return {h: (p.returncode, outs[h]) for h, p in procs.items()}
+
+
 def test_38_08_one_launch_per_host_as_srun_starts_them(sf_env, tmp_path):
     """Two launches, as srun would start one per host (SLURM_NODEID, SLURM_NNODES; host 0 at
     MASTER_ADDR): each runs its own daemon and its block of the 4 nodes, and the harness across
     them is exact."""
-    port = sfprocs.free_port()
     jpath = str(tmp_path / "launch.json")
-    procs = {}
-    for h in (1, 0):
-        env = dict(base_env(None), **sf_env.run_env())
-        env.update(SLURM_NODEID=str(h), SLURM_NNODES="2", MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port))
-        procs[h] = subprocess.Popen(
-            [sf_env.cli, "launch", "--nodes", "4", "--hosts-from-env", "--run-dir",
-             str(tmp_path / ("host%d" % h)), "--", sf_env.harness, "--launched", "--plugin",
-             sf_env.plugin, "--json", jpath, "--tests", "sizes,allreduce,alltoall",
-             "--max-bytes", "1M", "--timeout", "120"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    outs = {h: p.communicate(timeout=300)[0] for h, p in procs.items()}
-    report = "\n".join("--- host %d: exit %s ---\n%s" % (h, procs[h].returncode, o)
-                       for h, o in sorted(outs.items()))
-    assert all(p.returncode == 0 for p in procs.values()), report
+    res = srun_agents(sf_env, lambda h: [
+        sf_env.cli, "launch", "--nodes", "4", "--hosts-from-env", "--run-dir",
+        str(tmp_path / ("host%d" % h)), "--", sf_env.harness, "--launched", "--plugin",
+        sf_env.plugin, "--json", jpath, "--tests", "sizes,allreduce,alltoall", "--max-bytes",
+        "1M", "--timeout", "120"])
+    outs = {h: o for h, (_, o) in res.items()}
+    report = "\n".join("--- host %d: exit %s ---\n%s" % (h, rc, o)
+                       for h, (rc, o) in sorted(res.items()))
+    assert all(rc == 0 for rc, _ in res.values()), report
     assert "host 0 of 2 (host 0 at 127.0.0.1)" in outs[0], report
     assert "r0 " in outs[0] and "r1 " in outs[0] and "r2 " in outs[1] and "r3 " in outs[1], \
         report
@@ -505,19 +513,11 @@ def test_38_14_the_daemons_host_options_are_checked(sf_env, args, says):
 def hosts_from_env_launches(sf_env, tmp_path, scenarios, harness_args, extra=(), hosts=(1, 0)):
     """One `launch --hosts-from-env` per host, as srun starts them, host h on scenarios[h]: their
     (exit status, output) by host."""
-    port = sfprocs.free_port()
-    procs = {}
-    for h in hosts:
-        env = dict(base_env(None), **sf_env.run_env())
-        env.update(SLURM_NODEID=str(h), SLURM_NNODES="2", MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port))
-        procs[h] = subprocess.Popen(
-            [sf_env.cli, "launch", "--nodes", "2", "--hosts-from-env", "--scenario",
-             scenarios[h], "--run-dir", str(tmp_path / ("host%d" % h))] + list(extra) +
-            ["--", sf_env.harness, "--launched", "--plugin", sf_env.plugin, "--timeout", "60"] +
-            list(harness_args),
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return {h: (p.wait(timeout=240), p.stdout.read()) for h, p in procs.items()}
+    return srun_agents(sf_env, lambda h: [
+        sf_env.cli, "launch", "--nodes", "2", "--hosts-from-env", "--scenario", scenarios[h],
+        "--run-dir", str(tmp_path / ("host%d" % h))] + list(extra) + [
+        "--", sf_env.harness, "--launched", "--plugin", sf_env.plugin, "--timeout", "60"] +
+        list(harness_args), hosts=hosts, timeout=240)
 
 
 def test_38_16_hosts_from_env_on_a_modelled_fabric_agree_then_fail_both_ends_on_a_fault(
@@ -1326,3 +1326,36 @@ def test_38_41_the_agents_protocol_is_checked_and_lines_during_a_clock_check_kee
     finally:
         a.close()
         b.close()
+
+
+def test_38_42_simfabric_run_across_hosts_host_0_checks_every_hosts_ranks(sf_env, tmp_path):
+    """`simfabric run --hosts-from-env`, one agent per host as srun starts them: the freeze
+    recipe (the trigger counted on host 0, node1 frozen on host 1) passes, host 0's report
+    lists host 1's rank as its own, and host 1's agent exits with host 0's verdict; the
+    corruption recipe with an exact-data expectation fails on host 0, and host 1 exits with the
+    same status, quoting host 0's report."""
+    def run(name, scn):
+        return srun_agents(sf_env, lambda h: [
+            sf_env.cli, "run", "--hosts-from-env", "-q", "--run-dir",
+            str(tmp_path / name / ("host%d" % h)), scn], timeout=240)
+    out = run("freeze", os.path.join(ROOT, "scenarios", "job-harness-freeze-hang.yaml"))
+    report = "\n".join("--- host %d: exit %s ---\n%s" % (h, rc, o) for h, (rc, o) in
+                       sorted(out.items()))
+    assert out[0][0] == 0 and out[1][0] == 0, report
+    assert re.search(r"ok +failure +no rank ended in [0-9.]+ s \(an expected hang\)",
+                     out[0][1]) and re.search(r"r1 +node1 +killed by SIG[A-Z]+", out[0][1]), \
+        report
+    assert "ok   host0    host 0 checked every host's ranks: exit 0" in out[1][1], report
+    with open(str(tmp_path / "freeze" / "host0" / "report.json")) as f:
+        ranks = json.load(f)["launch"]["ranks"]
+    assert [(r["label"], r.get("host")) for r in ranks] == [("r0", None), ("r1", 1)], ranks
+    with open(os.path.join(ROOT, "scenarios", "job-harness-corrupt.yaml")) as f:
+        text = f.read()
+    exact = tmp_path / "corrupt-exact.yaml"
+    exact.write_text(text.replace("  data: wrong", "  data: exact"))
+    out = run("corrupt", str(exact))
+    report = "\n".join("--- host %d: exit %s ---\n%s" % (h, rc, o) for h, (rc, o) in
+                       sorted(out.items()))
+    assert out[0][0] == 1 and out[1][0] == 1 and "FAIL" in out[0][1], report
+    assert "FAIL host0    host 0 checked every host's ranks: exit 1; its report:" in out[1][1], \
+        report

@@ -287,24 +287,26 @@ int srv_op_stats(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, s
 	if (fs)
 		ctl_addf(rep, "lock_steals", "%llu",
 			 (unsigned long long)atomic_load(&fs->lock_steals));
-	/* the deliveries here from each other host of a run (the first page: a header; at most
-	 * FST_MAX_HOSTS lines of ~80 bytes, well within a message) */
-	for (uint32_t h = 0; fs && !skip && h < FST_MAX_HOSTS; h++) {
-		const struct fst_xhost *x = fst_xhost(fs, h);
-		uint64_t xn = atomic_load(&x->n);
-		char k[32];
-		if (!xn)
-			continue;
-		snprintf(k, sizeof(k), "from_host.%u", h);
-		ctl_addf(rep, k, "n=%llu,late_sum_ns=%llu,late_max_ns=%llu", (unsigned long long)xn,
-			 (unsigned long long)atomic_load(&x->late_sum_ns),
-			 (unsigned long long)atomic_load(&x->late_max_ns));
-	}
-	for (uint64_t i = skip; i < n; i++) {
+	uint64_t i;
+	for (i = skip; i < n; i++) {
 		struct fst_link *l = (struct fst_link *)((uint8_t *)fs + fs->state_off) + i;
 		int n0 = rep->n;
 		size_t l0 = rep->len;
 		if (!page_keep(rep, add_link_stats(rep, l, i), n0, l0, i))
+			return 0;
+	}
+	/* then the deliveries here from each other host of a run: records n + h, paged alike */
+	for (i = i > n ? i : n; fs && i < (uint64_t)n + FST_MAX_HOSTS; i++) {
+		const struct fst_xhost *x = fst_xhost(fs, (uint32_t)(i - n));
+		uint64_t xn = atomic_load(&x->n);
+		char k[32], v[96];
+		if (!xn)
+			continue;
+		snprintf(k, sizeof(k), "from_host.%llu", (unsigned long long)(i - n));
+		snprintf(v, sizeof(v), "n=%llu,late_sum_ns=%llu,late_max_ns=%llu",
+			 (unsigned long long)xn, (unsigned long long)atomic_load(&x->late_sum_ns),
+			 (unsigned long long)atomic_load(&x->late_max_ns));
+		if (!srv_add_paged(rep, k, v, i))
 			break;
 	}
 	return 0;

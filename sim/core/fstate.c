@@ -305,7 +305,7 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 	if (c->src_nic >= v->nnics || fst_conn_path(v, c, &p))
 		return -EINVAL;
 	struct model_key key = {.seed = v->shm->seed, .conn = c->id, .msg = c->msgs};
-	const struct hops all = {0, c->npath};
+	const struct fst_hops all = {0, c->npath};
 	int64_t busy[MODEL_MAX_HOPS], before[MODEL_MAX_HOPS];
 	struct model_loss_state loss[MODEL_MAX_HOPS];
 	struct model_link tmp[MODEL_MAX_HOPS];
@@ -315,7 +315,7 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 	if (rc)
 		return rc;
 	if (faults) {
-		apply_degrades(v, c, all, now_ns, tmp, &p, hit);
+		fst_apply_degrades(v, c, all, now_ns, tmp, &p, hit);
 		for (int j = 0; hit->corrupt_set && j < c->npath; j++)
 			hit->corrupt_p[j] = p.hop[j]->corrupt_p; /* the data path flips the same bits */
 	}
@@ -331,7 +331,7 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 	if (rc == 0 && faults && !was_failed && !out->failed && out->arrive_ns != MODEL_NEVER) {
 		/* what the message takes on an idle path, up to its arrival */
 		int64_t own = model_ideal_ns(&p, &c->nic, bytes) - c->nic.o_recv_ns;
-		apply_outages(v, c, all, now_ns, own > 0 ? own : 0, out, hit, &fault_hop);
+		fst_apply_outages(v, c, all, now_ns, own > 0 ? own : 0, out, hit, &fault_hop);
 	}
 	if (rc == 0) {
 		nic->host_busy = host_busy;
@@ -341,7 +341,7 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 			s->loss = loss[j];
 		}
 		if (faults)
-			count_triggers(v, c, all, now_ns, bytes);
+			fst_count_triggers(v, c, all, now_ns, bytes);
 	}
 	fst_unlock(v->shm);
 	if (rc)
@@ -364,7 +364,7 @@ int fst_reserve(struct fst_view *v, struct fst_conn *c, int64_t now_ns, uint64_t
 }
 
 /* What the train takes over hops [r.lo, r.hi) from stamp *in on idle links (outages' "own"). */
-static int64_t idle_ns(const struct model_path *p, const struct model_train *tr, struct hops r,
+static int64_t idle_ns(const struct model_path *p, const struct model_train *tr, struct fst_hops r,
 		       const struct model_stamp *in)
 {
 	struct model_hop_times h = {.next = *in};
@@ -389,7 +389,7 @@ static int markov(const struct model_link *l)
  */
 static void first_attempt(const struct model_path *p, const struct fst_conn *c,
 			  const struct model_train *tr, const struct model_key *key, uint64_t bytes,
-			  struct hops r, int64_t *host_busy, int64_t *busy, int64_t *at,
+			  struct fst_hops r, int64_t *host_busy, int64_t *busy, int64_t *at,
 			  uint32_t *ndup, const struct model_stamp *in, struct model_stamp *out)
 {
 	struct model_hop_times h = {.next = *in};
@@ -435,7 +435,7 @@ static int reserve_piece(struct fst_view *v, struct fst_conn *c, int first, int 
 	    n < 0 || first + n > c->npath || c->src_nic >= v->nnics || bytes > MODEL_MAX_BYTES ||
 	    (front && first))
 		return -EINVAL;
-	const struct hops r = {first, first + n};
+	const struct fst_hops r = {first, first + n};
 	struct model_path p;
 	if (fst_conn_path(v, c, &p))
 		return -EINVAL;
@@ -464,7 +464,7 @@ static int reserve_piece(struct fst_view *v, struct fst_conn *c, int first, int 
 	if (rc)
 		return rc;
 	if (faults) /* a degrade to loss or corruption: refused below, or the replay's (front) */
-		apply_degrades(v, c, r, post_ns, tmp, &p, hit);
+		fst_apply_degrades(v, c, r, post_ns, tmp, &p, hit);
 	for (int j = first; j < first + n && !front; j++)
 		if (!splittable(p.hop[j])) {
 			fst_unlock(v->shm);
@@ -502,14 +502,14 @@ static int reserve_piece(struct fst_view *v, struct fst_conn *c, int first, int 
 		int fault_hop = -1;
 		int64_t own = idle_ns(&p, &tr, r, in) + (in->first_ns - t0);
 		if (!front || !front->whole_outages) /* else the replay's, over every attempt */
-			apply_outages(v, c, r, t0, own > 0 ? own : 0, &m, hit, &fault_hop);
+			fst_apply_outages(v, c, r, t0, own > 0 ? own : 0, &m, hit, &fault_hop);
 		if (m.failed) {
 			failed = 1;
 			out->first_ns = out->last_ns = m.arrive_ns;
 		} else if (hit->delay_ns) {
 			delay_stamp(out, hit->delay_ns);
 		}
-		count_triggers(v, c, r, post_ns, bytes);
+		fst_count_triggers(v, c, r, post_ns, bytes);
 	}
 	fst_unlock(v->shm);
 	if (front) {
@@ -565,7 +565,7 @@ int fst_route_replayed(const struct fst_view *v, const struct fst_conn *c)
 			continue;
 		for (uint32_t i = 0; i < ff->spec.nlinks; i++) {
 			int hop;
-			if (on_path(c, ff->spec.link[i], &hop))
+			if (fst_on_path(c, ff->spec.link[i], &hop))
 				return 1;
 		}
 	}
@@ -583,7 +583,7 @@ static int front_gives(const struct model_path *p, const struct fst_conn *c,
 	int64_t busy[MODEL_MAX_HOPS];
 	memcpy(busy, f->busy, sizeof(busy[0]) * (size_t)split);
 	struct model_stamp want;
-	first_attempt(p, c, tr, key, bytes, (struct hops){0, split}, &host_busy, busy, NULL, NULL,
+	first_attempt(p, c, tr, key, bytes, (struct fst_hops){0, split}, &host_busy, busy, NULL, NULL,
 		      &(struct model_stamp){t, t, 0}, &want);
 	if (!f->whole_outages && f->delay_ns) /* reserve_piece's outage delay */
 		delay_stamp(&want, f->delay_ns);
@@ -610,7 +610,7 @@ int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t
 	if (fst_conn_path(v, c, &p))
 		return -EINVAL;
 	memset(back, 0, sizeof(*back));
-	const struct hops mine = {split, c->npath}, theirs = {0, split};
+	const struct fst_hops mine = {split, c->npath}, theirs = {0, split};
 	struct model_key key = {.seed = v->shm->seed, .conn = c->id, .msg = c->msgs};
 	struct model_link tmp[MODEL_MAX_HOPS];
 	int64_t busy[MODEL_MAX_HOPS], before[MODEL_MAX_HOPS];
@@ -619,7 +619,7 @@ int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t
 	int rc = fst_lock(v->shm);
 	if (rc)
 		return rc;
-	rc = apply_degrade_mask(v, c, theirs, front->degrades, tmp, &p, hit);
+	rc = fst_apply_degrade_mask(v, c, theirs, front->degrades, tmp, &p, hit);
 	struct model_train tr; /* one for the call: a degrade never changes the path's MTU */
 	model_train_init(&tr, &p, bytes);
 	if (!rc)
@@ -630,7 +630,7 @@ int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t
 	}
 	memcpy(hit->degrades, front->degrades, sizeof(hit->degrades)); /* counted there */
 	if (faults)
-		apply_degrades(v, c, mine, in->first_ns, tmp, &p, hit);
+		fst_apply_degrades(v, c, mine, in->first_ns, tmp, &p, hit);
 	for (int j = 0; hit->corrupt_set && j < c->npath; j++)
 		hit->corrupt_p[j] = p.hop[j]->corrupt_p; /* xmodel flips the same bits */
 	int64_t host_busy = front->host_busy;
@@ -651,7 +651,7 @@ int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t
 		if (front->whole_outages && faults) { /* every hop's, over every attempt: as
 							  fst_reserve meets them */
 			int64_t own = model_ideal_ns(&p, &c->nic, bytes) - c->nic.o_recv_ns;
-			apply_outages(v, c, (struct hops){0, c->npath}, front->post_ns,
+			fst_apply_outages(v, c, (struct fst_hops){0, c->npath}, front->post_ns,
 				      own > 0 ? own : 0, out, hit, &fault_hop);
 		} else if (!front->whole_outages) {
 			if (front->delay_ns) { /* the sender's piece met outages */
@@ -662,7 +662,7 @@ int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t
 			}
 			if (faults) {
 				int64_t own = idle_ns(&p, &tr, mine, in);
-				apply_outages(v, c, mine, in->first_ns, own > 0 ? own : 0, out, hit,
+				fst_apply_outages(v, c, mine, in->first_ns, own > 0 ? own : 0, out, hit,
 					      &fault_hop);
 			}
 		}
@@ -674,7 +674,7 @@ int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t
 			s->loss = loss[j];
 		}
 		if (faults)
-			count_triggers(v, c, mine, in->first_ns, bytes);
+			fst_count_triggers(v, c, mine, in->first_ns, bytes);
 	}
 	fst_unlock(v->shm);
 	if (rc)

@@ -88,7 +88,7 @@ struct fst_fault *fst_fault(struct fst_shm *shm, uint32_t id)
 	return atomic_load_explicit(&f->used, memory_order_acquire) ? f : NULL;
 }
 
-int on_path(const struct fst_conn *c, uint32_t link, int *hop)
+int fst_on_path(const struct fst_conn *c, uint32_t link, int *hop)
 {
 	for (int j = 0; j < c->npath; j++)
 		if (c->path[j] == link) {
@@ -100,7 +100,7 @@ int on_path(const struct fst_conn *c, uint32_t link, int *hop)
 
 /* Does fault f act on this connection's messages in these hops, and at which hop (-1: the
  * connection)? */
-static int fault_scope(const struct fault_spec *f, const struct fst_conn *c, struct hops r,
+static int fault_scope(const struct fault_spec *f, const struct fst_conn *c, struct fst_hops r,
 		       int *hop)
 {
 	*hop = -1;
@@ -108,17 +108,17 @@ static int fault_scope(const struct fault_spec *f, const struct fst_conn *c, str
 		return r.lo == 0 &&
 			fault_conn_match(f->src_node, f->dst_node, c->src_node, c->dst_node);
 	for (uint32_t i = 0; i < f->nlinks; i++)
-		if (on_path(c, f->link[i], hop) && *hop >= r.lo && *hop < r.hi)
+		if (fst_on_path(c, f->link[i], hop) && *hop >= r.lo && *hop < r.hi)
 			return 1;
 	*hop = -1;
 	return 0;
 }
 
-static int trigger_scope(const struct fault_spec *f, const struct fst_conn *c, struct hops r)
+static int trigger_scope(const struct fault_spec *f, const struct fst_conn *c, struct fst_hops r)
 {
 	int hop;
 	if (f->trig_link >= 0)
-		return on_path(c, (uint32_t)f->trig_link, &hop) && hop >= r.lo && hop < r.hi;
+		return fst_on_path(c, (uint32_t)f->trig_link, &hop) && hop >= r.lo && hop < r.hi;
 	return r.lo == 0 && fault_conn_match(f->trig_src, f->trig_dst, c->src_node, c->dst_node);
 }
 
@@ -134,13 +134,14 @@ static void note_hit(struct fst_hit *hit, uint32_t id, const struct fault_spec *
 
 /* Degrade f sets its parameters on the hops of r it names, on copies (tmp) that p then points
  * to; returns the first such hop's link + 1, or 0 if it names none of them. */
-static uint32_t degrade_hops(const struct fst_conn *c, struct hops r, const struct fault_spec *f,
-			     struct model_link *tmp, struct model_path *p)
+static uint32_t degrade_hops(const struct fst_conn *c, struct fst_hops r,
+			     const struct fault_spec *f, struct model_link *tmp,
+			     struct model_path *p)
 {
 	uint32_t first = 0;
 	for (uint32_t i = 0; i < f->nlinks; i++) {
 		int j;
-		if (!on_path(c, f->link[i], &j) || j < r.lo || j >= r.hi)
+		if (!fst_on_path(c, f->link[i], &j) || j < r.lo || j >= r.hi)
 			continue;
 		if (p->hop[j] != &tmp[j]) {
 			tmp[j] = *p->hop[j];
@@ -161,8 +162,8 @@ static uint32_t degrade_hops(const struct fst_conn *c, struct hops r, const stru
 }
 
 /* A degrade in force at t on link: its parameters replace the hop's, on a copy. */
-void apply_degrades(struct fst_view *v, const struct fst_conn *c, struct hops r, int64_t t,
-		    struct model_link *tmp, struct model_path *p, struct fst_hit *hit)
+void fst_apply_degrades(struct fst_view *v, const struct fst_conn *c, struct fst_hops r, int64_t t,
+			struct model_link *tmp, struct model_path *p, struct fst_hit *hit)
 {
 	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
 	for (uint32_t id = 0; id < n; id++) {
@@ -192,9 +193,9 @@ void apply_degrades(struct fst_view *v, const struct fst_conn *c, struct hops r,
 
 /* The degrades another host found in force on its hops r (a front's mask), applied again here
  * without counting them (that host did). -EPROTO for a bit that names no degrade fault. */
-int apply_degrade_mask(struct fst_view *v, const struct fst_conn *c, struct hops r,
-		       const uint64_t *mask, struct model_link *tmp, struct model_path *p,
-		       struct fst_hit *hit)
+int fst_apply_degrade_mask(struct fst_view *v, const struct fst_conn *c, struct fst_hops r,
+			   const uint64_t *mask, struct model_link *tmp, struct model_path *p,
+			   struct fst_hit *hit)
 {
 	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
 	for (uint32_t id = 0; id < FAULT_MAX; id++) {
@@ -225,8 +226,8 @@ int apply_degrade_mask(struct fst_view *v, const struct fst_conn *c, struct hops
  * behind an earlier delayed one (on a link, or by its connection's FIFO order) does not pay
  * that delay twice.
  */
-void apply_outages(struct fst_view *v, struct fst_conn *c, struct hops r, int64_t t_post,
-		   int64_t own_ns, struct model_msg *out, struct fst_hit *hit, int *fail_hop)
+void fst_apply_outages(struct fst_view *v, struct fst_conn *c, struct fst_hops r, int64_t t_post,
+		       int64_t own_ns, struct model_msg *out, struct fst_hit *hit, int *fail_hop)
 {
 	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
 	const int64_t to = model_timeout_ns(&c->nic);
@@ -332,8 +333,8 @@ void apply_outages(struct fst_view *v, struct fst_conn *c, struct hops r, int64_
 }
 
 /* Triggers the message fires: counted after the check, so the Nth message is not hit itself. */
-void count_triggers(struct fst_view *v, const struct fst_conn *c, struct hops r, int64_t t_post,
-		    uint64_t bytes)
+void fst_count_triggers(struct fst_view *v, const struct fst_conn *c, struct fst_hops r,
+			int64_t t_post, uint64_t bytes)
 {
 	uint32_t n = atomic_load_explicit(&v->shm->nfaults, memory_order_acquire);
 	for (uint32_t id = 0; id < n; id++) {

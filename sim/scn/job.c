@@ -6,7 +6,7 @@
  *
  * Both sections are validated against the finished fabric and resolved,
  * defaults filled in, into JSON texts that the fabric dump carries under
- * "job" and "expect"; the launcher (tools/sf/launch.py) reads them there and
+ * "job" and "expect"; `simfabric run` (tools/sf/recipe.py) reads them there and
  * never parses YAML itself. Errors are "file:line:column: key: reason" like
  * the rest of the loader.
  *

@@ -336,7 +336,7 @@ def host_pairs(path, timeout=5.0):
     from_host.<h>: the receiving end of connections between hosts counts them):
     {sending host: {"n", "late_sum_ns", "late_max_ns"}}; {} on one host alone."""
     out = {}
-    for k, v in request(path, "stats", timeout=timeout):
+    for k, v in _pages(path, "stats", timeout):
         parts = k.split(".")
         if parts[0] == "from_host" and len(parts) == 2:
             out[int(parts[1])] = {a: int(b) for a, b in (kv.split("=") for kv in v.split(","))}

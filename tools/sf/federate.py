@@ -17,14 +17,17 @@ in its future), and each agent turns it into its own clock's reading: epoch - of
 One JSON object per line, each way. Errors: FederationError with one line naming the host and
 what went wrong (a missing host after the timeout, a mismatch, a malformed line).
 """
+import base64
 import hashlib
 import json
+import os
 import select
 import socket
 import threading
 import time
 
 from . import ctl as sfctl
+from .procs import check_summary
 
 DEFAULT_TIMEOUT_S = 120  # for every host's agent to join host 0's
 SAMPLES = 16
@@ -34,6 +37,7 @@ MARGIN_NS = 1000000  # virtual time 0 is a millisecond before host 0 decided it
 LINE_LIMIT = 65536  # a line of the rendezvous, at most
 COUNTERS_LIMIT = 64 << 20  # ... and of a host's counters at the end of the run (NetRelay)
 COUNTERS_WAIT_S = 30  # host 0's agent waits this long for the others' counters
+VERDICT_WAIT_S = 120  # simfabric run: another host's agent waits this long for host 0's checks
 CLOCK_EVERY_S = 60  # host 0's agent measures every host's clock again this often ...
 CLOCK_SAY_NS = 100000  # ... and says so when it moved this much more since it last said
 CLOCK_SAMPLES = 4  # samples of each check (the one with the least round trip is kept)
@@ -464,10 +468,39 @@ def check_counters(doc, host):
     keys = ("from", "to", "n", "late_sum_ns", "late_max_ns")
     if pairs is not None and not (isinstance(pairs, list) and all(
             isinstance(p, dict) and set(p) == set(keys) and
-            all(_int(p[k]) and 0 <= p[k] < BIG for k in keys) and p["to"] == host
-            for p in pairs)):
+            all(_int(p[k]) and 0 <= p[k] < BIG for k in keys) and p["to"] == host and
+            p["from"] != host for p in pairs)):
         raise FederationError("'pairs' is not a list of this host's deliveries by host")
-    return stats, fl, conns, pairs
+    return stats, fl, conns, pairs, check_ranks(doc.get("ranks"))
+
+
+def check_ranks(ranks):
+    """What another host's agent of `simfabric run` says of its ranks (None, or {"procs": [rank
+    summaries], "stacks": text or None, "files": {name: base64}}), or FederationError."""
+    if ranks is None:
+        return None
+    if not isinstance(ranks, dict) or not isinstance(ranks.get("procs"), list):
+        raise FederationError("'ranks' is not an object with a list of procs")
+    try:
+        for d in ranks["procs"]:
+            check_summary(d)
+    except ValueError as e:
+        raise FederationError(str(e))
+    if not isinstance(ranks.get("timed_out", False), bool):
+        raise FederationError("'ranks': 'timed_out' is not true or false")
+    if not isinstance(ranks.get("stacks"), (str, type(None))):
+        raise FederationError("'ranks': 'stacks' is not text")
+    files = ranks.get("files") or {}
+    if not isinstance(files, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and k and k == os.path.basename(k) and
+            not k.startswith(".") and len(k) < 256 for k, v in files.items()):
+        raise FederationError("'ranks': 'files' is not {file name: base64 text}")
+    for k, v in files.items():
+        try:
+            base64.b64decode(v, validate=True)
+        except ValueError:
+            raise FederationError("'ranks': file %.60r is not base64" % k)
+    return ranks
 
 
 class TriggerRelay(threading.Thread):
@@ -586,6 +619,7 @@ class NetRelay(TriggerRelay):
         self.counters = {}  # host 0: host -> its counters at the end of its run (check_counters)
         self.got = threading.Condition()
         self.acked = threading.Event()  # another host: host 0 has its counters
+        self.verdict, self.verdict_got = None, threading.Event()  # ... and host 0's checks
         self.outbox = []  # (message, threading.Event): sent by the relay's thread, the links'
         self.pending = []  # (host, message): read during a clock exchange, handled after it
         for c in self.links.values():  # only user
@@ -601,7 +635,7 @@ class NetRelay(TriggerRelay):
                 self.links.pop(h, None)
                 c.sock.close()
 
-    def send_counters(self, stats, faults, connections, pairs=None, timeout=10.0):
+    def send_counters(self, stats, faults, connections, pairs=None, ranks=None, timeout=10.0):
         """Another host's agent, at the end of its run: its daemon's counters to host 0's
         agent, which merges every host's into its run's stats.json and faults.json. True once
         host 0's agent said it has them (False: not within timeout, or no link left)."""
@@ -610,10 +644,28 @@ class NetRelay(TriggerRelay):
         with self.got:
             self.outbox.append(({"counters": {"host": self.host, "stats": stats,
                                               "faults": faults, "connections": connections,
-                                              "pairs": pairs}}, sent))
+                                              "pairs": pairs, "ranks": ranks}}, sent))
         if not sent.wait(timeout) or not self.links:
             return False
         return self.acked.wait(max(0.0, deadline - time.monotonic()))
+
+    def send_verdict(self, status, report, timeout=10.0):
+        """Host 0's agent of `simfabric run --hosts-from-env`, once it has checked the run: its
+        exit status and report to every other host's agent (each exits with the same). True
+        once sent."""
+        sent = threading.Event()
+        with self.got:
+            self.outbox.append(({"verdict": {"status": status, "report": report}}, sent))
+        return sent.wait(timeout) and bool(self.links)
+
+    def wait_verdict(self, timeout=VERDICT_WAIT_S):
+        """Another host's agent: host 0's {"status", "report"}, or None (not within timeout, or
+        host 0's link gone)."""
+        deadline = time.monotonic() + timeout
+        while not self.verdict_got.wait(0.1):
+            if time.monotonic() >= deadline or not self.links:
+                break
+        return self.verdict
 
     def wait_counters(self, nhosts, timeout=COUNTERS_WAIT_S):
         """Host 0's agent, at the end of its run: {host: (stats, faults, connections)} of the
@@ -730,6 +782,15 @@ class NetRelay(TriggerRelay):
             return  # the answer to a sample given up on
         if "counters_ok" in msg and self.host != 0:
             self.acked.set()
+            return
+        if "verdict" in msg and self.host != 0:
+            v = msg["verdict"]
+            if isinstance(v, dict) and _int(v.get("status")) and 0 <= v["status"] < 256 and \
+                    isinstance(v.get("report"), str):
+                self.verdict = v
+            else:
+                self.say("host 0 sent a verdict that does not parse: %.200r" % (v,))
+            self.verdict_got.set()
             return
         if "counters" in msg and self.host == 0:
             try:

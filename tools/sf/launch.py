@@ -15,6 +15,7 @@ rank gets (GPU, MPS, environment, MPI) is sf.ranks'; processes and their stacks,
 
 Standard library only. Exit statuses of the CLI: see EXIT_*.
 """
+import base64
 import errno
 import json
 import os
@@ -32,7 +33,7 @@ from . import federate
 from .daemon import Daemon, _pdeathsig, private_socket
 from .paths import EXIT_FAIL, EXIT_TIMEOUT, EXIT_USAGE, LaunchError, Paths
 from .paths import TOOLS as HERE
-from .procs import Proc, _killpg, _read, _signame, dump_stacks, free_port
+from .procs import Proc, RemoteProc, _killpg, _read, _signame, dump_stacks, free_port
 from .ranks import (Mps, copy_threads, device_connections, find_mpirun, gpu_ids, gpu_map,
                     libfabric_here, mpi_argv, mpi_env, mpi_flavour, mps_plan, nccl_libdirs,
                     rank_env)
@@ -89,17 +90,41 @@ class LaunchResult:
         self.run_dir, self.procs, self.fabric, self.seconds = run_dir, procs, fabric, seconds
         self.timed_out, self.interrupted, self.notes, self.stacks = (timed_out, interrupted,
                                                                      notes, stacks)
-        failed = [p for p in procs if p.rc not in (0, None) and not p.killed]
-        failed.sort(key=lambda p: p.t_exit or 0)
-        self.first_failure = failed[0] if failed else None
+        self._first_failure()
         self.stats = None
         self.faults = None
         self.connections = None  # sfctl.show's chans at the end: msgs, bytes per connection
         self.series = None  # sfctl.series at the end: every link's bytes over time
         self.series_note = None  # why there is no series.json on a modelled fabric
         self.host_pairs = None  # across hosts: Job.host_pairs() at the end
+        self.remote = {}  # --hosts-from-env, host 0: {host: what its agent said of its ranks}
         self.t_start = None  # CLOCK_MONOTONIC seconds the ranks' clock (t_exit) counts from
         self.counter_files = []  # what write_counters() put into the run directory
+
+    def _first_failure(self):
+        failed = [p for p in self.procs if p.rc not in (0, None) and not p.killed]
+        failed.sort(key=lambda p: p.t_exit or 0)
+        self.first_failure = failed[0] if failed else None
+
+    def add_remote(self):
+        """Host 0 of `simfabric run --hosts-from-env`: the other hosts' ranks (self.remote, what
+        their agents sent) joined to this host's, as RemoteProcs in rank order; their files
+        written into this run directory where it has none of that name (rank 0's results may
+        be another host's), their stacks appended to this host's stack dump."""
+        for h, got in sorted(self.remote.items()):
+            self.procs += [RemoteProc(d, h) for d in got["procs"]]
+            self.timed_out = self.timed_out or bool(got.get("timed_out"))
+            for name, b64 in sorted((got.get("files") or {}).items()):
+                path = os.path.join(self.run_dir, name)
+                if not os.path.exists(path):
+                    with open(path, "wb") as f:
+                        f.write(base64.b64decode(b64))
+            if got.get("stacks"):
+                self.stacks = self.stacks or os.path.join(self.run_dir, "stacks.txt")
+                with open(self.stacks, "a") as f:
+                    f.write("\n# host %d's ranks\n%s" % (h, got["stacks"]))
+        self.procs.sort(key=lambda p: (p.rank if p.rank is not None else -1, p.label))
+        self._first_failure()
 
     @property
     def ok(self):
@@ -480,6 +505,9 @@ class Job:
         self.hosts = []  # local_hosts > 1: the other hosts' daemons (host 1, 2, ...)
         self.daemon = None
         self.relay = None  # a scenario over several hosts: sf.federate's TriggerRelay, NetRelay
+        # --hosts-from-env under `simfabric run`: the files of this host's run directory host 0
+        # needs to check the run (names, name prefixes), sent with the ranks' outcomes
+        self.share = None
         self.links = {}  # --hosts-from-env: the rendezvous's connections, for NetRelay
         self.offsets = {}  # ... and on host 0 each host's clock offset measured there
         self.epoch_ns = None
@@ -724,7 +752,7 @@ class Job:
         """Across hosts: the deliveries at each local host from each other host
         ([{"from", "to", "n", "late_sum_ns", "late_max_ns"}], sf.ctl.host_pairs of every local
         host's daemon), or None on one host."""
-        if not self.socket or not (self.hosts or self.host):
+        if not self.socket or not (self.hosts or (self.host and self.host[1] > 1)):
             return None
         me, out = self.host[0] if self.host else 0, []
         for k, sock in enumerate(self.sockets()):
@@ -782,7 +810,8 @@ class Job:
         daemons', and says which hosts are missing."""
         h, n = self.host[0], self.host[1]
         if h != 0:
-            sent = self.relay.send_counters(lr.stats, lr.faults, lr.connections, lr.host_pairs)
+            sent = self.relay.send_counters(lr.stats, lr.faults, lr.connections, lr.host_pairs,
+                                            self._ranks(lr) if self.share else None)
             self.say("this host's counters %s host 0's agent (its stats.json and faults.json "
                      "have every host's; this run directory's, this host's)" % (
                          "sent to" if sent else "could not be sent to"))
@@ -790,6 +819,7 @@ class Job:
         got = self.relay.wait_counters(n)
         for line in self.relay.clock_summary():
             self.say(line)
+        lr.remote = {k: got[k][4] for k in sorted(got) if got[k][4] is not None}
         hosts = []
         for k in sorted(got):  # each against what is merged so far, so that none cuts another
             why = sfctl.stats_misfit(lr.stats, got[k][0])
@@ -808,6 +838,31 @@ class Job:
             ", ".join(map(str, [0] + hosts)),
             "; host(s) %s sent none within %d s (their run directories have theirs)" % (
                 ", ".join(map(str, missing)), federate.COUNTERS_WAIT_S) if missing else ""))
+
+    SHARE_MAX = 16 << 20  # bytes of files one host sends host 0 at the end of `simfabric run`
+
+    def _ranks(self, lr):
+        """This host's ranks for host 0's checks (`simfabric run --hosts-from-env`): each one's
+        outcome (Proc.summary), the stacks dumped here, and the files of self.share in the run
+        directory (the program's results, flight recorder dumps), SHARE_MAX bytes in all: what
+        is beyond is named in a note, not sent."""
+        names, prefixes = self.share
+        files, left = {}, self.SHARE_MAX
+        for name in sorted(os.listdir(lr.run_dir)):
+            path = os.path.join(lr.run_dir, name)
+            if not (name in names or name.startswith(tuple(prefixes))) or \
+                    not os.path.isfile(path):
+                continue
+            size = os.path.getsize(path)
+            if size > left:
+                self.say("%s (%d bytes) is not sent to host 0: more than %d MiB of files" % (
+                    name, size, self.SHARE_MAX >> 20))
+                continue
+            with open(path, "rb") as f:
+                files[name] = base64.b64encode(f.read()).decode()
+            left -= size
+        return {"procs": [p.summary() for p in lr.procs], "timed_out": bool(lr.timed_out),
+                "stacks": _read(lr.stacks, 1 << 22) if lr.stacks else None, "files": files}
 
     def down(self):
         if self.relay:

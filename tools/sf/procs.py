@@ -160,3 +160,48 @@ class Proc:
     def log_text(self, limit=16000):
         t = _read(self.log_path, 1 << 24)
         return t if len(t) <= limit else "...\n" + t[-limit:]
+
+    def summary(self, limit=16000):
+        """What another host's agent tells host 0 of this rank at the end of a run over several
+        hosts (RemoteProc takes it): its outcome, exit time and the tail of its log."""
+        return {"label": self.label, "rank": self.rank, "node": self.node, "rc": self.rc,
+                "t_exit": self.t_exit, "killed": self.killed, "log": self.log_text(limit),
+                "stdout_tail": bytes(self.stdout_tail[-limit:]).decode("utf-8", "replace")}
+
+
+class RemoteProc(Proc):
+    """A rank another host's agent ran (`simfabric run --hosts-from-env`), as it told host 0
+    (Proc.summary); host 0's checks read it as they read their own ranks. Its exit time counts
+    from that host's start of its ranks, which the rendezvous keeps within a second of host
+    0's."""
+
+    def __init__(self, d, host):
+        super().__init__(d["label"], d["rank"], d["node"], [], {}, None)
+        self.host, self.rc, self.t_exit, self.killed = host, d["rc"], d["t_exit"], d["killed"]
+        self.text = d["log"]
+        self.stdout_tail = bytearray(d["stdout_tail"].encode())
+
+    def log_text(self, limit=16000):
+        t = self.text
+        return t if len(t) <= limit else "...\n" + t[-limit:]
+
+    def to_json(self):
+        return dict(super().to_json(), host=self.host, log="host %d's run directory" % self.host)
+
+    def summary(self, limit=16000):
+        raise TypeError("a remote rank's summary is its host's to give")
+
+
+def check_summary(d):
+    """A rank's summary from another host (Proc.summary's form), or ValueError naming what does
+    not fit."""
+    if not isinstance(d, dict):
+        raise ValueError("a rank's summary is not an object")
+    for k, kinds in (("label", (str,)), ("rank", (int,)), ("node", (str, type(None))),
+                     ("rc", (int, type(None))), ("t_exit", (int, float, type(None))),
+                     ("killed", (int, type(None))), ("log", (str,)), ("stdout_tail", (str,))):
+        if not isinstance(d.get(k), kinds) or isinstance(d.get(k), bool):
+            raise ValueError("a rank's summary: '%s' is %.40r" % (k, d.get(k)))
+    if not 0 <= d["rank"] < 1 << 20:
+        raise ValueError("a rank's summary: rank %d" % d["rank"])
+    return d

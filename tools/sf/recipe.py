@@ -19,8 +19,9 @@ import sys
 import time
 
 from . import model as sfmodel
-from .launch import (Job, Launcher, LaunchResult, dump_scenario, local_hosts_refusal,
-                     write_counters)
+from .launch import (FEDERATE_TIMEOUT_S, Job, Launcher, LaunchResult, dump_scenario,
+                     hosts_from_env, local_hosts_refusal, write_counters)
+from .federate import VERDICT_WAIT_S
 from .paths import (EXIT_CANNOT, EXIT_FAIL, EXIT_PASS, EXIT_USAGE, ROOT, LaunchError, Paths)
 from .paths import TOOLS as HERE
 from .procs import Proc, _read, _signame
@@ -726,13 +727,51 @@ def evaluate(job, expect, lr, fb):
     return checks
 
 
+def shared_files(job, expect):
+    """What host 0 needs of another host's run directory to check a run over several hosts:
+    (file names, name prefixes): the program's results (rank 0's may be on any host) and the
+    flight recorder's dumps."""
+    fr = expect.get("flight_recorder") or {}
+    return ({"harness.json", "nccljob.json", "result.json"},
+            [fr["prefix"]] if fr.get("prefix") else [])
+
+
+def _verdict_of(jb, lr, r):
+    """--hosts-from-env: host 0 sends its checks' outcome to every other host's agent; another
+    host's agent waits for it (federate.VERDICT_WAIT_S) and takes it as its own: a check
+    saying what host 0 found, or that it did not say."""
+    if jb.host[0] == 0:
+        sent = jb.relay.send_verdict(r.status, r.report())
+        jb.say("the checks' outcome %s the other hosts' agents" % (
+            "sent to" if sent else "could not be sent to"))
+        return r.checks
+    v = jb.relay.wait_verdict()
+    if v is None:
+        return [Check("host0", False, "host 0's agent did not say how the run went within %d s "
+                      "(its run directory has the checks)" % VERDICT_WAIT_S)]
+    return [Check("host0", v["status"] == EXIT_PASS,
+                  "host 0 checked every host's ranks: exit %d%s" % (
+                      v["status"], "" if v["status"] == EXIT_PASS else "; its report:\n" +
+                      v["report"]))]
+
+
 def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=False,
                  paths=None, grace=5.0, seed=None, out=None, timeout=None, daemon_args=(),
-                 local_hosts=1):
+                 local_hosts=1, hosts_env=None, rendezvous_timeout=None):
     """Run a scenario's job and check it against its expect:; see the module's text.
     daemon_args: more simfabricd options (--sample-ms). local_hosts: the job's nodes on that
-    many emulated hosts (Job's; the harness then runs one process per rank, --launched)."""
+    many emulated hosts (Job's; the harness then runs one process per rank, --launched).
+    hosts_env: the environment of one agent per host (`simfabric run --hosts-from-env`, as
+    `launch --hosts-from-env`): this host runs its daemon and its block of the ranks, every
+    other host's agent sends its ranks' outcomes and files to host 0's, which checks the whole
+    run and sends every agent its verdict (each exits with it)."""
     paths = paths or Paths()
+    host = hosts_from_env(hosts_env) if hosts_env is not None else None
+    if host and host[1] == 1:
+        host = None  # one host: as without
+    if rendezvous_timeout is not None and not (0 < rendezvous_timeout <= 3600):
+        raise LaunchError("--rendezvous-timeout %g: a number of seconds in (0, 3600]" %
+                          rendezvous_timeout, EXIT_USAGE)
     fb = dump_scenario(path, paths, seed)
     job, expect = fb.get("job"), fb.get("expect") or {"data": "exact"}
     if not job:
@@ -754,17 +793,24 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
         fail_grace = max(fail_grace, 40)
     if (failure or {}).get("survivors"):
         fail_grace = job["timeout_s"]  # the survivors carry on: the job's bound is theirs
-    why = local_hosts_refusal(local_hosts, len(job["nodes"]), path, None, False)
-    if not why and local_hosts > 1 and job["program"] == "harness" and \
+    why = local_hosts_refusal(local_hosts, len(job["nodes"]), path, None, False, host)
+    per_rank = local_hosts > 1 or host is not None  # the harness: one process per rank
+    if not why and per_rank and job["program"] == "harness" and \
             job["tests"] != "all" and "bench" in job["tests"]:
-        why = ("--local-hosts with the harness's bench test: it needs the ranks forked by one "
-               "harness (a shared page), not one process per rank")
+        why = ("%s with the harness's bench test: it needs the ranks forked by one harness (a "
+               "shared page), not one process per rank" % (
+                   "--local-hosts" if local_hosts > 1 else "--hosts-from-env"))
     if why:
         raise LaunchError(why, EXIT_USAGE)
     jb = Job(paths, run_dir, name, path, None, ["-v"] + (["--seed", str(seed)] if seed is not
                                                        None else []) + list(daemon_args),
-             local_hosts=local_hosts)
+             local_hosts=local_hosts, host=host)
+    jb.rendezvous_timeout = rendezvous_timeout or FEDERATE_TIMEOUT_S
+    if host:
+        jb.say("host %d of %d (host 0 at %s): this host's daemon and ranks" % host[:3])
+        jb.share = shared_files(job, expect)
     t0 = time.monotonic()
+    checks = None
     lr = None
     try:
         jb.up()
@@ -776,7 +822,7 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
                       indent=1)
         env = dict(job.get("env") or {})
         env["SIMFABRIC_RESULT"] = os.path.join(jb.run_dir, "result.json")
-        if job["program"] == "harness" and local_hosts > 1:
+        if job["program"] == "harness" and per_rank:
             # one process per rank, each on its node's host (the harness's --launched mode)
             i = argv.index("--nranks")
             argv = argv[:i] + ["--launched"] + argv[i + 2:]
@@ -796,14 +842,16 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
                           jb.notes + L.notes, stacks)
         lr.t_start = L.t_start
         jb.collect(lr)
+        if host:  # host 0 checks every host's ranks, and tells the others
+            lr.add_remote()
+            write_counters(lr, fb)
+            checks = _checks(job, expect, lr, fb) if host[0] == 0 else None
+            checks = _verdict_of(jb, lr, RunResult(path, fb, job, expect, lr, checks or []))
     finally:
         rc = jb.down()
-    write_counters(lr, fb)
-    if lr.interrupted:
-        checks = [Check("ranks", False, "interrupted by %s: torn down" % _signame(
-            lr.interrupted))]
-    else:
-        checks = evaluate(job, expect, lr, fb)
+    if checks is None:
+        write_counters(lr, fb)
+        checks = _checks(job, expect, lr, fb)
     if rc not in (0, None):
         checks.append(Check("daemon", False, "simfabricd exited with status %s (see %s)" % (
             rc, os.path.join(jb.run_dir, "simfabricd.log"))))
@@ -813,6 +861,13 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
     with open(os.path.join(jb.run_dir, "report.txt"), "w") as f:
         f.write(r.report() + "\n")
     return r
+
+
+def _checks(job, expect, lr, fb):
+    if lr.interrupted:
+        return [Check("ranks", False, "interrupted by %s: torn down" % _signame(
+            lr.interrupted))]
+    return evaluate(job, expect, lr, fb)
 
 
 def _bounds(lo, hi):

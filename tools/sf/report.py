@@ -639,7 +639,8 @@ def text_links(run):
     return lines
 
 
-SLOW_PAIR_NS = 20000  # the fidelity monitor's bar: late by this much on average
+SLOW_PAIR_NS = 20000  # the fidelity monitor's bars: late by this much on average ...
+SLOW_PAIR_MIN = 16  # ... over at least this many deliveries
 
 
 def text_host_pairs(run):
@@ -661,7 +662,7 @@ def text_host_pairs(run):
             "host %s -> host %s" % (p.get("from"), p.get("to")), n, mean / 1e3,
             p.get("late_max_ns", 0) / 1e3,
             "  SLOW: the network between these hosts cannot carry the fabric at this speed"
-            if n and mean >= SLOW_PAIR_NS else ""))
+            if n >= SLOW_PAIR_MIN and mean >= SLOW_PAIR_NS else ""))
     return lines
 
 
