@@ -177,14 +177,22 @@ def srun_agents(sf_env, argv_of, hosts=(1, 0), timeout=300):
     host 0 at MASTER_ADDR 127.0.0.1): argv_of(h) for host h; {h: (exit status, output)}."""
     port = sfprocs.free_port()
     procs = {}
-    for h in hosts:
-        env = dict(base_env(None), **sf_env.run_env())
-        env.update(SLURM_NODEID=str(h), SLURM_NNODES="2", MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port))
-        procs[h] = subprocess.Popen(argv_of(h), env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True)
-    outs = {h: p.communicate(timeout=timeout)[0] for h, p in procs.items()}
-    return {h: (p.returncode, outs[h]) for h, p in procs.items()}
+    try:
+        for h in hosts:
+            env = dict(base_env(None), **sf_env.run_env())
+            env.update(SLURM_NODEID=str(h), SLURM_NNODES="2", MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=str(port))
+            procs[h] = subprocess.Popen(argv_of(h), env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + timeout
+        outs = {h: p.communicate(timeout=max(1, deadline - time.monotonic()))[0]
+                for h, p in procs.items()}
+        return {h: (p.returncode, outs[h]) for h, p in procs.items()}
+    finally:
+        for p in procs.values():  # a test that timed out leaves no agent (nor its port) behind
+            if p.poll() is None:
+                p.kill()
+                p.wait()
 
 
 def test_38_08_one_launch_per_host_as_srun_starts_them(sf_env, tmp_path):
@@ -1359,3 +1367,54 @@ def test_38_42_simfabric_run_across_hosts_host_0_checks_every_hosts_ranks(sf_env
     assert out[0][0] == 1 and out[1][0] == 1 and "FAIL" in out[0][1], report
     assert "FAIL host0    host 0 checked every host's ranks: exit 1; its report:" in out[1][1], \
         report
+
+
+def test_38_43_what_another_host_reports_of_its_ranks_is_checked_before_it_is_used(tmp_path):
+    """Host 0 of `simfabric run --hosts-from-env` takes another host's report of its ranks only
+    when it parses (file names without a path, NUL or leading dot; rank summaries whole); it
+    writes only the run's own kinds of file, never over one it has or through a link; another
+    host's exit times are moved onto host 0's start of its ranks; and a host that sent nothing,
+    a rank reported twice or by no one, or a failed daemon fails the run's "hosts" check."""
+    import base64 as b64
+    from sf import federate
+    from sf import launch as sfl
+    from sf import recipe as sfr
+    summary = {"label": "r1", "rank": 1, "node": "node1", "rc": 0, "t_exit": 2.0,
+               "killed": None, "log": "ok\n", "stdout_tail": ""}
+    good = {"procs": [summary], "files": {"harness.json": b64.b64encode(b"{}").decode()},
+            "t_start_ns": 5000000000, "daemon_rc": 0}
+    assert federate.check_ranks(good) is good
+    for bad, says in (({"procs": [dict(summary, rank="1")]}, "'rank' is '1'"),
+                      ({"procs": [], "files": {"../stats.json": "e30="}}, "'files' is not"),
+                      ({"procs": [], "files": {"a\0b": "e30="}}, "'files' is not"),
+                      ({"procs": [], "files": {".hidden": "e30="}}, "'files' is not"),
+                      ({"procs": [], "files": {"result.json": "not base64!"}}, "not base64"),
+                      ({"procs": [], "daemon_rc": "x"}, "'daemon_rc' is 'x'")):
+        with pytest.raises(federate.FederationError, match=re.escape(says)):
+            federate.check_ranks(bad)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "nccljob.json").write_text("mine")
+    os.symlink(str(tmp_path / "elsewhere"), str(run / "result.json"))
+    lr = sfl.LaunchResult(str(run), [], None, 1.0, False, 0, [], None)
+    lr.t_start = 1.5  # CLOCK_MONOTONIC s; this host's epoch 0: its ranks started at 1.5 s
+    lr.remote = {1: dict(good, files={n: b64.b64encode(b"theirs").decode() for n in (
+        "harness.json", "nccljob.json", "result.json", "stats.json")}, withheld=["big.pt"])}
+    lr.add_remote(0, sfr.shared_files({}, {}))
+    assert (run / "harness.json").read_text() == "theirs"  # rank 0's results, another host's
+    assert (run / "nccljob.json").read_text() == "mine" and not (run / "stats.json").exists()
+    assert not os.path.exists(str(tmp_path / "elsewhere"))  # not through the link
+    assert any("'stats.json', which is not a file of this run's" in n for n in lr.notes) and \
+        any("did not send big.pt" in n for n in lr.notes), lr.notes
+    p = lr.procs[0]
+    assert (p.label, p.host, p.t_exit) == ("r1", 1, 5.5), vars(p)  # 2 s after 5 s, not 1.5 s
+    assert lr.output(1) == "ok\n" and lr.ok
+    ok = sfr.host_checks(2, lr, 0)
+    assert not ok[0].ok and "rank(s) 0 reported by no host" in ok[0].detail, ok[0].detail
+    lr.procs.append(sfl.RemoteProc(dict(summary, rank=0, label="r0"), 0))
+    assert sfr.host_checks(2, lr, 0)[0].ok
+    lr.missing_hosts = [2]
+    lr.remote[1]["daemon_rc"] = 139
+    d = sfr.host_checks(3, lr, 0)[0].detail
+    assert "host(s) 2 sent no report of their ranks" in d and \
+        "host 1's simfabricd exited with status 139" in d, d

@@ -20,7 +20,6 @@ what went wrong (a missing host after the timeout, a mismatch, a malformed line)
 import base64
 import hashlib
 import json
-import os
 import select
 import socket
 import threading
@@ -448,10 +447,10 @@ def check_counters(doc, host):
     if not isinstance(doc, dict) or doc.get("host") != host:
         raise FederationError("not host %d's counters" % host)
     st, fl, conns = doc.get("stats"), doc.get("faults"), doc.get("connections")
-    stats = {}
-    if not isinstance(st, dict):
+    stats = {} if st is not None else None
+    if st is not None and not isinstance(st, dict):
         raise FederationError("'stats' is not an object")
-    for k, rec in st.items():
+    for k, rec in (st or {}).items():
         if not (isinstance(k, str) and k.isdigit()) or not isinstance(rec, dict) or not all(
                 _int(v) or (isinstance(v, list) and all(_int(x) for x in v))
                 for v in rec.values()):
@@ -488,12 +487,20 @@ def check_ranks(ranks):
         raise FederationError(str(e))
     if not isinstance(ranks.get("timed_out", False), bool):
         raise FederationError("'ranks': 'timed_out' is not true or false")
+    for k in ("interrupted", "daemon_rc", "t_start_ns"):
+        v = ranks.get(k)
+        if v is not None and not (_int(v) and abs(v) < BIG):
+            raise FederationError("'ranks': '%s' is %.40r" % (k, v))
+    w = ranks.get("withheld") or []
+    if not isinstance(w, list) or not all(isinstance(x, str) and len(x) < 256 for x in w):
+        raise FederationError("'ranks': 'withheld' is not a list of file names")
     if not isinstance(ranks.get("stacks"), (str, type(None))):
         raise FederationError("'ranks': 'stacks' is not text")
     files = ranks.get("files") or {}
     if not isinstance(files, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) and k and k == os.path.basename(k) and
-            not k.startswith(".") and len(k) < 256 for k, v in files.items()):
+            isinstance(k, str) and isinstance(v, str) and k and "/" not in k and
+            "\0" not in k and not k.startswith(".") and len(k.encode("utf-8", "replace")) < 256
+            for k, v in files.items()):
         raise FederationError("'ranks': 'files' is not {file name: base64 text}")
     for k, v in files.items():
         try:
@@ -659,13 +666,17 @@ class NetRelay(TriggerRelay):
         return sent.wait(timeout) and bool(self.links)
 
     def wait_verdict(self, timeout=VERDICT_WAIT_S):
-        """Another host's agent: host 0's {"status", "report"}, or None (not within timeout, or
-        host 0's link gone)."""
+        """Another host's agent: host 0's {"status", "report"}, or None and why not (host 0's
+        agent closed the connection first, or said nothing within timeout)."""
         deadline = time.monotonic() + timeout
         while not self.verdict_got.wait(0.1):
-            if time.monotonic() >= deadline or not self.links:
-                break
-        return self.verdict
+            if not self.links:
+                return None, "host 0's agent closed its connection without a verdict (its " \
+                    "output says why)"
+            if time.monotonic() >= deadline:
+                return None, "host 0's agent said nothing of the run within %d s" % timeout
+        return self.verdict, "host 0 sent a verdict that does not parse" if \
+            self.verdict is None else None
 
     def wait_counters(self, nhosts, timeout=COUNTERS_WAIT_S):
         """Host 0's agent, at the end of its run: {host: (stats, faults, connections)} of the

@@ -98,6 +98,7 @@ class LaunchResult:
         self.series_note = None  # why there is no series.json on a modelled fabric
         self.host_pairs = None  # across hosts: Job.host_pairs() at the end
         self.remote = {}  # --hosts-from-env, host 0: {host: what its agent said of its ranks}
+        self.missing_hosts = []  # ... and the hosts that said nothing (Job.gather)
         self.t_start = None  # CLOCK_MONOTONIC seconds the ranks' clock (t_exit) counts from
         self.counter_files = []  # what write_counters() put into the run directory
 
@@ -106,19 +107,41 @@ class LaunchResult:
         failed.sort(key=lambda p: p.t_exit or 0)
         self.first_failure = failed[0] if failed else None
 
-    def add_remote(self):
+    def add_remote(self, epoch_ns, share):
         """Host 0 of `simfabric run --hosts-from-env`: the other hosts' ranks (self.remote, what
-        their agents sent) joined to this host's, as RemoteProcs in rank order; their files
-        written into this run directory where it has none of that name (rank 0's results may
-        be another host's), their stacks appended to this host's stack dump."""
+        their agents sent) joined to this host's, as RemoteProcs in rank order, their exit times
+        moved onto this host's start of its ranks (both sent in the run's virtual time, epoch_ns
+        being this host's); the files of share (names, prefixes) they sent written into this run
+        directory where it has none of that name (rank 0's results may be another host's; never
+        over a file or through a link), their stacks appended to this host's stack dump."""
+        mine = int(self.t_start * 1e9) - epoch_ns if self.t_start is not None else None
+        names, prefixes = share
         for h, got in sorted(self.remote.items()):
-            self.procs += [RemoteProc(d, h) for d in got["procs"]]
+            theirs = got.get("t_start_ns")
+            shift = (theirs - mine) / 1e9 if mine is not None and theirs is not None else 0.0
+            for d in got["procs"]:
+                p = RemoteProc(d, h)
+                p.t_exit = p.t_exit + shift if p.t_exit is not None else None
+                self.procs.append(p)
             self.timed_out = self.timed_out or bool(got.get("timed_out"))
             for name, b64 in sorted((got.get("files") or {}).items()):
-                path = os.path.join(self.run_dir, name)
-                if not os.path.exists(path):
-                    with open(path, "wb") as f:
-                        f.write(base64.b64decode(b64))
+                if not (name in names or name.startswith(tuple(prefixes))):
+                    self.notes.append("host %d sent %r, which is not a file of this run's: "
+                                      "not written" % (h, name))
+                    continue
+                try:
+                    fd = os.open(os.path.join(self.run_dir, name),
+                                 os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                except FileExistsError:
+                    continue  # this host's own (or a link): kept
+                except (OSError, ValueError) as e:
+                    self.notes.append("host %d's %r: not written: %s" % (h, name, e))
+                    continue
+                with os.fdopen(fd, "wb") as f:
+                    f.write(base64.b64decode(b64))
+            for name in got.get("withheld") or []:
+                self.notes.append("host %d did not send %s: over the size a host's report may "
+                                  "take (its run directory has it)" % (h, name))
             if got.get("stacks"):
                 self.stacks = self.stacks or os.path.join(self.run_dir, "stacks.txt")
                 with open(self.stacks, "a") as f:
@@ -145,8 +168,9 @@ class LaunchResult:
         return [p for p in self.procs if p.rank == r][0]
 
     def output(self, r):
-        """Rank r's whole log (stdout and stderr as they came)."""
-        return _read(self.rank(r).log_path, 1 << 26)
+        """Rank r's whole log (stdout and stderr as they came; another host's rank: the tail
+        its agent sent)."""
+        return self.rank(r).log_text(1 << 26)
 
     def check_ok(self):
         """Assert that every rank exited 0; the failure message carries every log."""
@@ -508,6 +532,7 @@ class Job:
         # --hosts-from-env under `simfabric run`: the files of this host's run directory host 0
         # needs to check the run (names, name prefixes), sent with the ranks' outcomes
         self.share = None
+        self.daemon_rc = None  # stop_daemon()'s
         self.links = {}  # --hosts-from-env: the rendezvous's connections, for NetRelay
         self.offsets = {}  # ... and on host 0 each host's clock offset measured there
         self.epoch_ns = None
@@ -792,22 +817,34 @@ class Job:
                               "with --sample-ms 0)")
             return None, "no series.json: %s" % e
 
-    def collect(self, lr):
-        """The fabric's counters at the end of the run into lr, for write_counters()."""
+    def collect(self, lr, gather=True):
+        """The fabric's counters at the end of the run into lr, for write_counters(); and
+        across real hosts, unless gather is False (`simfabric run` gathers after stopping its
+        daemon), every host's (gather())."""
         lr.stats, lr.faults, lr.connections = self.stats(), self.faults(), self.connections()
         lr.host_pairs = self.host_pairs()
         lr.series, why = self.series()
         if why:
             lr.notes.append(why)
             lr.series_note = why
-        if isinstance(self.relay, federate.NetRelay) and lr.stats is not None:
-            self._gather(lr)
+        if gather and lr.stats is not None:
+            self.gather(lr)
 
-    def _gather(self, lr):
+    def stop_daemon(self):
+        """This host's daemon stopped before the end of the run (`simfabric run` across hosts:
+        its exit status goes into the checks); down() then gives this status."""
+        if self.daemon:
+            self.daemon_rc, self.daemon = self.daemon.stop(), None
+        return self.daemon_rc
+
+    def gather(self, lr):
         """--hosts-from-env: every host's counters in host 0's run directory. The other hosts'
-        agents send theirs to host 0's (each keeps its own host's in its run directory); host
-        0's merges what came within federate.COUNTERS_WAIT_S, as --local-hosts merges its
-        daemons', and says which hosts are missing."""
+        agents send theirs to host 0's (each keeps its own host's in its run directory), with
+        their ranks when self.share says what to send (`simfabric run`: _ranks); host 0's
+        merges what came within federate.COUNTERS_WAIT_S, as --local-hosts merges its
+        daemons', and says which hosts are missing (lr.missing_hosts)."""
+        if not isinstance(self.relay, federate.NetRelay):
+            return
         h, n = self.host[0], self.host[1]
         if h != 0:
             sent = self.relay.send_counters(lr.stats, lr.faults, lr.connections, lr.host_pairs,
@@ -820,8 +857,11 @@ class Job:
         for line in self.relay.clock_summary():
             self.say(line)
         lr.remote = {k: got[k][4] for k in sorted(got) if got[k][4] is not None}
+        lr.missing_hosts = [k for k in range(1, n) if k not in got]
         hosts = []
         for k in sorted(got):  # each against what is merged so far, so that none cuts another
+            if lr.stats is None or got[k][0] is None:
+                continue
             why = sfctl.stats_misfit(lr.stats, got[k][0])
             if why:  # another build's daemon, or a forged line: not summed into this run's
                 self.say("counters: host %d's do not fit those of host(s) %s (%s): left out "
@@ -840,29 +880,44 @@ class Job:
                 ", ".join(map(str, missing)), federate.COUNTERS_WAIT_S) if missing else ""))
 
     SHARE_MAX = 16 << 20  # bytes of files one host sends host 0 at the end of `simfabric run`
+    RANKS_MAX = 40 << 20  # ... and of its whole report, encoded (the line's limit is 64 MiB)
 
     def _ranks(self, lr):
         """This host's ranks for host 0's checks (`simfabric run --hosts-from-env`): each one's
-        outcome (Proc.summary), the stacks dumped here, and the files of self.share in the run
-        directory (the program's results, flight recorder dumps), SHARE_MAX bytes in all: what
-        is beyond is named in a note, not sent."""
+        outcome (Proc.summary: exit, its time on the run's virtual clock, the log's tail), the
+        stacks dumped here, this daemon's exit status, and the files of self.share in the run
+        directory (the program's results, flight recorder dumps): SHARE_MAX bytes of files, the
+        whole under RANKS_MAX encoded; what does not fit is named ("withheld"), largest file
+        first, then the logs' tails are cut short."""
         names, prefixes = self.share
-        files, left = {}, self.SHARE_MAX
+        files, withheld, left = {}, [], self.SHARE_MAX
         for name in sorted(os.listdir(lr.run_dir)):
             path = os.path.join(lr.run_dir, name)
             if not (name in names or name.startswith(tuple(prefixes))) or \
-                    not os.path.isfile(path):
+                    not os.path.isfile(path) or os.path.islink(path):
                 continue
             size = os.path.getsize(path)
             if size > left:
-                self.say("%s (%d bytes) is not sent to host 0: more than %d MiB of files" % (
-                    name, size, self.SHARE_MAX >> 20))
+                withheld.append(name)
                 continue
             with open(path, "rb") as f:
                 files[name] = base64.b64encode(f.read()).decode()
             left -= size
-        return {"procs": [p.summary() for p in lr.procs], "timed_out": bool(lr.timed_out),
-                "stacks": _read(lr.stacks, 1 << 22) if lr.stacks else None, "files": files}
+        t0 = int(lr.t_start * 1e9) - self.epoch_ns if lr.t_start is not None else None
+        out = {"procs": [p.summary(1 << 16) for p in lr.procs], "timed_out": bool(lr.timed_out),
+               "interrupted": lr.interrupted or 0, "daemon_rc": self.daemon_rc,
+               "t_start_ns": t0, "stacks": _read(lr.stacks, 1 << 22) if lr.stacks else None,
+               "files": files, "withheld": withheld}
+        while len(json.dumps(out)) > self.RANKS_MAX and out["files"]:
+            big = max(out["files"], key=lambda k: len(out["files"][k]))
+            del out["files"][big]
+            withheld.append(big)
+        if len(json.dumps(out)) > self.RANKS_MAX:
+            out["procs"] = [p.summary(1 << 10) for p in lr.procs]
+        for name in withheld:
+            self.say("%s is not sent to host 0: over the %d MiB a host's report may take" % (
+                name, self.RANKS_MAX >> 20))
+        return out
 
     def down(self):
         if self.relay:
@@ -871,7 +926,7 @@ class Job:
             self.mps.stop()
         for d in self.hosts:
             d.stop()
-        rc = self.daemon.stop() if self.daemon else None
+        rc = self.daemon.stop() if self.daemon else self.daemon_rc
         return rc
 
 

@@ -158,7 +158,7 @@ class Proc:
                 "cuda_visible_devices": self.env.get("CUDA_VISIBLE_DEVICES")}
 
     def log_text(self, limit=16000):
-        t = _read(self.log_path, 1 << 24)
+        t = _read(self.log_path, max(limit, 1 << 24))
         return t if len(t) <= limit else "...\n" + t[-limit:]
 
     def summary(self, limit=16000):

@@ -21,7 +21,7 @@ import time
 from . import model as sfmodel
 from .launch import (FEDERATE_TIMEOUT_S, Job, Launcher, LaunchResult, dump_scenario,
                      hosts_from_env, local_hosts_refusal, write_counters)
-from .federate import VERDICT_WAIT_S
+from .federate import COUNTERS_WAIT_S
 from .paths import (EXIT_CANNOT, EXIT_FAIL, EXIT_PASS, EXIT_USAGE, ROOT, LaunchError, Paths)
 from .paths import TOOLS as HERE
 from .procs import Proc, _read, _signame
@@ -203,10 +203,18 @@ def where_ranks_were(stacks):
     return out
 
 
+HANG_SKEW_S = 1.0
+
+
 def check_hang(f, lr):
     """expect.failure.hang_s: no rank ended on its own before it; the launcher ended the job
-    then (a timed-out launch of that length), with every rank's stack. (ok, detail)."""
-    early = [p for p in lr.procs if p.rc is not None and not p.killed]
+    then (a timed-out launch of that length), with every rank's stack. A rank of another host
+    (`--hosts-from-env`) that ended within HANG_SKEW_S of the hang's end (on the run's clock)
+    ended with the job: host 0 tears its ranks down then, and a peer of theirs may end by itself
+    before its own host's launcher does. (ok, detail)."""
+    early = [p for p in lr.procs if p.rc is not None and not p.killed and not (
+        getattr(p, "host", None) is not None and p.t_exit is not None and
+        p.t_exit >= f["hang_s"] - HANG_SKEW_S)]
     if early:
         return False, "expected a hang of %g s, but %s" % (f["hang_s"], "; ".join(
             "%s (%s) ended on its own: %s after %.1f s" % (p.label, p.node, p.outcome(),
@@ -454,9 +462,10 @@ def _shown_rows(rows):
 class RunResult:
     """A scenario run: .passed, .checks, .launch (LaunchResult), .report() text, .to_json()."""
 
-    def __init__(self, scenario, fb, job, expect, lr, checks, skipped=None):
+    def __init__(self, scenario, fb, job, expect, lr, checks, skipped=None, verdict=None):
+        """verdict: another host's run across hosts: host 0's exit status, this one's."""
         self.scenario, self.fabric, self.job, self.expect = scenario, fb, job, expect
-        self.launch, self.checks, self.skipped = lr, checks, skipped
+        self.launch, self.checks, self.skipped, self.verdict = lr, checks, skipped, verdict
 
     @property
     def passed(self):
@@ -466,6 +475,8 @@ class RunResult:
     def status(self):
         if self.skipped:
             return EXIT_CANNOT
+        if self.verdict is not None:
+            return self.verdict
         if self.launch is not None and self.launch.interrupted:
             return 128 + self.launch.interrupted
         return EXIT_PASS if self.passed else EXIT_FAIL
@@ -736,23 +747,60 @@ def shared_files(job, expect):
             [fr["prefix"]] if fr.get("prefix") else [])
 
 
-def _verdict_of(jb, lr, r):
+def host_checks(nranks, lr, daemon_rc):
+    """Host 0 of `simfabric run --hosts-from-env`, on top of the expect: checks: every host said
+    how its ranks ended (lr.missing_hosts: none within the counters' wait), every rank was
+    reported once, and no host's daemon failed or agent was interrupted."""
+    checks, bad = [], []
+    if lr.missing_hosts:
+        bad.append("host(s) %s sent no report of their ranks within %d s: their ranks are not "
+                   "checked" % (", ".join(map(str, lr.missing_hosts)), COUNTERS_WAIT_S))
+    seen = [p.rank for p in lr.procs]
+    twice = sorted({r for r in seen if seen.count(r) > 1})
+    none = sorted(set(range(nranks)) - set(seen))
+    if twice:
+        bad.append("rank(s) %s reported by more than one host" % ", ".join(map(str, twice)))
+    if none and not lr.missing_hosts:
+        bad.append("rank(s) %s reported by no host" % ", ".join(map(str, none)))
+    for h, got in sorted(lr.remote.items()):
+        if got.get("interrupted"):
+            bad.append("host %d's agent was interrupted by %s" % (h, _signame(
+                got["interrupted"])))
+        if got.get("daemon_rc") not in (0, None):
+            bad.append("host %d's simfabricd exited with status %s (its run directory has its "
+                       "log)" % (h, got["daemon_rc"]))
+    if daemon_rc not in (0, None):
+        bad.append("simfabricd exited with status %s (see %s)" % (
+            daemon_rc, os.path.join(lr.run_dir, "simfabricd.log")))
+    checks.append(Check("hosts", not bad, "; ".join(bad) or "%d host(s) reported their ranks" % (
+        len(lr.remote) + 1)))
+    return checks
+
+
+def verdict_wait_s(job, fail_grace):
+    """How long another host's agent waits for host 0's verdict after its own ranks ended: host
+    0's may run the job's whole time and its grace longer, then wait for the counters."""
+    return job["timeout_s"] + fail_grace + COUNTERS_WAIT_S + 60
+
+
+def _verdict_of(jb, r, wait_s):
     """--hosts-from-env: host 0 sends its checks' outcome to every other host's agent; another
-    host's agent waits for it (federate.VERDICT_WAIT_S) and takes it as its own: a check
-    saying what host 0 found, or that it did not say."""
+    host's agent waits for it (wait_s) and takes it as its own, status and all (RunResult's
+    verdict): (checks, status)."""
     if jb.host[0] == 0:
         sent = jb.relay.send_verdict(r.status, r.report())
         jb.say("the checks' outcome %s the other hosts' agents" % (
             "sent to" if sent else "could not be sent to"))
-        return r.checks
-    v = jb.relay.wait_verdict()
+        return r.checks, None
+    if r.launch is not None and r.launch.interrupted:  # this host's own Ctrl-C: no waiting
+        return r.checks, None
+    v, why = jb.relay.wait_verdict(wait_s)
     if v is None:
-        return [Check("host0", False, "host 0's agent did not say how the run went within %d s "
-                      "(its run directory has the checks)" % VERDICT_WAIT_S)]
+        return [Check("host0", False, why + " (host 0's run directory has the checks)")], None
     return [Check("host0", v["status"] == EXIT_PASS,
                   "host 0 checked every host's ranks: exit %d%s" % (
                       v["status"], "" if v["status"] == EXIT_PASS else "; its report:\n" +
-                      v["report"]))]
+                      v["report"]))], v["status"]
 
 
 def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=False,
@@ -810,7 +858,7 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
         jb.say("host %d of %d (host 0 at %s): this host's daemon and ranks" % host[:3])
         jb.share = shared_files(job, expect)
     t0 = time.monotonic()
-    checks = None
+    checks, status = None, None
     lr = None
     try:
         jb.up()
@@ -841,21 +889,30 @@ def run_scenario(path, run_dir=None, echo=True, progress=None, handle_signals=Fa
         lr = LaunchResult(jb.run_dir, procs, fb, time.monotonic() - t0, timed_out, interrupted,
                           jb.notes + L.notes, stacks)
         lr.t_start = L.t_start
-        jb.collect(lr)
+        jb.collect(lr, gather=not host)
         if host:  # host 0 checks every host's ranks, and tells the others
-            lr.add_remote()
+            rc = jb.stop_daemon()  # its exit status goes with the ranks
+            jb.gather(lr)
+            lr.add_remote(jb.epoch_ns, jb.share)
             write_counters(lr, fb)
-            checks = _checks(job, expect, lr, fb) if host[0] == 0 else None
-            checks = _verdict_of(jb, lr, RunResult(path, fb, job, expect, lr, checks or []))
+            if host[0] == 0:
+                checks = _checks(job, expect, lr, fb) + host_checks(job["ranks"], lr, rc)
+            checks, status = _verdict_of(jb, RunResult(path, fb, job, expect, lr, checks or []),
+                                         verdict_wait_s(job, fail_grace))
+    except BaseException as e:
+        if host and host[0] == 0 and jb.relay is not None and checks is None:
+            jb.relay.send_verdict(EXIT_FAIL, "host 0's agent failed: %s: %s" % (
+                type(e).__name__, e))  # the others' waits end now, saying so
+        raise
     finally:
         rc = jb.down()
     if checks is None:
         write_counters(lr, fb)
         checks = _checks(job, expect, lr, fb)
-    if rc not in (0, None):
+    if rc not in (0, None) and not host:  # (across hosts: in host_checks, host 0's)
         checks.append(Check("daemon", False, "simfabricd exited with status %s (see %s)" % (
             rc, os.path.join(jb.run_dir, "simfabricd.log"))))
-    r = RunResult(path, fb, job, expect, lr, checks)
+    r = RunResult(path, fb, job, expect, lr, checks, verdict=status)
     with open(os.path.join(jb.run_dir, "report.json"), "w") as f:
         json.dump(r.to_json(), f, indent=1)
     with open(os.path.join(jb.run_dir, "report.txt"), "w") as f:
