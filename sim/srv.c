@@ -298,6 +298,11 @@ int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv 
 			rc = hosts_trigger_check(s->scn, err, errlen);
 		if (!rc && cfg->hosts > 1)
 			fabmon_set_host(s->mon, cfg->host_rank);
+		if (!rc && cfg->hosts > FST_MAX_HOSTS)
+			log_warn("--hosts %d: the late deliveries per pair of hosts count hosts 0 "
+				 "to %d "
+				 "only (the others' are counted on their links)",
+				 cfg->hosts, FST_MAX_HOSTS - 1);
 		if (rc) {
 			fabmon_free(s->mon);
 			s->mon = NULL;
