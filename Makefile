@@ -71,7 +71,8 @@ units: $(UNITS)
 carry: $(B)/lib/fabric/.carried
 $(B)/lib/fabric/.carried: tools/scripts/carry-libfabric.sh
 	$(Q)tools/scripts/carry-libfabric.sh $(B)/lib/fabric
-	@mkdir -p $(dir $@) && touch $@
+	@# stamped only once carried: a build made before libfabric was installed carries it next time
+	@if [ -e $(B)/lib/fabric/libfabric.so.1 ]; then touch $@; fi
 
 # Before compiling anything: is what the build needs here? If not, say which Debian packages to
 # install (tools/scripts/deps.sh --build) instead of failing on a missing header.
