@@ -231,7 +231,8 @@ def test_38_08_one_launch_per_host_as_srun_starts_them(sf_env, tmp_path):
     ({"GROUP_RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "9"}, [],
      "--hosts-from-env: 3 hosts for 2 node(s)"),
     ({"GROUP_RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "9"},
-     ["--mpi"], "--hosts-from-env with --mpi: not yet"),
+     ["--socket", "/nonexistent.sock"],
+     "--hosts-from-env with --socket: each host's agent starts its own daemon"),
 ])
 def test_38_09_hosts_from_env_errors_name_the_variable(sf_env, env, args, says):
     e = {k: v for k, v in base_env(None, **sf_env.run_env()).items()
@@ -1106,15 +1107,20 @@ def test_38_36_mpi_ranks_across_two_local_hosts(sf_env, tmp_path):
     with open(str(run / "stats.json")) as f:
         links = json.load(f)["links"]
     assert all(l["msgs"] > 0 for l in links) and sum(l["early"] for l in links) == 0, links
+    assert e["FI_TCP_IFACE"] == "lo", e  # libfabric between the hosts, on loopback
     # the wrapper, by hand: rank 3 (node3) is host 1's
+    import socket
+    socks = [str(tmp_path / x) for x in ("a.sock", "b.sock")]
+    for path in socks:
+        socket.socket(socket.AF_UNIX).bind(path)
     w = subprocess.run(["sh", "-c", sfranks.MPI_WRAPPER, "w", "sh", "-c",
-                        "echo $SIMFABRIC_HOST $SIMFABRIC_SOCKET $FI_TCP_IFACE"],
+                        "echo $SIMFABRIC_HOST $SIMFABRIC_SOCKET"],
                        env={"PATH": os.environ["PATH"], "OMPI_COMM_WORLD_RANK": "3",
                             "SIMFABRIC_MPI_NODES": "n0 n1 n2 n3", "SIMFABRIC_MPI_GPN": "1",
                             "SIMFABRIC_MPI_HOSTS": "0 0 1 1",
-                            "SIMFABRIC_MPI_SOCKETS": "/a/ctl.sock /b/ctl.sock"},
+                            "SIMFABRIC_MPI_SOCKETS": " ".join(socks)},
                        capture_output=True, text=True, timeout=30)
-    assert w.stdout.split() == ["1", "/b/ctl.sock", "lo"], (w.stdout, w.stderr)
+    assert w.stdout.split() == ["1", socks[1]], (w.stdout, w.stderr)
 
 
 def test_38_37_host_0_measures_every_hosts_clock_again_and_says_when_it_moved(tmp_path):
@@ -1418,3 +1424,137 @@ def test_38_43_what_another_host_reports_of_its_ranks_is_checked_before_it_is_us
     d = sfr.host_checks(3, lr, 0)[0].detail
     assert "host(s) 2 sent no report of their ranks" in d and \
         "host 1's simfabricd exited with status 139" in d, d
+
+
+def mpi_agents(sf_env, tmp_path, cmd, scenario=None, extra=()):
+    """`launch --mpi --hosts-from-env` as srun starts one agent per host (srun_agents), host
+    0's mpirun the stand-in of test_29 (it logs its argv and environment to mpi.json)."""
+    from test_29_launch_flags import FAKE_MPIRUN
+    fake = tmp_path / "mpirun"
+    fake.write_text(FAKE_MPIRUN)
+    fake.chmod(0o755)
+
+    def argv(h):
+        return ["env", "SIMFABRIC_MPIRUN=%s" % fake, "FAKE_MPI_LOG=%s" % (tmp_path / "mpi.json"),
+                sf_env.cli, "launch", "--mpi", "--hosts-from-env", "--nodes", "4",
+                "--run-dir", str(tmp_path / ("host%d" % h)), "--timeout", "120"] + (
+                    ["--scenario", scenario] if scenario else []) + list(extra) + ["--"] + cmd
+    out = srun_agents(sf_env, argv, timeout=240)
+    return out, "\n".join("--- host %d: exit %s ---\n%s" % (h, rc, o)
+                          for h, (rc, o) in sorted(out.items()))
+
+
+def test_38_44_mpi_program_across_hosts_from_env(sf_env, tmp_path):
+    """`launch --mpi --hosts-from-env`, two agents as srun starts them, on a modelled fabric:
+    host 1's agent starts its daemon and tells host 0's where it is; host 0's mpirun starts
+    all four ranks, the wrapper giving nodes 2 and 3 host 1 and host 1's daemon; the harness
+    is exact across the two hosts, each daemon reserving its own links; host 1's agent keeps
+    its daemon up until host 0 says mpirun ended, then sends its counters and exits with
+    mpirun's status."""
+    scn = tmp_path / "two-leaves.yaml"
+    scn.write_text(TWO_LEAVES)
+    out, report = mpi_agents(sf_env, tmp_path, [
+        sf_env.harness, "--launched", "--plugin", sf_env.plugin, "--tests",
+        "sizes,allreduce,alltoall", "--max-bytes", "1M", "--timeout", "60"], str(scn))
+    assert out[0][0] == 0 and out[1][0] == 0, report
+    assert "harness: 3 tests, 0 failed" in out[0][1], report
+    assert "--mpi across 2 hosts: mpirun on host 0 starts all 4 ranks (host 0 " in out[0][1] \
+        and "one host name: all on this machine" in out[0][1], report
+    assert "this host's daemon and ranks, started by host 0's mpirun" in out[1][1] and \
+        "this host's ranks are host 0's mpirun's, which exited 0" in out[1][1], report
+    e = json.loads((tmp_path / "mpi.json").read_text())
+    env = e["env"]
+    assert env["SIMFABRIC_MPI_HOSTS"] == "0 0 1 1" and env["FI_TCP_IFACE"] == "lo", env
+    socks = env["SIMFABRIC_MPI_SOCKETS"].split()
+    assert len(socks) == 2 and socks[0] != socks[1] and env["SIMFABRIC_MPI_MPS"] == "- -", env
+    assert "--host" not in e["argv"], e["argv"]  # one machine: no placement to ask for
+    links = {}
+    for h in (0, 1):
+        with open(str(tmp_path / ("host%d" % h) / "stats.json")) as f:
+            links[h] = {l["from"] + " -> " + l["to"]: l for l in json.load(f)["links"]}
+    # host 1 reserved its own hops (its nodes' uplinks, leaf1's side); host 0 has both hosts'
+    assert links[1]["node2/0 -> leaf1"]["msgs"] > 0 and \
+        links[1]["node0/0 -> leaf0"]["msgs"] == 0, links[1]
+    assert all(l["msgs"] > 0 for l in links[0].values()) and \
+        sum(l["early"] for l in links[0].values()) == 0, links[0]
+    assert "stats.json and faults.json: the counters of host(s) 0, 1" in out[0][1], report
+
+
+def test_38_45_mpi_across_hosts_fails_on_every_host_with_mpiruns_status(sf_env, tmp_path):
+    """The ideal fabric (the agents meet all the same: host 0 needs host 1's daemon): a rank
+    that exits 3 makes mpirun exit 3, and both agents exit 3; a rank placed on a machine
+    without its host's daemon is named by the wrapper."""
+    out, report = mpi_agents(sf_env, tmp_path, ["sh", "-c", "echo rank $RANK on host "
+                                                "$SIMFABRIC_HOST; [ $RANK != 2 ] || exit 3"])
+    assert out[0][0] == 3 and out[1][0] == 3, report
+    assert "rank 2 on host 1" in out[0][1] and "rank 1 on host 0" in out[0][1], report
+    assert "this host's ranks are host 0's mpirun's, which exited 3" in out[1][1], report
+    assert "scenario (the ideal fabric) (hash" in out[0][1], report
+    # the wrapper, by hand: rank 3 is host 1's, whose daemon is not at that path here
+    w = subprocess.run(["sh", "-c", sfranks.MPI_WRAPPER, "w", "true"],
+                       env={"PATH": os.environ["PATH"], "OMPI_COMM_WORLD_RANK": "3",
+                            "SIMFABRIC_MPI_NODES": "n0 n1 n2 n3", "SIMFABRIC_MPI_GPN": "1",
+                            "SIMFABRIC_MPI_HOSTS": "0 0 1 1",
+                            "SIMFABRIC_MPI_SOCKETS": "%s %s" % (tmp_path / "a.sock",
+                                                                tmp_path / "b.sock")},
+                       capture_output=True, text=True, timeout=30)
+    assert w.returncode == 127 and "MPI rank 3 (node n3) is host 1's, whose daemon's socket " \
+        "%s is not on this machine" % (tmp_path / "b.sock") in w.stderr, w.stderr
+
+
+def test_38_46_mpi_across_hosts_places_blocks_and_checks_what_hosts_say(tmp_path):
+    """Host 0's mpirun across real hosts: --host with each host's block of ranks (Open MPI;
+    the user's own --host is kept); a placement that is not in blocks of rank order, or two
+    hosts of one name, refused with the reason; what another agent says of its daemon and MPS
+    checked before it goes into the wrapper's lists."""
+    from sf import launch as sfl
+    from sf import federate
+    from test_29_launch_flags import FAKE_MPIRUN
+    fake = tmp_path / "mpirun"
+    fake.write_text(FAKE_MPIRUN)
+    fake.chmod(0o755)
+    job = sfl.Job(run_dir=str(tmp_path / "run"), host=(0, 3, "10.0.0.1", 29502))
+    job.socket = "/run/h0/ctl.sock"
+    job.elsewhere = {1: {"name": "gpu-b", "socket": "/run/h1/ctl.sock", "mps": "/run/h1/mps"},
+                     2: {"name": "gpu-c", "socket": "/run/h2/ctl.sock", "mps": None}}
+    socks, mps, extra = job._mpi_hosts([0, 0, 1, 1, 1, 2], 2, str(fake), ["-v"])
+    assert socks == ["/run/h0/ctl.sock", "/run/h1/ctl.sock", "/run/h2/ctl.sock"] and \
+        mps == [None, "/run/h1/mps", None], (socks, mps)
+    import socket as so
+    assert extra == ["--host", "%s:4,gpu-b:6,gpu-c:2" % so.gethostname(), "-v"], extra
+    assert sfranks.mpi_env(["a", "b"], 1, [], [0, 1], socks[:2], mps[:2])[
+        "SIMFABRIC_MPI_MPS"] == "- /run/h1/mps"
+    assert job._mpi_hosts([0, 1, 2], 1, str(fake), ["--host", "x,y,z"])[2] == [
+        "--host", "x,y,z"]
+    with pytest.raises(sfl.LaunchError, match=re.escape(
+            "node 2 is host 0's after a node of host 1: one mpirun places ranks host by host")):
+        job._mpi_hosts([0, 1, 0, 2], 1, str(fake), [])
+    job.elsewhere[2]["name"] = "gpu-b"
+    with pytest.raises(sfl.LaunchError, match=re.escape(
+            "hosts 1, 2 have one host name (gpu-b): mpirun cannot tell them apart")):
+        job._mpi_hosts([0, 1, 2], 1, str(fake), [])
+    good = {"host": 1, "name": "gpu-b", "socket": "/r/ctl.sock", "mps": None}
+    assert federate.check_ready(good, 1) == {"name": "gpu-b", "socket": "/r/ctl.sock",
+                                             "mps": None}
+    for bad, says in ((dict(good, host=2), "host 1 sent where its daemon is for another host"),
+                      (dict(good, name="a b"), "its host name 'a b' is not one mpirun can take"),
+                      (dict(good, name=7), "its host name 7"),
+                      (dict(good, socket="r/ctl.sock"), "its daemon's socket 'r/ctl.sock' is "
+                       "not an absolute path"),
+                      (dict(good, socket=None), "its daemon's socket None"),
+                      (dict(good, mps="/a b"), "its MPS pipe directory '/a b' is not"),
+                      ("x", "for another host: 'x'")):
+        with pytest.raises(federate.FederationError, match=re.escape(says)):
+            federate.check_ready(bad, 1)
+    # another host's agent waits on host 0's word: its status, a word that does not parse, or
+    # the connection gone without one
+    said = []
+    r = federate.NetRelay("/nonexistent.sock", 1, {}, said.append)
+    assert r.mpi_ended() == (None, "host 0's agent closed its connection before its mpirun "
+                             "ended (its output says why)")
+    r._handle(0, None, {"end": {"status": 256}})
+    assert r.mpi_ended() == (None, "host 0 sent an end of the MPI job that does not parse") \
+        and "does not parse: {'status': 256}" in said[0], said
+    r.end_got.clear()
+    r._handle(0, None, {"end": {"status": 5}})
+    assert r.mpi_ended() == (5, None)

@@ -20,6 +20,7 @@ what went wrong (a missing host after the timeout, a mismatch, a malformed line)
 import base64
 import hashlib
 import json
+import re
 import select
 import socket
 import threading
@@ -473,6 +474,30 @@ def check_counters(doc, host):
     return stats, fl, conns, pairs, check_ranks(doc.get("ranks"))
 
 
+HOSTNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}\Z")
+
+
+def check_ready(doc, host):
+    """What another host's agent of `launch --hosts-from-env --mpi` says of itself (NetRelay.
+    send_ready) as {"name", "socket", "mps"}, or FederationError naming what is wrong: the
+    paths go into the MPI wrapper's word lists and the host name into mpirun's --host."""
+    who = "host %d" % host
+    if not isinstance(doc, dict) or doc.get("host") != host:
+        raise FederationError("%s sent where its daemon is for another host: %.200r" % (
+            who, doc))
+    name, sock, mps = doc.get("name"), doc.get("socket"), doc.get("mps")
+    if not isinstance(name, str) or not HOSTNAME.match(name):
+        raise FederationError("%s: its host name %.200r is not one mpirun can take" % (who, name))
+    for what, path in (("its daemon's socket", sock), ("its MPS pipe directory", mps)):
+        if path is None and what != "its daemon's socket":
+            continue
+        if not isinstance(path, str) or not path.startswith("/") or len(path) > 4096 or \
+                any(c.isspace() for c in path):
+            raise FederationError("%s: %s %.200r is not an absolute path without spaces "
+                                  "(the MPI wrapper's lists cannot carry it)" % (who, what, path))
+    return {"name": name, "socket": sock, "mps": mps}
+
+
 def check_ranks(ranks):
     """What another host's agent of `simfabric run` says of its ranks (None, or {"procs": [rank
     summaries], "stacks": text or None, "files": {name: base64}}), or FederationError."""
@@ -611,7 +636,9 @@ class NetRelay(TriggerRelay):
     clock again ("clock": the host takes CLOCK_SAMPLES samples as at the rendezvous, host 0
     answering each at once while it waits, and sends back "clock_offset"); at the end of the
     run each other host sends its daemon's counters ("counters"), which host 0 acknowledges
-    ("counters_ok") before either side closes."""
+    ("counters_ok") before either side closes. With --mpi, where host 0's mpirun starts every
+    host's ranks: each other host says where its daemon and MPS are ("ready"), and host 0 says
+    when mpirun ended, with its status ("end")."""
 
     def __init__(self, sock, host, links, say, offsets=None):
         super().__init__([sock], say)
@@ -627,6 +654,10 @@ class NetRelay(TriggerRelay):
         self.got = threading.Condition()
         self.acked = threading.Event()  # another host: host 0 has its counters
         self.verdict, self.verdict_got = None, threading.Event()  # ... and host 0's checks
+        # --mpi across hosts: each other host's daemon and MPS (host 0: host -> ready() or the
+        # FederationError of what it sent), and host 0's mpirun's end (another host: its status)
+        self.ready = {}
+        self.end, self.end_got = None, threading.Event()
         self.outbox = []  # (message, threading.Event): sent by the relay's thread, the links'
         self.pending = []  # (host, message): read during a clock exchange, handled after it
         for c in self.links.values():  # only user
@@ -677,6 +708,56 @@ class NetRelay(TriggerRelay):
                 return None, "host 0's agent said nothing of the run within %d s" % timeout
         return self.verdict, "host 0 sent a verdict that does not parse" if \
             self.verdict is None else None
+
+    def send_ready(self, info, timeout=10.0):
+        """Another host's agent of `launch --hosts-from-env --mpi`, its daemon up: where it
+        is ({"name": host name, "socket": the daemon's, "mps": MPS's pipe directory or None}),
+        for host 0's mpirun, which starts every rank. True once sent."""
+        sent = threading.Event()
+        with self.got:
+            self.outbox.append(({"ready": dict(info, host=self.host)}, sent))
+        return sent.wait(timeout) and bool(self.links)
+
+    def wait_ready(self, nhosts, timeout):
+        """Host 0's agent of `launch --hosts-from-env --mpi`: {host: ready()} of every other
+        host, or FederationError naming the hosts that said nothing within timeout, or what
+        one sent that does not parse."""
+        deadline = time.monotonic() + timeout
+        with self.got:
+            while len(self.ready) < nhosts - 1:
+                left = deadline - time.monotonic()
+                gone = [h for h in range(1, nhosts) if h not in self.ready and
+                        h not in self.links]
+                if left <= 0 or gone:
+                    missing = gone or [h for h in range(1, nhosts) if h not in self.ready]
+                    raise FederationError(
+                        "--mpi: host(s) %s did not say where their daemon is %s" % (
+                            ", ".join(map(str, missing)), "(their agent closed its connection: "
+                            "its output says why)" if gone else "within %.0f s" % timeout))
+                self.got.wait(min(left, 0.1))
+            bad = [v for v in self.ready.values() if isinstance(v, FederationError)]
+            if bad:
+                raise bad[0]
+            return dict(self.ready)
+
+    def send_end(self, status, timeout=10.0):
+        """Host 0's agent of `launch --hosts-from-env --mpi`: mpirun has ended with status;
+        the other agents, whose ranks it started, end their wait with it. True once sent."""
+        sent = threading.Event()
+        with self.got:
+            self.outbox.append(({"end": {"status": status}}, sent))
+        return sent.wait(timeout) and bool(self.links)
+
+    def mpi_ended(self):
+        """Another host's agent of `launch --hosts-from-env --mpi`: (host 0's mpirun's exit
+        status, None), (None, why there is none), or None while the MPI job runs."""
+        if self.end_got.is_set():
+            return (self.end, None) if self.end is not None else (
+                None, "host 0 sent an end of the MPI job that does not parse")
+        if not self.links:
+            return None, "host 0's agent closed its connection before its mpirun ended (its " \
+                "output says why)"
+        return None
 
     def wait_counters(self, nhosts, timeout=COUNTERS_WAIT_S):
         """Host 0's agent, at the end of its run: {host: (stats, faults, connections)} of the
@@ -791,6 +872,23 @@ class NetRelay(TriggerRelay):
             return
         if "t2" in msg and self.host != 0:
             return  # the answer to a sample given up on
+        if "end" in msg and self.host != 0:
+            v = msg["end"]
+            if isinstance(v, dict) and _int(v.get("status")) and 0 <= v["status"] < 256:
+                self.end = v["status"]
+            else:
+                self.say("host 0 sent an end of the MPI job that does not parse: %.200r" % (v,))
+            self.end_got.set()
+            return
+        if "ready" in msg and self.host == 0:
+            try:
+                got = check_ready(msg["ready"], h)
+            except FederationError as e:
+                got = e
+            with self.got:
+                self.ready[h] = got
+                self.got.notify_all()
+            return
         if "counters_ok" in msg and self.host != 0:
             self.acked.set()
             return

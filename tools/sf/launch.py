@@ -23,6 +23,7 @@ import re
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -35,8 +36,8 @@ from .paths import EXIT_FAIL, EXIT_TIMEOUT, EXIT_USAGE, LaunchError, Paths
 from .paths import TOOLS as HERE
 from .procs import Proc, RemoteProc, _killpg, _read, _signame, dump_stacks, free_port
 from .ranks import (Mps, copy_threads, device_connections, find_mpirun, gpu_ids, gpu_map,
-                    libfabric_here, mpi_argv, mpi_env, mpi_flavour, mps_plan, nccl_libdirs,
-                    rank_env)
+                    libfabric_here, mpi_argv, mpi_env, mpi_flavour, mpi_host_arg, mps_plan,
+                    nccl_libdirs, rank_env)
 
 PYHOOK = os.path.join(HERE, "sfpyhook")  # sitecustomize: faulthandler on SIGUSR1 for Python ranks
 
@@ -101,6 +102,9 @@ class LaunchResult:
         self.missing_hosts = []  # ... and the hosts that said nothing (Job.gather)
         self.t_start = None  # CLOCK_MONOTONIC seconds the ranks' clock (t_exit) counts from
         self.counter_files = []  # what write_counters() put into the run directory
+        # another host of --hosts-from-env --mpi: (host 0's mpirun's exit status, None), or
+        # (None, why there is none)
+        self.elsewhere = None
 
     def _first_failure(self):
         failed = [p for p in self.procs if p.rc not in (0, None) and not p.killed]
@@ -151,7 +155,8 @@ class LaunchResult:
 
     @property
     def ok(self):
-        return all(p.rc == 0 for p in self.procs) and not self.timed_out
+        return all(p.rc == 0 for p in self.procs) and not self.timed_out and \
+            self.elsewhere in (None, (0, None))
 
     @property
     def status(self):
@@ -162,6 +167,8 @@ class LaunchResult:
         if self.first_failure:
             rc = self.first_failure.rc
             return rc if rc > 0 else 128 - rc
+        if self.elsewhere and self.elsewhere[0] is not None:
+            return self.elsewhere[0]  # the same status on every host
         return 0 if self.ok else EXIT_FAIL
 
     def rank(self, r):
@@ -198,6 +205,8 @@ class LaunchResult:
             "\n  %s" % self.series_note if self.series_note else "")
 
     def summary(self):
+        if self.elsewhere and not self.procs:
+            return "  (this host's ranks ran under host 0's mpirun: host 0's output has theirs)"
         lines = []
         for p in self.procs:
             lines.append("  %-8s %-14s %-36s %s" % (
@@ -419,6 +428,37 @@ class Launcher:
                 signal.signal(s, h)
         return timed_out, self._signal, stacks
 
+    def stand_by(self, ended):
+        """Another host of `launch --hosts-from-env --mpi`, whose ranks host 0's mpirun starts:
+        keeps this host's daemon up until ended() gives host 0's word ((status, why): why when
+        there is none), a signal (with handle_signals) or the timeout (which then is host 0's
+        job timeout and grace, and STAND_BY_MARGIN_S for its word to come). Returns run()'s
+        triple and the word."""
+        old = {}
+        if self.handle_signals:
+            for s in (signal.SIGINT, signal.SIGTERM):
+                old[s] = signal.signal(s, self._on_signal)
+        self.t_start = time.monotonic()
+        deadline = self.t_start + self.timeout + self.grace + STAND_BY_MARGIN_S \
+            if self.timeout else None
+        try:
+            while True:
+                word = ended()
+                if word is not None:
+                    return (False, None, None), word
+                if self._signal:
+                    self.say("interrupted (%s): this host's daemon stops; host 0's mpirun "
+                             "still runs this host's ranks" % _signame(self._signal))
+                    return (False, self._signal, None), None
+                if deadline and time.monotonic() >= deadline:
+                    self.say("timeout: host 0's agent did not say that its mpirun ended within "
+                             "%.0f s" % (deadline - self.t_start))
+                    return (True, None, None), None
+                time.sleep(0.05)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+
     def _progress(self, procs, t, sock):
         done = [p for p in procs if p.rc is not None]
         moved = ""
@@ -476,6 +516,8 @@ HOST_VARS = (("GROUP_RANK", "WORLD_SIZE"),               # torchrun, --nproc-per
              ("PMIX_RANK", "PMIX_SIZE"),
              ("RANK", "WORLD_SIZE"))                     # a Kubeflow PyTorchJob's pod
 FEDERATE_TIMEOUT_S = federate.DEFAULT_TIMEOUT_S
+STAND_BY_MARGIN_S = 60  # another host of --mpi across hosts: host 0's word may come this late
+IDEAL_TEXT = '{"kind": "ideal"}\n'  # what --hosts-from-env --mpi compares on the ideal fabric
 JOB_PORT_OFFSET = 2  # the job's own rendezvous: MASTER_PORT + 2 (+0: torchrun's store; +1: the
                      # daemons', section 2)
 
@@ -537,7 +579,11 @@ class Job:
         self.offsets = {}  # ... and on host 0 each host's clock offset measured there
         self.epoch_ns = None
         self.rendezvous_timeout = FEDERATE_TIMEOUT_S
-        self.mps = None
+        # --hosts-from-env --mpi: host 0's mpirun starts every host's ranks; host 0 learns from
+        # each other host's agent where its daemon and MPS are (NetRelay.wait_ready)
+        self.mpi = False
+        self.elsewhere = {}
+        self.mps, self.mps_planned = None, False
         self.fabric = None
         self.notes = []
         self._say = say
@@ -561,8 +607,8 @@ class Job:
             if self.scenario and self.local_hosts > 1:
                 # one virtual time for all: the daemons share this machine's clock
                 self.epoch_ns = time.monotonic_ns()
-            if self.scenario and self.host and self.host[1] > 1:
-                self._federate()
+            if self.host and self.host[1] > 1 and (self.scenario or self.mpi):
+                self._federate()  # (--mpi on the ideal fabric too: host 0 starts every rank)
             self.daemon = start_daemon(self.paths, self.run_dir, self.scenario,
                                        self.daemon_args + self._host_args(
                                            self.host[0] if self.host else 0))
@@ -597,7 +643,8 @@ class Job:
             seed = self.daemon_args[self.daemon_args.index("--seed") + 1]
         port = job_port - JOB_PORT_OFFSET + 1
         try:
-            text = dump_scenario(self.scenario, self.paths, seed, hosts=n, text=True)
+            text = dump_scenario(self.scenario, self.paths, seed, hosts=n, text=True) if \
+                self.scenario else IDEAL_TEXT
         except LaunchError as e:
             raise LaunchError("--hosts-from-env: cannot resolve the scenario %s: %s" % (
                 self.scenario, e), EXIT_FAIL)
@@ -611,7 +658,7 @@ class Job:
         if h == 0:
             self.offsets = {k: v[1] for k, v in measured.items()}
             self.say("scenario %s (hash %s) on all %d hosts; clock offsets to host 0: %s" % (
-                self.scenario, digest, n, ", ".join(
+                self.scenario or "(the ideal fabric)", digest, n, ", ".join(
                     "host %d (%s) %+.1f us (round trip %.1f us)" % (
                         k, v[0], v[1] / 1e3, v[2] / 1e3) for k, v in sorted(measured.items()))))
             worst = min(measured.items(), key=lambda kv: kv[1][3])
@@ -619,11 +666,29 @@ class Job:
         else:
             self.say("scenario %s (hash %s) agreed with host 0; clock offset to host 0 %+.1f us "
                      "(round trip %.1f us): virtual time 0 at CLOCK_MONOTONIC %d here" % (
-                         self.scenario, digest, measured[0] / 1e3, measured[1] / 1e3,
+                         self.scenario or "(the ideal fabric)", digest, measured[0] / 1e3, measured[1] / 1e3,
                          self.epoch_ns))
             line = federate.fidelity_line(dump, h, measured[2], "host 0")
-        if line:
+        if line and self.scenario:
             self.say(line)
+
+    def mpi_meet(self, nnodes, gpus_per_node):
+        """--hosts-from-env --mpi, this host's daemon up: another host starts MPS where its
+        ranks will share a GPU and tells host 0 where its daemon and MPS are; host 0 waits for
+        every host's word (self.elsewhere), since its mpirun starts their ranks with them."""
+        h, n = self.host[0], self.host[1]
+        if h != 0:
+            self._start_mps(self._ranks_here(nnodes, gpus_per_node), len(gpu_ids()))
+            if not self.relay.send_ready({"name": socket.gethostname(), "socket": self.socket,
+                                          "mps": self.mps.env["CUDA_MPS_PIPE_DIRECTORY"]
+                                          if self.mps and self.mps.running else None}):
+                raise LaunchError("--hosts-from-env --mpi: cannot tell host 0's agent where "
+                                  "this host's daemon is (its connection is gone)", EXIT_FAIL)
+            return
+        try:
+            self.elsewhere = self.relay.wait_ready(n, self.rendezvous_timeout)
+        except federate.FederationError as e:
+            raise LaunchError("--hosts-from-env: %s" % e, EXIT_FAIL)
 
     def sockets(self):
         """Every local host's daemon's socket, host 0's first (one alone without
@@ -649,23 +714,37 @@ class Job:
                     return h
         return host_of(i, nnodes, nhosts)
 
+    def _ranks_here(self, nnodes, gpus_per_node):
+        """How many of the run's ranks this host runs (--hosts-from-env: its nodes' only)."""
+        if not self.host:
+            return nnodes * gpus_per_node
+        names = node_names(self.fabric, nnodes)
+        return gpus_per_node * sum(1 for i, name in enumerate(names) if self.host_of_node(
+            name, i, nnodes, self.host[1]) == self.host[0])
+
+    def _start_mps(self, nranks, ngpus):
+        """MPS, where nranks ranks here share ngpus GPUs (once); True when it runs."""
+        if not self.mps_planned:
+            self.mps_planned = True
+            start, msg = mps_plan(nranks, ngpus,
+                                  shutil.which("nvidia-cuda-mps-control") is not None)
+            if msg:
+                self.say(msg)
+            if start:
+                self.mps = Mps(self.run_dir, self.say)
+                self.mps.start()
+        return bool(self.mps and self.mps.running)
+
     def _shared_env(self, argv, nnodes, gpus_per_node, env):
         """What every rank's environment has in common (MPS, copy threads, the NCCL job
         program's libraries, env over os.environ), each rank's CUDA_VISIBLE_DEVICES and the
-        GPUs. Starts MPS where ranks share a GPU."""
-        nranks = nnodes * gpus_per_node
+        GPUs. Starts MPS where this host's ranks share a GPU."""
+        nranks = self._ranks_here(nnodes, gpus_per_node)
         gpus = gpu_ids()
         cuda, shared = gpu_map(nnodes, gpus_per_node, gpus)
         base = dict(os.environ)
-        start, msg = mps_plan(nranks, len(gpus),
-                              shutil.which("nvidia-cuda-mps-control") is not None)
-        if msg and not start:
-            self.say(msg)
-        if start:
-            self.say(msg)
-            self.mps = Mps(self.run_dir, self.say)
-            if self.mps.start():
-                base.update(self.mps.env)
+        if self._start_mps(nranks, len(gpus)):
+            base.update(self.mps.env)
         if env:
             base.update(env)
         base.setdefault("SIMFABRIC_COPY_THREADS", str(copy_threads(nranks)))
@@ -730,18 +809,66 @@ class Job:
         names = node_names(self.fabric, nnodes)
         nranks = nnodes * gpus_per_node
         base, _, gpus = self._shared_env(argv, nnodes, gpus_per_node, env)
-        e = rank_env(base, 0, nnodes, gpus_per_node, names[0], free_port(), self.paths.plugin,
+        across = bool(self.host and self.host[1] > 1)
+        e = rank_env(base, 0, nnodes, gpus_per_node, names[0],
+                     self.host[3] if self.host else free_port(), self.paths.plugin,
                      self.socket, None, self.run_dir)
-        hosts = [self.host_of_node(n, i, nnodes, len(self.sockets()))
-                 for i, n in enumerate(names)] if self.hosts else None
-        e.update(mpi_env(names, gpus_per_node, gpus, hosts, self.sockets()))
+        sockets, mps, extra = self.sockets(), None, list(mpi_args)
+        nhosts = self.host[1] if across else len(sockets)
+        hosts = [self.host_of_node(n, i, nnodes, nhosts)
+                 for i, n in enumerate(names)] if self.hosts or across else None
+        if across:
+            sockets, mps, extra = self._mpi_hosts(hosts, gpus_per_node, mpirun, extra)
+            e["MASTER_ADDR"] = self.host[2]
+        if hosts and (self.hosts or is_loopback(self.host[2])):
+            e.setdefault("FI_TCP_IFACE", "lo")  # libfabric between hosts on this machine
+        e.update(mpi_env(names, gpus_per_node, gpus, hosts, sockets, mps))
         if gpus:
             e.setdefault("NCCL_TESTS_DEVICE", "0")
         mpirun = mpirun or find_mpirun(e)
         set_here = sorted(k for k in e if os.environ.get(k) != e[k])  # what mpirun -x passes on
         return [Proc("mpi", 0, "%d nodes" % nnodes,
-                     mpi_argv(mpirun, argv, nranks, set_here, mpi_args, mpi_flavour(mpirun)), e,
+                     mpi_argv(mpirun, argv, nranks, set_here, extra, mpi_flavour(mpirun)), e,
                      os.path.join(self.run_dir, "mpirun.log"))]
+
+    def _mpi_hosts(self, hosts, gpus_per_node, mpirun, extra):
+        """--hosts-from-env --mpi on host 0: every host's daemon socket and MPS pipe directory
+        (from their agents, self.elsewhere), and mpirun's arguments with --host placing each
+        host's block of ranks on it (Open MPI; the user's own --host, -H or --hostfile are
+        left as they are). LaunchError where the placement is not in blocks of rank order,
+        which one mpirun cannot place so."""
+        n = self.host[1]
+        for i in range(1, len(hosts)):
+            if hosts[i] < hosts[i - 1]:
+                raise LaunchError("--hosts-from-env --mpi: node %d is host %d's after a node of "
+                                  "host %d: one mpirun places ranks host by host, in rank order "
+                                  "(keep each host's nodes consecutive in the scenario's "
+                                  "placement:)" % (i, hosts[i], hosts[i - 1]), EXIT_USAGE)
+        names = [socket.gethostname()] + [self.elsewhere[h]["name"] for h in range(1, n)]
+        sockets = [self.socket] + [self.elsewhere[h]["socket"] for h in range(1, n)]
+        mps = [self.mps.env["CUDA_MPS_PIPE_DIRECTORY"] if self.mps and self.mps.running
+               else None] + [self.elsewhere[h]["mps"] for h in range(1, n)]
+        if len(set(names)) not in (1, n):
+            raise LaunchError("--hosts-from-env --mpi: hosts %s have one host name (%s): "
+                              "mpirun cannot tell them apart" % (
+                                  ", ".join(str(h) for h in range(n) if names.count(names[h]) > 1),
+                                  ", ".join(sorted({x for x in names if names.count(x) > 1}))),
+                              EXIT_USAGE)
+        counts = [gpus_per_node * hosts.count(h) for h in range(n)]
+        arg = mpi_host_arg(names, counts)
+        own = [a for a in extra if a.split("=")[0] in ("--host", "-H", "--hostfile",
+                                                       "--machinefile", "-hostfile")]
+        if arg and not own:
+            if mpi_flavour(mpirun or find_mpirun()) == "openmpi":
+                extra = ["--host", arg] + extra
+            else:
+                self.say("--mpi across hosts: this mpirun is not Open MPI's; place the ranks "
+                         "host by host yourself with --mpirun-args (%s)" % arg)
+        self.say("--mpi across %d hosts: mpirun on host 0 starts all %d ranks (%s)%s" % (
+            n, sum(counts), ", ".join("host %d %s: %d" % (h, names[h], counts[h])
+                                      for h in range(n)),
+            "" if arg else "; one host name: all on this machine"))
+        return sockets, mps, extra
 
     def _modelled(self, ask):
         """ask(socket) of a modelled fabric's daemon, or None (the ideal fabric, no answer)."""
@@ -937,9 +1064,8 @@ def local_hosts_refusal(local_hosts, nodes, scenario, socket, mpi, host=None):
             return "--hosts-from-env: %d hosts for %d node(s)" % (host[1], nodes)
         if local_hosts != 1:
             return "--hosts-from-env and --local-hosts: one or the other"
-        if host[1] > 1 and (socket or mpi):
-            return ("--hosts-from-env with %s: not yet (docs/scale-out.md: a daemon per host, "
-                    "no MPI)" % ("--socket" if socket else "--mpi"))
+        if host[1] > 1 and socket:
+            return "--hosts-from-env with --socket: each host's agent starts its own daemon"
         return None
     if local_hosts < 1 or local_hosts > nodes:
         return "--local-hosts %d: between 1 and the %d node(s)" % (local_hosts, nodes)
@@ -962,27 +1088,41 @@ def launch(cmd, nodes, gpus_per_node=1, scenario=None, socket=None, run_dir=None
     why = local_hosts_refusal(local_hosts, nodes, scenario, socket, mpi, host)
     if why:
         raise LaunchError(why, EXIT_USAGE)
-    mpirun = find_mpirun(dict(os.environ, **(env or {}))) if mpi else None  # before any daemon
+    # host 0 starts every rank of an MPI program across hosts: the others need no mpirun
+    elsewhere = bool(mpi and host and host[1] > 1 and host[0] != 0)
+    mpirun = find_mpirun(dict(os.environ, **(env or {}))) if mpi and not elsewhere else None
     if rendezvous_timeout is not None and not (0 < rendezvous_timeout <= 3600):
         raise LaunchError("--rendezvous-timeout %g: a number of seconds in (0, 3600]" %
                           rendezvous_timeout, EXIT_USAGE)
     job = Job(paths, run_dir, os.path.basename(cmd[0]), scenario, socket, daemon_args,
               local_hosts=local_hosts, host=host)
     job.rendezvous_timeout = rendezvous_timeout or FEDERATE_TIMEOUT_S
+    job.mpi = mpi
     if host:
-        job.say("host %d of %d (host 0 at %s): this host's daemon and ranks" % host[:3])
+        job.say("host %d of %d (host 0 at %s): this host's daemon and %s" % (
+            host[:3] + ("ranks, started by host 0's mpirun" if elsewhere else "ranks",)))
     t0 = time.monotonic()
-    procs, res = [], None
+    procs, res, word = [], None, None
     try:
         job.up()
-        procs = (job.mpi_ranks(cmd, nodes, gpus_per_node, env, mpirun, mpi_args) if mpi else
-                 job.ranks(cmd, nodes, gpus_per_node, env))
+        if mpi and job.links:
+            job.mpi_meet(nodes, gpus_per_node)
         L = Launcher(job.run_dir, echo=echo, out=out, progress=progress, grace=grace,
                      fail_grace=fail_grace, timeout=timeout, handle_signals=handle_signals)
-        timed_out, interrupted, stacks = L.run(procs, job.socket)
+        if elsewhere:
+            (timed_out, interrupted, stacks), word = L.stand_by(job.relay.mpi_ended)
+        else:
+            procs = (job.mpi_ranks(cmd, nodes, gpus_per_node, env, mpirun, mpi_args) if mpi
+                     else job.ranks(cmd, nodes, gpus_per_node, env))
+            timed_out, interrupted, stacks = L.run(procs, job.socket)
         res = LaunchResult(job.run_dir, procs, job.fabric, time.monotonic() - t0, timed_out,
                            interrupted, job.notes + L.notes, stacks)
         res.t_start = L.t_start
+        if elsewhere:
+            res.elsewhere = word or (None, "no word of host 0's mpirun (above)")
+        elif mpi and job.links and not job.relay.send_end(res.status):
+            job.say("--mpi across hosts: could not tell the other hosts' agents that mpirun "
+                    "ended (they stop at their timeout, or when this agent's connection closes)")
         job.collect(res)
     finally:
         job.down()

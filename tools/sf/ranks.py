@@ -221,7 +221,9 @@ def rank_env(base, rank, nnodes, gpus_per_node, node, port, plugin, sock, cuda=N
 # Run by sh in each MPI rank: its rank from the MPI launcher (Open MPI, PMIx, MPICH), then the
 # variables of that rank (as rank_env gives a launched rank) and exec the program. The node names
 # and each rank's GPU come in SIMFABRIC_MPI_NODES and SIMFABRIC_MPI_GPUS (words), the ranks per
-# node in SIMFABRIC_MPI_GPN.
+# node in SIMFABRIC_MPI_GPN. Over several hosts, each node's host in SIMFABRIC_MPI_HOSTS and per
+# host its daemon's socket (which must be on the machine the rank runs on: mpirun placed it
+# there) and MPS's pipe directory ("-": none) in SIMFABRIC_MPI_SOCKETS and SIMFABRIC_MPI_MPS.
 MPI_WRAPPER = r"""r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-}}}
 case "$r" in ''|*[!0-9]*) echo "simfabric: no MPI rank here (OMPI_COMM_WORLD_RANK, PMIX_RANK, \
 PMI_RANK): start this under mpirun" >&2; exit 127;; esac
@@ -239,7 +241,14 @@ i=0 h=
 for x in $SIMFABRIC_MPI_HOSTS; do [ $i = $n ] && h=$x; i=$((i + 1)); done
 i=0
 for x in $SIMFABRIC_MPI_SOCKETS; do [ $i = "$h" ] && export SIMFABRIC_SOCKET=$x; i=$((i + 1)); done
-export SIMFABRIC_HOST=$h FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
+[ -S "$SIMFABRIC_SOCKET" ] || { echo "simfabric: MPI rank $r (node $node) is host $h's, whose \
+daemon's socket $SIMFABRIC_SOCKET is not on this machine ($(uname -n)): mpirun started it on \
+another host than its node's" >&2; exit 127; }
+i=0
+for x in ${SIMFABRIC_MPI_MPS:-}; do
+[ $i = "$h" ] && { if [ "$x" = - ]; then unset CUDA_MPS_PIPE_DIRECTORY; else \
+export CUDA_MPS_PIPE_DIRECTORY=$x; fi; }; i=$((i + 1)); done
+export SIMFABRIC_HOST=$h
 fi
 exec "$@"
 """
@@ -271,11 +280,12 @@ def mpi_flavour(mpirun):
     return "openmpi" if re.search(r"Open MPI|OpenRTE|PRRTE|prterun", out) else "other"
 
 
-def mpi_env(names, gpus_per_node, gpus, hosts=None, sockets=None):
+def mpi_env(names, gpus_per_node, gpus, hosts=None, sockets=None, mps=None):
     """What MPI_WRAPPER reads: the node names, ranks per node, each rank's one GPU (its own
     device 0: nccl-tests, which counts local ranks per host name, would otherwise pick device
-    RANK; NCCL_TESTS_DEVICE=0 tells it so); with --local-hosts, each node's host and each
-    host's daemon's socket (a rank gets its node's host's: SIMFABRIC_HOST, SIMFABRIC_SOCKET)."""
+    RANK; NCCL_TESTS_DEVICE=0 tells it so); with --local-hosts or --hosts-from-env, each node's
+    host and each host's daemon's socket (a rank gets its node's host's: SIMFABRIC_HOST,
+    SIMFABRIC_SOCKET) and, across real hosts, each host's MPS pipe directory (None: no MPS)."""
     nranks = len(names) * gpus_per_node
     out = {"SIMFABRIC_MPI_NODES": " ".join(names), "SIMFABRIC_MPI_GPN": str(gpus_per_node),
            "SIMFABRIC_MPI_GPUS": " ".join(gpus[r % len(gpus)] for r in range(nranks))
@@ -288,7 +298,18 @@ def mpi_env(names, gpus_per_node, gpus, hosts=None, sockets=None):
                               % bad[0], EXIT_USAGE)
         out.update(SIMFABRIC_MPI_HOSTS=" ".join(map(str, hosts)),
                    SIMFABRIC_MPI_SOCKETS=" ".join(sockets))
+        if mps is not None:
+            out["SIMFABRIC_MPI_MPS"] = " ".join(d or "-" for d in mps)
     return out
+
+
+def mpi_host_arg(names, counts):
+    """Open MPI's --host for ranks in blocks, host by host (counts[h] on host h, named
+    names[h]): mpirun fills each host's slots in turn, so rank r lands on its node's host. None
+    where every host has one name (hosts emulated on one machine: all ranks are local)."""
+    if len(set(names)) == 1:
+        return None
+    return ",".join("%s:%d" % (n, c) for n, c in zip(names, counts))
 
 
 def mpi_argv(mpirun, cmd, nranks, export=(), extra=(), flavour="openmpi"):
