@@ -848,6 +848,15 @@ class NetRelay(TriggerRelay):
             return
         self._handle(h, c, msg)
 
+    def _word(self, v, what, report=False):
+        """Host 0's word ({"status": an exit status} and, with report, {"report": text}), or
+        None, said, where it does not parse."""
+        if isinstance(v, dict) and _int(v.get("status")) and 0 <= v["status"] < 256 and (
+                not report or isinstance(v.get("report"), str)):
+            return v
+        self.say("host 0 sent %s that does not parse: %.200r" % (what, v))
+        return None
+
     def _handle(self, h, c, msg):
         if "clock" in msg and self.host != 0 and _int(msg["clock"]):
             try:  # host 0 waits, answering at once
@@ -873,11 +882,8 @@ class NetRelay(TriggerRelay):
         if "t2" in msg and self.host != 0:
             return  # the answer to a sample given up on
         if "end" in msg and self.host != 0:
-            v = msg["end"]
-            if isinstance(v, dict) and _int(v.get("status")) and 0 <= v["status"] < 256:
-                self.end = v["status"]
-            else:
-                self.say("host 0 sent an end of the MPI job that does not parse: %.200r" % (v,))
+            w = self._word(msg["end"], "an end of the MPI job")
+            self.end = w["status"] if w else None
             self.end_got.set()
             return
         if "ready" in msg and self.host == 0:
@@ -893,12 +899,7 @@ class NetRelay(TriggerRelay):
             self.acked.set()
             return
         if "verdict" in msg and self.host != 0:
-            v = msg["verdict"]
-            if isinstance(v, dict) and _int(v.get("status")) and 0 <= v["status"] < 256 and \
-                    isinstance(v.get("report"), str):
-                self.verdict = v
-            else:
-                self.say("host 0 sent a verdict that does not parse: %.200r" % (v,))
+            self.verdict = self._word(msg["verdict"], "a verdict", report=True)
             self.verdict_got.set()
             return
         if "counters" in msg and self.host == 0:
