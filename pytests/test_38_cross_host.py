@@ -172,17 +172,20 @@ def test_38_07_the_launchers_blocks_are_the_scenario_compilers(sf_env, nhosts):
 
 # ---- simfabric launch --hosts-from-env: one launch per host ----------------------------------
 
-def srun_agents(sf_env, argv_of, hosts=(1, 0), timeout=300):
+def srun_agents(sf_env, argv_of, hosts=(1, 0), timeout=300, slurm=True):
     """One agent per host on this machine, as srun starts them (SLURM_NODEID, SLURM_NNODES 2,
-    host 0 at MASTER_ADDR 127.0.0.1): argv_of(h) for host h; {h: (exit status, output)}."""
+    host 0 at MASTER_ADDR 127.0.0.1): argv_of(h) for host h; {h: (exit status, output)}.
+    slurm=False: none of those variables (the agents are told by hand); argv_of(h, port)."""
     port = sfprocs.free_port()
     procs = {}
     try:
         for h in hosts:
             env = dict(base_env(None), **sf_env.run_env())
-            env.update(SLURM_NODEID=str(h), SLURM_NNODES="2", MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port))
-            procs[h] = subprocess.Popen(argv_of(h), env=env, stdout=subprocess.PIPE,
+            if slurm:
+                env.update(SLURM_NODEID=str(h), SLURM_NNODES="2", MASTER_ADDR="127.0.0.1",
+                           MASTER_PORT=str(port))
+            argv = argv_of(h) if slurm else argv_of(h, port)
+            procs[h] = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + timeout
         outs = {h: p.communicate(timeout=max(1, deadline - time.monotonic()))[0]
@@ -1558,3 +1561,50 @@ def test_38_46_mpi_across_hosts_places_blocks_and_checks_what_hosts_say(tmp_path
     r.end_got.clear()
     r._handle(0, None, {"end": {"status": 5}})
     assert r.mpi_ended() == (5, None)
+
+
+def test_38_47_hosts_named_by_hand_with_peers(sf_env, tmp_path):
+    """`--peers ADDR:PORT,ADDR --host-rank R` instead of a launcher's variables: two agents on
+    a modelled fabric agree and run the harness exact across them; the list's entries and the
+    rank are checked, each error naming the entry."""
+    scn = tmp_path / "two-leaves.yaml"
+    scn.write_text(TWO_LEAVES)
+    out = srun_agents(sf_env, lambda h, port: [
+        sf_env.cli, "launch", "--peers", "127.0.0.1:%d,127.0.0.1" % port, "--host-rank", str(h),
+        "--nodes", "4", "--scenario", str(scn), "--run-dir", str(tmp_path / ("host%d" % h)),
+        "--", sf_env.harness, "--launched", "--plugin", sf_env.plugin, "--json",
+        str(tmp_path / ("h%d.json" % h)), "--tests", "sizes,alltoall", "--max-bytes", "1M",
+        "--timeout", "120"], slurm=False)
+    report = "\n".join("--- host %d: exit %s ---\n%s" % (h, rc, o)
+                       for h, (rc, o) in sorted(out.items()))
+    assert out[0][0] == 0 and out[1][0] == 0, report
+    assert "host 1 of 2 (host 0 at 127.0.0.1)" in out[1][1] and "agreed with host 0" in \
+        out[1][1], report
+    with open(str(tmp_path / "h0.json")) as f:
+        assert json.load(f)["ok"]
+    from sf import launch as sfl
+    assert sfl.peers_env("gpu-a:1234,gpu-b,[fe80::1]", 2) == {
+        "GROUP_RANK": "2", "WORLD_SIZE": "3", "MASTER_ADDR": "gpu-a", "MASTER_PORT": "1234"}
+    assert sfl.peers_env("[::1]:77,x", 0)["MASTER_ADDR"] == "::1"
+    assert sfl.peers_env("a,b", 1)["MASTER_PORT"] == "29500"
+    for peers, rank, says in (
+            ("a,b", None, "--peers: which of them is this host? Give --host-rank R"),
+            ("a,,b", 0, "--peers: entry 1 '' is not ADDR or ADDR:PORT"),
+            ("a b,c", 0, "--peers: entry 0 'a b' is not ADDR"),
+            ("a:1,b:2", 0, "--peers: entry 1 'b:2' has a port: only host 0's"),
+            ("a:70000,b", 0, "--peers: entry 0 'a:70000': the port is not in 1..65533"),
+            ("a,b", 2, "--host-rank 2: not one of the 2 host(s) of --peers (0..1)")):
+        with pytest.raises(sfl.LaunchError, match=re.escape(says)):
+            sfl.peers_env(peers, rank)
+    e = dict(base_env(None), **sf_env.run_env())
+    for args, says in ((["--peers", "a,b", "--hosts-from-env"],
+                        "--peers and --hosts-from-env: one or the other"),
+                       (["--host-rank", "1"], "--host-rank is for --peers"),
+                       (["--rendezvous-timeout", "5"],
+                        "--rendezvous-timeout is for --hosts-from-env or --peers"),
+                       (["--peers", "a,b"], "which of them is this host?")):
+        for sub in (["launch", "--nodes", "2"] + args + ["--", "true"],
+                    ["run"] + args + [os.path.join(ROOT, "scenarios", "job-harness-ideal.yaml")]):
+            p = subprocess.run([sf_env.cli] + sub, env=e, capture_output=True, text=True,
+                               timeout=60)
+            assert p.returncode == 2 and says in p.stderr, (sub, p.returncode, p.stderr)

@@ -551,6 +551,45 @@ def hosts_from_env(env):
     return host, nhosts, addr, port + JOB_PORT_OFFSET
 
 
+DEFAULT_MASTER_PORT = 29500  # torchrun's: the run's base port where --peers names none
+PEER = re.compile(r"\[([0-9A-Fa-f:.]+)\](?::(\d{1,5}))?\Z|([A-Za-z0-9_.-]+)(?::(\d{1,5}))?\Z")
+
+
+def peers_env(peers, rank):
+    """--peers ADDR[:PORT],... --host-rank R (docs/scale-out.md, section 2: "by hand"): the
+    variables of one agent per host that hosts_from_env reads, as torchrun would set them. The
+    list's order is the host rank; the first entry is host 0, its port (default 29500) the
+    run's base port, as MASTER_PORT; the others' addresses say which host is which to a reader
+    (only host 0 serves), and a port on them is refused rather than ignored. LaunchError
+    naming the entry."""
+    if rank is None:
+        raise LaunchError("--peers: which of them is this host? Give --host-rank R", EXIT_USAGE)
+    items = peers.split(",")
+    if len(items) > 65535:
+        raise LaunchError("--peers: %d hosts, more than 65535" % len(items), EXIT_USAGE)
+    port = DEFAULT_MASTER_PORT
+    for i, x in enumerate(items):
+        m = PEER.match(x.strip())
+        if not m:
+            raise LaunchError("--peers: entry %d %r is not ADDR or ADDR:PORT ([ADDR]:PORT for "
+                              "IPv6)" % (i, x), EXIT_USAGE)
+        p = m.group(2) or m.group(4)
+        if p and i:
+            raise LaunchError("--peers: entry %d %r has a port: only host 0's (the first "
+                              "entry's) is used, host 0's agent serving there" % (i, x),
+                              EXIT_USAGE)
+        if p and not 1 <= int(p) <= 65535 - JOB_PORT_OFFSET:
+            raise LaunchError("--peers: entry 0 %r: the port is not in 1..%d" % (
+                x, 65535 - JOB_PORT_OFFSET), EXIT_USAGE)
+        if i == 0:
+            addr, port = m.group(1) or m.group(3), int(p) if p else port
+    if not 0 <= rank < len(items):
+        raise LaunchError("--host-rank %d: not one of the %d host(s) of --peers (0..%d)" % (
+            rank, len(items), len(items) - 1), EXIT_USAGE)
+    return {"GROUP_RANK": str(rank), "WORLD_SIZE": str(len(items)), "MASTER_ADDR": addr,
+            "MASTER_PORT": str(port)}
+
+
 def is_loopback(addr):
     return addr in ("localhost", "::1") or addr.startswith("127.")
 
