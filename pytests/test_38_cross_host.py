@@ -1469,8 +1469,12 @@ def test_38_44_mpi_program_across_hosts_from_env(sf_env, tmp_path):
     env = e["env"]
     assert env["SIMFABRIC_MPI_HOSTS"] == "0 0 1 1" and env["FI_TCP_IFACE"] == "lo", env
     socks = env["SIMFABRIC_MPI_SOCKETS"].split()
-    assert len(socks) == 2 and socks[0] != socks[1] and env["SIMFABRIC_MPI_MPS"] == "- -", env
-    assert "--host" not in e["argv"], e["argv"]  # one machine: no placement to ask for
+    assert len(socks) == 2 and socks[0] != socks[1], env
+    # each host's own count of ranks (2) sets its ranks' copy threads; no MPS without a GPU
+    assert env["SIMFABRIC_MPI_HOST_SIMFABRIC_COPY_THREADS"] == "%d %d" % (
+        sfranks.copy_threads(2), sfranks.copy_threads(2)) and \
+        env["SIMFABRIC_MPI_HOST_CUDA_MPS_PIPE_DIRECTORY"] == "- -", env
+    assert "--host" not in e["argv"] and "SIMFABRIC_MPI_NAMES" not in env, e["argv"]
     links = {}
     for h in (0, 1):
         with open(str(tmp_path / ("host%d" % h) / "stats.json")) as f:
@@ -1483,72 +1487,118 @@ def test_38_44_mpi_program_across_hosts_from_env(sf_env, tmp_path):
     assert "stats.json and faults.json: the counters of host(s) 0, 1" in out[0][1], report
 
 
+def wrapper_on(rank, env):
+    """sfranks.MPI_WRAPPER as MPI rank `rank` runs it: (exit, what the program saw, stderr)."""
+    e = {"PATH": os.environ["PATH"], "OMPI_COMM_WORLD_RANK": str(rank),
+         "SIMFABRIC_MPI_NODES": "n0 n1 n2 n3", "SIMFABRIC_MPI_GPN": "1",
+         "SIMFABRIC_MPI_HOSTS": "0 0 1 1"}
+    e.update(env)
+    w = subprocess.run(["sh", "-c", sfranks.MPI_WRAPPER, "w", "sh", "-c",
+                        "set -f; echo $SIMFABRIC_HOST $SIMFABRIC_SOCKET "
+                        "${CUDA_MPS_PIPE_DIRECTORY-unset} "
+                        "${SIMFABRIC_COPY_THREADS-unset}"], env=e, capture_output=True,
+                       text=True, timeout=30)
+    return w.returncode, w.stdout.split(), w.stderr
+
+
 def test_38_45_mpi_across_hosts_fails_on_every_host_with_mpiruns_status(sf_env, tmp_path):
     """The ideal fabric (the agents meet all the same: host 0 needs host 1's daemon): a rank
-    that exits 3 makes mpirun exit 3, and both agents exit 3; a rank placed on a machine
-    without its host's daemon is named by the wrapper."""
+    that exits 3 makes mpirun exit 3, and both agents exit 3. The wrapper by hand: a rank
+    placed on another machine than its host's (by name, or where its daemon's socket is not)
+    stops naming both; each host's own variables, host 0's not carried to a host without."""
     out, report = mpi_agents(sf_env, tmp_path, ["sh", "-c", "echo rank $RANK on host "
                                                 "$SIMFABRIC_HOST; [ $RANK != 2 ] || exit 3"])
     assert out[0][0] == 3 and out[1][0] == 3, report
     assert "rank 2 on host 1" in out[0][1] and "rank 1 on host 0" in out[0][1], report
     assert "this host's ranks are host 0's mpirun's, which exited 3" in out[1][1], report
     assert "scenario (the ideal fabric) (hash" in out[0][1], report
-    # the wrapper, by hand: rank 3 is host 1's, whose daemon is not at that path here
-    w = subprocess.run(["sh", "-c", sfranks.MPI_WRAPPER, "w", "true"],
-                       env={"PATH": os.environ["PATH"], "OMPI_COMM_WORLD_RANK": "3",
-                            "SIMFABRIC_MPI_NODES": "n0 n1 n2 n3", "SIMFABRIC_MPI_GPN": "1",
-                            "SIMFABRIC_MPI_HOSTS": "0 0 1 1",
-                            "SIMFABRIC_MPI_SOCKETS": "%s %s" % (tmp_path / "a.sock",
-                                                                tmp_path / "b.sock")},
-                       capture_output=True, text=True, timeout=30)
-    assert w.returncode == 127 and "MPI rank 3 (node n3) is host 1's, whose daemon's socket " \
-        "%s is not on this machine" % (tmp_path / "b.sock") in w.stderr, w.stderr
+    import socket
+    socks = [str(tmp_path / x) for x in ("a.sock", "b.sock")]
+    for path in socks:
+        socket.socket(socket.AF_UNIX).bind(path)
+    here = os.uname().nodename
+    lists = {"SIMFABRIC_MPI_SOCKETS": " ".join(socks),
+             "SIMFABRIC_MPI_HOST_CUDA_MPS_PIPE_DIRECTORY": "/h0/mps -",
+             "SIMFABRIC_MPI_HOST_SIMFABRIC_COPY_THREADS": "4 2",
+             "CUDA_MPS_PIPE_DIRECTORY": "/h0/mps", "SIMFABRIC_COPY_THREADS": "4"}
+    rc, saw, err = wrapper_on(3, dict(lists, SIMFABRIC_MPI_NAMES="elsewhere " + here))
+    assert rc == 0 and saw == ["1", socks[1], "unset", "2"], (saw, err)
+    rc, saw, err = wrapper_on(1, dict(lists, SIMFABRIC_MPI_NAMES="%s elsewhere" % here))
+    assert rc == 0 and saw == ["0", socks[0], "/h0/mps", "4"], (saw, err)
+    # a user's own MPS directory on a host without simfabric's MPS is left alone
+    rc, saw, err = wrapper_on(3, dict(lists, CUDA_MPS_PIPE_DIRECTORY="/mine"))
+    assert rc == 0 and saw[2] == "/mine", (saw, err)
+    rc, saw, err = wrapper_on(3, dict(lists, SIMFABRIC_MPI_NAMES="gpu-a gpu-b"))
+    assert rc == 127 and "MPI rank 3 (node n3) is host 1's (gpu-b, daemon's socket %s), but " \
+        "mpirun started it on %s\n" % (socks[1], here) in err, err
+    os.unlink(socks[1])
+    rc, saw, err = wrapper_on(3, lists)
+    assert rc == 127 and "is host 1's (this machine, daemon's socket %s), but mpirun started " \
+        "it on %s, which has no such socket" % (socks[1], here) in err, err
+    # a word of a list is never a glob
+    rc, saw, err = wrapper_on(0, dict(lists, SIMFABRIC_MPI_HOST_SIMFABRIC_COPY_THREADS="* 2"))
+    assert rc == 0 and saw[3] == "*", (saw, err)
 
 
 def test_38_46_mpi_across_hosts_places_blocks_and_checks_what_hosts_say(tmp_path):
     """Host 0's mpirun across real hosts: --host with each host's block of ranks (Open MPI;
-    the user's own --host is kept); a placement that is not in blocks of rank order, or two
-    hosts of one name, refused with the reason; what another agent says of its daemon and MPS
-    checked before it goes into the wrapper's lists."""
+    the user's own --host is kept; a host without ranks left out), the host names for the
+    wrapper's check, each host's own variables; a placement that is not in blocks of rank
+    order, or two hosts of one name, refused with the reason; what another agent says of
+    itself checked before it goes into the wrapper's lists; an agent's wait for host 0's
+    word."""
     from sf import launch as sfl
     from sf import federate
-    from test_29_launch_flags import FAKE_MPIRUN
-    fake = tmp_path / "mpirun"
-    fake.write_text(FAKE_MPIRUN)
-    fake.chmod(0o755)
     job = sfl.Job(run_dir=str(tmp_path / "run"), host=(0, 3, "10.0.0.1", 29502))
     job.socket = "/run/h0/ctl.sock"
-    job.elsewhere = {1: {"name": "gpu-b", "socket": "/run/h1/ctl.sock", "mps": "/run/h1/mps"},
-                     2: {"name": "gpu-c", "socket": "/run/h2/ctl.sock", "mps": None}}
-    socks, mps, extra = job._mpi_hosts([0, 0, 1, 1, 1, 2], 2, str(fake), ["-v"])
-    assert socks == ["/run/h0/ctl.sock", "/run/h1/ctl.sock", "/run/h2/ctl.sock"] and \
-        mps == [None, "/run/h1/mps", None], (socks, mps)
+    job.elsewhere = {1: {"name": "gpu-b", "socket": "/run/h1/ctl.sock",
+                         "env": {"CUDA_MPS_PIPE_DIRECTORY": "/run/h1/mps",
+                                 "SIMFABRIC_COPY_THREADS": "3"}},
+                     2: {"name": "gpu-c", "socket": "/run/h2/ctl.sock", "env": {}}}
+    e0 = {"SIMFABRIC_COPY_THREADS": "2", "CUDA_DEVICE_MAX_CONNECTIONS": "8"}
+    socks, more, extra = job._mpi_hosts([0, 0, 1, 1, 1, 2], 2, "openmpi", ["-v"], e0)
+    assert socks == ["/run/h0/ctl.sock", "/run/h1/ctl.sock", "/run/h2/ctl.sock"], socks
     import socket as so
-    assert extra == ["--host", "%s:4,gpu-b:6,gpu-c:2" % so.gethostname(), "-v"], extra
-    assert sfranks.mpi_env(["a", "b"], 1, [], [0, 1], socks[:2], mps[:2])[
-        "SIMFABRIC_MPI_MPS"] == "- /run/h1/mps"
-    assert job._mpi_hosts([0, 1, 2], 1, str(fake), ["--host", "x,y,z"])[2] == [
-        "--host", "x,y,z"]
+    me = so.gethostname()
+    assert extra == ["--host", "%s:4,gpu-b:6,gpu-c:2" % me, "-v"], extra
+    assert more["host_names"] == [me, "gpu-b", "gpu-c"], more
+    env = sfranks.mpi_env(["a", "b", "c"], 1, [], [0, 1, 2], socks, **more)
+    assert env["SIMFABRIC_MPI_HOST_CUDA_MPS_PIPE_DIRECTORY"] == "- /run/h1/mps -" and \
+        env["SIMFABRIC_MPI_HOST_SIMFABRIC_COPY_THREADS"] == "2 3 -" and \
+        env["SIMFABRIC_MPI_HOST_CUDA_DEVICE_MAX_CONNECTIONS"] == "8 - -" and \
+        env["SIMFABRIC_MPI_NAMES"] == "%s gpu-b gpu-c" % me, env
+    for own in (["--host", "x,y,z"], ["-host", "x"], ["--hostfile=hf"], ["-machinefile", "m"]):
+        assert job._mpi_hosts([0, 1, 2], 1, "openmpi", own, {})[2] == own
+    assert sfranks.mpi_host_arg(["a", "b", "c"], [2, 0, 1]) == "a:2,c:1"
     with pytest.raises(sfl.LaunchError, match=re.escape(
             "node 2 is host 0's after a node of host 1: one mpirun places ranks host by host")):
-        job._mpi_hosts([0, 1, 0, 2], 1, str(fake), [])
+        job._mpi_hosts([0, 1, 0, 2], 1, "openmpi", [], {})
     job.elsewhere[2]["name"] = "gpu-b"
     with pytest.raises(sfl.LaunchError, match=re.escape(
             "hosts 1, 2 have one host name (gpu-b): mpirun cannot tell them apart")):
-        job._mpi_hosts([0, 1, 2], 1, str(fake), [])
-    good = {"host": 1, "name": "gpu-b", "socket": "/r/ctl.sock", "mps": None}
-    assert federate.check_ready(good, 1) == {"name": "gpu-b", "socket": "/r/ctl.sock",
-                                             "mps": None}
+        job._mpi_hosts([0, 1, 2], 1, "openmpi", [], {})
+    with pytest.raises(sfl.LaunchError, match=re.escape(
+            "--mpi across hosts: '/a b/ctl.sock' has a space")):
+        sfranks.mpi_env(["a", "b"], 1, [], [0, 1], ["/a b/ctl.sock", "/c"])
+    names = sfranks.MPI_HOST_VARS
+    good = {"host": 1, "name": "gpu-b", "socket": "/r/ctl.sock",
+            "env": {"SIMFABRIC_COPY_THREADS": "2"}}
+    assert federate.check_ready(good, 1, names) == {
+        "name": "gpu-b", "socket": "/r/ctl.sock", "env": {"SIMFABRIC_COPY_THREADS": "2"}}
     for bad, says in ((dict(good, host=2), "host 1 sent where its daemon is for another host"),
                       (dict(good, name="a b"), "its host name 'a b' is not one mpirun can take"),
                       (dict(good, name=7), "its host name 7"),
                       (dict(good, socket="r/ctl.sock"), "its daemon's socket 'r/ctl.sock' is "
                        "not an absolute path"),
-                      (dict(good, socket=None), "its daemon's socket None"),
-                      (dict(good, mps="/a b"), "its MPS pipe directory '/a b' is not"),
+                      (dict(good, socket="/a b"), "its daemon's socket '/a b' is not a word"),
+                      (dict(good, env=[]), "its ranks' variables [] are not a map"),
+                      (dict(good, env={"LD_PRELOAD": "/x.so"}), "'LD_PRELOAD' is not a "
+                       "variable a host sets for its ranks"),
+                      (dict(good, env={"SIMFABRIC_COPY_THREADS": ""}),
+                       "SIMFABRIC_COPY_THREADS '' is not a word"),
                       ("x", "for another host: 'x'")):
         with pytest.raises(federate.FederationError, match=re.escape(says)):
-            federate.check_ready(bad, 1)
+            federate.check_ready(bad, 1, names)
     # another host's agent waits on host 0's word: its status, a word that does not parse, or
     # the connection gone without one
     said = []
@@ -1561,9 +1611,81 @@ def test_38_46_mpi_across_hosts_places_blocks_and_checks_what_hosts_say(tmp_path
     r.end_got.clear()
     r._handle(0, None, {"end": {"status": 5}})
     assert r.mpi_ended() == (5, None)
+    r._handle(0, None, {"start": True})
+    assert r.started.is_set()
+    # host 0 waiting for the others' word: one gone, or none within the time
+    r0 = federate.NetRelay("/nonexistent.sock", 0, {}, said.append)
+    with pytest.raises(federate.FederationError, match=re.escape(
+            "host(s) 1, 2 did not say where their daemon is (their agent closed its "
+            "connection")):
+        r0.wait_ready(3, 5)
+    r0.links = {1: None}
+    r0.ready = {2: {"name": "x"}}
+    t0 = time.monotonic()
+    with pytest.raises(federate.FederationError, match=re.escape(
+            "host(s) 1 did not say where their daemon is within 0 s")):
+        r0.wait_ready(3, 0.3)
+    assert time.monotonic() - t0 < 5
+    r0.ready[1] = federate.FederationError("host 1: its host name 'a b' is not one ...")
+    with pytest.raises(federate.FederationError, match="its host name 'a b'"):
+        r0.wait_ready(3, 5)
 
 
-def test_38_47_hosts_named_by_hand_with_peers(sf_env, tmp_path):
+def test_38_47_an_agent_waiting_on_host_0s_mpirun_times_out_or_is_interrupted(tmp_path):
+    """Launcher.stand_by: host 0's word ends the wait; without a start word within its time,
+    or without the end within the job's timeout, grace and margin after the start, it times
+    out, saying which; a signal ends it at once."""
+    from sf import launch as sfl
+    import signal
+    import threading
+    L = sfl.Launcher(str(tmp_path), echo=False, timeout=0.2, grace=0.1)
+    sfl.STAND_BY_MARGIN_S, margin = 0.1, sfl.STAND_BY_MARGIN_S
+    try:
+        res, word = L.stand_by(lambda: (0, None), lambda: True, 5)
+        assert res == (False, None, None) and word == (0, None)
+        t0 = time.monotonic()
+        res, word = L.stand_by(lambda: None, lambda: False, 0.3)
+        assert res == (True, None, None) and word is None and time.monotonic() - t0 < 3
+        assert "did not say that its mpirun started within 0 s" in L.notes[-1], L.notes
+        t0 = time.monotonic()
+        res, word = L.stand_by(lambda: None, lambda: True, 0.1)
+        assert res[0] and 0.35 < time.monotonic() - t0 < 3, time.monotonic() - t0
+        assert "did not say that its mpirun ended" in L.notes[-1], L.notes
+        L = sfl.Launcher(str(tmp_path), echo=False, handle_signals=True)
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        res, word = L.stand_by(lambda: None, lambda: True, 60)
+        assert res == (False, signal.SIGTERM, None) and word is None
+        assert "interrupted (SIGTERM)" in L.notes[-1], L.notes
+    finally:
+        sfl.STAND_BY_MARGIN_S = margin
+
+
+def test_38_48_agents_started_with_other_options_are_refused_at_the_rendezvous(sf_env, tmp_path):
+    """On a modelled fabric, host 0 with --mpi, host 1 without: both agents stop at the
+    rendezvous naming both hosts' options, before any rank starts. (On the ideal fabric an
+    agent without --mpi meets no one, and host 0's names it missing at its timeout.)"""
+    from test_29_launch_flags import FAKE_MPIRUN
+    scn = tmp_path / "two-leaves.yaml"
+    scn.write_text(TWO_LEAVES)
+    fake = tmp_path / "mpirun"
+    fake.write_text(FAKE_MPIRUN)
+    fake.chmod(0o755)
+    out = srun_agents(sf_env, lambda h: [
+        "env", "SIMFABRIC_MPIRUN=%s" % fake, "FAKE_MPI_LOG=%s" % (tmp_path / "mpi.json"),
+        sf_env.cli, "launch", "--hosts-from-env", "--nodes", "4",
+        "--run-dir", str(tmp_path / ("host%d" % h)), "--rendezvous-timeout", "60",
+        "--scenario", str(scn)] + (
+            ["--mpi"] if h == 0 else []) + ["--", "true"], timeout=120)
+    report = "\n".join("--- host %d: exit %s ---\n%s" % (h, rc, o)
+                       for h, (rc, o) in sorted(out.items()))
+    for h in (0, 1):
+        assert out[h][0] == 1 and "launch mismatch: host 1 (" in out[h][1] and \
+            "was started with '--nodes 4 --gpus-per-node 1'; host 0 (" in out[h][1] and \
+            "with '--nodes 4 --gpus-per-node 1 --mpi'" in out[h][1], report
+    assert not (tmp_path / "mpi.json").exists()
+
+
+def test_38_49_hosts_named_by_hand_with_peers(sf_env, tmp_path):
     """`--peers ADDR:PORT,ADDR --host-rank R` instead of a launcher's variables: two agents on
     a modelled fabric agree and run the harness exact across them; the list's entries and the
     rank are checked, each error naming the entry."""
@@ -1583,14 +1705,15 @@ def test_38_47_hosts_named_by_hand_with_peers(sf_env, tmp_path):
     with open(str(tmp_path / "h0.json")) as f:
         assert json.load(f)["ok"]
     from sf import launch as sfl
-    assert sfl.peers_env("gpu-a:1234,gpu-b,[fe80::1]", 2) == {
+    assert sfl.peers_env("gpu-a:1234,gpu-b,10.0.0.3", 2) == {
         "GROUP_RANK": "2", "WORLD_SIZE": "3", "MASTER_ADDR": "gpu-a", "MASTER_PORT": "1234"}
-    assert sfl.peers_env("[::1]:77,x", 0)["MASTER_ADDR"] == "::1"
     assert sfl.peers_env("a,b", 1)["MASTER_PORT"] == "29500"
     for peers, rank, says in (
             ("a,b", None, "--peers: which of them is this host? Give --host-rank R"),
             ("a,,b", 0, "--peers: entry 1 '' is not ADDR or ADDR:PORT"),
             ("a b,c", 0, "--peers: entry 0 'a b' is not ADDR"),
+            ("[::1]:77,x", 0, "--peers: entry 0 '[::1]:77' is not ADDR or ADDR:PORT (an IPv4 "
+             "address or a host name: the agents' rendezvous is IPv4)"),
             ("a:1,b:2", 0, "--peers: entry 1 'b:2' has a port: only host 0's"),
             ("a:70000,b", 0, "--peers: entry 0 'a:70000': the port is not in 1..65533"),
             ("a,b", 2, "--host-rank 2: not one of the 2 host(s) of --peers (0..1)")):
@@ -1608,3 +1731,10 @@ def test_38_47_hosts_named_by_hand_with_peers(sf_env, tmp_path):
             p = subprocess.run([sf_env.cli] + sub, env=e, capture_output=True, text=True,
                                timeout=60)
             assert p.returncode == 2 and says in p.stderr, (sub, p.returncode, p.stderr)
+    # an MPI run across hosts whose run directory has a space: refused before anything starts
+    p = subprocess.run([sf_env.cli, "launch", "--mpi", "--local-hosts", "2", "--nodes", "2",
+                        "--run-dir", str(tmp_path / "a b"), "--", "true"], env=dict(
+                            e, SIMFABRIC_MPIRUN="/bin/true"), capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and "--mpi across hosts: the run directory '%s' has a space" % (
+        tmp_path / "a b") in p.stderr, p.stderr

@@ -47,7 +47,7 @@ PENDING_MAX = 10000  # lines read during a clock exchange and kept for later, at
 BIG = 1 << 62  # a peer's times and ids beyond this are not times or ids
 # The agents' protocol over the rendezvous's connection (hello, clock, events, counters):
 # agents of other versions are refused at the hello, naming both, rather than misread later.
-PROTOCOL = 2
+PROTOCOL = 3  # 3: the launch's options in the hello; ready, start and end (--mpi)
 
 
 class FederationError(Exception):
@@ -219,7 +219,7 @@ def _answer(c, deadline, clock=time.monotonic_ns, other=None, end=None):
     return None
 
 
-def _serve(nhosts, digest, port, deadline, bind):
+def _serve(nhosts, digest, port, deadline, bind, launch=""):
     """Host 0: every other host joins; returns {host: (name, offset, rtt)} and the epoch."""
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -265,6 +265,13 @@ def _serve(nhosts, digest, port, deadline, bind):
                 c.send({"error": why})
                 s.close()
                 raise FederationError(why)
+            if hello.get("launch", "") != launch:
+                why = "launch mismatch: %s was started with %.200r; host 0 (%s) with %r: start " \
+                      "every host's agent with the same options" % (
+                          c.who, hello.get("launch"), socket.gethostname(), launch)
+                c.send({"error": why})
+                s.close()
+                raise FederationError(why)
             c.send({"ok": True})
             _answer(c, deadline)  # its clock samples, at once
             res = c.recv(deadline)
@@ -289,7 +296,7 @@ def _serve(nhosts, digest, port, deadline, bind):
         ls.close()
 
 
-def _join(host, addr, port, digest, deadline):
+def _join(host, addr, port, digest, deadline, launch=""):
     """Host h > 0: join host 0; returns (offset, rtt, host 0's epoch)."""
     while True:
         try:
@@ -306,7 +313,7 @@ def _join(host, addr, port, digest, deadline):
     ok = False
     try:
         c.send({"host": host, "name": socket.gethostname(), "hash": digest,
-                "protocol": PROTOCOL})
+                "protocol": PROTOCOL, "launch": launch})
         c.recv(deadline)
         best = _sample(c, SAMPLES, deadline)
         c.send({"offset": best[0], "rtt": best[1]})
@@ -327,7 +334,7 @@ def _join(host, addr, port, digest, deadline):
             s.close()
 
 
-def agree(host, nhosts, addr, port, digest, timeout=60.0, bind=None):
+def agree(host, nhosts, addr, port, digest, timeout=60.0, bind=None, launch=""):
     """This host's epoch (its CLOCK_MONOTONIC ns of virtual time 0), what was measured
     ({host: (name, offset_ns, rtt_ns)} on host 0, (offset_ns, rtt_ns) elsewhere) and the
     connections, kept open for NetRelay ({host: link}: host 0's to every other host, another
@@ -338,9 +345,9 @@ def agree(host, nhosts, addr, port, digest, timeout=60.0, bind=None):
         return time.monotonic_ns() - MARGIN_NS, {}, {}
     if host == 0:
         measured, epoch, links = _serve(nhosts, digest, port, deadline,
-                                        bind if bind is not None else addr)
+                                        bind if bind is not None else addr, launch)
         return epoch, measured, links
-    off, rtt, gbps, epoch, link = _join(host, addr, port, digest, deadline)
+    off, rtt, gbps, epoch, link = _join(host, addr, port, digest, deadline, launch)
     return epoch - off, (off, rtt, gbps), {0: link}
 
 
@@ -477,25 +484,31 @@ def check_counters(doc, host):
 HOSTNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}\Z")
 
 
-def check_ready(doc, host):
+def check_ready(doc, host, names=()):
     """What another host's agent of `launch --hosts-from-env --mpi` says of itself (NetRelay.
-    send_ready) as {"name", "socket", "mps"}, or FederationError naming what is wrong: the
-    paths go into the MPI wrapper's word lists and the host name into mpirun's --host."""
+    send_ready) as {"name", "socket", "env"}, or FederationError naming what is wrong: the
+    words go into the MPI wrapper's lists and the host name into mpirun's --host; env may
+    hold only the variables names (sf.ranks.MPI_HOST_VARS)."""
     who = "host %d" % host
     if not isinstance(doc, dict) or doc.get("host") != host:
         raise FederationError("%s sent where its daemon is for another host: %.200r" % (
             who, doc))
-    name, sock, mps = doc.get("name"), doc.get("socket"), doc.get("mps")
+    name, sock, env = doc.get("name"), doc.get("socket"), doc.get("env", {})
     if not isinstance(name, str) or not HOSTNAME.match(name):
         raise FederationError("%s: its host name %.200r is not one mpirun can take" % (who, name))
-    for what, path in (("its daemon's socket", sock), ("its MPS pipe directory", mps)):
-        if path is None and what != "its daemon's socket":
-            continue
-        if not isinstance(path, str) or not path.startswith("/") or len(path) > 4096 or \
-                any(c.isspace() for c in path):
-            raise FederationError("%s: %s %.200r is not an absolute path without spaces "
-                                  "(the MPI wrapper's lists cannot carry it)" % (who, what, path))
-    return {"name": name, "socket": sock, "mps": mps}
+    if not isinstance(sock, str) or not sock.startswith("/"):
+        raise FederationError("%s: its daemon's socket %.200r is not an absolute path" % (
+            who, sock))
+    if not isinstance(env, dict):
+        raise FederationError("%s: its ranks' variables %.200r are not a map" % (who, env))
+    for k, v in [("its daemon's socket", sock)] + sorted(env.items()):
+        if k != "its daemon's socket" and k not in names:
+            raise FederationError("%s: %.100r is not a variable a host sets for its ranks (%s)"
+                                  % (who, k, ", ".join(names)))
+        if not isinstance(v, str) or not v or len(v) > 4096 or any(c.isspace() for c in v):
+            raise FederationError("%s: %s %.200r is not a word without spaces (the MPI "
+                                  "wrapper's lists cannot carry it)" % (who, k, v))
+    return {"name": name, "socket": sock, "env": dict(env)}
 
 
 def check_ranks(ranks):
@@ -637,8 +650,9 @@ class NetRelay(TriggerRelay):
     answering each at once while it waits, and sends back "clock_offset"); at the end of the
     run each other host sends its daemon's counters ("counters"), which host 0 acknowledges
     ("counters_ok") before either side closes. With --mpi, where host 0's mpirun starts every
-    host's ranks: each other host says where its daemon and MPS are ("ready"), and host 0 says
-    when mpirun ended, with its status ("end")."""
+    host's ranks: each other host says its name, where its daemon is and what its ranks need
+    ("ready"), and host 0 says when mpirun starts ("start") and ends, with its status
+    ("end")."""
 
     def __init__(self, sock, host, links, say, offsets=None):
         super().__init__([sock], say)
@@ -657,6 +671,8 @@ class NetRelay(TriggerRelay):
         # --mpi across hosts: each other host's daemon and MPS (host 0: host -> ready() or the
         # FederationError of what it sent), and host 0's mpirun's end (another host: its status)
         self.ready = {}
+        self.host_vars = ()  # the variables a host's "ready" may set (sf.ranks.MPI_HOST_VARS)
+        self.started = threading.Event()  # another host: host 0 has started mpirun
         self.end, self.end_got = None, threading.Event()
         self.outbox = []  # (message, threading.Event): sent by the relay's thread, the links'
         self.pending = []  # (host, message): read during a clock exchange, handled after it
@@ -739,6 +755,14 @@ class NetRelay(TriggerRelay):
             if bad:
                 raise bad[0]
             return dict(self.ready)
+
+    def send_start(self, timeout=10.0):
+        """Host 0's agent of `launch --hosts-from-env --mpi`: mpirun is starting; the other
+        agents count the job's timeout from now. True once sent."""
+        sent = threading.Event()
+        with self.got:
+            self.outbox.append(({"start": True}, sent))
+        return sent.wait(timeout) and bool(self.links)
 
     def send_end(self, status, timeout=10.0):
         """Host 0's agent of `launch --hosts-from-env --mpi`: mpirun has ended with status;
@@ -881,6 +905,9 @@ class NetRelay(TriggerRelay):
             return
         if "t2" in msg and self.host != 0:
             return  # the answer to a sample given up on
+        if "start" in msg and self.host != 0:
+            self.started.set()
+            return
         if "end" in msg and self.host != 0:
             w = self._word(msg["end"], "an end of the MPI job")
             self.end = w["status"] if w else None
@@ -888,7 +915,7 @@ class NetRelay(TriggerRelay):
             return
         if "ready" in msg and self.host == 0:
             try:
-                got = check_ready(msg["ready"], h)
+                got = check_ready(msg["ready"], h, self.host_vars)
             except FederationError as e:
                 got = e
             with self.got:

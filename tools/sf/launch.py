@@ -37,7 +37,7 @@ from .paths import TOOLS as HERE
 from .procs import Proc, RemoteProc, _killpg, _read, _signame, dump_stacks, free_port
 from .ranks import (Mps, copy_threads, device_connections, find_mpirun, gpu_ids, gpu_map,
                     libfabric_here, mpi_argv, mpi_env, mpi_flavour, mpi_host_arg, mps_plan,
-                    nccl_libdirs, rank_env)
+                    nccl_libdirs, rank_env, MPI_HOST_VARS)
 
 PYHOOK = os.path.join(HERE, "sfpyhook")  # sitecustomize: faulthandler on SIGUSR1 for Python ranks
 
@@ -206,7 +206,8 @@ class LaunchResult:
 
     def summary(self):
         if self.elsewhere and not self.procs:
-            return "  (this host's ranks ran under host 0's mpirun: host 0's output has theirs)"
+            return "  (this host's ranks are host 0's mpirun's: host 0's output has theirs%s)" % (
+                "" if self.elsewhere[0] is not None else "; whether they ran is not known here")
         lines = []
         for p in self.procs:
             lines.append("  %-8s %-14s %-36s %s" % (
@@ -428,19 +429,18 @@ class Launcher:
                 signal.signal(s, h)
         return timed_out, self._signal, stacks
 
-    def stand_by(self, ended):
+    def stand_by(self, ended, started, start_within):
         """Another host of `launch --hosts-from-env --mpi`, whose ranks host 0's mpirun starts:
         keeps this host's daemon up until ended() gives host 0's word ((status, why): why when
-        there is none), a signal (with handle_signals) or the timeout (which then is host 0's
-        job timeout and grace, and STAND_BY_MARGIN_S for its word to come). Returns run()'s
-        triple and the word."""
+        there is none), a signal (with handle_signals) or a timeout: started() (host 0 says
+        mpirun is starting) within start_within seconds, then the job's timeout, its grace and
+        STAND_BY_MARGIN_S for the word. Returns run()'s triple and the word."""
         old = {}
         if self.handle_signals:
             for s in (signal.SIGINT, signal.SIGTERM):
                 old[s] = signal.signal(s, self._on_signal)
         self.t_start = time.monotonic()
-        deadline = self.t_start + self.timeout + self.grace + STAND_BY_MARGIN_S \
-            if self.timeout else None
+        deadline, began = self.t_start + start_within, False
         try:
             while True:
                 word = ended()
@@ -448,11 +448,17 @@ class Launcher:
                     return (False, None, None), word
                 if self._signal:
                     self.say("interrupted (%s): this host's daemon stops; host 0's mpirun "
-                             "still runs this host's ranks" % _signame(self._signal))
+                             "may still run this host's ranks" % _signame(self._signal))
                     return (False, self._signal, None), None
-                if deadline and time.monotonic() >= deadline:
-                    self.say("timeout: host 0's agent did not say that its mpirun ended within "
-                             "%.0f s" % (deadline - self.t_start))
+                now = time.monotonic()
+                if not began and started():
+                    began = True
+                    deadline = now + self.timeout + self.grace + STAND_BY_MARGIN_S \
+                        if self.timeout else None
+                if deadline and now >= deadline:
+                    self.say("timeout: host 0's agent did not say %s within %.0f s" % (
+                        "that its mpirun ended" if began else "that its mpirun started",
+                        deadline - self.t_start))
                     return (True, None, None), None
                 time.sleep(0.05)
         finally:
@@ -516,7 +522,16 @@ HOST_VARS = (("GROUP_RANK", "WORLD_SIZE"),               # torchrun, --nproc-per
              ("PMIX_RANK", "PMIX_SIZE"),
              ("RANK", "WORLD_SIZE"))                     # a Kubeflow PyTorchJob's pod
 FEDERATE_TIMEOUT_S = federate.DEFAULT_TIMEOUT_S
-STAND_BY_MARGIN_S = 60  # another host of --mpi across hosts: host 0's word may come this late
+# mpirun's options that place ranks on hosts (Open MPI's spellings): given by the user, kept
+MPI_HOST_OPTIONS = ("--host", "-host", "-H", "--hostfile", "-hostfile", "--machinefile",
+                    "-machinefile", "--default-hostfile")
+# what host 0's mpirun passes to ranks on other hosts besides what the launcher changed
+MPI_EXPORT_PREFIXES = ("NCCL_", "SIMFABRIC_", "CUDA_", "FI_", "TORCH_", "MASTER_")
+MPI_EXPORT_NAMES = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
+# another host of --mpi across hosts: host 0 may start mpirun this long after the rendezvous's
+# time (MPS, mpirun --version) ...
+START_MARGIN_S = 120
+STAND_BY_MARGIN_S = 60  # ... and say it ended this long after the job's timeout and grace
 IDEAL_TEXT = '{"kind": "ideal"}\n'  # what --hosts-from-env --mpi compares on the ideal fabric
 JOB_PORT_OFFSET = 2  # the job's own rendezvous: MASTER_PORT + 2 (+0: torchrun's store; +1: the
                      # daemons', section 2)
@@ -552,7 +567,7 @@ def hosts_from_env(env):
 
 
 DEFAULT_MASTER_PORT = 29500  # torchrun's: the run's base port where --peers names none
-PEER = re.compile(r"\[([0-9A-Fa-f:.]+)\](?::(\d{1,5}))?\Z|([A-Za-z0-9_.-]+)(?::(\d{1,5}))?\Z")
+PEER = re.compile(r"([A-Za-z0-9_.-]+)(?::(\d{1,5}))?\Z")
 
 
 def peers_env(peers, rank):
@@ -571,9 +586,10 @@ def peers_env(peers, rank):
     for i, x in enumerate(items):
         m = PEER.match(x.strip())
         if not m:
-            raise LaunchError("--peers: entry %d %r is not ADDR or ADDR:PORT ([ADDR]:PORT for "
-                              "IPv6)" % (i, x), EXIT_USAGE)
-        p = m.group(2) or m.group(4)
+            raise LaunchError("--peers: entry %d %r is not ADDR or ADDR:PORT (an IPv4 address "
+                              "or a host name: the agents' rendezvous is IPv4)" % (i, x),
+                              EXIT_USAGE)
+        p = m.group(2)
         if p and i:
             raise LaunchError("--peers: entry %d %r has a port: only host 0's (the first "
                               "entry's) is used, host 0's agent serving there" % (i, x),
@@ -582,7 +598,7 @@ def peers_env(peers, rank):
             raise LaunchError("--peers: entry 0 %r: the port is not in 1..%d" % (
                 x, 65535 - JOB_PORT_OFFSET), EXIT_USAGE)
         if i == 0:
-            addr, port = m.group(1) or m.group(3), int(p) if p else port
+            addr, port = m.group(1), int(p) if p else port
     if not 0 <= rank < len(items):
         raise LaunchError("--host-rank %d: not one of the %d host(s) of --peers (0..%d)" % (
             rank, len(items), len(items) - 1), EXIT_USAGE)
@@ -622,6 +638,7 @@ class Job:
         # each other host's agent where its daemon and MPS are (NetRelay.wait_ready)
         self.mpi = False
         self.elsewhere = {}
+        self.options = ""  # the launch's options every host's agent must share (the hello's)
         self.mps, self.mps_planned = None, False
         self.fabric = None
         self.notes = []
@@ -664,6 +681,7 @@ class Job:
             elif self.links:
                 self.relay = federate.NetRelay(self.socket, self.host[0], self.links,
                                                self.say, self.offsets)
+                self.relay.host_vars = MPI_HOST_VARS
                 self.relay.start()
             if self.hosts:
                 self.say("%d hosts on this machine: host 0's daemon at %s, %s; connections "
@@ -691,7 +709,7 @@ class Job:
         try:
             self.epoch_ns, measured, self.links = federate.agree(
                 h, n, addr, port, digest, timeout=self.rendezvous_timeout,
-                bind=addr if is_loopback(addr) else "")
+                bind=addr if is_loopback(addr) else "", launch=self.options)
         except federate.FederationError as e:
             raise LaunchError("--hosts-from-env: %s" % e, EXIT_FAIL)
         if h == 0:
@@ -711,16 +729,21 @@ class Job:
         if line and self.scenario:
             self.say(line)
 
-    def mpi_meet(self, nnodes, gpus_per_node):
+    def mpi_meet(self, nnodes, gpus_per_node, env=None):
         """--hosts-from-env --mpi, this host's daemon up: another host starts MPS where its
-        ranks will share a GPU and tells host 0 where its daemon and MPS are; host 0 waits for
-        every host's word (self.elsewhere), since its mpirun starts their ranks with them."""
+        ranks will share a GPU and tells host 0 its name, where its daemon is and what its
+        ranks need for their count there (MPI_HOST_VARS); host 0 waits for every host's word
+        (self.elsewhere), since its mpirun starts their ranks with them."""
         h, n = self.host[0], self.host[1]
         if h != 0:
-            self._start_mps(self._ranks_here(nnodes, gpus_per_node), len(gpu_ids()))
+            names = node_names(self.fabric, nnodes)
+            nranks, gpus = self._ranks_here(names, gpus_per_node), gpu_ids()
+            base = dict(os.environ)
+            if self._start_mps(nranks, len(gpus)):
+                base.update(self.mps.env)
+            base.update(env or {})
             if not self.relay.send_ready({"name": socket.gethostname(), "socket": self.socket,
-                                          "mps": self.mps.env["CUDA_MPS_PIPE_DIRECTORY"]
-                                          if self.mps and self.mps.running else None}):
+                                          "env": self._host_vars(base, nranks, len(gpus))}):
                 raise LaunchError("--hosts-from-env --mpi: cannot tell host 0's agent where "
                                   "this host's daemon is (its connection is gone)", EXIT_FAIL)
             return
@@ -728,6 +751,16 @@ class Job:
             self.elsewhere = self.relay.wait_ready(n, self.rendezvous_timeout)
         except federate.FederationError as e:
             raise LaunchError("--hosts-from-env: %s" % e, EXIT_FAIL)
+
+    @staticmethod
+    def _host_vars(base, nranks, ngpus):
+        """MPI_HOST_VARS for nranks ranks here on ngpus GPUs: base's where it has them (the
+        user's and MPS's), else what fits that count."""
+        out = {k: base[k] for k in MPI_HOST_VARS if base.get(k)}
+        out.setdefault("SIMFABRIC_COPY_THREADS", str(copy_threads(nranks)))
+        if ngpus:
+            out.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", str(device_connections(nranks, ngpus)))
+        return out
 
     def sockets(self):
         """Every local host's daemon's socket, host 0's first (one alone without
@@ -753,13 +786,13 @@ class Job:
                     return h
         return host_of(i, nnodes, nhosts)
 
-    def _ranks_here(self, nnodes, gpus_per_node):
-        """How many of the run's ranks this host runs (--hosts-from-env: its nodes' only)."""
+    def _ranks_here(self, names, gpus_per_node):
+        """How many of the run's ranks (nodes names) this host runs (--hosts-from-env: its
+        nodes' only)."""
         if not self.host:
-            return nnodes * gpus_per_node
-        names = node_names(self.fabric, nnodes)
+            return len(names) * gpus_per_node
         return gpus_per_node * sum(1 for i, name in enumerate(names) if self.host_of_node(
-            name, i, nnodes, self.host[1]) == self.host[0])
+            name, i, len(names), self.host[1]) == self.host[0])
 
     def _start_mps(self, nranks, ngpus):
         """MPS, where nranks ranks here share ngpus GPUs (once); True when it runs."""
@@ -774,22 +807,19 @@ class Job:
                 self.mps.start()
         return bool(self.mps and self.mps.running)
 
-    def _shared_env(self, argv, nnodes, gpus_per_node, env):
+    def _shared_env(self, argv, names, gpus_per_node, env):
         """What every rank's environment has in common (MPS, copy threads, the NCCL job
         program's libraries, env over os.environ), each rank's CUDA_VISIBLE_DEVICES and the
-        GPUs. Starts MPS where this host's ranks share a GPU."""
-        nranks = self._ranks_here(nnodes, gpus_per_node)
+        GPUs. Starts MPS where this host's ranks (of the nodes names) share a GPU."""
+        nranks = self._ranks_here(names, gpus_per_node)
         gpus = gpu_ids()
-        cuda, shared = gpu_map(nnodes, gpus_per_node, gpus)
+        cuda, shared = gpu_map(len(names), gpus_per_node, gpus)
         base = dict(os.environ)
         if self._start_mps(nranks, len(gpus)):
             base.update(self.mps.env)
         if env:
             base.update(env)
-        base.setdefault("SIMFABRIC_COPY_THREADS", str(copy_threads(nranks)))
-        if gpus:
-            base.setdefault("CUDA_DEVICE_MAX_CONNECTIONS",
-                            str(device_connections(nranks, len(gpus))))
+        base.update(self._host_vars(base, nranks, len(gpus)))
         cross = bool(self.hosts or (self.host and self.host[1] > 1))
         if cross and gpus and "SIMFABRIC_GPU" not in base:
             # the plugin refuses a connection between hosts with GPU memory (docs/scale-out.md)
@@ -815,7 +845,7 @@ class Job:
         """One Proc per rank of argv on nnodes nodes (their names: nodes, or the fabric's)."""
         names = nodes or node_names(self.fabric, nnodes)
         nranks = nnodes * gpus_per_node
-        base, cuda, _ = self._shared_env(argv, nnodes, gpus_per_node, env)
+        base, cuda, _ = self._shared_env(argv, names, gpus_per_node, env)
         port = free_port() if not self.host else self.host[3]
         procs = []
         socks = self.sockets()
@@ -847,35 +877,40 @@ class Job:
         MPI_WRAPPER, which gives it its rank's variables (mpi_env)."""
         names = node_names(self.fabric, nnodes)
         nranks = nnodes * gpus_per_node
-        base, _, gpus = self._shared_env(argv, nnodes, gpus_per_node, env)
+        base, _, gpus = self._shared_env(argv, names, gpus_per_node, env)
         across = bool(self.host and self.host[1] > 1)
         e = rank_env(base, 0, nnodes, gpus_per_node, names[0],
                      self.host[3] if self.host else free_port(), self.paths.plugin,
                      self.socket, None, self.run_dir)
-        sockets, mps, extra = self.sockets(), None, list(mpi_args)
+        mpirun = mpirun or find_mpirun(e)
+        flavour = mpi_flavour(mpirun)
+        sockets, extra, more = self.sockets(), list(mpi_args), {}
         nhosts = self.host[1] if across else len(sockets)
         hosts = [self.host_of_node(n, i, nnodes, nhosts)
                  for i, n in enumerate(names)] if self.hosts or across else None
         if across:
-            sockets, mps, extra = self._mpi_hosts(hosts, gpus_per_node, mpirun, extra)
+            sockets, more, extra = self._mpi_hosts(hosts, gpus_per_node, flavour, extra, e)
             e["MASTER_ADDR"] = self.host[2]
         if hosts and (self.hosts or is_loopback(self.host[2])):
             e.setdefault("FI_TCP_IFACE", "lo")  # libfabric between hosts on this machine
-        e.update(mpi_env(names, gpus_per_node, gpus, hosts, sockets, mps))
+        e.update(mpi_env(names, gpus_per_node, gpus, hosts, sockets, **more))
         if gpus:
             e.setdefault("NCCL_TESTS_DEVICE", "0")
-        mpirun = mpirun or find_mpirun(e)
-        set_here = sorted(k for k in e if os.environ.get(k) != e[k])  # what mpirun -x passes on
+        # what mpirun -x passes on: what the launcher set, and across real hosts also what
+        # the ranks of another host would not have otherwise (a remote rank gets only -x's)
+        set_here = sorted(k for k in e if os.environ.get(k) != e[k] or (across and (
+            k.startswith(MPI_EXPORT_PREFIXES) or k in MPI_EXPORT_NAMES)))
         return [Proc("mpi", 0, "%d nodes" % nnodes,
-                     mpi_argv(mpirun, argv, nranks, set_here, extra, mpi_flavour(mpirun)), e,
+                     mpi_argv(mpirun, argv, nranks, set_here, extra, flavour), e,
                      os.path.join(self.run_dir, "mpirun.log"))]
 
-    def _mpi_hosts(self, hosts, gpus_per_node, mpirun, extra):
-        """--hosts-from-env --mpi on host 0: every host's daemon socket and MPS pipe directory
-        (from their agents, self.elsewhere), and mpirun's arguments with --host placing each
-        host's block of ranks on it (Open MPI; the user's own --host, -H or --hostfile are
-        left as they are). LaunchError where the placement is not in blocks of rank order,
-        which one mpirun cannot place so."""
+    def _mpi_hosts(self, hosts, gpus_per_node, flavour, extra, e):
+        """--hosts-from-env --mpi on host 0: every host's daemon socket, and mpi_env's other
+        per-host lists (host names, MPI_HOST_VARS: host 0's from e, the others' from their
+        agents, self.elsewhere), and mpirun's arguments with --host placing each host's block
+        of ranks on it (Open MPI; the user's own --host, -H or hostfile are left as they are).
+        LaunchError where the placement is not in blocks of rank order, which one mpirun
+        cannot place so, or where two hosts have one name."""
         n = self.host[1]
         for i in range(1, len(hosts)):
             if hosts[i] < hosts[i - 1]:
@@ -885,20 +920,19 @@ class Job:
                                   "placement:)" % (i, hosts[i], hosts[i - 1]), EXIT_USAGE)
         names = [socket.gethostname()] + [self.elsewhere[h]["name"] for h in range(1, n)]
         sockets = [self.socket] + [self.elsewhere[h]["socket"] for h in range(1, n)]
-        mps = [self.mps.env["CUDA_MPS_PIPE_DIRECTORY"] if self.mps and self.mps.running
-               else None] + [self.elsewhere[h]["mps"] for h in range(1, n)]
         if len(set(names)) not in (1, n):
             raise LaunchError("--hosts-from-env --mpi: hosts %s have one host name (%s): "
                               "mpirun cannot tell them apart" % (
                                   ", ".join(str(h) for h in range(n) if names.count(names[h]) > 1),
                                   ", ".join(sorted({x for x in names if names.count(x) > 1}))),
                               EXIT_USAGE)
+        host_vars = {k: [e.get(k)] + [self.elsewhere[h]["env"].get(k) for h in range(1, n)]
+                     for k in MPI_HOST_VARS}
         counts = [gpus_per_node * hosts.count(h) for h in range(n)]
         arg = mpi_host_arg(names, counts)
-        own = [a for a in extra if a.split("=")[0] in ("--host", "-H", "--hostfile",
-                                                       "--machinefile", "-hostfile")]
+        own = [a for a in extra if a.split("=")[0] in MPI_HOST_OPTIONS]
         if arg and not own:
-            if mpi_flavour(mpirun or find_mpirun()) == "openmpi":
+            if flavour == "openmpi":
                 extra = ["--host", arg] + extra
             else:
                 self.say("--mpi across hosts: this mpirun is not Open MPI's; place the ranks "
@@ -907,7 +941,7 @@ class Job:
             n, sum(counts), ", ".join("host %d %s: %d" % (h, names[h], counts[h])
                                       for h in range(n)),
             "" if arg else "; one host name: all on this machine"))
-        return sockets, mps, extra
+        return sockets, {"host_names": names if arg else None, "host_vars": host_vars}, extra
 
     def _modelled(self, ask):
         """ask(socket) of a modelled fabric's daemon, or None (the ideal fabric, no answer)."""
@@ -1127,6 +1161,11 @@ def launch(cmd, nodes, gpus_per_node=1, scenario=None, socket=None, run_dir=None
     why = local_hosts_refusal(local_hosts, nodes, scenario, socket, mpi, host)
     if why:
         raise LaunchError(why, EXIT_USAGE)
+    if mpi and (local_hosts > 1 or (host and host[1] > 1)) and run_dir and \
+            any(c.isspace() for c in run_dir):
+        raise LaunchError("--mpi across hosts: the run directory %r has a space, which the MPI "
+                          "wrapper's lists cannot carry (use another --run-dir)" % run_dir,
+                          EXIT_USAGE)
     # host 0 starts every rank of an MPI program across hosts: the others need no mpirun
     elsewhere = bool(mpi and host and host[1] > 1 and host[0] != 0)
     mpirun = find_mpirun(dict(os.environ, **(env or {}))) if mpi and not elsewhere else None
@@ -1137,6 +1176,8 @@ def launch(cmd, nodes, gpus_per_node=1, scenario=None, socket=None, run_dir=None
               local_hosts=local_hosts, host=host)
     job.rendezvous_timeout = rendezvous_timeout or FEDERATE_TIMEOUT_S
     job.mpi = mpi
+    job.options = "--nodes %d --gpus-per-node %d%s" % (nodes, gpus_per_node,
+                                                      " --mpi" if mpi else "")
     if host:
         job.say("host %d of %d (host 0 at %s): this host's daemon and %s" % (
             host[:3] + ("ranks, started by host 0's mpirun" if elsewhere else "ranks",)))
@@ -1145,14 +1186,18 @@ def launch(cmd, nodes, gpus_per_node=1, scenario=None, socket=None, run_dir=None
     try:
         job.up()
         if mpi and job.links:
-            job.mpi_meet(nodes, gpus_per_node)
+            job.mpi_meet(nodes, gpus_per_node, env)
         L = Launcher(job.run_dir, echo=echo, out=out, progress=progress, grace=grace,
                      fail_grace=fail_grace, timeout=timeout, handle_signals=handle_signals)
         if elsewhere:
-            (timed_out, interrupted, stacks), word = L.stand_by(job.relay.mpi_ended)
+            (timed_out, interrupted, stacks), word = L.stand_by(
+                job.relay.mpi_ended, job.relay.started.is_set,
+                job.rendezvous_timeout + START_MARGIN_S)
         else:
             procs = (job.mpi_ranks(cmd, nodes, gpus_per_node, env, mpirun, mpi_args) if mpi
                      else job.ranks(cmd, nodes, gpus_per_node, env))
+            if mpi and job.links:
+                job.relay.send_start()
             timed_out, interrupted, stacks = L.run(procs, job.socket)
         res = LaunchResult(job.run_dir, procs, job.fabric, time.monotonic() - t0, timed_out,
                            interrupted, job.notes + L.notes, stacks)

@@ -218,13 +218,20 @@ def rank_env(base, rank, nnodes, gpus_per_node, node, port, plugin, sock, cuda=N
 
 # ---- MPI programs (simfabric launch --mpi) ------------------------------------------------------
 
+# What each host of an MPI program across hosts sets for its own ranks (their count there: MPS,
+# copy threads, the GPU's queues): one word per host in SIMFABRIC_MPI_HOST_<name>, "-" for none.
+MPI_HOST_VARS = ("CUDA_MPS_PIPE_DIRECTORY", "SIMFABRIC_COPY_THREADS", "CUDA_DEVICE_MAX_CONNECTIONS")
+
 # Run by sh in each MPI rank: its rank from the MPI launcher (Open MPI, PMIx, MPICH), then the
 # variables of that rank (as rank_env gives a launched rank) and exec the program. The node names
 # and each rank's GPU come in SIMFABRIC_MPI_NODES and SIMFABRIC_MPI_GPUS (words), the ranks per
-# node in SIMFABRIC_MPI_GPN. Over several hosts, each node's host in SIMFABRIC_MPI_HOSTS and per
-# host its daemon's socket (which must be on the machine the rank runs on: mpirun placed it
-# there) and MPS's pipe directory ("-": none) in SIMFABRIC_MPI_SOCKETS and SIMFABRIC_MPI_MPS.
-MPI_WRAPPER = r"""r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-}}}
+# node in SIMFABRIC_MPI_GPN. Over several hosts: each node's host in SIMFABRIC_MPI_HOSTS and, per
+# host, its daemon's socket in SIMFABRIC_MPI_SOCKETS, across real hosts its name in
+# SIMFABRIC_MPI_NAMES (the rank must run there: mpirun placed it) and the MPI_HOST_VARS (a
+# host's "-" leaves the rank's own value, unless it is host 0's, which is then not this host's).
+# set -f: the lists' words are never globs.
+MPI_WRAPPER = r"""set -f
+r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-}}}
 case "$r" in ''|*[!0-9]*) echo "simfabric: no MPI rank here (OMPI_COMM_WORLD_RANK, PMIX_RANK, \
 PMI_RANK): start this under mpirun" >&2; exit 127;; esac
 g=$SIMFABRIC_MPI_GPN
@@ -241,17 +248,24 @@ i=0 h=
 for x in $SIMFABRIC_MPI_HOSTS; do [ $i = $n ] && h=$x; i=$((i + 1)); done
 i=0
 for x in $SIMFABRIC_MPI_SOCKETS; do [ $i = "$h" ] && export SIMFABRIC_SOCKET=$x; i=$((i + 1)); done
-[ -S "$SIMFABRIC_SOCKET" ] || { echo "simfabric: MPI rank $r (node $node) is host $h's, whose \
-daemon's socket $SIMFABRIC_SOCKET is not on this machine ($(uname -n)): mpirun started it on \
-another host than its node's" >&2; exit 127; }
-i=0
-for x in ${SIMFABRIC_MPI_MPS:-}; do
-[ $i = "$h" ] && { if [ "$x" = - ]; then unset CUDA_MPS_PIPE_DIRECTORY; else \
-export CUDA_MPS_PIPE_DIRECTORY=$x; fi; }; i=$((i + 1)); done
+i=0 want=
+for x in ${SIMFABRIC_MPI_NAMES:-}; do [ $i = "$h" ] && want=$x; i=$((i + 1)); done
+if [ -n "$want" ] && [ "$want" != "$(uname -n)" ] || [ ! -S "$SIMFABRIC_SOCKET" ]; then
+echo "simfabric: MPI rank $r (node $node) is host $h's (${want:-this machine}, daemon's socket \
+$SIMFABRIC_SOCKET), but mpirun started it on $(uname -n)$([ -S "$SIMFABRIC_SOCKET" ] || \
+echo ", which has no such socket")" >&2; exit 127; fi
+for v in @HOST_VARS@; do
+eval "l=\${SIMFABRIC_MPI_HOST_$v:-}"
+[ -n "$l" ] || continue
+i=0 w= w0=
+for x in $l; do [ $i = 0 ] && w0=$x; [ $i = "$h" ] && w=$x; i=$((i + 1)); done
+if [ "$w" != - ]; then export "$v=$w"
+elif [ "$w0" != - ] && eval "[ \"\${$v:-}\" = \"\$w0\" ]"; then unset "$v"; fi
+done
 export SIMFABRIC_HOST=$h
 fi
 exec "$@"
-"""
+""".replace("@HOST_VARS@", " ".join(MPI_HOST_VARS))
 MPI_PER_RANK = ("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "ROLE_RANK", "NCCL_HOSTID",
                 "SIMFABRIC_NODE", "CUDA_VISIBLE_DEVICES", "SIMFABRIC_HOST")
 
@@ -280,36 +294,42 @@ def mpi_flavour(mpirun):
     return "openmpi" if re.search(r"Open MPI|OpenRTE|PRRTE|prterun", out) else "other"
 
 
-def mpi_env(names, gpus_per_node, gpus, hosts=None, sockets=None, mps=None):
+def mpi_env(names, gpus_per_node, gpus, hosts=None, sockets=None, host_names=None,
+            host_vars=None):
     """What MPI_WRAPPER reads: the node names, ranks per node, each rank's one GPU (its own
     device 0: nccl-tests, which counts local ranks per host name, would otherwise pick device
     RANK; NCCL_TESTS_DEVICE=0 tells it so); with --local-hosts or --hosts-from-env, each node's
     host and each host's daemon's socket (a rank gets its node's host's: SIMFABRIC_HOST,
-    SIMFABRIC_SOCKET) and, across real hosts, each host's MPS pipe directory (None: no MPS)."""
+    SIMFABRIC_SOCKET); across real hosts, each host's name (host_names, where they differ) and
+    its MPI_HOST_VARS (host_vars: name -> a value or None per host)."""
     nranks = len(names) * gpus_per_node
     out = {"SIMFABRIC_MPI_NODES": " ".join(names), "SIMFABRIC_MPI_GPN": str(gpus_per_node),
            "SIMFABRIC_MPI_GPUS": " ".join(gpus[r % len(gpus)] for r in range(nranks))
            if gpus else ""}
     if hosts:
-        bad = [p for p in sockets if not p or any(c.isspace() for c in p)]
+        words = list(sockets) + list(host_names or []) + [
+            v for vals in (host_vars or {}).values() for v in vals if v is not None]
+        bad = [w for w in words if not w or any(c.isspace() for c in w)]
         if bad:
-            raise LaunchError("--mpi with --local-hosts: the socket path %r has a space, which "
-                              "the MPI wrapper's lists cannot carry (use another --run-dir)"
-                              % bad[0], EXIT_USAGE)
+            raise LaunchError("--mpi across hosts: %r has a space, which the MPI wrapper's "
+                              "lists cannot carry (use another --run-dir)" % bad[0], EXIT_USAGE)
         out.update(SIMFABRIC_MPI_HOSTS=" ".join(map(str, hosts)),
                    SIMFABRIC_MPI_SOCKETS=" ".join(sockets))
-        if mps is not None:
-            out["SIMFABRIC_MPI_MPS"] = " ".join(d or "-" for d in mps)
+        if host_names:
+            out["SIMFABRIC_MPI_NAMES"] = " ".join(host_names)
+        for k, vals in (host_vars or {}).items():
+            out["SIMFABRIC_MPI_HOST_" + k] = " ".join(v if v is not None else "-" for v in vals)
     return out
 
 
 def mpi_host_arg(names, counts):
     """Open MPI's --host for ranks in blocks, host by host (counts[h] on host h, named
-    names[h]): mpirun fills each host's slots in turn, so rank r lands on its node's host. None
-    where every host has one name (hosts emulated on one machine: all ranks are local)."""
+    names[h]; a host without ranks left out): mpirun fills each host's slots in turn, so rank
+    r lands on its node's host. None where every host has one name (hosts emulated on one
+    machine: all ranks are local)."""
     if len(set(names)) == 1:
         return None
-    return ",".join("%s:%d" % (n, c) for n, c in zip(names, counts))
+    return ",".join("%s:%d" % (n, c) for n, c in zip(names, counts) if c)
 
 
 def mpi_argv(mpirun, cmd, nranks, export=(), extra=(), flavour="openmpi"):
