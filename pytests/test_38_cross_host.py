@@ -1635,7 +1635,7 @@ def test_38_47_an_agent_waiting_on_host_0s_mpirun_times_out_or_is_interrupted(tm
     """Launcher.stand_by: host 0's word ends the wait; without a start word within its time,
     or without the end within the job's timeout, grace and margin after the start, it times
     out, saying which; a signal ends it at once."""
-    from sf import launch as sfl
+    from sf import runner as sfl
     import signal
     import threading
     L = sfl.Launcher(str(tmp_path), echo=False, timeout=0.2, grace=0.1)

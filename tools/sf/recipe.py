@@ -19,9 +19,10 @@ import sys
 import time
 
 from . import model as sfmodel
-from .launch import (FEDERATE_TIMEOUT_S, Job, Launcher, LaunchResult, dump_scenario,
+from .launch import (FEDERATE_TIMEOUT_S, Job, LaunchResult, dump_scenario,
                      hosts_from_env, local_hosts_refusal, write_counters)
 from .federate import COUNTERS_WAIT_S
+from .runner import Launcher
 from .paths import (EXIT_CANNOT, EXIT_FAIL, EXIT_PASS, EXIT_USAGE, ROOT, LaunchError, Paths)
 from .paths import TOOLS as HERE
 from .procs import Proc, _read, _signame
