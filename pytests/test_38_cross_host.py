@@ -1738,3 +1738,32 @@ def test_38_49_hosts_named_by_hand_with_peers(sf_env, tmp_path):
                        timeout=60)
     assert p.returncode == 2 and "--mpi across hosts: the run directory '%s' has a space" % (
         tmp_path / "a b") in p.stderr, p.stderr
+
+
+def test_38_50_host_0_merges_the_hosts_counters_that_fit_and_names_the_others(tmp_path):
+    """Job.gather on host 0 (--hosts-from-env): each host's counters are checked against what
+    is merged so far; host 1's fit and are summed, host 2's (another build's histograms) are
+    left out and named with the hosts merged before it, host 3 (silent) named as missing."""
+    from sf import launch as sfl
+    from sf import federate
+    said = []
+    job = sfl.Job(run_dir=str(tmp_path / "run"), host=(0, 4, "127.0.0.1", 29502),
+                  say=said.append)
+    relay = federate.NetRelay("/nonexistent.sock", 0, {}, said.append)
+    mine = {0: {"msgs": 3, "queue_hist": [1, 2, 0, 0]}}
+    got = {1: ({0: {"msgs": 4, "queue_hist": [0, 1, 3, 0]}}, {"faults": []}, [{"id": 7}],
+               [{"from": 1, "to": 0, "n": 4}], None),
+           2: ({0: {"msgs": 9, "queue_hist": [9]}}, {"faults": []}, [{"id": 8}], [], None)}
+    relay.wait_counters = lambda n: got
+    job.relay = relay
+    lr = sfl.LaunchResult(str(tmp_path), [], None, 1.0, False, 0, [], None)
+    lr.stats, lr.faults, lr.connections, lr.host_pairs = mine, {"faults": []}, [{"id": 6}], []
+    job.gather(lr)
+    assert lr.stats[0]["msgs"] == 7 and lr.stats[0]["queue_hist"] == [1, 3, 3, 0], lr.stats
+    assert [c["id"] for c in lr.connections] == [6, 7] and lr.host_pairs == [
+        {"from": 1, "to": 0, "n": 4}], (lr.connections, lr.host_pairs)
+    assert lr.missing_hosts == [3], lr.missing_hosts
+    assert any("counters: host 2's do not fit those of host(s) 0, 1 (link 0: 'queue_hist' has "
+               "1 buckets there, 4 here): left out" in x for x in said), said
+    assert any("stats.json and faults.json: the counters of host(s) 0, 1; host(s) 3 sent none"
+               in x for x in said), said
