@@ -357,7 +357,7 @@ job:
     st = open(os.path.join(r.run_dir, "hard-timeout-stacks.txt")).read()
     assert st.count("=== pid ") >= 4, st  # the launcher, the daemon, 2 ranks
     assert "sleep 60" in st and "simfabricd" in st
-    assert "File " in r.stderr and "sf/launch.py" in r.stderr, r.stderr  # the launcher's stack
+    assert "File " in r.stderr and "sf/runner.py" in r.stderr, r.stderr  # the launcher's stack
     assert "HARD TIMEOUT" in r.explain()
 
 
