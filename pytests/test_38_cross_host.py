@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -1429,16 +1430,18 @@ def test_38_43_what_another_host_reports_of_its_ranks_is_checked_before_it_is_us
         "host 1's simfabricd exited with status 139" in d, d
 
 
-def mpi_agents(sf_env, tmp_path, cmd, scenario=None, extra=()):
+def mpi_agents(sf_env, tmp_path, cmd, scenario=None, extra=(), real=False):
     """`launch --mpi --hosts-from-env` as srun starts one agent per host (srun_agents), host
-    0's mpirun the stand-in of test_29 (it logs its argv and environment to mpi.json)."""
+    0's mpirun the stand-in of test_29 (it logs its argv and environment to mpi.json), or
+    with real the one on PATH."""
     from test_29_launch_flags import FAKE_MPIRUN
     fake = tmp_path / "mpirun"
     fake.write_text(FAKE_MPIRUN)
     fake.chmod(0o755)
 
     def argv(h):
-        return ["env", "SIMFABRIC_MPIRUN=%s" % fake, "FAKE_MPI_LOG=%s" % (tmp_path / "mpi.json"),
+        return ["env", "SIMFABRIC_MPIRUN=%s" % ("mpirun" if real else fake),
+                "FAKE_MPI_LOG=%s" % (tmp_path / "mpi.json"),
                 sf_env.cli, "launch", "--mpi", "--hosts-from-env", "--nodes", "4",
                 "--run-dir", str(tmp_path / ("host%d" % h)), "--timeout", "120"] + (
                     ["--scenario", scenario] if scenario else []) + list(extra) + ["--"] + cmd
@@ -1767,3 +1770,20 @@ def test_38_50_host_0_merges_the_hosts_counters_that_fit_and_names_the_others(tm
                "1 buckets there, 4 here): left out" in x for x in said), said
     assert any("stats.json and faults.json: the counters of host(s) 0, 1; host(s) 3 sent none"
                in x for x in said), said
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun here (Open MPI)")
+def test_38_51_a_real_mpirun_across_hosts_from_env(sf_env, tmp_path):
+    """test_38_44 with Open MPI's own mpirun (where installed, as on the GPU machine): its -x
+    exports and the wrapper carry each rank to its host's daemon; the harness is exact across
+    the two hosts and both agents exit 0."""
+    scn = tmp_path / "two-leaves.yaml"
+    scn.write_text(TWO_LEAVES)
+    out, report = mpi_agents(sf_env, tmp_path, [
+        sf_env.harness, "--launched", "--plugin", sf_env.plugin, "--tests",
+        "sizes,allreduce,alltoall", "--max-bytes", "1M", "--timeout", "60"], str(scn), real=True)
+    assert out[0][0] == 0 and out[1][0] == 0, report
+    assert "harness: 3 tests, 0 failed" in out[0][1], report
+    with open(str(tmp_path / "host1" / "stats.json")) as f:
+        links = {l["from"] + " -> " + l["to"]: l for l in json.load(f)["links"]}
+    assert links["node2/0 -> leaf1"]["msgs"] > 0, links  # host 1's ranks used host 1's daemon
