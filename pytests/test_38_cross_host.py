@@ -866,29 +866,42 @@ def test_38_29_what_several_hosts_cannot_count_or_contend_is_said(sf_env, tmp_pa
     assert len(warns) == 1, log1  # once per link
 
 
-def test_38_30_the_rendezvous_drops_a_stray_connection(tmp_path):
-    """sf.federate.agree: a connection to host 0's port that says nothing valid (a scanner, a
-    stale agent) is dropped, and the hosts still agree; a valid host with another hash is
-    what stops the run."""
+
+def host_0_agreeing(nhosts=2, digest="aaaa"):
+    """Host 0's side of sf.federate.agree in a thread: (its port, {0: what agree returned or
+    raised}, the thread)."""
     import threading
     from sf import federate
-    port = sfprocs.free_port()
-    res = {}
+    port, res = sfprocs.free_port(), {}
 
     def host0():
         try:
-            res[0] = federate.agree(0, 2, "127.0.0.1", port, "aaaa", timeout=30)
+            res[0] = federate.agree(0, nhosts, "127.0.0.1", port, digest, timeout=30)
         except federate.FederationError as e:
             res[0] = e
     t = threading.Thread(target=host0)
     t.start()
+    return port, res, t
+
+
+def connect_when_up(port):
+    """A TCP connection to host 0's port, once it listens (10 s at most)."""
     import socket as so
     for _ in range(200):
         try:
-            stray = so.create_connection(("127.0.0.1", port), timeout=1)
-            break
+            return so.create_connection(("127.0.0.1", port), timeout=5)
         except OSError:
             time.sleep(0.05)
+    raise AssertionError("nothing listens at port %d" % port)
+
+
+def test_38_30_the_rendezvous_drops_a_stray_connection(tmp_path):
+    """sf.federate.agree: a connection to host 0's port that says nothing valid (a scanner, a
+    stale agent) is dropped, and the hosts still agree; a valid host with another hash is
+    what stops the run."""
+    from sf import federate
+    port, res, t = host_0_agreeing()
+    stray = connect_when_up(port)
     stray.sendall(b"GET / HTTP/1.0\r\n\r\n")
     stray.close()
     epoch1, measured, links = federate.agree(1, 2, "127.0.0.1", port, "aaaa", timeout=30)
@@ -1295,22 +1308,8 @@ def test_38_41_the_agents_protocol_is_checked_and_lines_during_a_clock_check_kee
     import socket as so
     import threading
     from sf import federate
-    port = sfprocs.free_port()
-    res = {}
-
-    def host0():
-        try:
-            res[0] = federate.agree(0, 2, "127.0.0.1", port, "aaaa", timeout=30)
-        except federate.FederationError as e:
-            res[0] = e
-    t = threading.Thread(target=host0)
-    t.start()
-    for _ in range(200):
-        try:
-            old = so.create_connection(("127.0.0.1", port), timeout=5)
-            break
-        except OSError:
-            time.sleep(0.05)
+    port, res, t = host_0_agreeing()
+    old = connect_when_up(port)
     old.sendall(b'{"host": 1, "name": "old", "hash": "aaaa"}\n')
     said = old.recv(4096).decode()
     old.close()
