@@ -1786,3 +1786,43 @@ def test_38_51_a_real_mpirun_across_hosts_from_env(sf_env, tmp_path):
     with open(str(tmp_path / "host1" / "stats.json")) as f:
         links = {l["from"] + " -> " + l["to"]: l for l in json.load(f)["links"]}
     assert links["node2/0 -> leaf1"]["msgs"] > 0, links  # host 1's ranks used host 1's daemon
+
+
+def test_38_52_each_hosts_daemon_keeps_its_clock_against_host_0s(sf_env, sf_fabric_factory,
+                                                                  tmp_path):
+    """op=clock: one host's daemon of several takes its launch agent's measurement (host 0's
+    clock less its own, the round trip), logs it with its move since the first, and show
+    reports it (`simfabric status`: the clock line); bad values are named, a daemon of one
+    host refuses it. Two agents as srun starts them give their daemon the rendezvous's."""
+    scn = tmp_path / "two-leaves.yaml"
+    scn.write_text(TWO_LEAVES)
+    one = sf_fabric_factory(args=["--scenario", str(scn)], name="one")
+    with pytest.raises(sfctl.CtlError, match=re.escape(
+            "op=clock: this daemon serves one host (no --hosts)")):
+        sfctl.clock(one.socket, 5, 10)
+    h1 = hosts_of_a_run(sf_fabric_factory, str(scn))[1]
+    assert "clock_offset_ns" not in sfctl.show(h1.socket)
+    sfctl.clock(h1.socket, -1500, 40000)
+    sfctl.clock(h1.socket, 250000, 30000)
+    st = sfctl.show(h1.socket)
+    assert (st["clock_offset_ns"], st["clock_rtt_ns"], st["clock_moved_ns"],
+            st["clock_checks"]) == (250000, 30000, 251500, 2), st
+    assert "clock: +250.0 us to host 0's (round trip 30.0 us, 2 check(s), the last " in \
+        sfctl.format_status(st) and "+251.5 us since the first" in sfctl.format_status(st)
+    assert "clock: host 1's offset to host 0 +250.0 us (round trip 30.0 us; check 2), +251.5 us " \
+        "since the first" in h1.log()
+    for keys, says in (({"offset_ns": "x", "rtt_ns": 1}, "offset_ns='x' is not a number of ns"),
+                       ({"offset_ns": 3600000000001, "rtt_ns": 1}, "within an hour"),
+                       ({"offset_ns": 1, "rtt_ns": -1}, "rtt_ns='-1' is not a number of ns in "
+                        "0..10 s"),
+                       ({"offset_ns": 1}, "rtt_ns")):
+        with pytest.raises(sfctl.CtlError, match=re.escape(says)):
+            sfctl.request(h1.socket, "clock", **keys)
+    assert sfctl.show(h1.socket)["clock_checks"] == 2  # none of those taken
+    out = srun_agents(sf_env, lambda h: [
+        sf_env.cli, "launch", "--hosts-from-env", "--nodes", "4", "--scenario", str(scn),
+        "--run-dir", str(tmp_path / ("agent%d" % h)), "--", "true"], timeout=120)
+    assert out[0][0] == 0 and out[1][0] == 0, out
+    log = (tmp_path / "agent1" / "simfabricd.log").read_text()
+    assert re.search(r"clock: host 1's offset to host 0 [-+][0-9.]+ us \(round trip [0-9.]+ us; "
+                     r"check 1\)", log), log

@@ -91,6 +91,7 @@ static const struct op_def {
 	 false},
 	{"xroute", srv_op_xroute, KEYS("from_node", "from_nic", "to_node", "to_nic"),
 	 KEYS("connect"), false},
+	{"clock", srv_op_clock, KEYS("offset_ns", "rtt_ns"), KEYS(NULL), false},
 	{"ping", op_ping, KEYS(NULL), KEYS(NULL), true},
 	{"stop", op_stop, KEYS(NULL), KEYS(NULL), false},
 };

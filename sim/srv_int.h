@@ -155,6 +155,14 @@ struct srv {
 	 * the launch agents to apply on the run's other hosts (docs/scale-out.md, section 5). */
 	char *live_spec[FAULT_MAX];
 	int64_t live_eff[FAULT_MAX];
+	/* This host's clock against host 0's, as its launch agent measured it (op=clock): host
+	 * 0's clock less this host's, the sample's round trip, when (CLOCK_MONOTONIC ns), how
+	 * many checks, and the first check's offset (show reports them). */
+	struct {
+		int64_t offset_ns, first_ns, at_ns;
+		uint64_t rtt_ns;
+		int checks;
+	} clock;
 	char wire[CTL_MSG_MAX];
 };
 
@@ -311,6 +319,8 @@ bool srv_add_paged(struct ctl_msg *rep, const char *key, const char *v, uint64_t
 
 int srv_op_xroute(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
 		  char *err);
+int srv_op_clock(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		 char *err);
 
 int srv_op_fabric(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
 		  char *err);

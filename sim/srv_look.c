@@ -173,6 +173,15 @@ int srv_op_show(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, st
 	ctl_addf(rep, "chans_open", "%d", s->nchans_open);
 	ctl_addf(rep, "listeners", "%d", s->nlisteners);
 	ctl_addf(rep, "pending", "%d", s->npending);
+	if (s->clock.checks) { /* op=clock: this host's clock against host 0's */
+		ctl_addf(rep, "clock_offset_ns", "%lld", (long long)s->clock.offset_ns);
+		ctl_addf(rep, "clock_rtt_ns", "%llu", (unsigned long long)s->clock.rtt_ns);
+		ctl_addf(rep, "clock_moved_ns", "%lld",
+			 (long long)(s->clock.offset_ns - s->clock.first_ns));
+		ctl_addf(rep, "clock_checks", "%d", s->clock.checks);
+		ctl_addf(rep, "clock_age_ms", "%lld",
+			 (long long)((now_ns() - s->clock.at_ns) / 1000000));
+	}
 
 	uint64_t idx = 0;
 	int nn = fabric_node_slots(s->fabric);

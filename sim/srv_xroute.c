@@ -197,3 +197,41 @@ int srv_op_xroute(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, 
 	ctl_addf(rep, "host_rate_bps", "%llu", (unsigned long long)m->host_rate_bps);
 	return 0;
 }
+
+/* op=clock offset_ns rtt_ns (docs/scale-out.md, section 4): this host's clock against host 0's,
+ * as its launch agent measured it at the rendezvous and every minute after (host 0's clock less
+ * this host's; the sample's round trip bounds the error at half of it). The daemon does not move
+ * its epoch: it keeps the reading for show and logs it, with its move since the first, so a
+ * drift that shifts every stamp between the hosts is on record where the fabric is. */
+int srv_op_clock(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
+		 char *err)
+{
+	const int64_t hour = 3600LL * 1000000000LL;
+	int64_t off, rtt;
+	(void)c, (void)rep;
+	if (s->cfg.hosts < 2) {
+		snprintf(err, SRV_ERR_LEN, "op=clock: this daemon serves one host (no --hosts)");
+		return -EOPNOTSUPP;
+	}
+	if (ctl_get_i64(req, "offset_ns", -hour, hour, &off)) {
+		snprintf(err, SRV_ERR_LEN, "offset_ns='%.32s' is not a number of ns within an hour",
+			 ctl_get(req, "offset_ns"));
+		return -EINVAL;
+	}
+	if (ctl_get_i64(req, "rtt_ns", 0, 10000000000LL, &rtt)) {
+		snprintf(err, SRV_ERR_LEN, "rtt_ns='%.32s' is not a number of ns in 0..10 s",
+			 ctl_get(req, "rtt_ns"));
+		return -EINVAL;
+	}
+	if (!s->clock.checks)
+		s->clock.first_ns = off;
+	s->clock.offset_ns = off;
+	s->clock.rtt_ns = (uint64_t)rtt;
+	s->clock.at_ns = now_ns();
+	s->clock.checks++;
+	log_info("clock: host %d's offset to host 0 %+.1f us (round trip %.1f us; check %d), "
+		 "%+.1f us since the first",
+		 s->cfg.host_rank, (double)off / 1e3, (double)rtt / 1e3, s->clock.checks,
+		 (double)(off - s->clock.first_ns) / 1e3);
+	return 0;
+}

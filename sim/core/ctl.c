@@ -152,7 +152,8 @@ int ctl_get_u64(const struct ctl_msg *msg, const char *key, uint64_t *out)
 	return parse_u64(v, out);
 }
 
-int ctl_get_int(const struct ctl_msg *msg, const char *key, int min, int max, int *out)
+int ctl_get_i64(const struct ctl_msg *msg, const char *key, int64_t min, int64_t max,
+		int64_t *out)
 {
 	const char *v = ctl_get(msg, key);
 	if (!v)
@@ -164,8 +165,17 @@ int ctl_get_int(const struct ctl_msg *msg, const char *key, int min, int max, in
 	int64_t s = neg ? -(int64_t)u : (int64_t)u;
 	if (s < min || s > max)
 		return -EINVAL;
-	*out = (int)s;
+	*out = s;
 	return 0;
+}
+
+int ctl_get_int(const struct ctl_msg *msg, const char *key, int min, int max, int *out)
+{
+	int64_t s;
+	int rc = ctl_get_i64(msg, key, min, max, &s);
+	if (rc == 0)
+		*out = (int)s;
+	return rc;
 }
 
 /* Bytes the message takes on the wire, final empty line included. */

@@ -45,6 +45,8 @@ const char *ctl_get(const struct ctl_msg *msg, const char *key);
 /* Typed getters: 0, -ENOENT (absent) or -EINVAL (not a number in range). Hex with 0x prefix ok. */
 int ctl_get_u64(const struct ctl_msg *msg, const char *key, uint64_t *out);
 int ctl_get_int(const struct ctl_msg *msg, const char *key, int min, int max, int *out);
+int ctl_get_i64(const struct ctl_msg *msg, const char *key, int64_t min, int64_t max,
+		int64_t *out);
 
 /* Builder: appends "key=value\n"; -E2BIG if the message would exceed the limits,
  * -EINVAL if the key or value has characters the framing forbids. */

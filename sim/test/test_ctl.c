@@ -548,6 +548,26 @@ static void test_getters(void)
 	}
 	int x;
 	CHECK(ctl_get_int(m, "absent", 0, 1, &x) == -ENOENT, "absent int");
+	/* the 64-bit getter under it: the whole range, and its ends refused past them */
+	static const struct {
+		const char *v;
+		int rc;
+		int64_t want;
+	} i64s[] = {
+		{"-9223372036854775807", 0, -INT64_MAX}, {"9223372036854775807", 0, INT64_MAX},
+		{"9223372036854775808", -EINVAL, 0},	 {"-3600000000001", -EINVAL, 0},
+		{"-3600000000000", 0, -3600000000000LL},
+	};
+	for (size_t i = 0; i < sizeof(i64s) / sizeof(i64s[0]); i++) {
+		m->n = 0;
+		m->len = 0;
+		ctl_add(m, "k", i64s[i].v);
+		int64_t y = 777;
+		int64_t lo = strstr(i64s[i].v, "3600") ? -3600000000000LL : -INT64_MAX;
+		int rc = ctl_get_i64(m, "k", lo, INT64_MAX, &y);
+		CHECK(rc == i64s[i].rc && (rc || y == i64s[i].want), "i64 '%s': %d %lld", i64s[i].v,
+		      rc, (long long)y);
+	}
 	m->n = 0;
 	m->len = 0;
 	ctl_add(m, "a", "first");

@@ -463,12 +463,25 @@ def series(path, timeout=5.0):
     return head
 
 
+def clock(path, offset_ns, rtt_ns, timeout=5.0):
+    """Tell one host's daemon (of several) its clock against host 0's, as its launch agent
+    measured it (op=clock: host 0's clock less this host's, and the sample's round trip);
+    show reports it. docs/scale-out.md, section 4."""
+    request(path, "clock", timeout=timeout, offset_ns=int(offset_ns), rtt_ns=int(rtt_ns))
+
+
 def format_status(st):
     """A human-readable table of show()'s result."""
     lines = ["fabric %s (instance %s, simfabricd %s): %d node(s), %d connection(s) (%s open), "
              "%s listener(s)" % (st.get("fabric", "?"), st.get("instance", "?"),
                                  st.get("version", "?"), len(st["nodes"]), len(st["chans"]),
                                  st.get("chans_open", "?"), st.get("listeners", 0))]
+    if "clock_offset_ns" in st:  # one host of several: its clock against host 0's (op=clock)
+        lines.append("clock: %+.1f us to host 0's (round trip %.1f us, %d check(s), the last "
+                     "%.0f s ago), %+.1f us since the first" % (
+                         st["clock_offset_ns"] / 1e3, st["clock_rtt_ns"] / 1e3,
+                         st["clock_checks"], st["clock_age_ms"] / 1e3,
+                         st["clock_moved_ns"] / 1e3))
     if st["nodes"]:
         lines.append("")
         lines.append("%-20s %-6s %-7s %s" % ("NODE", "NICS", "GPU", "PIDS"))

@@ -351,6 +351,15 @@ def agree(host, nhosts, addr, port, digest, timeout=60.0, bind=None, launch=""):
     return epoch - off, (off, rtt, gbps), {0: link}
 
 
+def tell_daemon(sock, offset_ns, rtt_ns):
+    """This host's clock against host 0's into its daemon (op=clock), for show; a daemon that
+    does not take it (going, or another build's) is left as it is."""
+    try:
+        sfctl.clock(sock, offset_ns, rtt_ns, timeout=2.0)
+    except (sfctl.CtlError, OSError):
+        pass
+
+
 RELAY_PERIOD_S = 0.02
 
 
@@ -888,6 +897,7 @@ class NetRelay(TriggerRelay):
                                time.monotonic() + CLOCK_WAIT_S, self.now,
                                other=lambda m: self._stash(h, m))
                 c.send({"clock_offset": best[0], "rtt": best[1]})
+                tell_daemon(self.sockets[0], best[0], best[1])
             except _Late:
                 pass  # host 0 gave up waiting: the next check
             except (FederationError, OSError) as e:

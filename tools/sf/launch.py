@@ -376,6 +376,7 @@ class Job:
         self.mpi = False
         self.elsewhere = {}
         self.options = ""  # the launch's options every host's agent must share (the hello's)
+        self.clock0 = None  # another host of several: (offset, rtt) ns to host 0 at rendezvous
         self.mps, self.mps_planned = None, False
         self.fabric = None
         self.notes = []
@@ -407,6 +408,8 @@ class Job:
                                            self.host[0] if self.host else 0))
             self.socket = self.daemon.socket
             self.fabric = sfctl.fabric(self.socket)
+            if self.clock0 and self.scenario:  # another host's offset at the rendezvous
+                federate.tell_daemon(self.socket, *self.clock0)
             for h in range(1, self.local_hosts):
                 d = os.path.join(self.run_dir, "host%d" % h)
                 os.makedirs(d, mode=0o700, exist_ok=True)
@@ -462,6 +465,7 @@ class Job:
                      "(round trip %.1f us): virtual time 0 at CLOCK_MONOTONIC %d here" % (
                          self.scenario or "(the ideal fabric)", digest, measured[0] / 1e3, measured[1] / 1e3,
                          self.epoch_ns))
+            self.clock0 = measured[0], measured[1]
             line = federate.fidelity_line(dump, h, measured[2], "host 0")
         if line and self.scenario:
             self.say(line)
