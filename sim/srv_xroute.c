@@ -206,15 +206,17 @@ int srv_op_xroute(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, 
 int srv_op_clock(struct srv *s, struct srv_conn *c, const struct ctl_msg *req, struct ctl_msg *rep,
 		 char *err)
 {
-	const int64_t hour = 3600LL * 1000000000LL;
+	/* CLOCK_MONOTONIC counts from each machine's boot: hosts are apart by their uptimes
+	 * (hours, days). Bounded so that the move since the first check fits in 64 bits. */
+	const int64_t far = (int64_t)1 << 61;
 	int64_t off, rtt;
 	(void)c, (void)rep;
 	if (s->cfg.hosts < 2) {
 		snprintf(err, SRV_ERR_LEN, "op=clock: this daemon serves one host (no --hosts)");
 		return -EOPNOTSUPP;
 	}
-	if (ctl_get_i64(req, "offset_ns", -hour, hour, &off)) {
-		snprintf(err, SRV_ERR_LEN, "offset_ns='%.32s' is not a number of ns within an hour",
+	if (ctl_get_i64(req, "offset_ns", -far, far, &off)) {
+		snprintf(err, SRV_ERR_LEN, "offset_ns='%.32s' is not a number of ns within 2^61",
 			 ctl_get(req, "offset_ns"));
 		return -EINVAL;
 	}

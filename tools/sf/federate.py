@@ -351,12 +351,15 @@ def agree(host, nhosts, addr, port, digest, timeout=60.0, bind=None, launch=""):
     return epoch - off, (off, rtt, gbps), {0: link}
 
 
-def tell_daemon(sock, offset_ns, rtt_ns):
-    """This host's clock against host 0's into its daemon (op=clock), for show; a daemon that
-    does not take it (going, or another build's) is left as it is."""
+def tell_daemon(sock, offset_ns, rtt_ns, say=None):
+    """This host's clock against host 0's into its daemon (op=clock), for show. A daemon that
+    does not answer (going) is left as it is; one that refuses the value is said (with say)."""
     try:
         sfctl.clock(sock, offset_ns, rtt_ns, timeout=2.0)
-    except (sfctl.CtlError, OSError):
+    except sfctl.CtlError as e:
+        if say and e.errno == 22:  # EINVAL: the value, not the daemon's state
+            say("clock: this host's daemon refused its offset to host 0: %s" % e)
+    except OSError:
         pass
 
 
@@ -681,6 +684,9 @@ class NetRelay(TriggerRelay):
         # FederationError of what it sent), and host 0's mpirun's end (another host: its status)
         self.ready = {}
         self.host_vars = ()  # the variables a host's "ready" may set (sf.ranks.MPI_HOST_VARS)
+        # another host of a modelled fabric: give its daemon each clock check's reading
+        # (op=clock; a daemon of the ideal fabric has no --hosts and takes none)
+        self.tell, self.clock_reading = False, None
         self.started = threading.Event()  # another host: host 0 has started mpirun
         self.end, self.end_got = None, threading.Event()
         self.outbox = []  # (message, threading.Event): sent by the relay's thread, the links'
@@ -897,7 +903,8 @@ class NetRelay(TriggerRelay):
                                time.monotonic() + CLOCK_WAIT_S, self.now,
                                other=lambda m: self._stash(h, m))
                 c.send({"clock_offset": best[0], "rtt": best[1]})
-                tell_daemon(self.sockets[0], best[0], best[1])
+                if self.tell:  # after what came meanwhile (poll), not holding this thread
+                    self.clock_reading = best[0], best[1]
             except _Late:
                 pass  # host 0 gave up waiting: the next check
             except (FederationError, OSError) as e:
@@ -975,6 +982,9 @@ class NetRelay(TriggerRelay):
         if self.host == 0 and self.offsets and time.monotonic() >= self.next_clock:
             self._clock_check()
         self._flush()
+        if self.clock_reading:
+            reading, self.clock_reading = self.clock_reading, None
+            tell_daemon(self.sockets[0], *reading, say=self.say)
         for ev in _events(_list(self.sockets[0])):
             if self._note(self.host, ev):
                 self._send(dict(ev, **{"from": self.host}))

@@ -409,7 +409,7 @@ class Job:
             self.socket = self.daemon.socket
             self.fabric = sfctl.fabric(self.socket)
             if self.clock0 and self.scenario:  # another host's offset at the rendezvous
-                federate.tell_daemon(self.socket, *self.clock0)
+                federate.tell_daemon(self.socket, *self.clock0, say=self.say)
             for h in range(1, self.local_hosts):
                 d = os.path.join(self.run_dir, "host%d" % h)
                 os.makedirs(d, mode=0o700, exist_ok=True)
@@ -422,6 +422,7 @@ class Job:
                 self.relay = federate.NetRelay(self.socket, self.host[0], self.links,
                                                self.say, self.offsets)
                 self.relay.host_vars = MPI_HOST_VARS
+                self.relay.tell = bool(self.scenario)
                 self.relay.start()
             if self.hosts:
                 self.say("%d hosts on this machine: host 0's daemon at %s, %s; connections "

@@ -264,6 +264,7 @@ elif [ "$w0" != - ] && eval "[ \"\${$v:-}\" = \"\$w0\" ]"; then unset "$v"; fi
 done
 export SIMFABRIC_HOST=$h
 fi
+set +f
 exec "$@"
 """.replace("@HOST_VARS@", " ".join(MPI_HOST_VARS))
 MPI_PER_RANK = ("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "ROLE_RANK", "NCCL_HOSTID",
