@@ -704,17 +704,22 @@ class NetRelay(TriggerRelay):
                 self.links.pop(h, None)
                 c.sock.close()
 
+    def _post(self, msg, timeout):
+        """msg to the other agents, by the relay's thread (which owns the links' writes): True
+        once it went out and a link is left, False if not within timeout."""
+        sent = threading.Event()
+        with self.got:
+            self.outbox.append((msg, sent))
+        return sent.wait(timeout) and bool(self.links)
+
     def send_counters(self, stats, faults, connections, pairs=None, ranks=None, timeout=10.0):
         """Another host's agent, at the end of its run: its daemon's counters to host 0's
         agent, which merges every host's into its run's stats.json and faults.json. True once
         host 0's agent said it has them (False: not within timeout, or no link left)."""
-        sent = threading.Event()
         deadline = time.monotonic() + timeout
-        with self.got:
-            self.outbox.append(({"counters": {"host": self.host, "stats": stats,
-                                              "faults": faults, "connections": connections,
-                                              "pairs": pairs, "ranks": ranks}}, sent))
-        if not sent.wait(timeout) or not self.links:
+        if not self._post({"counters": {"host": self.host, "stats": stats, "faults": faults,
+                                        "connections": connections, "pairs": pairs,
+                                        "ranks": ranks}}, timeout):
             return False
         return self.acked.wait(max(0.0, deadline - time.monotonic()))
 
@@ -722,10 +727,7 @@ class NetRelay(TriggerRelay):
         """Host 0's agent of `simfabric run --hosts-from-env`, once it has checked the run: its
         exit status and report to every other host's agent (each exits with the same). True
         once sent."""
-        sent = threading.Event()
-        with self.got:
-            self.outbox.append(({"verdict": {"status": status, "report": report}}, sent))
-        return sent.wait(timeout) and bool(self.links)
+        return self._post({"verdict": {"status": status, "report": report}}, timeout)
 
     def wait_verdict(self, timeout=VERDICT_WAIT_S):
         """Another host's agent: host 0's {"status", "report"}, or None and why not (host 0's
@@ -742,12 +744,10 @@ class NetRelay(TriggerRelay):
 
     def send_ready(self, info, timeout=10.0):
         """Another host's agent of `launch --hosts-from-env --mpi`, its daemon up: where it
-        is ({"name": host name, "socket": the daemon's, "mps": MPS's pipe directory or None}),
-        for host 0's mpirun, which starts every rank. True once sent."""
-        sent = threading.Event()
-        with self.got:
-            self.outbox.append(({"ready": dict(info, host=self.host)}, sent))
-        return sent.wait(timeout) and bool(self.links)
+        is ({"name": host name, "socket": the daemon's, "env": what its ranks need there,
+        sf.ranks.MPI_HOST_VARS}), for host 0's mpirun, which starts every rank. True once
+        sent."""
+        return self._post({"ready": dict(info, host=self.host)}, timeout)
 
     def wait_ready(self, nhosts, timeout):
         """Host 0's agent of `launch --hosts-from-env --mpi`: {host: ready()} of every other
@@ -774,18 +774,12 @@ class NetRelay(TriggerRelay):
     def send_start(self, timeout=10.0):
         """Host 0's agent of `launch --hosts-from-env --mpi`: mpirun is starting; the other
         agents count the job's timeout from now. True once sent."""
-        sent = threading.Event()
-        with self.got:
-            self.outbox.append(({"start": True}, sent))
-        return sent.wait(timeout) and bool(self.links)
+        return self._post({"start": True}, timeout)
 
     def send_end(self, status, timeout=10.0):
         """Host 0's agent of `launch --hosts-from-env --mpi`: mpirun has ended with status;
         the other agents, whose ranks it started, end their wait with it. True once sent."""
-        sent = threading.Event()
-        with self.got:
-            self.outbox.append(({"end": {"status": status}}, sent))
-        return sent.wait(timeout) and bool(self.links)
+        return self._post({"end": {"status": status}}, timeout)
 
     def mpi_ended(self):
         """Another host's agent of `launch --hosts-from-env --mpi`: (host 0's mpirun's exit

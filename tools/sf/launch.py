@@ -478,14 +478,11 @@ class Job:
         (self.elsewhere), since its mpirun starts their ranks with them."""
         h, n = self.host[0], self.host[1]
         if h != 0:
-            names = node_names(self.fabric, nnodes)
-            nranks, gpus = self._ranks_here(names, gpus_per_node), gpu_ids()
-            base = dict(os.environ)
-            if self._start_mps(nranks, len(gpus)):
-                base.update(self.mps.env)
-            base.update(env or {})
+            base = self._host_base(node_names(self.fabric, nnodes), gpus_per_node, gpu_ids(),
+                                   env)
             if not self.relay.send_ready({"name": socket.gethostname(), "socket": self.socket,
-                                          "env": self._host_vars(base, nranks, len(gpus))}):
+                                          "env": {k: base[k] for k in MPI_HOST_VARS
+                                                  if k in base}}):
                 raise LaunchError("--hosts-from-env --mpi: cannot tell host 0's agent where "
                                   "this host's daemon is (its connection is gone)", EXIT_FAIL)
             return
@@ -549,19 +546,25 @@ class Job:
                 self.mps.start()
         return bool(self.mps and self.mps.running)
 
-    def _shared_env(self, argv, names, gpus_per_node, env):
-        """What every rank's environment has in common (MPS, copy threads, the NCCL job
-        program's libraries, env over os.environ), each rank's CUDA_VISIBLE_DEVICES and the
-        GPUs. Starts MPS where this host's ranks (of the nodes names) share a GPU."""
+    def _host_base(self, names, gpus_per_node, gpus, env):
+        """os.environ, MPS's (started where this host's ranks of the nodes names share its
+        gpus), env, then the MPI_HOST_VARS that fit this host's count of ranks (_host_vars)."""
         nranks = self._ranks_here(names, gpus_per_node)
-        gpus = gpu_ids()
-        cuda, shared = gpu_map(len(names), gpus_per_node, gpus)
         base = dict(os.environ)
         if self._start_mps(nranks, len(gpus)):
             base.update(self.mps.env)
         if env:
             base.update(env)
         base.update(self._host_vars(base, nranks, len(gpus)))
+        return base
+
+    def _shared_env(self, argv, names, gpus_per_node, env):
+        """What every rank's environment has in common (MPS, copy threads, the NCCL job
+        program's libraries, env over os.environ), each rank's CUDA_VISIBLE_DEVICES and the
+        GPUs. Starts MPS where this host's ranks (of the nodes names) share a GPU."""
+        gpus = gpu_ids()
+        cuda, shared = gpu_map(len(names), gpus_per_node, gpus)
+        base = self._host_base(names, gpus_per_node, gpus, env)
         cross = bool(self.hosts or (self.host and self.host[1] > 1))
         if cross and gpus and "SIMFABRIC_GPU" not in base:
             # the plugin refuses a connection between hosts with GPU memory (docs/scale-out.md)

@@ -54,6 +54,11 @@ class Launcher:
         self.err.write("simfabric: %s\n" % msg)
         self.err.flush()
 
+    def _catch_signals(self):
+        """With handle_signals: SIGINT and SIGTERM to _on_signal; the handlers they had."""
+        return {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)} \
+            if self.handle_signals else {}
+
     def _on_signal(self, sig, frame):
         if self._signal:  # a second one: no more grace
             self.grace = 0
@@ -124,10 +129,7 @@ class Launcher:
         each rank's process group, SIGKILL after grace. Returns (timed_out, the interrupting
         signal or None, the stack dump's path or None)."""
         sel = selectors.DefaultSelector()
-        old = {}
-        if self.handle_signals:
-            for s in (signal.SIGINT, signal.SIGTERM):
-                old[s] = signal.signal(s, self._on_signal)
+        old = self._catch_signals()
         t_start = self.t_start = time.monotonic()
         deadline = t_start + self.timeout if self.timeout else None
         kill_at = None  # set once tearing down has begun: when SIGKILL follows
@@ -226,7 +228,7 @@ class Launcher:
                 if getattr(p, "logf", None):
                     p.logf.close()
             sel.close()
-            for s, h in old.items():
+            for s, h in old.items():  # as they were before _catch_signals
                 signal.signal(s, h)
         return timed_out, self._signal, stacks
 
@@ -236,10 +238,7 @@ class Launcher:
         there is none), a signal (with handle_signals) or a timeout: started() (host 0 says
         mpirun is starting) within start_within seconds, then the job's timeout, its grace and
         STAND_BY_MARGIN_S for the word. Returns run()'s triple and the word."""
-        old = {}
-        if self.handle_signals:
-            for s in (signal.SIGINT, signal.SIGTERM):
-                old[s] = signal.signal(s, self._on_signal)
+        old = self._catch_signals()
         self.t_start = time.monotonic()
         deadline, began = self.t_start + start_within, False
         try:
@@ -263,7 +262,7 @@ class Launcher:
                     return (True, None, None), None
                 time.sleep(0.05)
         finally:
-            for s, h in old.items():
+            for s, h in old.items():  # as they were before _catch_signals
                 signal.signal(s, h)
 
     def _progress(self, procs, t, sock):
