@@ -321,6 +321,19 @@ __attribute__((cold, noinline)) static void fault_warn(struct sfnet_comm *c, con
 	      e->delay_ns ? fault_fmt_ns(e->delay_ns, d, sizeof(d)) : "");
 }
 
+/* A node_kill of the peer's node on another host (dp_x_held): name the fault, as the killing
+ * daemon's log does. Known by this text's address. */
+static const char x_peer_killed[] = "the peer's node was killed (a node_kill fault)";
+__attribute__((cold, noinline)) static void peer_killed_warn(struct sfnet_comm *c, const char *op,
+							     const struct chan_err *e)
+{
+	struct fst_view *fab = c->session ? c->session->fab : NULL;
+	struct fst_fault *ff = fab ? fst_fault(fab->shm, e->fault - 1) : NULL;
+	PWARN("%s: %s: the peer is gone: its node was killed by fault #%u '%s' (node_kill, carried "
+	      "out by its host's daemon; faults: `simfabric fault list`)",
+	      c->desc, op, e->fault - 1, ff ? ff->spec.name : "?");
+}
+
 /* Map chan's negative errno to ncclResult_t, say why once, and make the failure sticky. */
 __attribute__((cold, noinline)) static ncclResult_t comm_fail(struct sfnet_comm *c, const char *op,
 							      int code, const struct chan_err *e)
@@ -342,7 +355,10 @@ __attribute__((cold, noinline)) static ncclResult_t comm_fail(struct sfnet_comm 
 		if (sfc_session_gone(c->session))
 			return comm_daemon_gone(c, op);
 		res = ncclRemoteError;
-		PWARN("%s: %s: %s", c->desc, op, *what ? what : "the peer closed or died");
+		if (e && e->what == x_peer_killed)
+			peer_killed_warn(c, op, e);
+		else
+			PWARN("%s: %s: %s", c->desc, op, *what ? what : "the peer closed or died");
 		break;
 	case -ESHUTDOWN:
 		res = ncclSystemError;
@@ -442,33 +458,50 @@ static inline int dp_rx_post(struct sfnet_comm *c, int n, void **data, const uin
 }
 
 /* comm_hang on a connection to another host: the daemon holds no channel of it, so the comm
- * asks the fabric state itself (xmodel_held) and completes nothing, with no error. */
-static int dp_x_held(struct sfnet_comm *c, int *d)
+ * asks the fabric state itself (xmodel_held) and completes nothing, with no error. A node_kill
+ * of the other end's node (whose daemon, on the other host, kills its processes) fails it as a
+ * dead peer's channel does on one host, rather than leave it to the liveness ping
+ * (xmodel_peer_killed): 1 with *rc -ECONNRESET and *e naming the fault. */
+static int dp_x_held(struct sfnet_comm *c, int *d, int *rc, struct chan_err *e)
 {
-	/* the one branch a run without comm_hang pays, before any clock read */
-	if (!c->xmodel || !fst_call_armed(sfnet_g.session->fab->shm, FAULT_K_COMM_HANG))
+	/* the one branch a run without comm_hang or node_kill pays, before any clock read */
+	struct fst_shm *shm = sfnet_g.session->fab->shm;
+	if (!c->xmodel ||
+	    (!fst_call_armed(shm, FAULT_K_COMM_HANG) && !fst_call_armed(shm, FAULT_K_NODE_KILL)))
 		return 0;
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	if (!xmodel_held(c->xmodel, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec))
+	int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	uint32_t fid;
+	if (xmodel_peer_killed(c->xmodel, now, &fid)) {
+		memset(e, 0, sizeof(*e));
+		e->code = *rc = -ECONNRESET;
+		e->what = x_peer_killed;
+		e->fault = fid + 1;
+		return 1;
+	}
+	if (!xmodel_held(c->xmodel, now))
 		return 0;
 	*d = 0;
+	*rc = 0;
 	return 1;
 }
 
 static inline int dp_tx_test(struct sfnet_comm *c, chan_req q, int *d, uint64_t *size,
 			     struct chan_err *e)
 {
+	int rc;
 	if (__builtin_expect(c->xtx != NULL, 0))
-		return dp_x_held(c, d) ? 0 : xchan_tx_test(c->xtx, q, d, size, e);
+		return dp_x_held(c, d, &rc, e) ? rc : xchan_tx_test(c->xtx, q, d, size, e);
 	return chan_tx_test(c->tx, q, d, size, e);
 }
 
 static inline int dp_rx_test(struct sfnet_comm *c, chan_req q, int *d, uint64_t *sizes,
 			     struct chan_err *e)
 {
+	int rc;
 	if (__builtin_expect(c->xrx != NULL, 0))
-		return dp_x_held(c, d) ? 0 : xchan_rx_test(c->xrx, q, d, sizes, e);
+		return dp_x_held(c, d, &rc, e) ? rc : xchan_rx_test(c->xrx, q, d, sizes, e);
 	return chan_rx_test(c->rx, q, d, sizes, e);
 }
 

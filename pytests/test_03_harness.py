@@ -206,6 +206,8 @@ def test_03_10_no_profiler_events_before_v10(harness):
     (["stray"], "unexpected argument 'stray'"),
     (["--nranks=x"], "--nranks: 'x' is not an integer"),
     (["--fault-expect", "maybe"], "'maybe' is not ok, error or either"),
+    (["--fault-lose", "0"], "--fault-lose: '0' is not an integer in [1, 63]"),
+    (["--plugin", "p.so", "--fault-lose", "2"], "--fault-lose 2: there are 2 ranks (0 to 1)"),
     ([], "--plugin PATH is required"),
 ])
 def test_03_11_usage_errors_are_one_line_and_exit_2(sf_env, args, says):
@@ -238,7 +240,7 @@ def test_03_13_every_option_in_the_help_is_accepted(sf_env):
             "--threads": "2", "--max-bytes": "1M", "--node-prefix": "n", "--api-version": "10",
             "--flows": "0>1", "--flow-bytes": "1M", "--flow-msg": "1M", "--fault-msgs": "3",
             "--fault-bytes": "1K", "--fault-gap-us": "0", "--fault-expect": "ok",
-            "--json": "x.json"}
+            "--fault-lose": "1", "--json": "x.json"}
     for opt, metavar in opts:
         if opt in ("--plugin", "--help", "--version", "--list"):
             continue

@@ -416,6 +416,37 @@ def test_38_12_a_cross_host_link_down_fails_both_ends_naming_the_fault(sf_env, t
     assert "series.json is host 0's daemon's" in out, out
 
 
+def test_38_53_a_node_kill_on_another_host_fails_its_peers_naming_the_fault(sf_env, tmp_path):
+    """node_kill of node1 (host 1) when host 0 has counted 20 messages on node0's link: host 1's
+    daemon kills it once the trigger reaches it, and rank 0 (host 0), whose daemon has no
+    channel of the connection to mark dead, gets ncclRemoteError naming the fault from its own
+    fabric state (xmodel_peer_killed, 200 ms after the kill's instant), not a bare "host is
+    gone" from the liveness ping seconds later. The harness takes rank 1's death as its result
+    (--fault-lose 1)."""
+    from test_13_faults import scenario
+    scn = scenario(tmp_path, """
+- {name: crash, action: node_kill, node: node1, after: {messages: 20, link: node0}}
+""", "xkill")
+    jpath = str(tmp_path / "h.json")
+    p = subprocess.run(
+        [sf_env.cli, "launch", "--nodes", "2", "--local-hosts", "2", "--scenario", scn,
+         "--run-dir", str(tmp_path / "run"), "--", sf_env.harness, "--launched", "--plugin",
+         sf_env.plugin, "--json", jpath, "--tests", "faults", "--fault-msgs", "2000",
+         "--fault-gap-us", "200", "--fault-expect", "error", "--fault-lose", "1", "--bound", "5",
+         "--timeout", "60"],
+        env=dict(base_env(None), **sf_env.run_env()), capture_output=True, text=True,
+        timeout=180)
+    out = p.stdout + p.stderr
+    assert "ok    faults" in out and re.search(r"r1 +node1 +killed by SIGKILL", out), out
+    with open(jpath) as f:
+        ranks = {t["rank"]: t for t in json.load(f)["tests"] if t["name"] == "faults"}
+    assert ranks[1]["detail"] == "lost on purpose (--fault-lose)", ranks[1]
+    err = ranks[0]["metrics"]["first_error"]
+    assert err["rc"].startswith("ncclRemoteError") and \
+        "its node was killed by fault #0 'crash' (node_kill" in err["warn"], err
+    assert ranks[0]["seconds"] < 20, ranks[0]
+
+
 def test_38_18_the_hosts_counters_merge_as_one_fabrics():
     """sf.ctl.merge_stats: counts and histograms summed, maxima the largest, percentiles from
     the summed histogram as fst_hist_le computes them (the last bucket's bound: the maximum)."""

@@ -100,9 +100,9 @@ struct fst_shm {
 	uint64_t nics_off; /* struct fst_nic[nnics] */
 	uint64_t faults_off; /* struct fst_fault[FAULT_MAX] */
 	_Atomic uint32_t nfaults; /* slots handed out so far (readers scan [0, nfaults)) */
-	_Atomic uint32_t call_kinds; /* 1 << kind for every CALLFAIL or comm_hang kind published:
-					the plugin's one branch before a regMr, connect or accept,
-					and a cross-host connection's test */
+	_Atomic uint32_t call_kinds; /* 1 << kind for every CALLFAIL, comm_hang or node_kill kind
+					published: the plugin's one branch before a regMr, connect
+					or accept, and a cross-host connection's test */
 	uint64_t xhosts_off;	     /* struct fst_xhost[FST_MAX_HOSTS], by the sending host */
 	_Alignas(64) _Atomic uint32_t lock;
 	_Atomic int32_t lock_pid;
@@ -171,6 +171,13 @@ int fst_call_fault(struct fst_shm *shm, uint32_t kind, int32_t node, int64_t now
  * thread; lock-free. Callers first test fst_call_armed(shm, FAULT_K_COMM_HANG).
  */
 int fst_conn_hung(struct fst_shm *shm, int32_t src, int32_t dst, int64_t now_ns, uint32_t *fid);
+/*
+ * node_kill of a peer the daemon holds no channel of (on another host, whose daemon kills its
+ * processes): has a window of a node_kill of node (a fabric node id) begun by now_ns? 1 with
+ * *fid (the first such fault), else 0. Counts nothing (the killing daemon counts the processes).
+ * Any thread; lock-free. Callers first test fst_call_armed(shm, FAULT_K_NODE_KILL).
+ */
+int fst_node_killed(struct fst_shm *shm, int32_t node, int64_t now_ns, uint32_t *fid);
 static inline int fst_call_armed(const struct fst_shm *shm, uint32_t kind)
 {
 	return __builtin_expect(shm && (atomic_load_explicit(&((struct fst_shm *)shm)->call_kinds,

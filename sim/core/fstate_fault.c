@@ -28,7 +28,9 @@ int fst_fault_add(struct fst_shm *shm, const struct fault_spec *spec, int64_t or
 	atomic_store(&f->until, FAULT_FOREVER);
 	atomic_store_explicit(&f->used, 1, memory_order_release);
 	atomic_store_explicit(&shm->nfaults, n + 1, memory_order_release);
-	if ((spec->action == FAULT_A_CALLFAIL || spec->action == FAULT_A_HANG) && spec->kind < 32)
+	if ((spec->action == FAULT_A_CALLFAIL || spec->action == FAULT_A_HANG ||
+	     spec->action == FAULT_A_KILL) &&
+	    spec->kind < 32)
 		atomic_fetch_or(&shm->call_kinds, 1u << spec->kind);
 	*id = n;
 	return 0;
@@ -73,6 +75,24 @@ int fst_conn_hung(struct fst_shm *shm, int32_t src, int32_t dst, int64_t now_ns,
 		if (!ff || ff->spec.action != FAULT_A_HANG ||
 		    !fault_conn_match(ff->spec.src_node, ff->spec.dst_node, src, dst) ||
 		    !window_at(shm, ff, id, now_ns))
+			continue;
+		*fid = id;
+		return 1;
+	}
+	return 0;
+}
+
+int fst_node_killed(struct fst_shm *shm, int32_t node, int64_t now_ns, uint32_t *fid)
+{
+	uint32_t n = atomic_load_explicit(&shm->nfaults, memory_order_acquire);
+	for (uint32_t id = 0; id < n; id++) {
+		struct fst_fault *ff = fst_fault(shm, id);
+		int64_t a, b;
+		/* its windows are instants (1 ns by default): a kill that has begun is for good */
+		if (!ff || ff->spec.action != FAULT_A_KILL || ff->spec.node != node ||
+		    fault_window(&ff->spec, shm->seed, id, atomic_load(&ff->origin),
+				 atomic_load(&ff->until), 0, now_ns, &a, &b) != 1 ||
+		    a > now_ns)
 			continue;
 		*fid = id;
 		return 1;

@@ -91,6 +91,13 @@ int xmodel_held(struct xmodel *m, int64_t now_ns)
 	return 1;
 }
 
+int xmodel_peer_killed(struct xmodel *m, int64_t now_ns, uint32_t *fid)
+{
+	return fst_call_armed(m->v->shm, FAULT_K_NODE_KILL) &&
+		fst_node_killed(m->v->shm, m->side == XMODEL_TX ? m->c.dst_node : m->c.src_node,
+				now_ns - XMODEL_KILL_SEEN_NS, fid);
+}
+
 /* The link a receive's lateness is counted on: the route's last. */
 static uint32_t last_link(const struct xmodel *m)
 {

@@ -73,4 +73,16 @@ extern const struct xchan_model xmodel_hooks;
  */
 int xmodel_held(struct xmodel *m, int64_t now_ns);
 
+/*
+ * node_kill of this connection's other end (its node on another host, whose daemon kills the
+ * processes; this host's daemon has no channel to mark dead): did one begin by now_ns less
+ * XMODEL_KILL_SEEN_NS? 1 with *fid (the endpoint fails as a channel with a dead peer does:
+ * -ECONNRESET), 0 otherwise. The delay: the victim's daemon kills when the window opens in its
+ * own state, which a trigger counted by another host reaches up to one relay period (20 ms)
+ * later; a peer that saw the kill first could end its job before the victim is dead. Cheap
+ * when no node_kill is published.
+ */
+#define XMODEL_KILL_SEEN_NS (200LL * 1000000)
+int xmodel_peer_killed(struct xmodel *m, int64_t now_ns, uint32_t *fid);
+
 #endif /* SF_XMODEL_H */

@@ -147,17 +147,32 @@ static void test_call_fails(void)
 
 /* ---- the plugin's question -------------------------------------------------------------- */
 
-static void test_fst_call_fault(void)
+/* A fabric state of two 25 Gb/s links, for the faults the plugin asks it about. */
+struct two_links {
+	void *base;
+	size_t len;
+	struct fst_view *v;
+	struct fst_shm *shm;
+	int64_t now; /* when it was opened */
+};
+
+static void two_links_open(struct two_links *t)
 {
 	struct model_link links[2] = {{.rate_bps = 25000000000ull, .latency_ns = 500, .mtu = 4096},
 				      {.rate_bps = 25000000000ull, .latency_ns = 500, .mtu = 4096}};
 	struct model_nic nic = {.timeout_exp = 10, .retry_count = 7, .timeout_scale_ppm = 1000000};
-	void *base;
-	size_t len;
 	fenv_resolve(links, 2, &nic);
-	struct fst_view *v = fenv_map(2, links, 2, 3, &base, &len);
-	struct fst_shm *shm = v->shm;
-	int64_t now = mono_ns();
+	t->v = fenv_map(2, links, 2, 3, &t->base, &t->len);
+	t->shm = t->v->shm;
+	t->now = mono_ns();
+}
+
+static void test_fst_call_fault(void)
+{
+	struct two_links t;
+	two_links_open(&t);
+	struct fst_shm *shm = t.shm;
+	int64_t now = t.now;
 	uint32_t fid = 99, id;
 	uint64_t call = 0;
 	/* nothing published: the flag is down, the slow path says no */
@@ -178,7 +193,7 @@ static void test_fst_call_fault(void)
 	CHECK(fst_call_armed(shm, FAULT_K_REGMR_FAIL) &&
 		      !fst_call_armed(shm, FAULT_K_CONNECT_FAIL) &&
 		      !fst_call_armed(shm, FAULT_K_ACCEPT_FAIL),
-	      "only regmr_fail's flag: %#x", atomic_load(&shm->call_kinds));
+	      "only regmr_fail's flag: %#x", atomic_load(&t.shm->call_kinds));
 	CHECK(fst_call_fault(shm, FAULT_K_REGMR_FAIL, 0, now, &fid, &call) == 0,
 	      "node 0: not its node");
 	CHECK(fst_call_fault(shm, FAULT_K_CONNECT_FAIL, 1, now, &fid, &call) == 0, "another kind");
@@ -209,7 +224,43 @@ static void test_fst_call_fault(void)
 	CHECK(fst_call_fault(shm, FAULT_K_ACCEPT_FAIL, 0, now, &fid, &call) == 1, "accept fails");
 	atomic_store(&fst_fault(shm, id)->until, now + 1);
 	CHECK(fst_call_fault(shm, FAULT_K_ACCEPT_FAIL, 0, now + 2, &fid, &call) == 0, "cleared");
-	fenv_unmap(v, base, len);
+	fenv_unmap(t.v, t.base, t.len);
+}
+
+/* node_kill as a peer on another host sees it: killed once a window has begun, for good */
+static void test_fst_node_killed(void)
+{
+	struct two_links t;
+	two_links_open(&t);
+	uint32_t fid = 99, id;
+	CHECK(!fst_call_armed(t.shm, FAULT_K_NODE_KILL), "no flag without a fault");
+	/* a freeze of node 1 is not a kill, and raises no kill flag */
+	struct fault_spec f = spec(FAULT_K_NODE_FREEZE, 0, FAULT_FOREVER);
+	f.node = 1;
+	CHECK(fst_fault_add(t.shm, &f, t.now, &id) == 0 &&
+		      !fst_call_armed(t.shm, FAULT_K_NODE_KILL),
+	      "a freeze raises no kill flag");
+	CHECK(fst_node_killed(t.shm, 1, t.now + MS, &fid) == 0, "frozen is not killed");
+	/* node 1 killed 10 ms from now, an instant (1 ns) */
+	f = spec(FAULT_K_NODE_KILL, 10 * MS, 1);
+	f.node = 1;
+	CHECK(fst_fault_add(t.shm, &f, t.now, &id) == 0 && id == 1, "add");
+	CHECK(fst_call_armed(t.shm, FAULT_K_NODE_KILL) && !fst_call_armed(t.shm, FAULT_K_COMM_HANG),
+	      "only node_kill's flag: %#x", atomic_load(&t.shm->call_kinds));
+	CHECK(fst_node_killed(t.shm, 1, t.now + 10 * MS - 1, &fid) == 0, "not before its window");
+	CHECK(fst_node_killed(t.shm, 1, t.now + 10 * MS, &fid) == 1 && fid == 1, "at its window");
+	CHECK(fst_node_killed(t.shm, 1, t.now + 3600 * 1000 * MS, &fid) == 1 && fid == 1,
+	      "and for good after its instant");
+	CHECK(fst_node_killed(t.shm, 0, t.now + 20 * MS, &fid) == 0, "node 0 is not node 1");
+	CHECK(atomic_load(&fst_fault(t.shm, 1)->hit) == 0, "asking counts nothing");
+	/* a kill whose trigger has not fired (origin 0) kills nobody yet */
+	f.node = 0;
+	CHECK(fst_fault_add(t.shm, &f, 0, &id) == 0, "add");
+	CHECK(fst_node_killed(t.shm, 0, t.now + 20 * MS, &fid) == 0, "not triggered: not killed");
+	atomic_store(&fst_fault(t.shm, id)->origin, t.now);
+	CHECK(fst_node_killed(t.shm, 0, t.now + 20 * MS, &fid) == 1 && fid == id,
+	      "triggered: killed");
+	fenv_unmap(t.v, t.base, t.len);
 }
 
 /* ---- the channel's holds ------------------------------------------------------------------ */
@@ -550,11 +601,12 @@ static void test_faultd_hang(void)
 }
 
 static const struct check_case cases[] = {
-	CHECK_CASE(test_kinds),		 CHECK_CASE(test_spec_check),
-	CHECK_CASE(test_call_fails),	 CHECK_CASE(test_fst_call_fault),
-	CHECK_CASE(test_chan_hang),	 CHECK_CASE(test_chan_rx_frozen),
-	CHECK_CASE(test_faultd_freeze),	 CHECK_CASE(test_faultd_straggle),
-	CHECK_CASE(test_faultd_overlap), CHECK_CASE(test_faultd_hang),
+	CHECK_CASE(test_kinds),		  CHECK_CASE(test_spec_check),
+	CHECK_CASE(test_call_fails),	  CHECK_CASE(test_fst_call_fault),
+	CHECK_CASE(test_fst_node_killed), CHECK_CASE(test_chan_hang),
+	CHECK_CASE(test_chan_rx_frozen),  CHECK_CASE(test_faultd_freeze),
+	CHECK_CASE(test_faultd_straggle), CHECK_CASE(test_faultd_overlap),
+	CHECK_CASE(test_faultd_hang),
 };
 
 CHECK_MAIN(cases)

@@ -62,6 +62,7 @@ struct hx_opts {
 	size_t fault_bytes; /* faults: their size */
 	double fault_gap;   /* faults: seconds between a rank's posts */
 	int fault_expect;   /* faults: HX_FE_OK, HX_FE_ERROR or HX_FE_EITHER */
+	int fault_lose;	    /* faults: the rank lost on purpose (its death is its result), -1 */
 	int profiler;	    /* --profiler: profiler handles on isend/irecv, events checked */
 	int launched;	    /* --launched: this process is one rank (launched.c) */
 };

@@ -503,12 +503,22 @@ static int hx_parent_test(int test, int nranks)
 				if (r->exited)
 					st = r->status;
 				r->alive = 0;
+				/* Deaths by design: peer_death's last rank (_exit(0)); a node_kill's
+				 * victim (--fault-lose): SIGKILL when forked here, or its connection
+				 * gone when launched (another process's child). */
+				const char *design = NULL;
 				if (d->fn == t_peer_death && rank == nranks - 1 && r->exited &&
-				    WIFEXITED(st) && WEXITSTATUS(st) == 0 && !r->has_result) {
+				    WIFEXITED(st) && WEXITSTATUS(st) == 0)
+					design = "exited abruptly by design (_exit(0))";
+				else if (d->fn == t_faults && rank == hx_opt.fault_lose &&
+					 (r->pid <= 0 ||
+					  (r->exited && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)))
+					design = "lost on purpose (--fault-lose)";
+				if (design && !r->has_result) {
 					r->expected_exit = 1;
 					r->has_result = 1;
-					hx_add_result(test, rank, 1, 0, hx_now() - t0,
-						      "exited abruptly by design (_exit(0))", 36, NULL, 0);
+					hx_add_result(test, rank, 1, 0, hx_now() - t0, design,
+						      strlen(design), NULL, 0);
 					if (!aborted)
 						hx_try_gather(test, nranks, &aborted);
 					continue;
@@ -642,6 +652,9 @@ int main(int argc, char **argv)
 		return 2;
 	hx_build_schedule(tests);
 	nranks = hx_opt.nranks;
+	if (hx_opt.fault_lose >= nranks)
+		hx_usage_error("--fault-lose %d: there are %d ranks (0 to %d)", hx_opt.fault_lose,
+			       nranks, nranks - 1);
 	for (i = 0; i < hx_nsched; i++)
 		if (hx_tests[hx_sched[i]].fn == t_flows)
 			hx_parse_flows(hx_opt.flows, nranks);

@@ -56,6 +56,9 @@ static void hx_usage(FILE *f)
 		"                      with a unit (300us, 1ms; default 0)\n"
 		"  --fault-expect E    faults: ok (every message exact), error (each rank gets\n"
 		"                      ncclRemoteError and a WARN naming the fault) or either\n"
+		"  --fault-lose R      faults: rank R (not 0) is lost on purpose (a node_kill of\n"
+		"                      its node): its death is its result; with error, the\n"
+		"                      others must see it as ncclRemoteError naming the fault\n"
 		"  --launched          this process is one rank, started by a launcher: rank,\n"
 		"                      size and rank 0's address from RANK, WORLD_SIZE,\n"
 		"                      MASTER_ADDR, MASTER_PORT (or OMPI_COMM_WORLD_RANK/SIZE,\n"
@@ -280,6 +283,7 @@ enum {
 	HX_O_FAULT_BYTES,
 	HX_O_FAULT_GAP_US,
 	HX_O_FAULT_EXPECT,
+	HX_O_FAULT_LOSE,
 	HX_O_LIST,
 	HX_O_VERSION,
 	HX_O_LAUNCHED,
@@ -306,6 +310,7 @@ static const struct option hx_long_opts[] = {
 	{"fault-bytes", required_argument, NULL, HX_O_FAULT_BYTES},
 	{"fault-gap-us", required_argument, NULL, HX_O_FAULT_GAP_US},
 	{"fault-expect", required_argument, NULL, HX_O_FAULT_EXPECT},
+	{"fault-lose", required_argument, NULL, HX_O_FAULT_LOSE},
 	{"list", no_argument, NULL, HX_O_LIST},
 	{"launched", no_argument, NULL, HX_O_LAUNCHED},
 	{"verbose", no_argument, NULL, 'v'},
@@ -357,6 +362,7 @@ void hx_parse_args(int argc, char **argv, const char **tests)
 	int c, list = 0, nranks_set = 0, fault_bytes_set = 0;
 
 	hx_opt.nranks = 2;
+	hx_opt.fault_lose = -1;
 	hx_opt.timeout = 120;
 	hx_opt.bound = 10;
 	hx_opt.threads = 4;
@@ -455,6 +461,9 @@ void hx_parse_args(int argc, char **argv, const char **tests)
 				hx_opt.fault_expect = HX_FE_EITHER;
 			else
 				hx_usage_error("--fault-expect: '%s' is not ok, error or either", v);
+			break;
+		case HX_O_FAULT_LOSE:
+			hx_opt.fault_lose = (int)hx_parse_long(name, v, 1, HX_MAX_RANKS - 1);
 			break;
 		case HX_O_API_VERSION:
 			hx_opt.api_version = (int)hx_parse_long(name, v, 8, 12);
