@@ -349,7 +349,7 @@ FORMAT_CLEAN := docs/examples/buggy-plugin.c plugin/client.h plugin/net.h plugin
 	sim/core/fstate_fault.c sim/core/fstate_int.h sim/dlist.h sim/fabmon.c sim/fabmon.h sim/log.c \
 	sim/log.h sim/sock.c sim/sock.h sim/srv_int.h \
 	sim/srv.c sim/srv_conn.c sim/srv_fault.c sim/srv_reg.c sim/srv_session.c sim/shm.c sim/shm.h \
-	sim/srv_look.c tools/harness/json.c tools/harness/state.c tools/nccljob/job.c \
+	sim/srv_look.c sim/mpskill.c sim/mpskill.h sim/test/test_mpskill.c tools/harness/json.c tools/harness/state.c tools/nccljob/job.c \
 	tools/nccljob/wait.c tools/profcheck/ncclprof.h \
 	plugin/agent.c plugin/agent.h plugin/cudadrv.c plugin/cudadrv.h plugin/gpu.c plugin/gpu.h \
 	plugin/gpu_int.h plugin/gpu_base.c plugin/gpu_copy.c plugin/gpu_issue.c plugin/gpu_kern.c plugin/gpu_share.c \

@@ -18,6 +18,7 @@
 #include "sim/fabmon.h"
 #include "sim/faultd.h"
 #include "sim/log.h"
+#include "sim/mpskill.h"
 #include "sim/scn/scenario.h"
 #include "sim/srv_int.h"
 
@@ -371,12 +372,17 @@ int srv_signal_node(void *ctx, int node, int sig, int quiet, const char *why)
 					 se->node->name);
 			continue;
 		}
-		if (kill(se->pid, sig) == 0) {
+		char how[160] = "";
+		int rc = sig == SIGKILL
+			? mpskill(se->pid, how, sizeof(how)) /* MPS: see mpskill.h */
+			: (kill(se->pid, sig) ? -errno : 0);
+		if (rc >= 0) {
 			if (!quiet)
-				log_warn("%s: SIG%s pid %d (node %s)", why, sigabbrev_np(sig),
-					 (int)se->pid, se->node->name);
+				log_warn("%s: SIG%s pid %d (node %s)%s%s", why, sigabbrev_np(sig),
+					 (int)se->pid, se->node->name, *how ? ": " : "", how);
 			n++;
 		} else {
+			errno = -rc;
 			log_warn("%s: cannot send SIG%s to pid %d (node %s): %s", why,
 				 sig ? sigabbrev_np(sig) : "0 (is it there?)", (int)se->pid,
 				 se->node->name, strerror(errno));
