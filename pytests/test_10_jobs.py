@@ -30,7 +30,8 @@ test_10_00_shipped_jobs = simfabric_pytest.scenario_tests(os.path.join(SCEN, "jo
 ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
             "MASTER_PORT", "NCCL_NET", "NCCL_NET_PLUGIN", "NCCL_HOSTID", "SIMFABRIC_NODE",
             "SIMFABRIC_SOCKET", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
-            "NVSHMEM_DISABLE_NVLS", "SIMFABRIC_RUN_DIR", "SIMFABRIC_COPY_THREADS")
+            "NVSHMEM_DISABLE_NVLS", "SIMFABRIC_RUN_DIR", "SIMFABRIC_COPY_THREADS",
+            "NCCL_NET_PLUGIN_REF_COUNT")
 PRINT_ENV = ("import json, os; print('ENV ' + json.dumps({k: os.environ.get(k) for k in %r}))"
              % (ENV_KEYS,))
 
@@ -69,6 +70,8 @@ def test_10_01_every_rank_gets_torchruns_env_and_its_node(sf_env, sf_launch):
         # the user's setting wins; the others get their defaults
         assert v["NCCL_NVLS_ENABLE"] == "1", v
         assert v["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1" and v["NVSHMEM_DISABLE_NVLS"] == "1"
+        # NCCL 2.28 must not unload the plugin between communicators (sf.ranks.FIXED_NCCL_ENV)
+        assert v["NCCL_NET_PLUGIN_REF_COUNT"] == "1", v
         # copy threads: the CPUs shared out over the 4 ranks (none on a small machine)
         assert v["SIMFABRIC_COPY_THREADS"] == str(sfranks.copy_threads(4)), v
     # the socket is the run's own daemon's, in the run directory (unless that path is too long)

@@ -177,9 +177,13 @@ class Mps:
 
 # NCCL_NET_GDR_LEVEL=SYS: a virtual NIC has no PCI path, so NCCL puts it under the CPU and keeps
 # GPUDirect off below SYS; the GPU data path (plugin/gpu.h) is an emulated RDMA NIC next to its GPU.
+# NCCL_NET_PLUGIN_REF_COUNT=1: NCCL 2.28 unloads a net plugin with its last communicator and
+# wipes the plugin's name as it does (src/plugin/net.cc, ncclNetPluginUnload's memset; 2.30 keeps
+# it), so a process that aborts its only communicator and makes a new one (the lose-a-node
+# recipes) gets "Failed to initialize any NET plugin"; a reference held from the start keeps it.
 FIXED_NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                   "NVSHMEM_DISABLE_NVLS": "1", "NCCL_MNNVL_ENABLE": "0",
-                  "NCCL_NET_GDR_LEVEL": "SYS"}
+                  "NCCL_NET_GDR_LEVEL": "SYS", "NCCL_NET_PLUGIN_REF_COUNT": "1"}
 
 
 def copy_threads(nranks, cpus=None):
