@@ -286,12 +286,18 @@ __attribute__((cold, noinline)) static ncclResult_t comm_daemon_gone(struct sfne
 	return ncclSystemError;
 }
 
+/* The fault e names (e->fault: id + 1) in the fabric state, or NULL. */
+static struct fst_fault *err_fault(const struct sfnet_comm *c, const struct chan_err *e)
+{
+	struct fst_view *fab = c->session ? c->session->fab : NULL;
+	return fab ? fst_fault(fab->shm, e->fault - 1) : NULL;
+}
+
 /* A fault failed the message: name it, its link, the connection and why, like IB would. */
 __attribute__((cold, noinline)) static void fault_warn(struct sfnet_comm *c, const char *op,
 						       const struct chan_err *e)
 {
-	struct fst_view *fab = c->session ? c->session->fab : NULL;
-	struct fst_fault *ff = fab ? fst_fault(fab->shm, e->fault - 1) : NULL;
+	struct fst_fault *ff = err_fault(c, e);
 	const char *name = ff ? ff->spec.name : "?";
 	uint32_t action = ff ? ff->spec.action : 0;
 	const char *kind = ff && ff->spec.kind < FAULT_K_COUNT ? fault_kind_names[ff->spec.kind] : "?";
@@ -327,8 +333,7 @@ static const char x_peer_killed[] = "the peer's node was killed (a node_kill fau
 __attribute__((cold, noinline)) static void peer_killed_warn(struct sfnet_comm *c, const char *op,
 							     const struct chan_err *e)
 {
-	struct fst_view *fab = c->session ? c->session->fab : NULL;
-	struct fst_fault *ff = fab ? fst_fault(fab->shm, e->fault - 1) : NULL;
+	struct fst_fault *ff = err_fault(c, e);
 	PWARN("%s: %s: the peer is gone: its node was killed by fault #%u '%s' (node_kill, carried "
 	      "out by its host's daemon; faults: `simfabric fault list`)",
 	      c->desc, op, e->fault - 1, ff ? ff->spec.name : "?");
@@ -458,11 +463,11 @@ static inline int dp_rx_post(struct sfnet_comm *c, int n, void **data, const uin
 }
 
 /* comm_hang on a connection to another host: the daemon holds no channel of it, so the comm
- * asks the fabric state itself (xmodel_held) and completes nothing, with no error. A node_kill
- * of the other end's node (whose daemon, on the other host, kills its processes) fails it as a
- * dead peer's channel does on one host, rather than leave it to the liveness ping
- * (xmodel_peer_killed): 1 with *rc -ECONNRESET and *e naming the fault. */
-static int dp_x_held(struct sfnet_comm *c, int *d, int *rc, struct chan_err *e)
+ * asks the fabric state itself (xmodel_held) and completes nothing, with no error: 1 with *d 0.
+ * A node_kill of the other end's node (whose daemon, on the other host, kills its processes)
+ * fails it as a dead peer's channel does on one host, rather than leave it to the liveness ping
+ * (xmodel_peer_killed): -ECONNRESET with *e naming the fault. 0: neither, test the endpoint. */
+static int dp_x_held(struct sfnet_comm *c, int *d, struct chan_err *e)
 {
 	/* the one branch a run without comm_hang or node_kill pays, before any clock read */
 	if (!c->xmodel) /* the ideal fabric: no fabric state, no faults */
@@ -476,33 +481,34 @@ static int dp_x_held(struct sfnet_comm *c, int *d, int *rc, struct chan_err *e)
 	uint32_t fid;
 	if (xmodel_peer_killed(c->xmodel, now, &fid)) {
 		memset(e, 0, sizeof(*e));
-		e->code = *rc = -ECONNRESET;
+		e->code = -ECONNRESET;
 		e->what = x_peer_killed;
 		e->fault = fid + 1;
-		return 1;
+		return -ECONNRESET;
 	}
 	if (!xmodel_held(c->xmodel, now))
 		return 0;
 	*d = 0;
-	*rc = 0;
 	return 1;
 }
 
 static inline int dp_tx_test(struct sfnet_comm *c, chan_req q, int *d, uint64_t *size,
 			     struct chan_err *e)
 {
-	int rc;
-	if (__builtin_expect(c->xtx != NULL, 0))
-		return dp_x_held(c, d, &rc, e) ? rc : xchan_tx_test(c->xtx, q, d, size, e);
+	if (__builtin_expect(c->xtx != NULL, 0)) {
+		int h = dp_x_held(c, d, e); /* held: nothing done yet (0); failed: the errno */
+		return h ? (h < 0 ? h : 0) : xchan_tx_test(c->xtx, q, d, size, e);
+	}
 	return chan_tx_test(c->tx, q, d, size, e);
 }
 
 static inline int dp_rx_test(struct sfnet_comm *c, chan_req q, int *d, uint64_t *sizes,
 			     struct chan_err *e)
 {
-	int rc;
-	if (__builtin_expect(c->xrx != NULL, 0))
-		return dp_x_held(c, d, &rc, e) ? rc : xchan_rx_test(c->xrx, q, d, sizes, e);
+	if (__builtin_expect(c->xrx != NULL, 0)) {
+		int h = dp_x_held(c, d, e); /* held: nothing done yet (0); failed: the errno */
+		return h ? (h < 0 ? h : 0) : xchan_rx_test(c->xrx, q, d, sizes, e);
+	}
 	return chan_rx_test(c->rx, q, d, sizes, e);
 }
 

@@ -134,6 +134,7 @@ static void helper(const char *dir)
 				 "without it",
 			 servers);
 		say(msg);
+		servers[0] = 0; /* what it printed is no server list */
 	}
 	for (char *s = servers, *end; *s; s = end) {
 		long spid = strtol(s, &end, 10);
@@ -165,12 +166,6 @@ int mpskill(pid_t pid, char *how, size_t cap)
 		return kill(pid, SIGKILL) ? -errno : 0;
 	}
 	pid_t child = fork();
-	if (child < 0) {
-		int e = errno;
-		snprintf(how, cap, "an MPS client, but no helper (fork: %s): killed at once",
-			 strerror(e));
-		return kill(pid, SIGKILL) ? -errno : -e;
-	}
 	if (child == 0) { /* detach: the helper is init's child, the daemon reaps only this one */
 		victim = pid;
 		pid_t g = fork();
@@ -178,11 +173,11 @@ int mpskill(pid_t pid, char *how, size_t cap)
 			helper(dir);
 		_exit(g < 0);
 	}
-	int st = 0;
-	while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+	int st = 1;
+	while (child > 0 && waitpid(child, &st, 0) < 0 && errno == EINTR)
 		;
-	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
-		snprintf(how, cap, "an MPS client, but no helper: killed at once");
+	if (child < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) { /* no helper: what kill(2) does */
+		snprintf(how, cap, "an MPS client, but no helper could be forked: killed at once");
 		return kill(pid, SIGKILL) ? -errno : 0;
 	}
 	snprintf(how, cap, "an MPS client (MPS at %s): terminate_client, then SIGKILL, by a helper",

@@ -28,9 +28,9 @@
 
 /*
  * SIGKILL pid. 0: killed now (no MPS client: kill(2)); 1: handed to the helper (an MPS client:
- * terminate_client first, then SIGKILL); how says which in a few words, for the log; or a
- * negative errno (the process is not there or not ours, or no helper could be forked: then
- * killed now if it could be).
+ * terminate_client first, then SIGKILL; where no helper can be forked, killed now and 0); how
+ * says which in a few words, for the log; or the negative errno of kill(2) (the process is not
+ * there or not ours).
  */
 int mpskill(pid_t pid, char *how, size_t cap);
 

@@ -382,10 +382,9 @@ int srv_signal_node(void *ctx, int node, int sig, int quiet, const char *why)
 					 (int)se->pid, se->node->name, *how ? ": " : "", how);
 			n++;
 		} else {
-			errno = -rc;
 			log_warn("%s: cannot send SIG%s to pid %d (node %s): %s", why,
 				 sig ? sigabbrev_np(sig) : "0 (is it there?)", (int)se->pid,
-				 se->node->name, strerror(errno));
+				 se->node->name, strerror(-rc));
 		}
 	}
 	if (!n && !quiet)
