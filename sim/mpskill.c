@@ -165,6 +165,15 @@ int mpskill(pid_t pid, char *how, size_t cap)
 		snprintf(how, cap, "not an MPS client");
 		return kill(pid, SIGKILL) ? -errno : 0;
 	}
+	/*
+	 * Stopped now, at the fault's instant: a dead node does nothing more. Left running, it
+	 * would see MPS end its work (cudaErrorMpsClientTerminated) and could die of that first:
+	 * PyTorch's watchdog turned it into SIGABRT on an H100, and the run said the victim died of
+	 * SIGABRT, not of the fault's SIGKILL. MPS ends a client's work in its server without the
+	 * client's help.
+	 */
+	if (kill(pid, SIGSTOP))
+		return -errno;
 	pid_t child = fork();
 	if (child == 0) { /* detach: the helper is init's child, the daemon reaps only this one */
 		victim = pid;

@@ -8,7 +8,9 @@
  * MPS (NCCL 2.28.9), the survivors of a node_kill all got cudaErrorIllegalAddress and the
  * server log said "encountered a fatal GPU error ... to be torn down" for each of them. MPS's
  * control has a command for this, terminate_client <server pid> <client pid>, which ends the
- * client's GPU work first; the kill follows it.
+ * client's GPU work first; the kill follows it. The client is stopped (SIGSTOP) before either,
+ * at the fault's instant, so that it cannot react to MPS ending its work: a dead node does
+ * nothing more.
  *
  * Whether a process is an MPS client is read from its environment (/proc/<pid>/environ:
  * CUDA_MPS_PIPE_DIRECTORY, as simfabric launch sets it, or MPS's default directory) and the
@@ -27,8 +29,9 @@
 #define MPSKILL_BOUND_S 5 /* the helper kills by then whatever MPS did */
 
 /*
- * SIGKILL pid. 0: killed now (no MPS client: kill(2)); 1: handed to the helper (an MPS client:
- * terminate_client first, then SIGKILL; where no helper can be forked, killed now and 0); how
+ * SIGKILL pid. 0: killed now (no MPS client: kill(2)); 1: stopped now and handed to the helper
+ * (an MPS client: terminate_client, then SIGKILL; where no helper can be forked, killed now and
+ * 0); how
  * says which in a few words, for the log; or the negative errno of kill(2) (the process is not
  * there or not ours).
  */

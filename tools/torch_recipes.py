@@ -83,6 +83,13 @@ def shrink(a):
     # the watchdog must not end the process on the collective error we mean to survive: the
     # script polls its works itself, with its own bound (--stall-s)
     os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
+    # nor dump on it: on an H100 the flight recorder's dump, which one survivor's error asks of
+    # every rank through the store, held each survivor's abort 60 s (one dump's bound), and
+    # then again for every collective of the old group that timed out meanwhile, until the job's
+    # timeout. The heartbeat monitor, which ends a process whose watchdog looks stuck, goes too.
+    for name in ("TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_NCCL_ENABLE_MONITORING",
+                 "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE"):
+        os.environ.setdefault(name, "0")
     import torch
     import torch.distributed as dist
     import torch.distributed.distributed_c10d as c10d
@@ -181,12 +188,14 @@ def shrink(a):
         except Lost as e:
             say(rank, "step %d: %s; waiting for the survivors (round %d)" % (
                 e.step, e.why, len(shrinks)))
+            # the old communicator first: while it lives its works keep timing out in the
+            # watchdog, and a survivor that is slow to agree must not be slow to stop
+            how = abort(group)
             v, lost = agree(store, rank, members, len(shrinks), e.step, a.grace_s)
             if v is None or rank not in v["members"]:
                 say(rank, "no rank was lost (or this one was left out): cannot carry on")
                 errors.append("step %d: %s" % (e.step, e.why))
                 break
-            how = abort(group)
             members = v["members"]
             group = make_group()
             shrinks.append({"step": v["step"], "lost": lost, "nranks": len(members),

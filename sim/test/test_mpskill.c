@@ -96,8 +96,12 @@ static void test_client(void)
 	CHECK(f != NULL, "%s", path);
 	fprintf(f,
 		"#!/bin/sh\nread cmd\necho \"$CUDA_MPS_PIPE_DIRECTORY $cmd\" >>%s\n"
-		"case $cmd in get_server_list) echo 4242;; esac\n",
-		log);
+		"case $cmd in get_server_list) echo 4242;;\n"
+		/* the client's state as MPS ends its work: stopped (T) */
+		"terminate_client*) set -- $cmd; echo \"state $(cut -d' ' -f3 /proc/$3/stat)\" "
+		">>%s;;\n"
+		"esac\n",
+		log, log);
 	fclose(f);
 	chmod(path, 0755);
 	const char *old = getenv("PATH");
@@ -117,10 +121,12 @@ static void test_client(void)
 	got[n] = 0;
 	if (f)
 		fclose(f);
-	snprintf(want, sizeof(want), "%s get_server_list\n%s terminate_client 4242 %d\n", dir, dir,
-		 (int)p);
+	snprintf(want, sizeof(want), "%s get_server_list\n%s terminate_client 4242 %d\nstate T\n",
+		 dir, dir, (int)p);
 	CHECK(!strcmp(got, want),
-	      "MPS was asked, in order, with its pipe directory:\n%s\nwant:\n%s", got, want);
+	      "MPS was asked, in order, with its pipe directory, the client "
+	      "stopped:\n%s\nwant:\n%s",
+	      got, want);
 	if (old)
 		setenv("PATH", old, 1);
 	close(s);
