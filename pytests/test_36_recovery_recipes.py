@@ -516,10 +516,9 @@ def test_36_25_gpu_node_kill_then_shrink_the_survivors_finish_exact(sf_nccl_gpu,
         assert "nccljob[rank %d]: survivor: 1 shrink(s)" % rank in logs, r.explain()
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", ["job-torch-lose-node-shrink", "job-torch-watchdog-hang"])
-def test_36_26_gpu_torch_recipes(sf_nccl_gpu, sf_run, name):
-    run_ok(sf_run, os.path.join(SCN, name + ".yaml"))
+# test_36_26 ran the torch recipes (job-torch-lose-node-shrink.yaml, job-torch-watchdog-hang.yaml)
+# and checked their expectations, as test_10_00 does for every shipped job: the GPU suite ran
+# them twice (270 s of an H100's time, the most of any test); test_10_00 runs them now.
 
 
 # ---- long queues after a fatal fault ----------------------------------------------------------
