@@ -36,11 +36,19 @@ struct xh_welcome {
 _Static_assert(sizeof(struct xh_hello) == 136 && sizeof(struct xh_welcome) == 16,
 	       "the handshake's layout changed: both ends must agree");
 
-/* The process's endpoint: under sfnet_g.lock. */
+/*
+ * The process's endpoints, one per direction: the receiving side's (listeners, their handshakes
+ * and the recvComms' channels) and the sending side's (connects and the sendComms' channels).
+ * A connection then runs between a sender's tx endpoint and a receiver's rx endpoint, so a
+ * transport connection carries one direction's payload, and the small CTS and ACK going back
+ * never queue behind the other direction's megabytes on one TCP stream; each endpoint has its
+ * own lock and completion queue, so NCCL's proxy thread sending and the receive agent
+ * receiving progress them side by side. Under sfnet_g.lock.
+ */
 static struct {
 	int parsed, host; /* SIMFABRIC_HOST, -1 off */
-	int tried;	  /* the endpoint was opened, or failed to (then said so once) */
-	struct sfofi *o;
+	int tried[2];	  /* the endpoint was opened, or failed to (then said so once) */
+	struct sfofi *o[2];
 	uint32_t next_port, next_conn;
 } X;
 
@@ -62,20 +70,20 @@ int sfxh_host(void)
 	return X.host;
 }
 
-const struct xnet *sfxh_net(void)
+const struct xnet *sfxh_net(enum sfxh_side side)
 {
-	return sfofi_net(X.o);
+	return X.o[side] ? sfofi_net(X.o[side]) : NULL;
 }
 
-static int endpoint(const char *what)
+static int endpoint(enum sfxh_side side, const char *what)
 {
-	if (X.o)
+	if (X.o[side])
 		return 0;
-	if (X.tried)
+	if (X.tried[side])
 		return -ENODEV;
-	X.tried = 1;
+	X.tried[side] = 1;
 	char why[256] = "";
-	int rc = sfofi_open(NULL, &X.o, why, sizeof(why));
+	int rc = sfofi_open(NULL, &X.o[side], why, sizeof(why));
 	if (rc) {
 		PWARN("%s: no endpoint for cross-host connections: %s; this process takes "
 		      "same-host "
@@ -83,14 +91,15 @@ static int endpoint(const char *what)
 		      what, why);
 		return rc;
 	}
-	PINFO(NCCL_INIT | NCCL_NET, "cross-host connections from host %d over libfabric %s", X.host,
-	      sfofi_describe(X.o));
+	PINFO(NCCL_INIT | NCCL_NET, "cross-host %s from host %d over libfabric %s",
+	      side == SFXH_TX ? "sends" : "receives", X.host, sfofi_describe(X.o[side]));
 	return 0;
 }
 
-static int post(int send, uint64_t peer, uint64_t tag, void *buf, size_t len, struct xnet_op *op)
+static int post(enum sfxh_side side, int send, uint64_t peer, uint64_t tag, void *buf, size_t len,
+		struct xnet_op *op)
 {
-	const struct xnet *net = sfxh_net();
+	const struct xnet *net = sfxh_net(side);
 	struct iovec iov = {buf, len};
 	atomic_store_explicit(&op->state, XOP_POSTED, memory_order_relaxed);
 	int rc = send ? net->send(net->ctx, peer, tag, &iov, 1, op)
@@ -122,7 +131,7 @@ struct sfxh_listen {
 
 static int listen_post(struct sfxh_listen *l)
 {
-	return post(0, XNET_ANY_PEER, xchan_tag(XCHAN_HELLO, l->port, 0), &l->hello,
+	return post(SFXH_RX, 0, XNET_ANY_PEER, xchan_tag(XCHAN_HELLO, l->port, 0), &l->hello,
 		    sizeof(l->hello), &l->hello_op);
 }
 
@@ -131,7 +140,7 @@ int sfxh_listen_new(const char *what, struct sfxh_listen **out, struct sfxh_addr
 	*out = NULL;
 	memset(a, 0, sizeof(*a)); /* len 0: no endpoint, whatever fails below */
 	a->host = (uint16_t)sfxh_host();
-	int rc = endpoint(what);
+	int rc = endpoint(SFXH_RX, what);
 	if (rc)
 		return rc;
 	struct sfxh_listen *l = calloc(1, sizeof(*l));
@@ -141,7 +150,7 @@ int sfxh_listen_new(const char *what, struct sfxh_listen **out, struct sfxh_addr
 	X.next_port = X.next_port % XCHAN_MAX_CONN + 1;
 	l->port = X.next_port;
 	size_t len = sizeof(a->addr);
-	rc = sfofi_addr(X.o, a->addr, &len);
+	rc = sfofi_addr(X.o[SFXH_RX], a->addr, &len);
 	if (!rc)
 		rc = listen_post(l);
 	if (rc) {
@@ -157,7 +166,7 @@ int sfxh_listen_new(const char *what, struct sfxh_listen **out, struct sfxh_addr
 
 int sfxh_accept_poll(struct sfxh_listen *l, struct sfxh_peer *p)
 {
-	const struct xnet *net = sfxh_net();
+	const struct xnet *net = sfxh_net(SFXH_RX);
 	int rc = net->progress(net->ctx);
 	if (rc) {
 		PWARN("%s: the cross-host endpoint failed: %s", l->what, strerror(-rc));
@@ -181,7 +190,7 @@ int sfxh_accept_poll(struct sfxh_listen *l, struct sfxh_peer *p)
 		return 0;
 	}
 	memset(p, 0, sizeof(*p));
-	rc = sfofi_peer(X.o, h.addr, h.len, &p->peer);
+	rc = sfofi_peer(X.o[SFXH_RX], h.addr, h.len, &p->peer);
 	if (rc) { /* no way to answer it: its connect times out, naming this host */
 		PWARN("%s: the connect from host %u cannot be answered: its address is refused "
 		      "(%s); ignored",
@@ -210,7 +219,7 @@ int sfxh_welcome(struct sfxh_listen *l, const struct sfxh_peer *p, int status)
 					.status = status,
 					.conn = status ? 0 : p->conn,
 					.nonce = p->nonce};
-	int rc = post(1, p->peer, xchan_tag(XCHAN_WELCOME, p->nonce, 0), &l->wel[i],
+	int rc = post(SFXH_RX, 1, p->peer, xchan_tag(XCHAN_WELCOME, p->nonce, 0), &l->wel[i],
 		      sizeof(l->wel[i]), &l->wel_op[i]);
 	if (rc)
 		PWARN("%s: cannot answer the cross-host connect from %s: %s", l->what, p->node,
@@ -222,13 +231,13 @@ void sfxh_listen_free(struct sfxh_listen *l)
 {
 	if (!l)
 		return;
-	const struct xnet *net = sfxh_net();
+	const struct xnet *net = sfxh_net(SFXH_RX);
 	if (xop_busy(&l->hello_op))
 		net->cancel(net->ctx, &l->hello_op);
 	struct xnet_op *ops[1 + XH_WELCOMES] = {&l->hello_op};
 	for (int i = 0; i < XH_WELCOMES; i++)
 		ops[1 + i] = &l->wel_op[i];
-	if (xnet_drain(sfxh_net(), ops, 1 + XH_WELCOMES, XH_DRAIN_MS))
+	if (xnet_drain(net, ops, 1 + XH_WELCOMES, XH_DRAIN_MS))
 		free(l);
 }
 
@@ -251,7 +260,7 @@ static int pconn_send_hello(struct sfxh_pconn *pc)
 {
 	if (pc->hello_out)
 		return 0;
-	int rc = post(1, pc->peer, xchan_tag(XCHAN_HELLO, pc->port, 0), &pc->hello,
+	int rc = post(SFXH_TX, 1, pc->peer, xchan_tag(XCHAN_HELLO, pc->port, 0), &pc->hello,
 		      sizeof(pc->hello), &pc->hello_op);
 	if (rc == -EAGAIN)
 		return 0;
@@ -266,7 +275,7 @@ int sfxh_pconn_new(const struct sfxh_addr *a, const char *node, uint32_t nic, co
 		   struct sfxh_pconn **out)
 {
 	*out = NULL;
-	int rc = endpoint(what);
+	int rc = endpoint(SFXH_TX, what);
 	if (rc)
 		return rc;
 	struct sfxh_pconn *pc = calloc(1, sizeof(*pc));
@@ -274,8 +283,9 @@ int sfxh_pconn_new(const struct sfxh_addr *a, const char *node, uint32_t nic, co
 		return -ENOMEM;
 	snprintf(pc->what, sizeof(pc->what), "%s", what);
 	pc->nonce = (uint32_t)(sfc_random_id() % XCHAN_MAX_CONN) + 1;
-	rc = a->len && a->len <= SFOFI_ADDR_MAX ? sfofi_peer(X.o, a->addr, a->len, &pc->peer)
-						: -EINVAL;
+	rc = a->len && a->len <= SFOFI_ADDR_MAX
+		? sfofi_peer(X.o[SFXH_TX], a->addr, a->len, &pc->peer)
+		: -EINVAL;
 	if (rc) {
 		PWARN("%s: the listener's address in the handle is refused (%u bytes): %s", what,
 		      a->len, strerror(-rc));
@@ -285,12 +295,12 @@ int sfxh_pconn_new(const struct sfxh_addr *a, const char *node, uint32_t nic, co
 	pc->hello = (struct xh_hello){
 		.magic = XH_MAGIC, .nonce = pc->nonce, .host = (uint16_t)X.host, .nic = nic};
 	size_t len = sizeof(pc->hello.addr);
-	rc = sfofi_addr(X.o, pc->hello.addr, &len);
+	rc = sfofi_addr(X.o[SFXH_TX], pc->hello.addr, &len);
 	pc->hello.len = (uint16_t)len;
 	snprintf(pc->hello.node, sizeof(pc->hello.node), "%s", node);
 	pc->port = a->port;
 	if (!rc)
-		rc = post(0, pc->peer, xchan_tag(XCHAN_WELCOME, pc->nonce, 0), &pc->wel,
+		rc = post(SFXH_TX, 0, pc->peer, xchan_tag(XCHAN_WELCOME, pc->nonce, 0), &pc->wel,
 			  sizeof(pc->wel), &pc->wel_op);
 	if (rc)
 		PWARN("%s: cannot wait for the answer to a cross-host connect: %s", what,
@@ -307,7 +317,7 @@ int sfxh_pconn_new(const struct sfxh_addr *a, const char *node, uint32_t nic, co
 
 int sfxh_pconn_poll(struct sfxh_pconn *pc, struct sfxh_peer *p)
 {
-	const struct xnet *net = sfxh_net();
+	const struct xnet *net = sfxh_net(SFXH_TX);
 	net->progress(net->ctx);
 	int rc = pconn_send_hello(pc);
 	if (rc)
@@ -345,10 +355,10 @@ void sfxh_pconn_free(struct sfxh_pconn *pc)
 {
 	if (!pc)
 		return;
-	const struct xnet *net = sfxh_net();
+	const struct xnet *net = sfxh_net(SFXH_TX);
 	if (net && xop_busy(&pc->wel_op))
 		net->cancel(net->ctx, &pc->wel_op);
 	struct xnet_op *ops[2] = {&pc->hello_op, &pc->wel_op};
-	if (xnet_drain(sfxh_net(), ops, 2, XH_DRAIN_MS))
+	if (xnet_drain(net, ops, 2, XH_DRAIN_MS))
 		free(pc);
 }

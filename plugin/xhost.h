@@ -49,10 +49,16 @@ struct sfxh_peer {
 	char node[SFXH_NODE_LEN]; /* the peer's node, for messages */
 };
 
+/*
+ * A process's endpoints, one per direction (xhost.c says why): listeners and the recvComms'
+ * channels use the rx one, connects and the sendComms' channels the tx one.
+ */
+enum sfxh_side { SFXH_RX = 0, SFXH_TX = 1 };
+
 /* This process's host (SIMFABRIC_HOST), or -1: cross-host connections are off. */
 int sfxh_host(void);
-/* The transport (NULL before the endpoint is open). */
-const struct xnet *sfxh_net(void);
+/* The transport of that side (NULL before its endpoint is open). */
+const struct xnet *sfxh_net(enum sfxh_side side);
 
 struct sfxh_listen;
 /* A listener's handshake: opens the endpoint if needed, posts the receive for HELLO, fills

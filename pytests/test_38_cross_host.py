@@ -71,10 +71,11 @@ def test_38_01_every_harness_test_is_exact_across_two_hosts(sf_env, sf_fabric_fa
                                                    "--threads", "2"],
                        env_of=host_env(hosts, n, debug="INFO"), timeout=240)
     check_all_ran(r, n)
-    # every rank opened its endpoint on its own host, and said so
+    # every rank opened its endpoints (one per direction) on its own host, and said so
     for k in range(n):
-        assert "cross-host connections from host %d over libfabric tcp;ofi_rxm" % (k // 2) \
-            in r.outs[k][2], r.report()
+        for side in ("sends", "receives"):
+            assert "cross-host %s from host %d over libfabric tcp;ofi_rxm" % (side, k // 2) \
+                in r.outs[k][2], r.report()
     # each daemon carried only its own host's connections: the others went process to process
     assert nodes_of(hosts[0]) <= {"node0", "node1"}, hosts[0].show()
     assert nodes_of(hosts[1]) <= {"node2", "node3"}, hosts[1].show()
@@ -747,7 +748,7 @@ def test_38_22_nccl_across_two_local_hosts_is_exact(sf_nccl_gpu, sf_launch, tmp_
         with open(os.path.join(r.run_dir, "rank-%d.log" % k), errors="replace") as f:
             log += f.read()
         assert "Using network simfabric" in log, log[-4000:]
-        assert "cross-host connections from host %d over libfabric" % k in log, log[-4000:]
+        assert "cross-host sends from host %d over libfabric" % k in log, log[-4000:]
         assert "modelled across hosts over" in log, log[-4000:]
 
 

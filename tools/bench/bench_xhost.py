@@ -41,27 +41,32 @@ PHASES = [("oversubscribed spine: 2 flows per leaf0 uplink", "0>4,1>5,2>6,3>7", 
 TOL = 0.05
 
 
-def run(build, d, local_hosts, scn):
-    jpath = os.path.join(d, "flows-%d.json" % local_hosts)
-    spec = ";".join([WARMUP] + [p for _, p, _ in PHASES])
+def flows(build, d, tag, nodes, local_hosts, scn, spec, flow_bytes, flow_msg):
+    """The harness's flows test over spec, launched on local_hosts hosts: its JSON."""
+    jpath = os.path.join(d, "%s-%d.json" % (tag, local_hosts))
     p = subprocess.run(
-        [os.path.join(ROOT, "tools", "simfabric"), "launch", "--nodes", "8", "--local-hosts",
-         str(local_hosts), "--scenario", scn, "--run-dir", os.path.join(d, "run-%d" %
-                                                                       local_hosts), "--",
+        [os.path.join(ROOT, "tools", "simfabric"), "launch", "--nodes", str(nodes),
+         "--local-hosts", str(local_hosts), "--scenario", scn, "--run-dir",
+         os.path.join(d, "%s-run-%d" % (tag, local_hosts)), "--",
          os.path.join(build, "simfabric-harness"), "--launched", "--plugin",
          os.path.join(build, "libnccl-net-simfabric.so"), "--json", jpath, "--tests", "flows",
-         "--flows", spec, "--flow-bytes", "48M", "--flow-msg", "512K", "--timeout", "200"],
+         "--flows", spec, "--flow-bytes", flow_bytes, "--flow-msg", flow_msg, "--timeout", "200"],
         env=dict(os.environ, SIMFABRIC_BUILD_DIR=build), capture_output=True, text=True,
         timeout=400)
     if p.returncode != 0:
-        sys.exit("bench_xhost: the run on %d host(s) failed:\n%s%s" % (local_hosts, p.stdout,
-                                                                      p.stderr))
+        sys.exit("bench_xhost: the %s run on %d host(s) failed:\n%s%s" % (
+            tag, local_hosts, p.stdout, p.stderr))
     with open(jpath) as f:
-        j = json.load(f)
+        return json.load(f)
+
+
+def run(build, d, local_hosts, scn):
+    spec = ";".join([WARMUP] + [p for _, p, _ in PHASES])
+    j = flows(build, d, "flows", 8, local_hosts, scn, spec, "48M", "512K")
     warm = len(WARMUP.split(","))
     rates = {e["flow"] - warm: e["steady_gbit_s"] for t in j["tests"] if t["name"] == "flows"
              for e in t["metrics"]["flows"] if e["role"] == "recv" and e["flow"] >= warm}
-    with open(os.path.join(d, "run-%d" % local_hosts, "stats.json")) as f:
+    with open(os.path.join(d, "flows-run-%d" % local_hosts, "stats.json")) as f:
         links = json.load(f)["links"]  # every host's daemon's, merged by the launcher
     n = sum(l["late_n"] for l in links)
     late = sum(l["late_sum_ns"] for l in links) / n / 1e3 if n else 0.0
@@ -108,6 +113,34 @@ def table(title, one, two, totals):
     return worst, out
 
 
+# The transport's own ceiling: two nodes (job-nccl-25g.yaml's fabric) at 400 Gb/s, which the
+# model never paces on this machine, so a flow runs as fast as libfabric between two processes
+# (two hosts) or the shared memory (one host) carries it, one way and both ways at once. No
+# target: it says what a scenario across hosts can reach here (an allreduce sends both ways at
+# once), which is where the modelled rate of a run across hosts stops (scale-out.md, section 6).
+CEILING_FROM = ("job-nccl-25g.yaml", "rate_gbps: 25,", "rate_gbps: 400,")
+
+
+def ceiling(build, d, local_hosts):
+    """[one way, each of both ways] in Gb/s (steady rates, the receivers')."""
+    name, was, now = CEILING_FROM
+    with open(os.path.join(ROOT, "scenarios", name)) as f:
+        text = f.read()
+    if was not in text:
+        sys.exit("bench_xhost: %s no longer says %r" % (name, was))
+    scn = os.path.join(d, "ceiling.yaml")
+    with open(scn, "w") as f:
+        f.write(text.replace(was, now))
+    j = flows(build, d, "ceiling", 2, local_hosts, scn, "0>1;0>1,1>0", "256M", "1M")
+    recv = {}
+    for t in j["tests"]:
+        if t["name"] == "flows":
+            for e in t["metrics"]["flows"]:
+                if e["role"] == "recv":
+                    recv[e["flow"]] = e["steady_gbit_s"]
+    return [recv[0], min(recv[1], recv[2])]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -147,9 +180,17 @@ def main():
     ok = worst <= TOL
     print("target: every compared share within %.0f%% of one host's: worst %.1f%%: %s" % (
         100 * TOL, 100 * worst, "met" if ok else "MISSED"))
+    with tempfile.TemporaryDirectory(prefix="sf-bench-xhost-") as d:
+        top = {h: ceiling(build, d, h) for h in (1, 2)}
+    print("\nthe transport's ceiling (2 nodes at 400 Gb/s, steady Gb/s of 1 MiB messages; no "
+          "target):")
+    print("  %-36s %10s %10s" % ("", "one host", "two hosts"))
+    for i, what in enumerate(("one way", "both ways at once, each")):
+        print("  %-36s %10.1f %10.1f" % (what, top[1][i], top[2][i]))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"variants": res, "worst": worst}, f, indent=1)
+            json.dump({"variants": res, "worst": worst,
+                       "ceiling_gbps": {"one_host": top[1], "two_hosts": top[2]}}, f, indent=1)
     return 0 if ok else 1
 
 
