@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ofi.h - the process's libfabric endpoint, as the transport (sim/core/xnet.h) that cross-host
+ * ofi.h - a libfabric endpoint, as the transport (sim/core/xnet.h) that cross-host
  * channels (sim/core/xchan.h) run over. docs/scale-out.md §3 has the design.
  *
  * libfabric is loaded at run time (dlopen "libfabric.so.1", as plugin/cudadrv.c loads CUDA's
  * driver): the plugin links nothing new, and a machine without libfabric fails only the
  * cross-host connect, with the reason. One reliable-datagram (FI_EP_RDM) endpoint with tagged
- * messages and directed receives per process; the provider is "tcp;ofi_rxm" unless
+ * messages and directed receives per sfofi_open (plugin/xhost.c opens two a process, one per
+ * direction); the provider is "tcp;ofi_rxm" unless
  * SIMFABRIC_OFI_PROVIDER (or libfabric's own FI_PROVIDER) says otherwise; FI_TCP_IFACE and
  * the other FI_* variables apply as libfabric documents them. Memory is not registered
  * (mr_mode 0), so providers that need it (efa, verbs without FI_MR_LOCAL emulation) are not

@@ -1861,3 +1861,95 @@ def test_38_52_each_hosts_daemon_keeps_its_clock_against_host_0s(sf_env, sf_fabr
     log = (tmp_path / "agent1" / "simfabricd.log").read_text()
     assert re.search(r"clock: host 1's offset to host 0 [-+][0-9.]+ us \(round trip [0-9.]+ us; "
                      r"check 1\)", log), log
+
+
+def _status(sf_env, run_dir):
+    p = subprocess.run([sf_env.cli, "status", "--run-dir", run_dir, "--json"],
+                       env=dict(base_env(None), **sf_env.run_env()), capture_output=True,
+                       text=True, timeout=60)
+    return p.returncode, (json.loads(p.stdout) if p.returncode == 0 else p.stderr)
+
+
+def test_38_54_status_of_a_run_shows_every_host(sf_env, tmp_path):
+    """`simfabric status --run-dir` on host 0 of two agents (--peers, a modelled fabric): its
+    own daemon asked now, host 1's state as host 1's agent sent it (every second), each node
+    once with the host its ranks are on; on host 1, its own; after the run, that it ended;
+    a directory of no run, named."""
+    scn = tmp_path / "two-leaves.yaml"
+    scn.write_text(TWO_LEAVES)
+    port = sfprocs.free_port()
+    procs, outs = {}, {}
+    try:
+        for h in (1, 0):
+            procs[h] = subprocess.Popen(
+                [sf_env.cli, "launch", "--peers", "127.0.0.1:%d,127.0.0.1" % port,
+                 "--host-rank", str(h), "--nodes", "4", "--scenario", str(scn), "--run-dir",
+                 str(tmp_path / ("host%d" % h)), "--", sf_env.harness, "--launched",
+                 "--plugin", sf_env.plugin, "--tests", "flows", "--flows", "0>3,2>1",
+                 "--flow-bytes", "4G", "--flow-msg", "1M", "--timeout", "120"],
+                env=dict(base_env(None), **sf_env.run_env()), stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, text=True)
+        deadline, got = time.monotonic() + 90, None
+        while time.monotonic() < deadline and procs[0].poll() is None:
+            rc, st = _status(sf_env, str(tmp_path / "host0"))
+            if rc == 0 and [h.get("how", "") for h in st["hosts"]][1:] == [
+                    "as its agent sent it"] and len([n for n in st["nodes"] if n.get("pids")]) \
+                    == 4:
+                got = st
+                break
+            time.sleep(0.5)
+        rc1, st1 = _status(sf_env, str(tmp_path / "host1"))
+        for h, p in procs.items():
+            outs[h] = p.communicate(timeout=max(1, deadline + 60 - time.monotonic()))[0]
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    report = "\n".join("--- host %d: exit %s ---\n%s" % (h, p.returncode, outs.get(h, ""))
+                       for h, p in sorted(procs.items()))
+    assert got, (st, report)
+    assert got["nhosts"] == 2 and got["hosts"][0]["how"].startswith("asked now at ") and \
+        0 <= got["hosts"][1]["age_s"] < 10, got["hosts"]
+    # each node once, on the host of its block (nodes 0-1 on host 0, 2-3 on host 1)
+    assert sorted((n["name"], n["host"]) for n in got["nodes"]) == [
+        ("node0", 0), ("node1", 0), ("node2", 1), ("node3", 1)], got["nodes"]
+    # host 1 knows its own daemon only
+    if rc1 == 0:
+        assert [h["host"] for h in st1["hosts"] if "how" in h] == [1], st1["hosts"]
+    assert all(p.returncode == 0 for p in procs.values()), report
+    rc, err = _status(sf_env, str(tmp_path / "host0"))
+    assert rc != 0 and "has ended" in err and "simfabric report" in err, err
+    rc, err = _status(sf_env, str(tmp_path))
+    assert rc != 0 and "no hosts file of a run there" in err, err
+
+
+def test_38_55_status_of_a_run_on_local_hosts_asks_every_daemon(sf_env, tmp_path):
+    """--local-hosts 2: every host's daemon is on this machine and asked now."""
+    run = str(tmp_path / "run")
+    p = subprocess.Popen(
+        [sf_env.cli, "launch", "--nodes", "2", "--local-hosts", "2", "--scenario",
+         os.path.join(ROOT, "scenarios", "job-nccl-25g.yaml"), "--run-dir", run, "-q", "--",
+         sf_env.harness, "--launched", "--plugin", sf_env.plugin, "--tests", "flows",
+         "--flows", "0>1,1>0", "--flow-bytes", "4G", "--flow-msg", "1M", "--timeout", "120"],
+        env=dict(base_env(None), **sf_env.run_env()), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline, got, st = time.monotonic() + 60, None, None
+        while time.monotonic() < deadline and p.poll() is None:
+            rc, st = _status(sf_env, run)
+            if rc == 0 and len([n for n in st["nodes"] if n.get("pids")]) == 2:
+                got = st
+                break
+            time.sleep(0.3)
+        out = p.communicate(timeout=120)[0]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert got, (st, out)
+    assert [h["how"] for h in got["hosts"]] == [
+        "asked now at " + got["hosts"][0]["how"].split(" at ", 1)[1],
+        "asked now at " + got["hosts"][1]["how"].split(" at ", 1)[1]], got["hosts"]
+    assert sorted((n["name"], n["host"]) for n in got["nodes"]) == [("node0", 0), ("node1", 1)]
+    assert p.returncode == 0, out

@@ -436,6 +436,78 @@ def merge_faults(many):
     return base
 
 
+def run_status(run_dir, timeout=5.0, now=None):
+    """The live state of a launched run's every host (`simfabric status --run-dir`), from the
+    hosts file its launcher keeps in run_dir (sf.federate.write_hosts): a host whose daemon is
+    on this machine is asked now, another is what its agent last sent host 0's. show()'s form,
+    each node and connection with its "host", and "hosts": [{host, how, age_s?, error?}];
+    "faults": the hosts' lists merged (merge_faults), None on the ideal fabric. CtlError when
+    run_dir has no hosts file (not a run of `simfabric launch` or `run`, or an older one)."""
+    path = os.path.join(run_dir, "hosts.json")
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+        hosts = {int(k): v for k, v in doc["hosts"].items()}
+        nhosts = int(doc["nhosts"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CtlError("%s: no hosts file of a run there (%s)" % (run_dir, e))
+    if any(os.path.exists(os.path.join(run_dir, f)) for f in ("launch.json", "report.json")):
+        # written as a launch (launch.json) or a `simfabric run` (report.json) ends
+        raise CtlError("the run in %s has ended: `simfabric report %s` shows its counters" % (
+            run_dir, run_dir))
+    now = time.time() if now is None else now
+    out = {"run_dir": run_dir, "nhosts": nhosts, "hosts": [], "nodes": [], "chans": []}
+    lists = []
+    for h in range(nhosts):
+        v, rec = hosts.get(h) or {}, {"host": h}
+        show_, fl = None, None
+        if isinstance(v.get("socket"), str):
+            rec["how"] = "asked now at " + v["socket"]
+            try:
+                show_ = show(v["socket"], timeout)
+                try:
+                    fl = faults(v["socket"], timeout)
+                except CtlError:
+                    fl = None  # the ideal fabric has no faults
+            except CtlError as e:
+                rec["error"] = str(e)
+        elif isinstance(v.get("snapshot"), dict):
+            rec["how"] = "as its agent sent it"
+            rec["age_s"] = max(0.0, now - float(v.get("at_unix", now)))
+            show_, fl = v["snapshot"].get("show"), v["snapshot"].get("faults")
+        else:
+            rec["error"] = "nothing from it yet (its agent sends its state every second)"
+        if isinstance(show_, dict):
+            for k in ("fabric", "instance", "version"):
+                out.setdefault(k, show_.get(k))
+            for k in ("nodes", "chans"):
+                out[k] += [dict(x, host=h) for x in show_.get(k, []) if isinstance(x, dict)]
+        lists.append(fl)
+        out["hosts"].append(rec)
+    # every daemon lists every node of the fabric: each once, from the host its processes
+    # opened their sessions with (else the first that lists it)
+    nodes = {}
+    for n in out["nodes"]:
+        k = n.get("name")
+        if k not in nodes or (n.get("pids") and not nodes[k].get("pids")):
+            nodes[k] = n
+    out["nodes"] = list(nodes.values())
+    out["chans_open"] = sum(1 for c in out["chans"] if c.get("state") == "open")
+    out["faults"] = merge_faults(lists)
+    return out
+
+
+def format_run_status(st):
+    """run_status()'s result as text: one line per host, then format_status's tables with a
+    HOST column."""
+    lines = ["run %s: %d host(s)" % (st["run_dir"], st["nhosts"])]
+    for h in st["hosts"]:
+        lines.append("  host %d: %s" % (h["host"], "NOT ANSWERING: " + h["error"] if "error" in h
+                                        else h["how"] + (" %.1f s ago" % h["age_s"]
+                                                         if "age_s" in h else "")))
+    return "\n".join(lines + [format_status(st)])
+
+
 def series(path, timeout=5.0):
     """The daemon's per-link samples (op=series, every page): {"period_ns", "links",
     "capacity", "taken", "first", "epoch_ns", "now_ns", "samples": [{"seq", "t_ns", "dt_ns",
@@ -482,20 +554,24 @@ def format_status(st):
                          st["clock_offset_ns"] / 1e3, st["clock_rtt_ns"] / 1e3,
                          st["clock_checks"], st["clock_age_ms"] / 1e3,
                          st["clock_moved_ns"] / 1e3))
+    # a run's several hosts (run_status): each node and connection says whose daemon it is
+    hc = any("host" in x for x in st["nodes"] + st["chans"])
+    host = (lambda x: "%-5s " % x.get("host", "?")) if hc else (lambda x: "")
     if st["nodes"]:
         lines.append("")
-        lines.append("%-20s %-6s %-7s %s" % ("NODE", "NICS", "GPU", "PIDS"))
+        lines.append("%s%-20s %-6s %-7s %s" % ("HOST  " if hc else "", "NODE", "NICS", "GPU",
+                                                "PIDS"))
         for n in st["nodes"]:
             # GPU: the plugin's GPU data path in that node's processes (SIMFABRIC_GPU)
-            lines.append("%-20s %-6s %-7s %s" % (n.get("name"), n.get("nics"),
-                                                 n.get("gpu") or "-", n.get("pids", "")))
+            lines.append("%s%-20s %-6s %-7s %s" % (host(n), n.get("name"), n.get("nics"),
+                                                   n.get("gpu") or "-", n.get("pids", "")))
     if st["chans"]:
         lines.append("")
-        lines.append("%-18s %-22s %-22s %-8s %10s %14s %10s" % (
-            "CONN", "FROM", "TO", "STATE", "MSGS", "BYTES", "SHM"))
+        lines.append("%s%-18s %-22s %-22s %-8s %10s %14s %10s" % (
+            "HOST  " if hc else "", "CONN", "FROM", "TO", "STATE", "MSGS", "BYTES", "SHM"))
         for c in st["chans"]:
-            lines.append("%-18s %-22s %-22s %-8s %10s %14s %10s" % (
-                c["id"], c.get("src"), c.get("dst"), c.get("state"), c.get("msgs"),
+            lines.append("%s%-18s %-22s %-22s %-8s %10s %14s %10s" % (
+                host(c), c["id"], c.get("src"), c.get("dst"), c.get("state"), c.get("msgs"),
                 c.get("bytes"), c.get("shm_bytes")))
         lines.append("")
         lines.append(format_nics(nic_counters(st["chans"])))

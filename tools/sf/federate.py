@@ -20,6 +20,7 @@ what went wrong (a missing host after the timeout, a mismatch, a malformed line)
 import base64
 import hashlib
 import json
+import os
 import re
 import select
 import socket
@@ -47,7 +48,9 @@ PENDING_MAX = 10000  # lines read during a clock exchange and kept for later, at
 BIG = 1 << 62  # a peer's times and ids beyond this are not times or ids
 # The agents' protocol over the rendezvous's connection (hello, clock, events, counters):
 # agents of other versions are refused at the hello, naming both, rather than misread later.
-PROTOCOL = 3  # 3: the launch's options in the hello; ready, start and end (--mpi)
+PROTOCOL = 4  # 3: the launch's options in the hello; ready, start and end (--mpi); 4: status
+STATUS_EVERY_S = 1.0  # another host's agent sends its daemon's live state this often (NetRelay)
+STATUS_FILE = "hosts.json"  # in host 0's run directory: where each host's state is (write_hosts)
 
 
 class FederationError(Exception):
@@ -394,6 +397,30 @@ def _events(fl):
     return out
 
 
+def write_hosts(run_dir, nhosts, sockets, snapshots=None):
+    """The run's hosts for `simfabric status --run-dir` (STATUS_FILE, replaced whole): each
+    host's daemon socket where it is on this machine (sockets: host -> path), else the last
+    state its agent sent (snapshots: host -> (unix time, {"show", "faults"}))."""
+    hosts = {str(h): {"socket": sk} for h, sk in sockets.items()}
+    for h, (at, st) in (snapshots or {}).items():
+        hosts[str(h)] = {"snapshot": st, "at_unix": at}
+    path = os.path.join(run_dir, STATUS_FILE)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"nhosts": nhosts, "hosts": hosts}, f)
+    os.replace(tmp, path)
+
+
+def check_status(doc, host):
+    """Another host's live state ({"host", "show", "faults"}), or FederationError."""
+    if not isinstance(doc, dict) or doc.get("host") != host or not isinstance(
+            doc.get("show"), dict) or not all(isinstance(doc["show"].get(k), list)
+                                              for k in ("nodes", "chans")) or not (
+            doc.get("faults") is None or isinstance(doc["faults"], dict)):
+        raise FederationError("a status that is not host %d's show and faults" % host)
+    return {"show": doc["show"], "faults": doc.get("faults")}
+
+
 def check_event(msg):
     """An event another host's agent sent (_events' form, with "from"), or FederationError."""
     if not isinstance(msg, dict) or msg.get("op") not in ("apply", "fire", "clear") or \
@@ -691,6 +718,11 @@ class NetRelay(TriggerRelay):
         self.end, self.end_got = None, threading.Event()
         self.outbox = []  # (message, threading.Event): sent by the relay's thread, the links'
         self.pending = []  # (host, message): read during a clock exchange, handled after it
+        # `simfabric status --run-dir`: each other host's agent sends its daemon's show and
+        # faults every STATUS_EVERY_S; host 0's writes them into its run directory (status_dir,
+        # set by its launcher: write_hosts) with its own daemon's socket
+        self.status_every, self.next_status = STATUS_EVERY_S, 0.0
+        self.status_dir, self.nhosts, self.snapshots = None, 0, {}
         for c in self.links.values():  # only user
             c.limit = COUNTERS_LIMIT
 
@@ -940,6 +972,14 @@ class NetRelay(TriggerRelay):
             self.verdict = self._word(msg["verdict"], "a verdict", report=True)
             self.verdict_got.set()
             return
+        if "status" in msg and self.host == 0:
+            try:
+                self.snapshots[h] = (time.time(), check_status(msg["status"], h))
+            except FederationError as e:
+                self.say("status: %s sent %s: left out of simfabric status" % (c.who, e))
+                return
+            self.write_hosts()
+            return
         if "counters" in msg and self.host == 0:
             try:
                 got = check_counters(msg["counters"], h)
@@ -979,7 +1019,11 @@ class NetRelay(TriggerRelay):
         if self.clock_reading:
             reading, self.clock_reading = self.clock_reading, None
             tell_daemon(self.sockets[0], *reading, say=self.say)
-        for ev in _events(_list(self.sockets[0])):
+        fl = _list(self.sockets[0])
+        if self.host != 0 and time.monotonic() >= self.next_status:
+            self.next_status = time.monotonic() + self.status_every
+            self._send_status(fl)
+        for ev in _events(fl):
             if self._note(self.host, ev):
                 self._send(dict(ev, **{"from": self.host}))
                 self.say((HERE[ev["op"]] + ": sent to the other hosts") % (
@@ -992,6 +1036,26 @@ class NetRelay(TriggerRelay):
                 if c.sock in ready or b"\n" in c.buf:
                     self._take(h, c)
         self._drain(0)
+
+    def _send_status(self, fl):
+        """Another host: its daemon's show and fault list (fl) to host 0's agent."""
+        try:
+            show = sfctl.show(self.sockets[0], timeout=2.0)
+        except (sfctl.CtlError, OSError):
+            return  # the daemon is going: the run is ending
+        self._send({"status": {"host": self.host, "show": show, "faults": fl}})
+
+    def write_hosts(self):
+        """Host 0: the run's hosts file (write_hosts), its own daemon's socket and the others'
+        last states."""
+        if self.status_dir:
+            try:
+                write_hosts(self.status_dir, self.nhosts, {0: self.sockets[0]},
+                            dict(self.snapshots))
+            except OSError as e:  # the run directory went: say it once, write no more
+                self.say("status: cannot write %s in %s: %s" % (STATUS_FILE, self.status_dir,
+                                                                 e))
+                self.status_dir = None
 
     def _where(self, hosts):
         return "here"

@@ -430,7 +430,26 @@ class Job:
                              self.local_hosts, self.socket, ", ".join(
                                  "host %d's at %s" % (h + 1, d.socket)
                                  for h, d in enumerate(self.hosts))))
+        self._write_hosts()
         return self
+
+    def _write_hosts(self):
+        """Where `simfabric status --run-dir` finds the run's daemons (federate.write_hosts):
+        every host's socket when they are all here; across machines, host 0's agent adds the
+        state each other host's agent sends it (NetRelay), and another host names its own."""
+        try:
+            if self.host and self.host[1] > 1:
+                if isinstance(self.relay, federate.NetRelay) and self.host[0] == 0:
+                    self.relay.status_dir, self.relay.nhosts = self.run_dir, self.host[1]
+                    self.relay.write_hosts()
+                else:
+                    federate.write_hosts(self.run_dir, self.host[1], {self.host[0]: self.socket})
+            else:
+                federate.write_hosts(self.run_dir, len(self.sockets()),
+                                     dict(enumerate(self.sockets())))
+        except OSError as e:
+            self.say("cannot write %s in %s (simfabric status --run-dir needs it): %s" % (
+                federate.STATUS_FILE, self.run_dir, e))
 
     def _federate(self):
         """--hosts-from-env on a modelled fabric: agree with the other hosts' agents on the
