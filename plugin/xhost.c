@@ -79,20 +79,25 @@ static int endpoint(enum sfxh_side side, const char *what)
 {
 	if (X.o[side])
 		return 0;
-	if (X.tried[side])
+	const char *dir = side == SFXH_TX ? "sends" : "receives";
+	if (X.tried[side]) {
+		PWARN("%s: no endpoint for cross-host %s (it failed to open: the first WARN about "
+		      "it "
+		      "says why)",
+		      what, dir);
 		return -ENODEV;
+	}
 	X.tried[side] = 1;
 	char why[256] = "";
 	int rc = sfofi_open(NULL, &X.o[side], why, sizeof(why));
 	if (rc) {
-		PWARN("%s: no endpoint for cross-host connections: %s; this process takes "
-		      "same-host "
+		PWARN("%s: no endpoint for cross-host %s: %s; this process %s same-host "
 		      "connections only",
-		      what, why);
+		      what, dir, why, side == SFXH_TX ? "makes" : "takes");
 		return rc;
 	}
-	PINFO(NCCL_INIT | NCCL_NET, "cross-host %s from host %d over libfabric %s",
-	      side == SFXH_TX ? "sends" : "receives", X.host, sfofi_describe(X.o[side]));
+	PINFO(NCCL_INIT | NCCL_NET, "cross-host %s from host %d over libfabric %s", dir, X.host,
+	      sfofi_describe(X.o[side]));
 	return 0;
 }
 

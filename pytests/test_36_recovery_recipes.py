@@ -169,8 +169,9 @@ class FakeStore:
                 raise RuntimeError("wait timed out")
 
 
-def loss_round(arrivals, members=(0, 1, 2, 3), grace=0.5):
-    """The survivors in arrivals ({rank: (delay_s, failed_step)}) run the round together."""
+def loss_round(arrivals, members=(0, 1, 2, 3), grace=0.5, meanwhile=None):
+    """The survivors in arrivals ({rank: (delay_s, failed_step)}) run the round together;
+    meanwhile: {rank: seconds its meanwhile() (the old group's abort) takes}."""
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import torch_recipes
     st, out = FakeStore(), {}
@@ -180,7 +181,10 @@ def loss_round(arrivals, members=(0, 1, 2, 3), grace=0.5):
             st.wait(["loss0/verdict"], datetime.timedelta(seconds=30))
         else:
             time.sleep(delay)
-        out[r] = torch_recipes.agree(st, r, list(members), 0, step, grace, poll_s=0.01)
+        slow = (meanwhile or {}).get(r)
+        out[r] = torch_recipes.agree(
+            st, r, list(members), 0, step, grace, poll_s=0.01,
+            meanwhile=None if slow is None else lambda: time.sleep(slow))
 
     ts = [threading.Thread(target=one, args=(r,) + a) for r, a in arrivals.items()]
     for t in ts:
@@ -564,3 +568,13 @@ def test_36_16_run_catches_a_blocked_rank_within_the_failure_bound(sf_run, tmp_p
 def test_36_27_gpu_twenty_thousand_queued_allreduces_end_within_the_bound(sf_nccl_gpu, sf_run):
     r = run_ok(sf_run, os.path.join(SCN, "job-nccl-long-queue.yaml"))
     assert r.seconds < 60 + 40 + 30, r.explain()  # within_s, the job program's end, start-up
+
+
+def test_36_28_a_slow_abort_does_not_leave_its_survivor_out():
+    # rank 1's abort of the old group takes twice rank 0's grace: it checked in first, so it
+    # is in; the verdict waits for nobody's abort
+    out, _ = loss_round({0: (0.0, 4), 1: (0.0, 4), 3: (0.0, 5)}, grace=0.5,
+                        meanwhile={1: 1.0, 3: 0.0})
+    for r in (0, 1, 3):
+        v, lost = out[r]
+        assert v == {"members": [0, 1, 3], "step": 4} and lost == [2], (r, out[r])

@@ -148,3 +148,62 @@ def test_37_03_a_fault_never_signals_a_session_it_cannot_see(blind_daemon):
             text[-3000:]
     finally:
         c.close()
+
+
+VICTIM = """import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b'op=hello\\nnode=node1\\npid=%d\\nversion=1\\nclient=victim\\n\\n' % os.getpid())
+print(s.recv(4096).decode().replace("\\n", " "), flush=True)
+time.sleep(60)
+"""
+
+
+def test_37_04_a_killed_mps_client_stays_stopped_until_its_kill(sf_env, tmp_path):
+    """node_kill of an MPS client stops it at once and kills it after MPS's terminate_client
+    (sim/mpskill.h); MPS here never answers, so the kill comes at the helper's bound (5 s).
+    Meanwhile a node_freeze of the same node ends, and its SIGCONT must not wake the victim
+    (it would see MPS end its work and die of that first)."""
+    d = tmp_path / "d"
+    d.mkdir(mode=0o700)
+    mps = tmp_path / "mps"
+    mps.mkdir()
+    ctl = socket.socket(socket.AF_UNIX)  # the control socket MPS would have
+    ctl.bind(str(mps / "control"))
+    tool = mps / "nvidia-cuda-mps-control"
+    tool.write_text("#!/bin/sh\nread cmd\ncase $cmd in get_server_list) echo 4242;;\n"
+                    "terminate_client*) exec sleep 8;;\nesac\n")
+    tool.chmod(0o755)
+    sock, logp = str(d / "ctl.sock"), str(d / "d.log")
+    root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    env = dict(os.environ, PATH="%s:%s" % (mps, os.environ.get("PATH", "/usr/bin:/bin")))
+    with open(logp, "wb") as log:
+        daemon = subprocess.Popen([sf_env.daemon, "--socket", sock, "--scenario",
+                                   os.path.join(root, SCN)], stdout=log,
+                                  stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    victim = None
+    try:
+        sfctl.wait_ready(sock, timeout=10)
+        victim = subprocess.Popen(["/usr/bin/python3", "-c", VICTIM, sock],
+                                  env=dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=str(mps)),
+                                  stdout=subprocess.PIPE, text=True)
+        assert "errno=0" in victim.stdout.readline(), open(logp).read()[-3000:]
+        sfctl.fault_apply(sock, "{name: axe, action: node_kill, node: node1}")
+        sfctl.fault_apply(sock, "{name: ice, action: node_freeze, node: node1, for: 200ms}")
+        time.sleep(1.0)  # the freeze has ended: its SIGCONT was due 800 ms ago
+        with open("/proc/%d/stat" % victim.pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        assert state == "T", ("the victim is %s, not stopped" % state,
+                              open(logp).read()[-3000:])
+        t0 = time.monotonic()
+        rc = victim.wait(timeout=15)
+        assert rc == -signal.SIGKILL and time.monotonic() - t0 < 10, rc
+        text = open(logp).read()
+        assert "MPS did not answer within 5 s: SIGKILL without it" in text, text[-3000:]
+    finally:
+        if victim and victim.poll() is None:
+            victim.kill()
+            victim.wait()
+        daemon.terminate()
+        daemon.wait(timeout=10)
+        ctl.close()

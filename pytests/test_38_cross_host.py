@@ -1953,3 +1953,21 @@ def test_38_55_status_of_a_run_on_local_hosts_asks_every_daemon(sf_env, tmp_path
         "asked now at " + got["hosts"][1]["how"].split(" at ", 1)[1]], got["hosts"]
     assert sorted((n["name"], n["host"]) for n in got["nodes"]) == [("node0", 0), ("node1", 1)]
     assert p.returncode == 0, out
+
+
+def test_38_56_no_endpoint_fails_the_cross_host_connect_naming_why(sf_env, sf_fabric_factory,
+                                                                   tmp_path):
+    """A provider this machine does not have: each side's endpoint fails to open with a WARN
+    naming the direction and the reason, and the connect between hosts fails (no hang); the
+    connections inside a host are untouched."""
+    hosts = two_hosts(sf_fabric_factory)
+    base = host_env(hosts, 2)
+    r = launch_by_hand(sf_env, None, tmp_path, 2, ["--tests", "connect", "--bound", "5"],
+                       env_of=lambda k: dict(base(k), SIMFABRIC_OFI_PROVIDER="no-such-prov"),
+                       timeout=60)
+    said = "\n".join(r.outs[k][1] + r.outs[k][2] for k in (0, 1))
+    assert r.rc(0) == 1, r.report()  # rank 0 reports for every rank
+    assert "no endpoint for cross-host receives: no libfabric provider 'no-such-prov'" in said, \
+        r.report()
+    assert "the listener has no endpoint for cross-host connections (its own log says why)" in \
+        said, r.report()

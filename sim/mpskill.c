@@ -67,10 +67,14 @@ static int control_up(const char *dir)
 /* ---- the helper (a detached grandchild of the daemon) --------------------------------------- */
 
 static pid_t victim;
+static char late[160]; /* on_alarm's line, made before the alarm is set (no snprintf there) */
+static int late_len;
 
 static void on_alarm(int sig)
 {
 	(void)sig;
+	ssize_t w = write(2, late, (size_t)late_len);
+	(void)w;
 	kill(victim, SIGKILL);
 	_exit(0);
 }
@@ -125,6 +129,18 @@ static void helper(const char *dir)
 {
 	for (int fd = 3; fd < 1024; fd++) /* the daemon's sockets are not ours to hold */
 		close(fd);
+	/* a Ctrl-C to the launcher's process group must not end the helper and leave the victim
+	 * stopped for good */
+	setsid();
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	late_len = snprintf(late, sizeof(late),
+			    "simfabricd: mps: pid %d: MPS did not answer within %d s: SIGKILL "
+			    "without it\n",
+			    (int)victim, MPSKILL_BOUND_S);
+	if (late_len < 0 || late_len >= (int)sizeof(late))
+		late_len = (int)strlen(late);
 	signal(SIGALRM, on_alarm);
 	alarm(MPSKILL_BOUND_S);
 	char servers[512], out[512], cmd[96], msg[800];

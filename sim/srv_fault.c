@@ -363,6 +363,10 @@ int srv_signal_node(void *ctx, int node, int sig, int quiet, const char *why)
 		struct session *se = dl_entry(p, struct session, link);
 		if (!se->node || se->node->id != node)
 			continue;
+		/* Killed: an MPS client stays stopped for up to MPSKILL_BOUND_S before its SIGKILL,
+		 * and a freeze's or a straggle's SIGCONT must not wake it to see MPS end its work */
+		if (se->killed && sig != 0)
+			continue;
 		if (se->pid <= 0) { /* kill(0, ...) would signal the daemon's own process group */
 			if (!quiet)
 				log_warn("%s: cannot send SIG%s to the session of hello pid %d "
@@ -377,6 +381,7 @@ int srv_signal_node(void *ctx, int node, int sig, int quiet, const char *why)
 			? mpskill(se->pid, how, sizeof(how)) /* MPS: see mpskill.h */
 			: (kill(se->pid, sig) ? -errno : 0);
 		if (rc >= 0) {
+			se->killed = se->killed || sig == SIGKILL;
 			if (!quiet)
 				log_warn("%s: SIG%s pid %d (node %s)%s%s", why, sigabbrev_np(sig),
 					 (int)se->pid, se->node->name, *how ? ": " : "", how);

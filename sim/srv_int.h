@@ -91,6 +91,7 @@ struct session {
 	const struct fabric_node *node;
 	char client[SRV_CLIENT_MAX + 1];
 	char gpu[4]; /* the plugin's GPU data path: "on", "off", or "" (not said) */
+	bool killed; /* node_kill signalled it: no later signal (a freeze's SIGCONT) may wake it */
 	struct srv_conn *conn;
 };
 

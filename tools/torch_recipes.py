@@ -37,14 +37,18 @@ def run_dir():
 
 # ---- shrink ------------------------------------------------------------------------------------
 
-def agree(store, rank, members, rnd, failed_step, grace_s, poll_s=0.05):
+def agree(store, rank, members, rnd, failed_step, grace_s, poll_s=0.05, meanwhile=None):
     """A loss round in the store (any object with set, check, get, wait(keys, timedelta)):
     every survivor checks in with the step it failed at; rank 0 waits grace_s for them (a
     lost rank never comes), then says who is in and where to resume: the earliest step any
     survivor failed at (a later one may have finished it; steps are deterministic, so running
-    one again is harmless). (verdict, lost), or (None, []) when nobody was lost: fatal."""
+    one again is harmless). meanwhile() runs once this rank has checked in (the old group's
+    abort: however long it takes, it does not delay the check-in rank 0 waits for). (verdict,
+    lost), or (None, []) when nobody was lost: fatal."""
     store.set("loss%d/open" % rnd, "1")  # wakes the survivors still polling a collective
     store.set("loss%d/here/%d" % (rnd, rank), str(failed_step))
+    if meanwhile:
+        meanwhile()
     if rank == 0:
         end = time.monotonic() + grace_s
         here = {}
@@ -188,10 +192,12 @@ def shrink(a):
         except Lost as e:
             say(rank, "step %d: %s; waiting for the survivors (round %d)" % (
                 e.step, e.why, len(shrinks)))
-            # the old communicator first: while it lives its works keep timing out in the
-            # watchdog, and a survivor that is slow to agree must not be slow to stop
-            how = abort(group)
-            v, lost = agree(store, rank, members, len(shrinks), e.step, a.grace_s)
+            # the old communicator aborted as soon as this rank has checked in (while it lives
+            # its works keep timing out in the watchdog), before the wait for the others
+            aborted = []
+            v, lost = agree(store, rank, members, len(shrinks), e.step, a.grace_s,
+                            meanwhile=lambda: aborted.append(abort(group)))
+            how = aborted[0]
             if v is None or rank not in v["members"]:
                 say(rank, "no rank was lost (or this one was left out): cannot carry on")
                 errors.append("step %d: %s" % (e.step, e.why))

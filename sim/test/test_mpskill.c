@@ -6,6 +6,7 @@
  * logs its commands and names one server), with the helper's word on stderr.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +80,8 @@ static void test_not_a_client(void)
 	CHECK(mpskill(p, how, sizeof(how)) == -ESRCH, "a process no longer there: -ESRCH");
 }
 
-static void test_client(void)
+/* An MPS client killed by the helper; hangs: MPS's terminate_client never answers. */
+static void client_case(int hangs)
 {
 	char dir[] = "/tmp/sf-mpskill-XXXXXX";
 	CHECK(mkdtemp(dir) != NULL, "mkdtemp");
@@ -99,9 +101,9 @@ static void test_client(void)
 		"case $cmd in get_server_list) echo 4242;;\n"
 		/* the client's state as MPS ends its work: stopped (T) */
 		"terminate_client*) set -- $cmd; echo \"state $(cut -d' ' -f3 /proc/$3/stat)\" "
-		">>%s;;\n"
+		">>%s%s;;\n"
 		"esac\n",
-		log, log);
+		log, log, hangs ? "; exec sleep 8" : "");
 	fclose(f);
 	chmod(path, 0755);
 	const char *old = getenv("PATH");
@@ -110,11 +112,29 @@ static void test_client(void)
 	snprintf(pipeenv, sizeof(pipeenv), "CUDA_MPS_PIPE_DIRECTORY=%s", dir);
 	char *envp[] = {pipeenv, NULL};
 	pid_t p = sleeper(envp);
-	char how[160] = "";
+	char how[160] = "", errlog[300];
+	/* the helper's lines (the daemon's log) into a file: its stderr is the daemon's */
+	snprintf(errlog, sizeof(errlog), "%s/helper.log", dir);
+	fflush(stderr);
+	int saved = dup(2), efd = open(errlog, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+	CHECK(saved >= 0 && efd >= 0 && dup2(efd, 2) == 2, "stderr into %s", errlog);
 	CHECK(mpskill(p, how, sizeof(how)) == 1 && strstr(how, "terminate_client"), "%s", how);
-	int st = reap(p);
+	dup2(saved, 2);
+	close(saved);
+	close(efd);
+	int st = reap(p); /* within 10 s: the helper's bound is MPSKILL_BOUND_S */
 	CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "killed by the helper: %#x",
 	      st);
+	char said[1024] = "";
+	FILE *ef = fopen(errlog, "r");
+	size_t ne = ef ? fread(said, 1, sizeof(said) - 1, ef) : 0;
+	said[ne] = 0;
+	if (ef)
+		fclose(ef);
+	CHECK(hangs ? strstr(said, "MPS did not answer within 5 s: SIGKILL without it") != NULL
+		    : strstr(said, "terminate_client 4242 done") && strstr(said, ": SIGKILL\n"),
+	      "the helper said:\n%s", said);
+	unlink(errlog);
 	char got[512] = "", want[512];
 	f = fopen(log, "r");
 	size_t n = f ? fread(got, 1, sizeof(got) - 1, f) : 0;
@@ -136,10 +156,23 @@ static void test_client(void)
 	rmdir(dir);
 }
 
+static void test_client(void)
+{
+	client_case(0);
+}
+
+/* MPS never answers terminate_client: the victim is killed at the bound all the same, and the
+ * log says so */
+static void test_client_mps_hangs(void)
+{
+	client_case(1);
+}
+
 static const struct check_case cases[] = {
 	CHECK_CASE(test_pipe_dir),
 	CHECK_CASE(test_not_a_client),
 	CHECK_CASE(test_client),
+	CHECK_CASE(test_client_mps_hangs),
 };
 
 CHECK_MAIN(cases)

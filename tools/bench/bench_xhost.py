@@ -21,6 +21,10 @@ them lag faster flows by milliseconds (the fidelity monitor's late deliveries), 
 measured while the machine catches up is not the model's. The same again with loss on every
 link (the receiving host replays a lossy route between hosts). Target (issue 18): each compared
 flow's share within 5% of the single-host run's. Exit status 1 if one is not.
+
+Last, with no target, the transport's own ceiling: two nodes at 400 Gb/s (which the model does
+not pace here), one flow and then one each way at once, on one host and across two: where a
+scenario across hosts stops on this machine.
 """
 import argparse
 import json
@@ -54,7 +58,7 @@ def flows(build, d, tag, nodes, local_hosts, scn, spec, flow_bytes, flow_msg):
         env=dict(os.environ, SIMFABRIC_BUILD_DIR=build), capture_output=True, text=True,
         timeout=400)
     if p.returncode != 0:
-        sys.exit("bench_xhost: the %s run on %d host(s) failed:\n%s%s" % (
+        raise RuntimeError("bench_xhost: the %s run on %d host(s) failed:\n%s%s" % (
             tag, local_hosts, p.stdout, p.stderr))
     with open(jpath) as f:
         return json.load(f)
@@ -62,7 +66,10 @@ def flows(build, d, tag, nodes, local_hosts, scn, spec, flow_bytes, flow_msg):
 
 def run(build, d, local_hosts, scn):
     spec = ";".join([WARMUP] + [p for _, p, _ in PHASES])
-    j = flows(build, d, "flows", 8, local_hosts, scn, spec, "48M", "512K")
+    try:
+        j = flows(build, d, "flows", 8, local_hosts, scn, spec, "48M", "512K")
+    except RuntimeError as e:
+        sys.exit(str(e))
     warm = len(WARMUP.split(","))
     rates = {e["flow"] - warm: e["steady_gbit_s"] for t in j["tests"] if t["name"] == "flows"
              for e in t["metrics"]["flows"] if e["role"] == "recv" and e["flow"] >= warm}
@@ -180,17 +187,23 @@ def main():
     ok = worst <= TOL
     print("target: every compared share within %.0f%% of one host's: worst %.1f%%: %s" % (
         100 * TOL, 100 * worst, "met" if ok else "MISSED"))
-    with tempfile.TemporaryDirectory(prefix="sf-bench-xhost-") as d:
-        top = {h: ceiling(build, d, h) for h in (1, 2)}
-    print("\nthe transport's ceiling (2 nodes at 400 Gb/s, steady Gb/s of 1 MiB messages; no "
-          "target):")
-    print("  %-36s %10s %10s" % ("", "one host", "two hosts"))
-    for i, what in enumerate(("one way", "both ways at once, each")):
-        print("  %-36s %10.1f %10.1f" % (what, top[1][i], top[2][i]))
+    top = None
+    try:  # no target: a failed run is said, and the shares' verdict stands
+        with tempfile.TemporaryDirectory(prefix="sf-bench-xhost-") as d:
+            top = {h: ceiling(build, d, h) for h in (1, 2)}
+    except RuntimeError as e:
+        print("\nthe transport's ceiling: not measured: %s" % e)
+    if top:
+        print("\nthe transport's ceiling (2 nodes at 400 Gb/s, steady Gb/s of 1 MiB messages; "
+              "no target):")
+        print("  %-36s %10s %10s" % ("", "one host", "two hosts"))
+        for i, what in enumerate(("one way", "both ways at once, each")):
+            print("  %-36s %10.1f %10.1f" % (what, top[1][i], top[2][i]))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"variants": res, "worst": worst,
-                       "ceiling_gbps": {"one_host": top[1], "two_hosts": top[2]}}, f, indent=1)
+                       "ceiling_gbps": top and {"one_host": top[1], "two_hosts": top[2]}}, f,
+                      indent=1)
     return 0 if ok else 1
 
 
