@@ -1885,8 +1885,10 @@ def test_38_54_status_of_a_run_shows_every_host(sf_env, tmp_path):
                 [sf_env.cli, "launch", "--peers", "127.0.0.1:%d,127.0.0.1" % port,
                  "--host-rank", str(h), "--nodes", "4", "--scenario", str(scn), "--run-dir",
                  str(tmp_path / ("host%d" % h)), "--", sf_env.harness, "--launched",
+                 # 8 GiB at 25 Gb/s: 2.7 s at least, whatever the machine (never earlier than
+                 # the model), for host 1's state (every second) to reach host 0's agent
                  "--plugin", sf_env.plugin, "--tests", "flows", "--flows", "0>3,2>1",
-                 "--flow-bytes", "4G", "--flow-msg", "1M", "--timeout", "120"],
+                 "--flow-bytes", "8G", "--flow-msg", "1M", "--timeout", "120"],
                 env=dict(base_env(None), **sf_env.run_env()), stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True)
         deadline, got = time.monotonic() + 90, None
