@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,8 +80,15 @@ static void on_alarm(int sig)
 	_exit(0);
 }
 
-/* Run MPS's control with cmd on its stdin; its stdout into out (NUL-terminated). 0 or -1. */
-static int run_ctl(const char *dir, const char *cmd, char *out, size_t cap)
+static void say(const char *what);
+
+/*
+ * Run MPS's control with cmd on its stdin; its stdout into out (NUL-terminated). 0 or -1.
+ * stopped: the victim is stopped and cmd needs MPS to end its work; if MPS has not answered
+ * after MPSKILL_STOPPED_MS, the victim is let run (SIGCONT), in case MPS needs the client to
+ * take part (not known: MPS's documentation does not say), and the log says so.
+ */
+static int run_ctl(const char *dir, const char *cmd, char *out, size_t cap, int stopped)
 {
 	int in[2], res[2];
 	out[0] = 0;
@@ -104,9 +112,27 @@ static int run_ctl(const char *dir, const char *cmd, char *out, size_t cap)
 	(void)w;
 	close(in[1]);
 	size_t n = 0;
-	ssize_t r;
-	while (n + 1 < cap && (r = read(res[0], out + n, cap - 1 - n)) > 0)
+	int waited = 0;
+	struct pollfd pf = {.fd = res[0], .events = POLLIN};
+	while (n + 1 < cap) {
+		int k = poll(&pf, 1, stopped ? 100 : -1);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k == 0) { /* only while stopped */
+			if ((waited += 100) >= MPSKILL_STOPPED_MS) {
+				stopped = 0;
+				kill(victim, SIGCONT);
+				say("MPS has not ended its work with the client stopped: letting "
+				    "it run "
+				    "(SIGCONT) until MPS answers or the bound");
+			}
+			continue;
+		}
+		ssize_t r = k < 0 ? -1 : read(res[0], out + n, cap - 1 - n);
+		if (r <= 0)
+			break;
 		n += (size_t)r;
+	}
 	out[n] = 0;
 	close(res[0]);
 	int st = 0;
@@ -144,7 +170,7 @@ static void helper(const char *dir)
 	signal(SIGALRM, on_alarm);
 	alarm(MPSKILL_BOUND_S);
 	char servers[512], out[512], cmd[96], msg[800];
-	if (run_ctl(dir, "get_server_list\n", servers, sizeof(servers)) < 0) {
+	if (run_ctl(dir, "get_server_list\n", servers, sizeof(servers), 0) < 0) {
 		snprintf(msg, sizeof(msg),
 			 MPS_CTL " get_server_list failed (%.400s): killing "
 				 "without it",
@@ -159,7 +185,7 @@ static void helper(const char *dir)
 			continue;
 		}
 		snprintf(cmd, sizeof(cmd), "terminate_client %ld %d\n", spid, (int)victim);
-		int rc = run_ctl(dir, cmd, out, sizeof(out));
+		int rc = run_ctl(dir, cmd, out, sizeof(out), 1);
 		out[strcspn(out, "\n")] = 0;
 		snprintf(msg, sizeof(msg), "terminate_client %ld %s%s%.500s%s", spid,
 			 rc ? "failed" : "done", *out ? " (" : "", out, *out ? ")" : "");

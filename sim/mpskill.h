@@ -10,7 +10,8 @@
  * control has a command for this, terminate_client <server pid> <client pid>, which ends the
  * client's GPU work first; the kill follows it. The client is stopped (SIGSTOP) before either,
  * at the fault's instant, so that it cannot react to MPS ending its work: a dead node does
- * nothing more.
+ * nothing more. Whether MPS ends a stopped client's work is not documented: if it has not
+ * answered within MPSKILL_STOPPED_MS, the client is let run (the log says so) until it has.
  *
  * Whether a process is an MPS client is read from its environment (/proc/<pid>/environ:
  * CUDA_MPS_PIPE_DIRECTORY, as simfabric launch sets it, or MPS's default directory) and the
@@ -27,6 +28,8 @@
 #include <sys/types.h>
 
 #define MPSKILL_BOUND_S 5 /* the helper kills by then whatever MPS did */
+/* MPS has this long to end a stopped client's work before the helper lets the client run */
+#define MPSKILL_STOPPED_MS 2000
 
 /*
  * SIGKILL pid. 0: killed now (no MPS client: kill(2)); 1: stopped now and handed to the helper

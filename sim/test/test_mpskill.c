@@ -131,8 +131,10 @@ static void client_case(int hangs)
 	said[ne] = 0;
 	if (ef)
 		fclose(ef);
-	CHECK(hangs ? strstr(said, "MPS did not answer within 5 s: SIGKILL without it") != NULL
-		    : strstr(said, "terminate_client 4242 done") && strstr(said, ": SIGKILL\n"),
+	CHECK(hangs ? strstr(said, "MPS did not answer within 5 s: SIGKILL without it") &&
+			      strstr(said, "letting it run (SIGCONT)")
+		    : strstr(said, "terminate_client 4242 done") && strstr(said, ": SIGKILL\n") &&
+			      !strstr(said, "SIGCONT"),
 	      "the helper said:\n%s", said);
 	unlink(errlog);
 	char got[512] = "", want[512];
