@@ -1916,9 +1916,10 @@ def test_38_54_status_of_a_run_shows_every_host(sf_env, tmp_path):
     # each node once, on the host of its block (nodes 0-1 on host 0, 2-3 on host 1)
     assert sorted((n["name"], n["host"]) for n in got["nodes"]) == [
         ("node0", 0), ("node1", 0), ("node2", 1), ("node3", 1)], got["nodes"]
-    # host 1 knows its own daemon only
+    # host 1 knows its own daemon only, and says where host 0's state is
     if rc1 == 0:
         assert [h["host"] for h in st1["hosts"] if "how" in h] == [1], st1["hosts"]
+        assert "no agent brings its state here" in st1["hosts"][0]["error"], st1["hosts"]
     assert all(p.returncode == 0 for p in procs.values()), report
     rc, err = _status(sf_env, str(tmp_path / "host0"))
     assert rc != 0 and "has ended" in err and "simfabric report" in err, err

@@ -475,8 +475,12 @@ def run_status(run_dir, timeout=5.0, now=None):
             rec["how"] = "as its agent sent it"
             rec["age_s"] = max(0.0, now - float(v.get("at_unix", now)))
             show_, fl = v["snapshot"].get("show"), v["snapshot"].get("faults")
-        else:
+        elif doc.get("relayed", True):
             rec["error"] = "nothing from it yet (its agent sends its state every second)"
+        else:
+            rec["error"] = ("on another machine, and no agent brings its state here (another "
+                            "host's run directory, or a run over the ideal fabric): ask it "
+                            "there with simfabric status --run-dir")
         if isinstance(show_, dict):
             for k in ("fabric", "instance", "version"):
                 out.setdefault(k, show_.get(k))

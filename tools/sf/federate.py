@@ -397,17 +397,19 @@ def _events(fl):
     return out
 
 
-def write_hosts(run_dir, nhosts, sockets, snapshots=None):
+def write_hosts(run_dir, nhosts, sockets, snapshots=None, relayed=True):
     """The run's hosts for `simfabric status --run-dir` (STATUS_FILE, replaced whole): each
     host's daemon socket where it is on this machine (sockets: host -> path), else the last
-    state its agent sent (snapshots: host -> (unix time, {"show", "faults"}))."""
+    state its agent sent (snapshots: host -> (unix time, {"show", "faults"})); relayed: False
+    where no agent sends this host the others' states (another host; host 0 of a run with no
+    relay between the agents)."""
     hosts = {str(h): {"socket": sk} for h, sk in sockets.items()}
     for h, (at, st) in (snapshots or {}).items():
         hosts[str(h)] = {"snapshot": st, "at_unix": at}
     path = os.path.join(run_dir, STATUS_FILE)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump({"nhosts": nhosts, "hosts": hosts}, f)
+        json.dump({"nhosts": nhosts, "hosts": hosts, "relayed": relayed}, f)
     os.replace(tmp, path)
 
 

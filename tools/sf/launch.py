@@ -443,7 +443,8 @@ class Job:
                     self.relay.status_dir, self.relay.nhosts = self.run_dir, self.host[1]
                     self.relay.write_hosts()
                 else:
-                    federate.write_hosts(self.run_dir, self.host[1], {self.host[0]: self.socket})
+                    federate.write_hosts(self.run_dir, self.host[1], {self.host[0]: self.socket},
+                                         relayed=False)
             else:
                 federate.write_hosts(self.run_dir, len(self.sockets()),
                                      dict(enumerate(self.sockets())))
