@@ -1863,8 +1863,8 @@ def test_38_52_each_hosts_daemon_keeps_its_clock_against_host_0s(sf_env, sf_fabr
                      r"check 1\)", log), log
 
 
-def _status(sf_env, run_dir):
-    p = subprocess.run([sf_env.cli, "status", "--run-dir", run_dir, "--json"],
+def _status(sf_env, run_dir, what="status"):
+    p = subprocess.run([sf_env.cli, what, "--run-dir", run_dir, "--json"],
                        env=dict(base_env(None), **sf_env.run_env()), capture_output=True,
                        text=True, timeout=60)
     return p.returncode, (json.loads(p.stdout) if p.returncode == 0 else p.stderr)
@@ -1901,6 +1901,19 @@ def test_38_54_status_of_a_run_shows_every_host(sf_env, tmp_path):
                 break
             time.sleep(0.5)
         rc1, st1 = _status(sf_env, str(tmp_path / "host1"))
+        # stats --run-dir: host 1's counters (the uplink of its node2, which it reserves) in
+        # host 0's merged view while the run lasts
+        up2, counted = None, None
+        if got:
+            sock0 = got["hosts"][0]["how"].split(" at ", 1)[1]
+            up2 = [str(l["id"]) for l in sfctl.fabric(sock0)["links"]
+                   if str(l.get("from", "")).startswith("node2")]
+        while up2 and counted is None and time.monotonic() < deadline and \
+                procs[0].poll() is None:
+            rc, ms = _status(sf_env, str(tmp_path / "host0"), "stats")
+            if rc == 0 and any(ms.get(i, {}).get("msgs", 0) > 0 for i in up2):
+                counted = ms
+            time.sleep(0.5)
         for h, p in procs.items():
             outs[h] = p.communicate(timeout=max(1, deadline + 60 - time.monotonic()))[0]
     finally:
@@ -1916,6 +1929,8 @@ def test_38_54_status_of_a_run_shows_every_host(sf_env, tmp_path):
     # each node once, on the host of its block (nodes 0-1 on host 0, 2-3 on host 1)
     assert sorted((n["name"], n["host"]) for n in got["nodes"]) == [
         ("node0", 0), ("node1", 0), ("node2", 1), ("node3", 1)], got["nodes"]
+    assert up2 and counted, ("node2's uplink never counted in host 0's merged stats", up2,
+                             report)
     # host 1 knows its own daemon only, and says where host 0's state is
     if rc1 == 0:
         assert [h["host"] for h in st1["hosts"] if "how" in h] == [1], st1["hosts"]

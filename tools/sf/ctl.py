@@ -436,13 +436,9 @@ def merge_faults(many):
     return base
 
 
-def run_status(run_dir, timeout=5.0, now=None):
-    """The live state of a launched run's every host (`simfabric status --run-dir`), from the
-    hosts file its launcher keeps in run_dir (sf.federate.write_hosts): a host whose daemon is
-    on this machine is asked now, another is what its agent last sent host 0's. show()'s form,
-    each node and connection with its "host", and "hosts": [{host, how, age_s?, error?}];
-    "faults": the hosts' lists merged (merge_faults), None on the ideal fabric. CtlError when
-    run_dir has no hosts file (not a run of `simfabric launch` or `run`, or an older one)."""
+def _hosts_doc(run_dir):
+    """A live run's hosts file (sf.federate.write_hosts): (doc, {host: entry}, nhosts), or
+    CtlError naming why not."""
     path = os.path.join(run_dir, "hosts.json")
     try:
         with open(path) as f:
@@ -455,6 +451,44 @@ def run_status(run_dir, timeout=5.0, now=None):
         # written as a launch (launch.json) or a `simfabric run` (report.json) ends
         raise CtlError("the run in %s has ended: `simfabric report %s` shows its counters" % (
             run_dir, run_dir))
+    return doc, hosts, nhosts
+
+
+def run_stats(run_dir, timeout=5.0):
+    """Per directed link, every host's counters merged (merge_stats: each host counts what it
+    reserved) while a launched run lasts (`simfabric stats --run-dir`): a host on this machine
+    asked now, another as its agent last sent it. (stats, the fabric's links as fabric() gives
+    them, [host numbers that gave none])."""
+    _, hosts, nhosts = _hosts_doc(run_dir)
+    many, missing, links = [], [], None
+    for h in range(nhosts):
+        v = hosts.get(h) or {}
+        st = None
+        if isinstance(v.get("socket"), str):
+            try:
+                st = stats(v["socket"], timeout)
+                if links is None:
+                    links = fabric(v["socket"], timeout).get("links", [])
+            except CtlError:
+                st = None
+        elif isinstance(v.get("snapshot"), dict) and isinstance(v["snapshot"].get("stats"),
+                                                                 dict):
+            st = {int(k): r for k, r in v["snapshot"]["stats"].items()}  # JSON's keys
+        if st is None or (many and stats_misfit(many[0], st)):  # another build's daemon
+            missing.append(h)
+        else:
+            many.append(st)
+    return merge_stats(many), links or [], missing
+
+
+def run_status(run_dir, timeout=5.0, now=None):
+    """The live state of a launched run's every host (`simfabric status --run-dir`), from the
+    hosts file its launcher keeps in run_dir (sf.federate.write_hosts): a host whose daemon is
+    on this machine is asked now, another is what its agent last sent host 0's. show()'s form,
+    each node and connection with its "host", and "hosts": [{host, how, age_s?, error?}];
+    "faults": the hosts' lists merged (merge_faults), None on the ideal fabric. CtlError when
+    run_dir has no hosts file (not a run of `simfabric launch` or `run`, or an older one)."""
+    doc, hosts, nhosts = _hosts_doc(run_dir)
     now = time.time() if now is None else now
     out = {"run_dir": run_dir, "nhosts": nhosts, "hosts": [], "nodes": [], "chans": []}
     lists = []

@@ -414,13 +414,15 @@ def write_hosts(run_dir, nhosts, sockets, snapshots=None, relayed=True):
 
 
 def check_status(doc, host):
-    """Another host's live state ({"host", "show", "faults"}), or FederationError."""
+    """Another host's live state ({"host", "show", "faults", "stats"}), or FederationError."""
     if not isinstance(doc, dict) or doc.get("host") != host or not isinstance(
             doc.get("show"), dict) or not all(isinstance(doc["show"].get(k), list)
                                               for k in ("nodes", "chans")) or not (
-            doc.get("faults") is None or isinstance(doc["faults"], dict)):
-        raise FederationError("a status that is not host %d's show and faults" % host)
-    return {"show": doc["show"], "faults": doc.get("faults")}
+            doc.get("faults") is None or isinstance(doc["faults"], dict)) or not (
+            doc.get("stats") is None or isinstance(doc["stats"], dict) and all(
+                str(k).isdigit() and isinstance(r, dict) for k, r in doc["stats"].items())):
+        raise FederationError("a status that is not host %d's show, faults and stats" % host)
+    return {"show": doc["show"], "faults": doc.get("faults"), "stats": doc.get("stats")}
 
 
 def check_event(msg):
@@ -1043,9 +1045,10 @@ class NetRelay(TriggerRelay):
         """Another host: its daemon's show and fault list (fl) to host 0's agent."""
         try:
             show = sfctl.show(self.sockets[0], timeout=2.0)
+            st = sfctl.stats(self.sockets[0], timeout=2.0)
         except (sfctl.CtlError, OSError):
             return  # the daemon is going: the run is ending
-        self._send({"status": {"host": self.host, "show": show, "faults": fl}})
+        self._send({"status": {"host": self.host, "show": show, "faults": fl, "stats": st}})
 
     def write_hosts(self):
         """Host 0: the run's hosts file (write_hosts), its own daemon's socket and the others'
