@@ -81,9 +81,7 @@ static int endpoint(enum sfxh_side side, const char *what)
 		return 0;
 	const char *dir = side == SFXH_TX ? "sends" : "receives";
 	if (X.tried[side]) {
-		PWARN("%s: no endpoint for cross-host %s (it failed to open: the first WARN about "
-		      "it "
-		      "says why)",
+		PWARN("%s: no endpoint for cross-host %s (it failed to open: see the first WARN)",
 		      what, dir);
 		return -ENODEV;
 	}
@@ -91,8 +89,8 @@ static int endpoint(enum sfxh_side side, const char *what)
 	char why[256] = "";
 	int rc = sfofi_open(NULL, &X.o[side], why, sizeof(why));
 	if (rc) {
-		PWARN("%s: no endpoint for cross-host %s: %s; this process %s same-host "
-		      "connections only",
+		PWARN("%s: no endpoint for cross-host %s: %s; "
+		      "this process %s same-host connections only",
 		      what, dir, why, side == SFXH_TX ? "makes" : "takes");
 		return rc;
 	}

@@ -80,7 +80,15 @@ static void on_alarm(int sig)
 	_exit(0);
 }
 
-static void say(const char *what);
+static void say(const char *what)
+{
+	char line[1200];
+	int n = snprintf(line, sizeof(line), "simfabricd: mps: pid %d: %s\n", (int)victim, what);
+	if (n > (int)sizeof(line) - 1)
+		n = (int)sizeof(line) - 1;
+	ssize_t w = write(2, line, (size_t)n);
+	(void)w;
+}
 
 /*
  * Run MPS's control with cmd on its stdin; its stdout into out (NUL-terminated). 0 or -1.
@@ -122,9 +130,8 @@ static int run_ctl(const char *dir, const char *cmd, char *out, size_t cap, int 
 			if ((waited += 100) >= MPSKILL_STOPPED_MS) {
 				stopped = 0;
 				kill(victim, SIGCONT);
-				say("MPS has not ended its work with the client stopped: letting "
-				    "it run "
-				    "(SIGCONT) until MPS answers or the bound");
+				say("MPS has not ended its work with the client stopped: "
+				    "letting it run (SIGCONT) until MPS answers or the bound");
 			}
 			continue;
 		}
@@ -138,16 +145,6 @@ static int run_ctl(const char *dir, const char *cmd, char *out, size_t cap, int 
 	int st = 0;
 	waitpid(p, &st, 0);
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
-}
-
-static void say(const char *what)
-{
-	char line[1200];
-	int n = snprintf(line, sizeof(line), "simfabricd: mps: pid %d: %s\n", (int)victim, what);
-	if (n > (int)sizeof(line) - 1)
-		n = (int)sizeof(line) - 1;
-	ssize_t w = write(2, line, (size_t)n);
-	(void)w;
 }
 
 /* In the helper: terminate_client on every server MPS lists, then the kill. Never returns. */
@@ -172,9 +169,7 @@ static void helper(const char *dir)
 	char servers[512], out[512], cmd[96], msg[800];
 	if (run_ctl(dir, "get_server_list\n", servers, sizeof(servers), 0) < 0) {
 		snprintf(msg, sizeof(msg),
-			 MPS_CTL " get_server_list failed (%.400s): killing "
-				 "without it",
-			 servers);
+			 MPS_CTL " get_server_list failed (%.400s): killing without it", servers);
 		say(msg);
 		servers[0] = 0; /* what it printed is no server list */
 	}

@@ -36,12 +36,14 @@ int fst_fault_add(struct fst_shm *shm, const struct fault_spec *spec, int64_t or
 	return 0;
 }
 
-/* Is fault id (ff) in one of its windows at now? */
-static int window_at(struct fst_shm *shm, struct fst_fault *ff, uint32_t id, int64_t now)
+/* Has fault id (ff) a window that reaches into [from, now] and has begun by now? from == now:
+ * is it in one at now. */
+static int window_in(struct fst_shm *shm, struct fst_fault *ff, uint32_t id, int64_t from,
+		     int64_t now)
 {
 	int64_t a, b;
 	return fault_window(&ff->spec, shm->seed, id, atomic_load(&ff->origin),
-			    atomic_load(&ff->until), now, now, &a, &b) == 1 &&
+			    atomic_load(&ff->until), from, now, &a, &b) == 1 &&
 		a <= now;
 }
 
@@ -53,7 +55,7 @@ int fst_call_fault(struct fst_shm *shm, uint32_t kind, int32_t node, int64_t now
 		struct fst_fault *ff = fst_fault(shm, id);
 		if (!ff || ff->spec.kind != kind ||
 		    (ff->spec.node != FAULT_ANY && ff->spec.node != node) ||
-		    !window_at(shm, ff, id, now_ns))
+		    !window_in(shm, ff, id, now_ns, now_ns))
 			continue;
 		uint64_t k = (uint64_t)atomic_fetch_add(&ff->calls, 1) + 1;
 		if (!fault_call_fails(&ff->spec, shm->seed, id, k))
@@ -74,7 +76,7 @@ int fst_conn_hung(struct fst_shm *shm, int32_t src, int32_t dst, int64_t now_ns,
 		struct fst_fault *ff = fst_fault(shm, id);
 		if (!ff || ff->spec.action != FAULT_A_HANG ||
 		    !fault_conn_match(ff->spec.src_node, ff->spec.dst_node, src, dst) ||
-		    !window_at(shm, ff, id, now_ns))
+		    !window_in(shm, ff, id, now_ns, now_ns))
 			continue;
 		*fid = id;
 		return 1;
@@ -87,12 +89,9 @@ int fst_node_killed(struct fst_shm *shm, int32_t node, int64_t now_ns, uint32_t 
 	uint32_t n = atomic_load_explicit(&shm->nfaults, memory_order_acquire);
 	for (uint32_t id = 0; id < n; id++) {
 		struct fst_fault *ff = fst_fault(shm, id);
-		int64_t a, b;
 		/* its windows are instants (1 ns by default): a kill that has begun is for good */
 		if (!ff || ff->spec.action != FAULT_A_KILL || ff->spec.node != node ||
-		    fault_window(&ff->spec, shm->seed, id, atomic_load(&ff->origin),
-				 atomic_load(&ff->until), 0, now_ns, &a, &b) != 1 ||
-		    a > now_ns)
+		    !window_in(shm, ff, id, 0, now_ns))
 			continue;
 		*fid = id;
 		return 1;
