@@ -454,47 +454,16 @@ def _hosts_doc(run_dir):
     return doc, hosts, nhosts
 
 
-def run_stats(run_dir, timeout=5.0):
-    """Per directed link, every host's counters merged (merge_stats: each host counts what it
-    reserved) while a launched run lasts (`simfabric stats --run-dir`): a host on this machine
-    asked now, another as its agent last sent it. (stats, the fabric's links as fabric() gives
-    them, [host numbers that gave none])."""
-    _, hosts, nhosts = _hosts_doc(run_dir)
-    many, missing, links = [], [], None
-    for h in range(nhosts):
-        v = hosts.get(h) or {}
-        st = None
-        if isinstance(v.get("socket"), str):
-            try:
-                st = stats(v["socket"], timeout)
-                if links is None:
-                    links = fabric(v["socket"], timeout).get("links", [])
-            except CtlError:
-                st = None
-        elif isinstance(v.get("snapshot"), dict) and isinstance(v["snapshot"].get("stats"),
-                                                                 dict):
-            st = {int(k): r for k, r in v["snapshot"]["stats"].items()}  # JSON's keys
-        if st is None or (many and stats_misfit(many[0], st)):  # another build's daemon
-            missing.append(h)
-        else:
-            many.append(st)
-    return merge_stats(many), links or [], missing
-
-
-def run_status(run_dir, timeout=5.0, now=None):
-    """The live state of a launched run's every host (`simfabric status --run-dir`), from the
-    hosts file its launcher keeps in run_dir (sf.federate.write_hosts): a host whose daemon is
-    on this machine is asked now, another is what its agent last sent host 0's. show()'s form,
-    each node and connection with its "host", and "hosts": [{host, how, age_s?, error?}];
-    "faults": the hosts' lists merged (merge_faults), None on the ideal fabric. CtlError when
-    run_dir has no hosts file (not a run of `simfabric launch` or `run`, or an older one)."""
+def _run_hosts(run_dir, timeout, now, with_stats):
+    """Each host of a live run, from its hosts file: (nhosts, [(rec, show, faults, stats)],
+    links) with rec {host, how, age_s?, error?}; a host on this machine asked now (stats, and the
+    fabric's links from the first such host, only with_stats), another as its agent last sent
+    it, a host with neither all None."""
     doc, hosts, nhosts = _hosts_doc(run_dir)
-    now = time.time() if now is None else now
-    out = {"run_dir": run_dir, "nhosts": nhosts, "hosts": [], "nodes": [], "chans": []}
-    lists = []
+    out, links = [], None
     for h in range(nhosts):
         v, rec = hosts.get(h) or {}, {"host": h}
-        show_, fl = None, None
+        show_ = fl = st = None
         if isinstance(v.get("socket"), str):
             rec["how"] = "asked now at " + v["socket"]
             try:
@@ -505,21 +474,56 @@ def run_status(run_dir, timeout=5.0, now=None):
                     fl = None  # the ideal fabric has no faults
             except CtlError as e:
                 rec["error"] = str(e)
+            if with_stats and "error" not in rec:
+                try:
+                    st = stats(v["socket"], timeout)
+                    if links is None:
+                        links = fabric(v["socket"], timeout).get("links", [])
+                except CtlError:
+                    st = None  # left out, and named (stats_missing)
         elif isinstance(v.get("snapshot"), dict):
+            snap = v["snapshot"]
             rec["how"] = "as its agent sent it"
             rec["age_s"] = max(0.0, now - float(v.get("at_unix", now)))
-            show_, fl = v["snapshot"].get("show"), v["snapshot"].get("faults")
+            show_, fl = snap.get("show"), snap.get("faults")
+            if isinstance(snap.get("stats"), dict):
+                st = {int(k): r for k, r in snap["stats"].items()}  # JSON's keys
         elif doc.get("relayed", True):
             rec["error"] = "nothing from it yet (its agent sends its state every second)"
         else:
             rec["error"] = ("on another machine, and no agent brings its state here (another "
                             "host's run directory, or a run over the ideal fabric): ask it "
                             "there with simfabric status --run-dir")
-        if isinstance(show_, dict):
+        out.append((rec, show_ if isinstance(show_, dict) else None, fl, st))
+    return nhosts, out, links or []
+
+
+def run_status(run_dir, timeout=5.0, now=None, with_stats=False):
+    """The live state of a launched run's every host (`simfabric status --run-dir`), from the
+    hosts file its launcher keeps in run_dir (sf.federate.write_hosts): a host whose daemon is
+    on this machine is asked now, another is what its agent last sent host 0's. show()'s form,
+    each node and connection with its "host", and "hosts": [{host, how, age_s?, error?}];
+    "faults": the hosts' lists merged (merge_faults), None on the ideal fabric. with_stats
+    (`simfabric stats --run-dir`): also "stats", every host's per-link counters merged
+    (merge_stats: each host counts what it reserved), "stats_missing", the hosts that gave
+    none or counters of another shape (another build's daemon), and "links", the fabric's
+    links as fabric() gives them. CtlError when run_dir has no
+    hosts file (not a run of `simfabric launch` or `run`, or an older one) or the run ended."""
+    nhosts, per, links = _run_hosts(run_dir, timeout, time.time() if now is None else now,
+                                    with_stats)
+    out = {"run_dir": run_dir, "nhosts": nhosts, "hosts": [], "nodes": [], "chans": []}
+    lists, many, missing = [], [], []
+    for rec, show_, fl, st in per:
+        h = rec["host"]
+        if show_:
             for k in ("fabric", "instance", "version"):
                 out.setdefault(k, show_.get(k))
             for k in ("nodes", "chans"):
                 out[k] += [dict(x, host=h) for x in show_.get(k, []) if isinstance(x, dict)]
+        if st is None or (many and stats_misfit(many[0], st)):
+            missing.append(h)
+        else:
+            many.append(st)
         lists.append(fl)
         out["hosts"].append(rec)
     # every daemon lists every node of the fabric: each once, from the host its processes
@@ -532,6 +536,8 @@ def run_status(run_dir, timeout=5.0, now=None):
     out["nodes"] = list(nodes.values())
     out["chans_open"] = sum(1 for c in out["chans"] if c.get("state") == "open")
     out["faults"] = merge_faults(lists)
+    if with_stats:
+        out["stats"], out["stats_missing"], out["links"] = merge_stats(many), missing, links
     return out
 
 
