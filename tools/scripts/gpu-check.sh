@@ -16,7 +16,8 @@ PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 SIMFABRIC_RESULTS="$DIR"
 # The GPU path's own tests first, then NCCL's and PyTorch's, then the rest: a suite cut at
 # SUITE_S still says the most. One pytest per file, so that a file's failures are printed (with
-# why) when it ends, not only at the end of a suite the deadline may cut.
+# why) when it ends, not only at the end of a suite the deadline may cut; --durations: each
+# test's time, which the recipes' table in scenarios/README.md quotes.
 first="test_20_gpu_path.py test_07_nccl_gpu.py test_14_nccl_faults.py"
 end=$(($(date +%s) + ${SUITE_S:-300}))
 suite=0
@@ -24,7 +25,7 @@ suite=0
 	for f in ${FILES:-$first $rest}; do
 		left=$((end - $(date +%s)))
 		if [ "$left" -le 0 ]; then echo "CUT: $f not run (SUITE_S)"; continue; fi
-		timeout "$left" $PY -m pytest -m gpu -v -p no:cacheprovider -rfE --tb=short "$f"
+		timeout "$left" $PY -m pytest -m gpu -v -p no:cacheprovider -rfE --tb=short --durations=0 --durations-min=1 "$f"
 		rc=$?
 		[ $rc = 0 ] || [ $rc = 5 ] || echo "EXIT: $f: pytest exited $rc"
 	done >"$DIR/gpu-suite.log" 2>&1)
