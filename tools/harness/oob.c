@@ -17,7 +17,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tools/common/sendall.h"
 #include "tools/harness/harness.h"
+
+#define OOB_SEND_BOUND_MS 30000 /* a peer that reads nothing for this long is stuck */
 
 static int oob_fd = -1;
 static pthread_mutex_t oob_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -38,39 +41,13 @@ void oob_set_test(int idx)
 	pthread_mutex_unlock(&oob_lock);
 }
 
-static int oob_write_all(int fd, const void *buf, size_t len, int nonblock_fd)
-{
-	const char *p = buf;
-	double t_end = hx_now() + 30;
-
-	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN && nonblock_fd && hx_now() < t_end) {
-			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-
-			poll(&pfd, 1, 100);
-			continue;
-		}
-		return -1;
-	}
-	return 0;
-}
-
 int oob_write(int fd, uint32_t type, uint32_t arg, const void *data, size_t len)
 {
 	struct oob_hdr h = {.type = type, .arg = arg, .len = len};
 
-	if (oob_write_all(fd, &h, sizeof(h), 1) < 0)
+	if (sendall(fd, &h, sizeof(h), OOB_SEND_BOUND_MS, 100) < 0)
 		return -1;
-	if (len && oob_write_all(fd, data, len, 1) < 0)
+	if (len && sendall(fd, data, len, OOB_SEND_BOUND_MS, 100) < 0)
 		return -1;
 	return 0;
 }

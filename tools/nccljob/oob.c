@@ -27,11 +27,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/common/sendall.h"
 #include "tools/nccljob/nccljob.h"
 
 #define NJ_MAGIC 0x424a434eu /* "NCJB" */
 #define NJ_MAX_MSG 4096
-#define NJ_SEND_BOUND_S 5.0
+#define NJ_SEND_BOUND_MS 5000
 
 struct nj_hdr {
 	uint32_t magic;
@@ -248,31 +249,6 @@ static void conn_drain(struct nj_oob *o, struct nj_conn *c)
 		conn_lost(o, c, lost);
 }
 
-static int send_all(int fd, const char *p, size_t len)
-{
-	double end = nj_now() + NJ_SEND_BOUND_S;
-
-	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && nj_now() < end) {
-			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-
-			poll(&pfd, 1, 50);
-			continue;
-		}
-		return -1;
-	}
-	return 0;
-}
-
 static int conn_send(struct nj_oob *o, struct nj_conn *c, int type, const void *p, uint32_t len)
 {
 	struct nj_hdr h = {.magic = NJ_MAGIC, .type = (uint16_t)type, .from = o->rank, .len = len};
@@ -283,7 +259,7 @@ static int conn_send(struct nj_oob *o, struct nj_conn *c, int type, const void *
 	memcpy(buf, &h, sizeof(h));
 	if (len)
 		memcpy(buf + sizeof(h), p, len);
-	if (send_all(c->fd, buf, sizeof(h) + len) < 0) {
+	if (sendall(c->fd, buf, sizeof(h) + len, NJ_SEND_BOUND_MS, 50) < 0) {
 		conn_lost(o, c, strerror(errno));
 		return -1;
 	}

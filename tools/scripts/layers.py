@@ -13,8 +13,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
-DIRS = ["sim", "sim/core", "sim/scn", "plugin", "tools/harness", "tools/nccljob",
-        "tools/profcheck"]
+DIRS = ["sim", "sim/core", "sim/scn", "plugin", "tools/common", "tools/harness",
+        "tools/nccljob", "tools/profcheck"]
 
 # HACKING.md's table: what a folder's files may include, as path prefixes (or whole paths).
 ALLOWED = {
@@ -22,9 +22,10 @@ ALLOWED = {
     "sim/scn": ["sim/core/", "sim/scn/"],
     "sim": ["sim/core/", "sim/scn/", "sim/"],
     "plugin": ["sim/core/", "plugin/"],
-    "tools/harness": ["tools/harness/", "plugin/ncclnet.h", "plugin/prof.h",
+    "tools/common": [],
+    "tools/harness": ["tools/harness/", "tools/common/", "plugin/ncclnet.h", "plugin/prof.h",
                       "sim/core/version.h", "sim/core/units.h"],
-    "tools/nccljob": ["tools/nccljob/", "sim/core/version.h", "sim/core/units.h"],
+    "tools/nccljob": ["tools/nccljob/", "tools/common/", "sim/core/version.h", "sim/core/units.h"],
     "tools/profcheck": ["tools/profcheck/", "plugin/prof.h", "plugin/ncclnet.h",
                         "sim/core/jsonw.h"],
 }
