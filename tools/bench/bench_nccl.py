@@ -112,6 +112,17 @@ def sweep(paths, n, net, rounds, gpu_env=None):
     return best
 
 
+def env_pairs(ap, opt, items):
+    """NAME=VALUE options as a dict; a usage error naming the bad one."""
+    out = {}
+    for kv in items:
+        k, eq, v = kv.partition("=")
+        if not eq or not k:
+            ap.error("%s %r: want NAME=VALUE" % (opt, kv))
+        out[k] = v
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
@@ -125,13 +136,17 @@ def main():
                     help="skip NCCL across two local hosts (issue 18's 25 Gb/s target)")
     ap.add_argument("--rates", default=",".join(r for r, _ in MODEL_RATES),
                     help="the modelled fabrics to run (default all; empty: none)")
+    ap.add_argument("--xhost-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="an environment variable for the run across two local hosts only "
+                    "(repeatable; with --ranks '' --rates '' only that run): to try a "
+                    "libfabric setting, FI_OFI_RXM_SAR_LIMIT=4194304 say")
     a = ap.parse_args()
-    gpu_env = {}
-    for kv in a.gpu_env:
-        k, eq, v = kv.partition("=")
-        if not eq or not k:
-            ap.error("--gpu-env %r: want NAME=VALUE" % kv)
-        gpu_env[k] = v
+    gpu_env, xhost_env = env_pairs(ap, "--gpu-env", a.gpu_env), env_pairs(ap, "--xhost-env",
+                                                                          a.xhost_env)
+    try:
+        ranks = [int(x) for x in a.ranks.split(",") if x.strip()]
+    except ValueError:
+        ap.error("--ranks %r: want numbers like 2,4 (or '' for none)" % a.ranks)
     rates = [x for x in MODEL_RATES if x[0] in a.rates.split(",")]
     unknown = set(a.rates.split(",")) - {r for r, _ in MODEL_RATES} - {""}
     if unknown:
@@ -147,7 +162,6 @@ def main():
         return 0
     report = {"ideal": {}, "model": {}}
     verdicts = []
-    ranks = [int(x) for x in a.ranks.split(",")]
     for n in ranks:
         best = {net: sweep(paths, n, net, a.rounds, gpu_env) for net in NETS}
         g, h, k = best["gpu"], best["host"], best["socket"]
@@ -205,7 +219,8 @@ def main():
         rate, n, want = XHOST
         sc = scenario_for(rate, n)
         res, r = run_job(paths, n, "simfabric", "1M,4M,16M,64M", 20, 5, scenario=sc,
-                         tag=rate + "-xhost", extra_env={"SIMFABRIC_GPU": "off"}, local_hosts=2)
+                         tag=rate + "-xhost", extra_env=dict(xhost_env, SIMFABRIC_GPU="off"),
+                         local_hosts=2)
         model = sfmodel.FabricModel(r.fabric, sflaunch.node_names(r.fabric, n))
         rows = []
         for size in sorted(res):
@@ -213,9 +228,10 @@ def main():
             rows.append({"bytes": size, "busbw": res[size]["busbw_gbps"], "model": m,
                          "ratio": res[size]["busbw_gbps"] / m if m else 0})
         worst = min(x["ratio"] for x in rows)
-        verdicts.append(("%s, %d nodes on 2 local hosts (libfabric between them, host memory): "
+        verdicts.append(("%s, %d nodes on 2 local hosts (libfabric between them, host memory%s): "
                          "busbw / model from 1 MiB, worst %.2fx (%s); %s" % (
-                             rate, n, worst, ", ".join("%s %.2fx" % (human(x["bytes"]), x["ratio"])
+                             rate, n, "".join(", %s=%s" % kv for kv in sorted(xhost_env.items())),
+                             worst, ", ".join("%s %.2fx" % (human(x["bytes"]), x["ratio"])
                                                        for x in rows), fidelity_note(r)),
                          ">= %.2fx" % want, worst >= want))
         report["model"]["%s-%d-xhost" % (rate, n)] = rows
