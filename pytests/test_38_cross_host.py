@@ -414,7 +414,7 @@ def test_38_12_a_cross_host_link_down_fails_both_ends_naming_the_fault(sf_env, t
     with open(str(tmp_path / "run" / "faults.json")) as f:
         fault = json.load(f)["faults"][0]
     assert fault["name"] == "node0-cable" and fault["failed"] >= 2, fault
-    assert "series.json is host 0's daemon's" in out, out
+    assert "series.json" in out and "series.json lacks" not in out, out  # every host's
 
 
 def test_38_53_a_node_kill_on_another_host_fails_its_peers_naming_the_fault(sf_env, tmp_path):
@@ -1943,21 +1943,36 @@ def test_38_54_status_of_a_run_shows_every_host(sf_env, tmp_path):
 
 
 def test_38_55_status_of_a_run_on_local_hosts_asks_every_daemon(sf_env, tmp_path):
-    """--local-hosts 2: every host's daemon is on this machine and asked now."""
+    """--local-hosts 2: every host's daemon is on this machine and asked now; `simfabric series
+    --run-dir` merges both hosts' samples while the run lasts (each node on its own host: no
+    daemon sees a channel open, so each samples all along), each node's uplink, which its own
+    host reserves, carrying bytes."""
     run = str(tmp_path / "run")
     p = subprocess.Popen(
         [sf_env.cli, "launch", "--nodes", "2", "--local-hosts", "2", "--scenario",
          os.path.join(ROOT, "scenarios", "job-nccl-25g.yaml"), "--run-dir", run, "-q", "--",
          sf_env.harness, "--launched", "--plugin", sf_env.plugin, "--tests", "flows",
-         "--flows", "0>1,1>0", "--flow-bytes", "4G", "--flow-msg", "1M", "--timeout", "120"],
+         # 8 GiB each way at 25 Gb/s: 2.7 s at least (never earlier than the model)
+         "--flows", "0>1,1>0", "--flow-bytes", "8G", "--flow-msg", "1M", "--timeout", "120"],
         env=dict(base_env(None), **sf_env.run_env()), stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True)
     try:
-        deadline, got, st = time.monotonic() + 60, None, None
+        deadline, got, st, se = time.monotonic() + 60, None, None, None
         while time.monotonic() < deadline and p.poll() is None:
             rc, st = _status(sf_env, run)
             if rc == 0 and len([n for n in st["nodes"] if n.get("pids")]) == 2:
                 got = st
+                break
+            time.sleep(0.3)
+        up = None
+        if got:
+            sock0 = got["hosts"][0]["how"].split(" at ", 1)[1]
+            up = {l["from"]: l["id"] for l in sfctl.fabric(sock0)["links"]
+                  if l["from"] in ("node0/0", "node1/0")}
+        while up and time.monotonic() < deadline and p.poll() is None:
+            rc, se = _status(sf_env, run, "series")
+            if rc == 0 and se.get("hosts") == 2 and all(
+                    sum(x["bytes"][i] for x in se["samples"]) > 0 for i in up.values()):
                 break
             time.sleep(0.3)
         out = p.communicate(timeout=120)[0]
@@ -1970,7 +1985,14 @@ def test_38_55_status_of_a_run_on_local_hosts_asks_every_daemon(sf_env, tmp_path
         "asked now at " + got["hosts"][0]["how"].split(" at ", 1)[1],
         "asked now at " + got["hosts"][1]["how"].split(" at ", 1)[1]], got["hosts"]
     assert sorted((n["name"], n["host"]) for n in got["nodes"]) == [("node0", 0), ("node1", 1)]
+    assert up and len(up) == 2, up
+    assert isinstance(se, dict) and se.get("hosts") == 2 and all(
+        sum(x["bytes"][i] for x in se["samples"]) > 0 for i in up.values()), (up, se)
     assert p.returncode == 0, out
+    # once the run has ended, the run directory says so (and its series.json has the samples)
+    rc, err = _status(sf_env, run, "series")
+    assert rc != 0 and "has ended" in err, err
+    assert os.path.exists(os.path.join(run, "series.json")), os.listdir(run)
 
 
 def test_38_56_no_endpoint_fails_the_cross_host_connect_naming_why(sf_env, sf_fabric_factory,
@@ -1989,3 +2011,56 @@ def test_38_56_no_endpoint_fails_the_cross_host_connect_naming_why(sf_env, sf_fa
         r.report()
     assert "the listener has no endpoint for cross-host connections (its own log says why)" in \
         said, r.report()
+
+
+def test_38_59_series_json_of_a_run_across_hosts_has_every_hosts_samples(sf_env, tmp_path):
+    """Each host's daemon samples what it reserved, all along (connections between hosts open
+    no channel it sees); the launcher merges them onto one grid: every link's bytes over the
+    samples add up to its bytes in stats.json exactly, the links host 1 reserves (node2's and
+    node3's uplinks) included, and `simfabric report` reads it."""
+    run = tmp_path / "run"
+    p = harness_on_local_hosts(sf_env, run, os.path.join(ROOT, "scenarios",
+                                                         "leafspine-8node-2to1.yaml"), 4, 2,
+                               ["--tests", "sizes,allreduce,alltoall", "--max-bytes", "4M"])
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "series.json" in out, out
+    with open(str(run / "stats.json")) as f:
+        links = json.load(f)["links"]
+    with open(str(run / "series.json")) as f:
+        se = json.load(f)
+    assert se["hosts"] == 2 and se["samples"], se.get("hosts")
+    tot = [0] * se["links"]
+    for smp in se["samples"]:
+        assert smp["dt_ns"] == se["period_ns"] and smp["t_ns"] % se["period_ns"] == 0, smp
+        for i, b in enumerate(smp["bytes"]):
+            tot[i] += b
+    assert [tot[l["id"]] for l in links] == [l["bytes"] for l in links], (tot, links)
+    by_name = {l["from"] + " -> " + l["to"]: l["id"] for l in links}
+    assert tot[by_name["node2/0 -> leaf0"]] > 0 and tot[by_name["node3/0 -> leaf0"]] > 0, tot
+    r = subprocess.run([sf_env.cli, "report", str(run), "--format", "text"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "node2/0" in r.stdout, r.stdout + r.stderr
+
+
+def test_38_60_merge_series_rebins_every_hosts_samples_and_keeps_each_byte():
+    """sf.ctl.merge_series, a pure function: two hosts sampling on grids 3 ms apart (period
+    10 ms); a sample straddling two bins shares its bytes in proportion, in whole bytes; each
+    link's sum is the hosts' sum; a bin where nothing moved is left out; one series alone comes
+    back as it was."""
+    from sf import ctl as sfctl
+    ms = 1000000
+    a = {"period_ns": 10 * ms, "links": 2, "capacity": 8, "taken": 2, "first": 0,
+         "epoch_ns": 5, "now_ns": 40 * ms,
+         "samples": [{"seq": 0, "t_ns": 10 * ms, "dt_ns": 10 * ms, "bytes": [100, 0]},
+                     {"seq": 1, "t_ns": 40 * ms, "dt_ns": 10 * ms, "bytes": [7, 0]}]}
+    b = {"period_ns": 10 * ms, "links": 2, "capacity": 8, "taken": 1, "first": 3,
+         "epoch_ns": 5, "now_ns": 41 * ms,
+         "samples": [{"seq": 5, "t_ns": 13 * ms, "dt_ns": 10 * ms, "bytes": [0, 1001]}]}
+    m = sfctl.merge_series([a, b])
+    assert (m["hosts"], m["period_ns"], m["links"], m["taken"], m["first"], m["now_ns"]) == \
+        (2, 10 * ms, 2, 3, 3, 41 * ms), m
+    got = [(s["t_ns"] // ms, s["dt_ns"] // ms, s["bytes"]) for s in m["samples"]]
+    # b's sample covers 3..13 ms: 7/10 of it in the first bin, 3/10 in the second
+    assert got == [(10, 10, [100, 700]), (20, 10, [0, 301]), (40, 10, [7, 0])], got
+    assert sfctl.merge_series([a]) == dict(a, hosts=1)
+    assert sfctl.merge_series([None, {}]) is None

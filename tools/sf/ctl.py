@@ -12,7 +12,7 @@ import struct
 import time
 
 __all__ = ["CtlError", "default_socket", "request", "show", "fabric", "stats", "link_records", "series",
-           "wait_ready", "format_status", "format_fabric", "nic_counters", "format_nics"]
+           "merge_series", "run_series", "wait_ready", "format_status", "format_fabric", "nic_counters", "format_nics"]
 
 
 class CtlError(Exception):
@@ -407,6 +407,51 @@ def merge_stats(many):
     return out
 
 
+def merge_series(many):
+    """One fabric's series (series()'s form) from the daemons of a run's hosts, each of which
+    samples what it reserved (docs/scale-out.md, section 4) on its own grid of the run's
+    fabric time (one epoch, or one virtual time 0 agreed by the agents): every host's samples
+    re-binned onto one grid of the first host's period, each sample's bytes shared among the
+    bins its interval overlaps in proportion (whole bytes, so that every link's sum stays the
+    hosts' sum, as merge_stats' counts do), and only the bins in which something moved kept.
+    "hosts": how many series went in. None when none did."""
+    many = [se for se in many if se and se.get("period_ns")]
+    if not many:
+        return None
+    if len(many) == 1:
+        return dict(many[0], hosts=1)
+    period = int(many[0]["period_ns"])
+    nlinks = max(int(se["links"]) for se in many)
+    bins = {}
+    for se in many:
+        for smp in se.get("samples") or []:
+            end, dt = int(smp["t_ns"]), max(0, int(smp["dt_ns"]))
+            start = end - dt
+            first, last = start // period, max(start, end - 1) // period
+            for i, b in enumerate(smp["bytes"]):
+                if not b:
+                    continue
+                left = b
+                for k in range(first, last + 1):
+                    if k == last:
+                        share = left
+                    else:
+                        lo, hi = max(start, k * period), min(end, (k + 1) * period)
+                        share = b * (hi - lo) // dt if dt else 0
+                    left -= share
+                    if share:
+                        bins.setdefault(k, [0] * nlinks)[i] += share
+    samples = [{"seq": n, "t_ns": (k + 1) * period, "dt_ns": period, "bytes": bins[k]}
+               for n, k in enumerate(sorted(bins))]
+    return {"period_ns": period, "links": nlinks,
+            "capacity": sum(int(se.get("capacity", 0)) for se in many),
+            "taken": sum(int(se.get("taken", 0)) for se in many),
+            "first": max(int(se.get("first", 0)) for se in many),  # > 0: a ring dropped some
+            "epoch_ns": many[0].get("epoch_ns"),
+            "now_ns": max(int(se.get("now_ns", 0)) for se in many),
+            "samples": samples, "hosts": len(many)}
+
+
 def merge_faults(many):
     """One fault list (faults()'s form) from the daemons of a run's hosts, which all load the
     same plan: per fault the hosts' counters summed, its origin the first a host saw (a trigger
@@ -539,6 +584,32 @@ def run_status(run_dir, timeout=5.0, now=None, with_stats=False):
     if with_stats:
         out["stats"], out["stats_missing"], out["links"] = merge_stats(many), missing, links
     return out
+
+
+def run_series(run_dir, timeout=5.0):
+    """`simfabric series --run-dir`: every host's samples of a live run, merged onto one grid
+    (merge_series), from the daemons on this machine. (series, links, missing): the fabric's
+    links from the first daemon that answered, missing [(host, why)] for the hosts left out (on
+    another machine: their agents send state, not samples, while the run lasts). CtlError as
+    run_status raises it, or when no host could be asked."""
+    doc, hosts, nhosts = _hosts_doc(run_dir)
+    many, links, missing = [], None, []
+    for h in range(nhosts):
+        v = hosts.get(h) or {}
+        if not isinstance(v.get("socket"), str):
+            missing.append((h, "on another machine: its samples are in its own run directory "
+                               "when the run ends (there, `simfabric series --run-dir`)"))
+            continue
+        try:
+            many.append(series(v["socket"], timeout))
+            if links is None:
+                links = fabric(v["socket"], timeout).get("links", [])
+        except CtlError as e:
+            missing.append((h, str(e)))
+    if not many:
+        raise CtlError("no host of the run in %s gave its samples: %s" % (
+            run_dir, "; ".join("host %d: %s" % m for m in missing)))
+    return merge_series(many), links or [], missing
 
 
 def format_run_status(st):

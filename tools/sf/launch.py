@@ -772,15 +772,24 @@ class Job:
         has no links (no reason given), a daemon started with --sample-ms 0 does not sample."""
         if not self.socket or (self.fabric or {}).get("kind") == "ideal":
             return None, None
-        try:
-            return sfctl.series(self.socket), (
-                "series.json is host 0's daemon's: the links the other hosts reserve carry no "
-                "traffic in it (stats.json has every host's counters)" if self.hosts else None)
-        except sfctl.CtlError as e:
-            if e.errno == errno.EOPNOTSUPP:
-                return None, ("no series.json: the daemon does not sample its links (started "
-                              "with --sample-ms 0)")
-            return None, "no series.json: %s" % e
+        many, lacks = [], []
+        for h, sock in enumerate(self.sockets()):  # each local host's daemon samples what it
+            try:                                   # reserved: merged onto one grid
+                many.append(sfctl.series(sock))
+            except sfctl.CtlError as e:
+                if e.errno == errno.EOPNOTSUPP:
+                    return None, ("no series.json: the daemon does not sample its links "
+                                  "(started with --sample-ms 0)")
+                if h == 0:
+                    return None, "no series.json: %s" % e
+                lacks.append("host %d's (%s)" % (h, e))
+        if lacks:
+            return sfctl.merge_series(many), "series.json lacks %s samples" % ", ".join(lacks)
+        if self.host and self.host[1] > 1:  # --hosts-from-env: the others' are not sent here
+            return sfctl.merge_series(many), (
+                "series.json is host %d's samples: each host's run directory has its own" %
+                self.host[0])
+        return sfctl.merge_series(many), None
 
     def collect(self, lr, gather=True):
         """The fabric's counters at the end of the run into lr, for write_counters(); and
