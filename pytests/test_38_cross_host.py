@@ -1036,6 +1036,16 @@ def test_38_34_host_0_takes_every_hosts_counters_and_names_what_is_missing(tmp_p
         with pytest.raises(federate.FederationError, match="'pairs' is not a list"):
             federate.check_counters({"host": 1, "stats": {}, "pairs": [dict(pairs[0], to=2)]},
                                     1)
+        smp = {"t_ns": 20, "dt_ns": 10, "bytes": [3, 0]}
+        ok = {"period_ns": 10, "links": 2, "samples": [smp]}
+        assert federate.check_counters({"host": 1, "stats": {}, "series": ok}, 1)[5] == ok
+        for bad, says in [(3, "'series' is not a series"),
+                          (dict(ok, period_ns=0), "'series' is not a series"),
+                          (dict(ok, samples=[dict(smp, bytes=[1])]), "a sample that is not one"),
+                          (dict(ok, samples=[dict(smp, bytes=[-1, 0])]), "not one"),
+                          (dict(ok, samples=[dict(smp, dt_ns=-1)]), "not one")]:
+            with pytest.raises(federate.FederationError, match=says):
+                federate.check_counters({"host": 1, "stats": {}, "series": bad}, 1)
     finally:
         r1.stop()
         r0.stop()
@@ -1786,8 +1796,9 @@ def test_38_50_host_0_merges_the_hosts_counters_that_fit_and_names_the_others(tm
     relay = federate.NetRelay("/nonexistent.sock", 0, {}, said.append)
     mine = {0: {"msgs": 3, "queue_hist": [1, 2, 0, 0]}}
     got = {1: ({0: {"msgs": 4, "queue_hist": [0, 1, 3, 0]}}, {"faults": []}, [{"id": 7}],
-               [{"from": 1, "to": 0, "n": 4}], None),
-           2: ({0: {"msgs": 9, "queue_hist": [9]}}, {"faults": []}, [{"id": 8}], [], None)}
+               [{"from": 1, "to": 0, "n": 4}], None, None),
+           2: ({0: {"msgs": 9, "queue_hist": [9]}}, {"faults": []}, [{"id": 8}], [], None,
+               None)}
     relay.wait_counters = lambda n: got
     job.relay = relay
     lr = sfl.LaunchResult(str(tmp_path), [], None, 1.0, False, 0, [], None)
@@ -1940,6 +1951,18 @@ def test_38_54_status_of_a_run_shows_every_host(sf_env, tmp_path):
     assert rc != 0 and "has ended" in err and "simfabric report" in err, err
     rc, err = _status(sf_env, str(tmp_path))
     assert rc != 0 and "no hosts file of a run there" in err, err
+    # host 0's series.json has host 1's samples too (sent with its counters): node2's uplink,
+    # which only host 1 reserves, carried the bytes stats.json counts for it
+    with open(str(tmp_path / "host0" / "series.json")) as f:
+        se = json.load(f)
+    with open(str(tmp_path / "host0" / "stats.json")) as f:
+        links = {l["id"]: l for l in json.load(f)["links"]}
+    assert se["hosts"] == 2, (se.get("hosts"), report)
+    for i in map(int, up2):
+        assert sum(x["bytes"][i] for x in se["samples"]) == links[i]["bytes"] > 0, (i, report)
+    assert "series.json is host 0's samples" not in outs[0], report
+    assert "series.json is host 1's samples: each host's run directory has its own" in \
+        outs[1], report
 
 
 def test_38_55_status_of_a_run_on_local_hosts_asks_every_daemon(sf_env, tmp_path):

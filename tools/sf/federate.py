@@ -521,7 +521,25 @@ def check_counters(doc, host):
             all(_int(p[k]) and 0 <= p[k] < BIG for k in keys) and p["to"] == host and
             p["from"] != host for p in pairs)):
         raise FederationError("'pairs' is not a list of this host's deliveries by host")
-    return stats, fl, conns, pairs, check_ranks(doc.get("ranks"))
+    return stats, fl, conns, pairs, check_ranks(doc.get("ranks")), check_series(doc.get("series"))
+
+
+def check_series(se):
+    """A host's link samples (sf.ctl.series' form) as another agent sent them, or None;
+    FederationError naming what does not fit."""
+    if se is None:
+        return None
+    if not (isinstance(se, dict) and _int(se.get("period_ns")) and se["period_ns"] > 0 and
+            _int(se.get("links")) and 0 <= se["links"] < BIG and
+            isinstance(se.get("samples"), list)):
+        raise FederationError("'series' is not a series of link samples")
+    for smp in se["samples"]:
+        if not (isinstance(smp, dict) and _int(smp.get("t_ns")) and _int(smp.get("dt_ns")) and
+                smp["dt_ns"] >= 0 and isinstance(smp.get("bytes"), list) and
+                len(smp["bytes"]) == se["links"] and
+                all(_int(b) and 0 <= b for b in smp["bytes"])):
+            raise FederationError("'series' has a sample that is not one: %.80r" % (smp,))
+    return se
 
 
 HOSTNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}\Z")
@@ -748,14 +766,16 @@ class NetRelay(TriggerRelay):
             self.outbox.append((msg, sent))
         return sent.wait(timeout) and bool(self.links)
 
-    def send_counters(self, stats, faults, connections, pairs=None, ranks=None, timeout=10.0):
-        """Another host's agent, at the end of its run: its daemon's counters to host 0's
-        agent, which merges every host's into its run's stats.json and faults.json. True once
-        host 0's agent said it has them (False: not within timeout, or no link left)."""
+    def send_counters(self, stats, faults, connections, pairs=None, ranks=None, timeout=10.0,
+                      series=None):
+        """Another host's agent, at the end of its run: its daemon's counters (and its link
+        samples, sf.ctl.series' form) to host 0's agent, which merges every host's into its
+        run's stats.json, faults.json and series.json. True once host 0's agent said it has
+        them (False: not within timeout, or no link left)."""
         deadline = time.monotonic() + timeout
         if not self._post({"counters": {"host": self.host, "stats": stats, "faults": faults,
                                         "connections": connections, "pairs": pairs,
-                                        "ranks": ranks}}, timeout):
+                                        "ranks": ranks, "series": series}}, timeout):
             return False
         return self.acked.wait(max(0.0, deadline - time.monotonic()))
 

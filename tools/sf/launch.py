@@ -822,7 +822,8 @@ class Job:
         h, n = self.host[0], self.host[1]
         if h != 0:
             sent = self.relay.send_counters(lr.stats, lr.faults, lr.connections, lr.host_pairs,
-                                            self._ranks(lr) if self.share else None)
+                                            self._ranks(lr) if self.share else None,
+                                            series=lr.series)
             self.say("this host's counters %s host 0's agent (its stats.json and faults.json "
                      "have every host's; this run directory's, this host's)" % (
                          "sent to" if sent else "could not be sent to"))
@@ -845,6 +846,16 @@ class Job:
             lr.stats = sfctl.merge_stats([lr.stats, got[k][0]])
             hosts.append(k)
         lr.faults = sfctl.merge_faults([lr.faults] + [got[k][1] for k in hosts])
+        sampled = [k for k in hosts if got[k][5] is not None]
+        if lr.series is not None and sampled:  # every host's samples on one grid
+            lr.series = sfctl.merge_series([lr.series] + [got[k][5] for k in sampled])
+            if lr.series_note in lr.notes:
+                lr.notes.remove(lr.series_note)
+            lr.series_note = None if len(sampled) == n - 1 else (
+                "series.json has the samples of host(s) %s (the others' run directories have "
+                "theirs)" % ", ".join(map(str, [0] + sampled)))
+            if lr.series_note:
+                lr.notes.append(lr.series_note)
         lr.connections = (lr.connections or []) + [c for k in hosts for c in got[k][2] or []]
         lr.host_pairs = (lr.host_pairs or []) + [p for k in hosts for p in got[k][3] or []]
         missing = [k for k in range(1, n) if k not in got]  # (a misfit is said above)
