@@ -414,7 +414,13 @@ def test_38_12_a_cross_host_link_down_fails_both_ends_naming_the_fault(sf_env, t
     with open(str(tmp_path / "run" / "faults.json")) as f:
         fault = json.load(f)["faults"][0]
     assert fault["name"] == "node0-cable" and fault["failed"] >= 2, fault
-    assert "series.json" in out and "series.json lacks" not in out, out  # every host's
+    # series.json has both hosts' samples: node1's uplink, which only host 1 reserves, carried
+    # on its samples the bytes stats.json counts for it
+    with open(str(tmp_path / "run" / "series.json")) as f:
+        se = json.load(f)
+    up1 = links["node1/0 -> sw0"]
+    assert se["hosts"] == 2 and "series.json lacks" not in out, (se.get("hosts"), out)
+    assert sum(x["bytes"][up1["id"]] for x in se["samples"]) == up1["bytes"] > 0, se
 
 
 def test_38_53_a_node_kill_on_another_host_fails_its_peers_naming_the_fault(sf_env, tmp_path):
@@ -1037,15 +1043,18 @@ def test_38_34_host_0_takes_every_hosts_counters_and_names_what_is_missing(tmp_p
             federate.check_counters({"host": 1, "stats": {}, "pairs": [dict(pairs[0], to=2)]},
                                     1)
         smp = {"t_ns": 20, "dt_ns": 10, "bytes": [3, 0]}
-        ok = {"period_ns": 10, "links": 2, "samples": [smp]}
-        assert federate.check_counters({"host": 1, "stats": {}, "series": ok}, 1)[5] == ok
+        ok = {"period_ns": 10, "links": 2, "capacity": 4, "samples": [smp]}
+        assert federate.check_series(ok) == ok and federate.check_series(None) is None
         for bad, says in [(3, "'series' is not a series"),
                           (dict(ok, period_ns=0), "'series' is not a series"),
+                          (dict(ok, links=1 << 40), "'series' is not a series"),
+                          (dict(ok, capacity=None), "has capacity None, not a count"),
                           (dict(ok, samples=[dict(smp, bytes=[1])]), "a sample that is not one"),
                           (dict(ok, samples=[dict(smp, bytes=[-1, 0])]), "not one"),
-                          (dict(ok, samples=[dict(smp, dt_ns=-1)]), "not one")]:
+                          (dict(ok, samples=[dict(smp, dt_ns=-1)]), "not one"),
+                          (dict(ok, samples=[dict(smp, dt_ns=10 ** 12)]), "not one")]:
             with pytest.raises(federate.FederationError, match=says):
-                federate.check_counters({"host": 1, "stats": {}, "series": bad}, 1)
+                federate.check_series(bad)
     finally:
         r1.stop()
         r0.stop()
@@ -2068,22 +2077,77 @@ def test_38_59_series_json_of_a_run_across_hosts_has_every_hosts_samples(sf_env,
 def test_38_60_merge_series_rebins_every_hosts_samples_and_keeps_each_byte():
     """sf.ctl.merge_series, a pure function: two hosts sampling on grids 3 ms apart (period
     10 ms); a sample straddling two bins shares its bytes in proportion, in whole bytes; each
-    link's sum is the hosts' sum; a bin where nothing moved is left out; one series alone comes
-    back as it was."""
+    link's sum is the hosts' sum; an idle bin a host sampled is kept (a mean counts idle time),
+    one no host sampled is a gap; a sample spanning more than SERIES_SPAN_BINS periods puts its
+    bytes in its last bin; a host whose ring dropped samples cuts the merged start to its own;
+    one series alone comes back as it was."""
     from sf import ctl as sfctl
     ms = 1000000
-    a = {"period_ns": 10 * ms, "links": 2, "capacity": 8, "taken": 2, "first": 0,
+    a = {"period_ns": 10 * ms, "links": 2, "capacity": 8, "taken": 3, "first": 0,
          "epoch_ns": 5, "now_ns": 40 * ms,
          "samples": [{"seq": 0, "t_ns": 10 * ms, "dt_ns": 10 * ms, "bytes": [100, 0]},
-                     {"seq": 1, "t_ns": 40 * ms, "dt_ns": 10 * ms, "bytes": [7, 0]}]}
-    b = {"period_ns": 10 * ms, "links": 2, "capacity": 8, "taken": 1, "first": 3,
+                     {"seq": 1, "t_ns": 40 * ms, "dt_ns": 10 * ms, "bytes": [7, 0]},
+                     {"seq": 2, "t_ns": 60 * ms, "dt_ns": 10 * ms, "bytes": [0, 0]}]}
+    b = {"period_ns": 10 * ms, "links": 2, "capacity": 4, "taken": 1, "first": 0,
          "epoch_ns": 5, "now_ns": 41 * ms,
          "samples": [{"seq": 5, "t_ns": 13 * ms, "dt_ns": 10 * ms, "bytes": [0, 1001]}]}
     m = sfctl.merge_series([a, b])
-    assert (m["hosts"], m["period_ns"], m["links"], m["taken"], m["first"], m["now_ns"]) == \
-        (2, 10 * ms, 2, 3, 3, 41 * ms), m
+    assert (m["hosts"], m["period_ns"], m["links"], m["capacity"], m["taken"], m["first"],
+            m["now_ns"]) == (2, 10 * ms, 2, 4, 4, 0, 41 * ms), m
     got = [(s["t_ns"] // ms, s["dt_ns"] // ms, s["bytes"]) for s in m["samples"]]
-    # b's sample covers 3..13 ms: 7/10 of it in the first bin, 3/10 in the second
-    assert got == [(10, 10, [100, 700]), (20, 10, [0, 301]), (40, 10, [7, 0])], got
+    # b's sample covers 3..13 ms: 7/10 of it in the first bin, 3/10 in the second; 20..30 ms
+    # no host sampled (a gap); 50..60 ms a sampled idle bin
+    assert got == [(10, 10, [100, 700]), (20, 10, [0, 301]), (40, 10, [7, 0]),
+                   (60, 10, [0, 0])], got
+    # a stalled loop's sample of 2000 periods: its bytes in its last bin, not 2000 of them
+    c = dict(b, samples=[{"seq": 0, "t_ns": 20010 * ms, "dt_ns": 20000 * ms, "bytes": [3, 4]}])
+    got = [(s["t_ns"] // ms, s["bytes"]) for s in sfctl.merge_series([a, c])["samples"]]
+    assert got == [(10, [100, 0]), (40, [7, 0]), (60, [0, 0]), (20010, [3, 4])], got
+    # host b's ring dropped its oldest samples: the merged series starts where b's kept do
+    d = dict(b, first=9)
+    got = [s["t_ns"] // ms for s in sfctl.merge_series([a, d])["samples"]]
+    assert got == [20, 40, 60] and sfctl.merge_series([a, d])["first"] == 9, got
     assert sfctl.merge_series([a]) == dict(a, hosts=1)
     assert sfctl.merge_series([None, {}]) is None
+
+
+def test_38_61_a_hosts_samples_cost_only_themselves(tmp_path, monkeypatch):
+    """sf.federate.NetRelay: samples that do not parse are named and left out while the same
+    host's counters are taken; samples too large for what the counters leave of the line are
+    not sent (named on the sending host), and the counters still go whole."""
+    import socket
+    import threading
+    from sf import federate
+    a, b = socket.socketpair()
+    said = []
+    r0 = federate.NetRelay(str(tmp_path / "none.sock"), 0, {1: federate._Lines(a, "host 1")},
+                           said.append)
+    r1 = federate.NetRelay(str(tmp_path / "none.sock"), 1, {0: federate._Lines(b, "host 0")},
+                           said.append)
+    r0.start()
+    r1.start()
+    try:
+        bad = {"period_ns": 10, "links": 2, "samples": [{"t_ns": 5, "dt_ns": 9, "bytes": [1, 2]}]}
+        sent = []
+        t = threading.Thread(target=lambda: sent.append(
+            r1.send_counters({"0": {"msgs": 1}}, None, None, timeout=20, series=bad)))
+        t.start()
+        got = r0.wait_counters(2, timeout=20)
+        t.join()
+        assert sent == [True] and got[1][0] == {0: {"msgs": 1}} and got[1][5] is None, said
+        assert any("series: host 1 sent samples that do not parse ('series' has a sample that "
+                   "is not one" in m for m in said), said
+        # the line's limit, as the sender counts it, made small: 60000 samples do not fit
+        monkeypatch.setattr(federate, "COUNTERS_LIMIT", 1 << 20)
+        big = {"period_ns": 10, "links": 2,
+               "samples": [{"t_ns": 10 * (k + 1), "dt_ns": 10, "bytes": [k, k]}
+                           for k in range(60000)]}
+        r0.counters.clear()
+        assert r1.send_counters({"0": {"msgs": 2}}, None, None, timeout=20, series=big)
+        got = r0.wait_counters(2, timeout=20)
+        assert got[1][0] == {0: {"msgs": 2}} and got[1][5] is None, said
+        assert any("series: this host's samples (" in m and "do not fit what the counters leave "
+                   "of the line to host 0" in m for m in said), said
+    finally:
+        r1.stop()
+        r0.stop()

@@ -38,8 +38,8 @@ struct fabmon {
 	int64_t fid_hwarned_ns[FST_MAX_HOSTS];
 	struct faultd *faults;
 	/* The sampler (op=series): on from the first open channel until none is open and the
-	 * links' backlogs have drained; on one host of several, on all along (sampler_poll says
-	 * why). NULL: no sampling (sample_ms 0). */
+	 * links' backlogs have drained; on one host of several, on all along (fabmon_set_host
+	 * says why). NULL: no sampling (sample_ms 0). */
 	struct series *series;
 	uint64_t *ser_cum; /* scratch: fst_crossed's counts */
 	int64_t ser_period_ns, ser_next_ns, ser_prev_ns;
@@ -66,26 +66,20 @@ void fabmon_chan_opened(struct fabmon *m, int64_t now)
  */
 static void sampler_poll(struct fabmon *m, int64_t now, bool flush, int nchans_open)
 {
-	/* One host of several: connections between hosts reserve links here with no channel
-	 * this daemon sees open, so the sampler runs all along and keeps only the samples in
-	 * which something moved (the gaps are idle time, as between one host's channels). */
-	bool always = m->host >= 0;
-	if (m->series && always && !m->ser_on)
-		fabmon_chan_opened(m, now);
 	if (!m->series || !m->ser_on || (!flush && now < m->ser_next_ns))
 		return;
 	const struct fst_shm *fs = m->base;
 	uint32_t backlogged = fst_crossed(fs, now, m->ser_cum);
-	bool moved = series_changed(m->series, m->ser_cum);
-	if (moved || (!flush && !always))
+	if (!flush || series_changed(m->series, m->ser_cum)) {
 		series_add(m->series, now - fs->epoch_ns, now - m->ser_prev_ns, m->ser_cum);
-	if (moved || !flush)
 		m->ser_prev_ns = now;
+	}
 	/* On a fixed grid, so that timer lateness does not add up; a stalled loop skips ahead. */
 	if (!flush && m->ser_next_ns <= now)
 		m->ser_next_ns +=
 			((now - m->ser_next_ns) / m->ser_period_ns + 1) * m->ser_period_ns;
-	if (!backlogged && nchans_open == 0 && !always)
+	/* one host of several samples all along (fabmon_set_host) */
+	if (!backlogged && nchans_open == 0 && m->host < 0)
 		m->ser_on = false;
 }
 
@@ -307,10 +301,16 @@ static void fidelity_check(struct fabmon *m, int64_t now, bool final)
 
 /* ---- entry points -------------------------------------------------------- */
 
-void fabmon_set_host(struct fabmon *m, int host)
+void fabmon_set_host(struct fabmon *m, int host, int64_t now)
 {
-	if (m)
-		m->host = host;
+	if (!m)
+		return;
+	m->host = host;
+	/* Connections between hosts reserve links here with no channel this daemon sees open:
+	 * the sampler runs from now on, idle samples included, as one host's does while a
+	 * channel is open (a host whose nodes talk only to other hosts would take none). */
+	if (host >= 0)
+		fabmon_chan_opened(m, now);
 }
 
 int fabmon_new(struct fabric *f, const struct fault_plan *plan, int sample_ms,

@@ -39,9 +39,9 @@ void fabmon_free(struct fabmon *m); /* NULL-safe */
 
 /* This daemon serves host `host` of a run over several hosts: the fidelity monitor also judges
  * the deliveries here from each other host (a line per slow pair of hosts), and the sampler
- * runs all along, keeping the samples in which something moved (connections between hosts
- * open no channel here). NULL-safe. */
-void fabmon_set_host(struct fabmon *m, int host);
+ * runs from now (CLOCK_MONOTONIC ns) on, all along (connections between hosts open no channel
+ * here). NULL-safe. */
+void fabmon_set_host(struct fabmon *m, int host, int64_t now);
 /* The region: its memfd (sealed; dup it to hand it out), mapping and size. */
 int fabmon_fd(const struct fabmon *m);
 struct fst_shm *fabmon_shm(const struct fabmon *m);

@@ -298,7 +298,7 @@ int srv_new(const struct srv_config *cfg, const struct srv_ops *ops, struct srv 
 		if (!rc && cfg->hosts > 1)
 			rc = hosts_trigger_check(s->scn, err, errlen);
 		if (!rc && cfg->hosts > 1)
-			fabmon_set_host(s->mon, cfg->host_rank);
+			fabmon_set_host(s->mon, cfg->host_rank, now_ns());
 		if (!rc && cfg->hosts > FST_MAX_HOSTS)
 			log_warn("--hosts %d: the late deliveries per pair of hosts count hosts 0 "
 				 "to %d "

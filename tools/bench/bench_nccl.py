@@ -143,6 +143,11 @@ def main():
     a = ap.parse_args()
     gpu_env, xhost_env = env_pairs(ap, "--gpu-env", a.gpu_env), env_pairs(ap, "--xhost-env",
                                                                           a.xhost_env)
+    if xhost_env and not a.xhost:
+        ap.error("--xhost-env is for the run across two local hosts, which --no-xhost skips")
+    if "SIMFABRIC_GPU" in xhost_env:
+        ap.error("--xhost-env SIMFABRIC_GPU: the run across hosts is on the host path (GPU "
+                 "memory across hosts is not built)")
     try:
         ranks = [int(x) for x in a.ranks.split(",") if x.strip()]
     except ValueError:

@@ -4,8 +4,9 @@
  * (the harness's socketpairs, the NCCL job program's TCP exchange). Header-only: the two
  * programs share no library, and this is all they share.
  *
- * sendall(fd, buf, len, bound_ms, poll_ms): 0 once all len bytes are sent, -1 (errno set)
- * on an error or when a non-blocking fd stays full for bound_ms; EINTR is retried, a full
+ * sendall(fd, buf, len, bound_ms, poll_ms): 0 once all len bytes are sent, -1 with errno on
+ * an error (ETIMEDOUT when a non-blocking fd still had bytes to take bound_ms after the call
+ * began: the bound is the whole send's, however the reader drains); EINTR is retried, a full
  * socket waited on in poll()s of poll_ms. Never raises SIGPIPE. Any thread; no state.
  */
 #ifndef SF_TOOLS_SENDALL_H

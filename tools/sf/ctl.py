@@ -11,8 +11,9 @@ import stat
 import struct
 import time
 
-__all__ = ["CtlError", "default_socket", "request", "show", "fabric", "stats", "link_records", "series",
-           "merge_series", "run_series", "wait_ready", "format_status", "format_fabric", "nic_counters", "format_nics"]
+__all__ = ["CtlError", "default_socket", "request", "show", "fabric", "stats", "link_records",
+           "series", "merge_series", "run_series", "wait_ready", "format_status", "format_fabric",
+           "nic_counters", "format_nics"]
 
 
 class CtlError(Exception):
@@ -407,14 +408,21 @@ def merge_stats(many):
     return out
 
 
+SERIES_SPAN_BINS = 1000  # a sample longer than this many periods (a stalled loop) is not split
+
+
 def merge_series(many):
     """One fabric's series (series()'s form) from the daemons of a run's hosts, each of which
-    samples what it reserved (docs/scale-out.md, section 4) on its own grid of the run's
-    fabric time (one epoch, or one virtual time 0 agreed by the agents): every host's samples
-    re-binned onto one grid of the first host's period, each sample's bytes shared among the
-    bins its interval overlaps in proportion (whole bytes, so that every link's sum stays the
-    hosts' sum, as merge_stats' counts do), and only the bins in which something moved kept.
-    "hosts": how many series went in. None when none did."""
+    samples what it reserved (docs/scale-out.md, section 4), all along, on its own grid of the
+    run's fabric time (one epoch, or one virtual time 0 agreed by the agents): every host's
+    samples re-binned onto one grid of the first host's period, each sample's bytes shared
+    among the bins its interval overlaps in proportion (whole bytes, so that every link's sum
+    stays the hosts' sum, as merge_stats' counts do; a sample over SERIES_SPAN_BINS periods
+    puts its bytes in its last). A bin some host sampled is kept, idle or not, so that a mean
+    over the samples counts idle time as one host's does; a bin none sampled is a gap. Where a
+    host's ring dropped its oldest samples ("first" > 0), the merged series starts where that
+    host's kept samples do, so that no bin lacks a host it had. "capacity" is the smallest
+    ring's; "hosts": how many series went in. None when none did."""
     many = [se for se in many if se and se.get("period_ns")]
     if not many:
         return None
@@ -422,31 +430,37 @@ def merge_series(many):
         return dict(many[0], hosts=1)
     period = int(many[0]["period_ns"])
     nlinks = max(int(se["links"]) for se in many)
-    bins = {}
+    bins, covers_from = {}, None
     for se in many:
-        for smp in se.get("samples") or []:
+        smps = se.get("samples") or []
+        if int(se.get("first", 0)) > 0 and smps:
+            start0 = int(smps[0]["t_ns"]) - int(smps[0]["dt_ns"])
+            covers_from = start0 if covers_from is None else max(covers_from, start0)
+        for smp in smps:
             end, dt = int(smp["t_ns"]), max(0, int(smp["dt_ns"]))
             start = end - dt
             first, last = start // period, max(start, end - 1) // period
+            if last - first > SERIES_SPAN_BINS:
+                first = last
+            for k in range(first, last + 1):
+                bins.setdefault(k, [0] * nlinks)
             for i, b in enumerate(smp["bytes"]):
-                if not b:
-                    continue
                 left = b
-                for k in range(first, last + 1):
+                for k in range(first, last + 1) if b else ():
                     if k == last:
                         share = left
                     else:
                         lo, hi = max(start, k * period), min(end, (k + 1) * period)
                         share = b * (hi - lo) // dt if dt else 0
                     left -= share
-                    if share:
-                        bins.setdefault(k, [0] * nlinks)[i] += share
+                    bins[k][i] += share
+    keep = sorted(k for k in bins if covers_from is None or k * period >= covers_from)
     samples = [{"seq": n, "t_ns": (k + 1) * period, "dt_ns": period, "bytes": bins[k]}
-               for n, k in enumerate(sorted(bins))]
+               for n, k in enumerate(keep)]
     return {"period_ns": period, "links": nlinks,
-            "capacity": sum(int(se.get("capacity", 0)) for se in many),
+            "capacity": min(int(se.get("capacity", 0)) for se in many),
             "taken": sum(int(se.get("taken", 0)) for se in many),
-            "first": max(int(se.get("first", 0)) for se in many),  # > 0: a ring dropped some
+            "first": sum(int(se.get("first", 0)) for se in many),  # > 0: a ring dropped some
             "epoch_ns": many[0].get("epoch_ns"),
             "now_ns": max(int(se.get("now_ns", 0)) for se in many),
             "samples": samples, "hosts": len(many)}
@@ -597,13 +611,14 @@ def run_series(run_dir, timeout=5.0):
     for h in range(nhosts):
         v = hosts.get(h) or {}
         if not isinstance(v.get("socket"), str):
-            missing.append((h, "on another machine: its samples are in its own run directory "
-                               "when the run ends (there, `simfabric series --run-dir`)"))
+            missing.append((h, "on another machine: its agent sends its samples to host 0's "
+                               "at the end of the run, into the run's series.json "
+                               "(`simfabric report`)"))
             continue
         try:
+            fab = fabric(v["socket"], timeout).get("links", [])
             many.append(series(v["socket"], timeout))
-            if links is None:
-                links = fabric(v["socket"], timeout).get("links", [])
+            links = fab if links is None else links
         except CtlError as e:
             missing.append((h, str(e)))
     if not many:

@@ -521,23 +521,30 @@ def check_counters(doc, host):
             all(_int(p[k]) and 0 <= p[k] < BIG for k in keys) and p["to"] == host and
             p["from"] != host for p in pairs)):
         raise FederationError("'pairs' is not a list of this host's deliveries by host")
-    return stats, fl, conns, pairs, check_ranks(doc.get("ranks")), check_series(doc.get("series"))
+    return stats, fl, conns, pairs, check_ranks(doc.get("ranks"))
+
+
+SERIES_MAX_LINKS = 1 << 20  # a fabric's links, at most (far above any the daemon builds)
 
 
 def check_series(se):
     """A host's link samples (sf.ctl.series' form) as another agent sent them, or None;
-    FederationError naming what does not fit."""
+    FederationError naming what does not fit (sf.ctl.merge_series' input must be sane: its
+    work and memory grow with the links and the samples' spans)."""
     if se is None:
         return None
-    if not (isinstance(se, dict) and _int(se.get("period_ns")) and se["period_ns"] > 0 and
-            _int(se.get("links")) and 0 <= se["links"] < BIG and
+    if not (isinstance(se, dict) and _int(se.get("period_ns")) and 0 < se["period_ns"] < BIG
+            and _int(se.get("links")) and 0 <= se["links"] <= SERIES_MAX_LINKS and
             isinstance(se.get("samples"), list)):
         raise FederationError("'series' is not a series of link samples")
+    for k in ("capacity", "taken", "first", "now_ns"):
+        if k in se and not (_int(se[k]) and 0 <= se[k] < BIG):
+            raise FederationError("'series' has %s %.40r, not a count" % (k, se[k]))
     for smp in se["samples"]:
         if not (isinstance(smp, dict) and _int(smp.get("t_ns")) and _int(smp.get("dt_ns")) and
-                smp["dt_ns"] >= 0 and isinstance(smp.get("bytes"), list) and
-                len(smp["bytes"]) == se["links"] and
-                all(_int(b) and 0 <= b for b in smp["bytes"])):
+                0 <= smp["dt_ns"] <= smp["t_ns"] < BIG and
+                isinstance(smp.get("bytes"), list) and len(smp["bytes"]) == se["links"] and
+                all(_int(b) and 0 <= b < BIG for b in smp["bytes"])):
             raise FederationError("'series' has a sample that is not one: %.80r" % (smp,))
     return se
 
@@ -773,9 +780,20 @@ class NetRelay(TriggerRelay):
         run's stats.json, faults.json and series.json. True once host 0's agent said it has
         them (False: not within timeout, or no link left)."""
         deadline = time.monotonic() + timeout
-        if not self._post({"counters": {"host": self.host, "stats": stats, "faults": faults,
-                                        "connections": connections, "pairs": pairs,
-                                        "ranks": ranks, "series": series}}, timeout):
+        msg = {"counters": {"host": self.host, "stats": stats, "faults": faults,
+                            "connections": connections, "pairs": pairs, "ranks": ranks}}
+        if series is not None:
+            # the samples take what room the line has left: the counters must go whole
+            room = COUNTERS_LIMIT - len(json.dumps(msg)) - (64 << 10)
+            size = len(json.dumps(series))
+            if size <= room:
+                msg["counters"]["series"] = series
+            else:
+                self.say("series: this host's samples (%.1f MiB encoded) do not fit what the "
+                         "counters leave of the line to host 0 (%.1f MiB): not sent (this run "
+                         "directory's series.json has them)" % (size / 2**20,
+                                                                 max(0, room) / 2**20))
+        if not self._post(msg, timeout):
             return False
         return self.acked.wait(max(0.0, deadline - time.monotonic()))
 
@@ -1011,6 +1029,12 @@ class NetRelay(TriggerRelay):
                 self.say("counters: %s sent counters that do not parse (%s): stats.json has "
                          "the other hosts' only" % (c.who, e))
                 return
+            try:  # samples that do not parse cost only themselves, not the counters
+                got += (check_series(msg["counters"].get("series")),)
+            except FederationError as e:
+                self.say("series: %s sent samples that do not parse (%s): series.json has the "
+                         "other hosts' only" % (c.who, e))
+                got += (None,)
             with self.got:
                 self.counters[h] = got
                 self.got.notify_all()

@@ -846,7 +846,11 @@ class Job:
             lr.stats = sfctl.merge_stats([lr.stats, got[k][0]])
             hosts.append(k)
         lr.faults = sfctl.merge_faults([lr.faults] + [got[k][1] for k in hosts])
-        sampled = [k for k in hosts if got[k][5] is not None]
+        sampled = [k for k in hosts if got[k][5] is not None and lr.series is not None]
+        for k in [k for k in sampled if got[k][5]["links"] != lr.series["links"]]:
+            self.say("series: host %d's samples are of %d links, this host's of %d: left out of "
+                     "series.json" % (k, got[k][5]["links"], lr.series["links"]))
+            sampled.remove(k)
         if lr.series is not None and sampled:  # every host's samples on one grid
             lr.series = sfctl.merge_series([lr.series] + [got[k][5] for k in sampled])
             if lr.series_note in lr.notes:
