@@ -998,13 +998,10 @@ def test_38_31_the_monitor_blames_the_hosts_network_for_late_deliveries_between_
                                              pairs[(0, 1)]["n"], rep.stdout), rep.stdout
 
 
-def test_38_34_host_0_takes_every_hosts_counters_and_names_what_is_missing(tmp_path):
-    """sf.federate.NetRelay at the end of a run over real hosts: host 0's agent takes host 1's
-    counters (link ids back to ints, a line far longer than the rendezvous's 64 KiB), names
-    counters that do not parse without dropping the link's triggers, and stops waiting for a
-    host that sends none after its bound."""
+def two_relays(tmp_path):
+    """Host 0's and host 1's sf.federate.NetRelay over a socketpair, started: (r0, r1, the
+    socket host 1's side writes to, what they said)."""
     import socket
-    import threading
     from sf import federate
     a, b = socket.socketpair()
     said = []
@@ -1014,6 +1011,18 @@ def test_38_34_host_0_takes_every_hosts_counters_and_names_what_is_missing(tmp_p
                            said.append)
     r0.start()
     r1.start()
+    return r0, r1, b, said
+
+
+def test_38_34_host_0_takes_every_hosts_counters_and_names_what_is_missing(tmp_path):
+    """sf.federate.NetRelay at the end of a run over real hosts: host 0's agent takes host 1's
+    counters (link ids back to ints, a line far longer than the rendezvous's 64 KiB), names
+    counters that do not parse without dropping the link's triggers, and stops waiting for a
+    host that sends none after its bound."""
+    import socket
+    import threading
+    from sf import federate
+    r0, r1, b, said = two_relays(tmp_path)
     try:
         # a malformed one first: named, and the link stays
         federate._Lines(b, "x").send({"counters": {"host": 1, "stats": {"zero": {}}}})
@@ -2115,17 +2124,9 @@ def test_38_61_a_hosts_samples_cost_only_themselves(tmp_path, monkeypatch):
     """sf.federate.NetRelay: samples that do not parse are named and left out while the same
     host's counters are taken; samples too large for what the counters leave of the line are
     not sent (named on the sending host), and the counters still go whole."""
-    import socket
     import threading
     from sf import federate
-    a, b = socket.socketpair()
-    said = []
-    r0 = federate.NetRelay(str(tmp_path / "none.sock"), 0, {1: federate._Lines(a, "host 1")},
-                           said.append)
-    r1 = federate.NetRelay(str(tmp_path / "none.sock"), 1, {0: federate._Lines(b, "host 0")},
-                           said.append)
-    r0.start()
-    r1.start()
+    r0, r1, _, said = two_relays(tmp_path)
     try:
         bad = {"period_ns": 10, "links": 2, "samples": [{"t_ns": 5, "dt_ns": 9, "bytes": [1, 2]}]}
         sent = []
