@@ -695,14 +695,17 @@ int fst_reserve_rest(struct fst_view *v, struct fst_conn *c, int split, uint64_t
 	}
 	/* ... and the impairments, counted where fst_reserve counts them: the first hop (the
 	 * sender's, less the first attempt's duplicates of its hops, which it counted at the
-	 * post), or the hop whose loss failed it (this host's, when it is one of its) */
+	 * post), or the hop whose loss failed it. This host counts them when that hop is one of
+	 * its own, and for a failed message whatever the hop: its sender may never take the ACK
+	 * that would carry them (it fails too, and ends), and a run's counters are every host's
+	 * summed, so the link's totals are the same either way. */
 	struct model_msg cnt = *out;
 	cnt.corrupted = 0; /* the receiver counts what it flips (xmodel) */
 	uint64_t x[MODEL_MAX_HOPS];
 	uint32_t d0 = model_duplicate_bytes(&p, &key, bytes, x, 0, split);
 	cnt.duplicates = cnt.duplicates > d0 ? cnt.duplicates - d0 : 0;
 	int hop = out->failed && out->fail_hop >= 0 ? out->fail_hop : 0;
-	if (hop >= split) {
+	if (hop >= split || out->failed) {
 		count_impairments(v->shm, c->path[hop], &cnt);
 		memset(&back->counts, 0, sizeof(back->counts));
 		back->counts.fail_hop = -1;

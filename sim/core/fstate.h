@@ -280,7 +280,9 @@ int fst_reserve_hops(struct fst_view *v, struct fst_conn *c, int first, int n, u
  * hops for the first attempt (fst_reserve_front) and sends this front with the message; the
  * receiver replays (fst_reserve_rest), commits its own hops and sends back what the
  * retransmissions did to the sender's (struct fst_back), which the sender commits on the ACK
- * (fst_commit_back). Times are this host's clock; the caller converts them for the wire.
+ * (fst_commit_back); a failed message's counters the receiver counts itself, whatever the hop
+ * (its sender may end before the ACK). Times are this host's clock; the caller converts them
+ * for the wire.
  */
 struct fst_front {
 	int64_t post_ns;			      /* the post, on the sender's clock */
