@@ -492,12 +492,36 @@ static int dp_x_held(struct sfnet_comm *c, int *d, struct chan_err *e)
 	return 1;
 }
 
+/* The transport says the other end is gone (-ECONNRESET): if a node_kill of its node has
+ * fired, however recently (its host's daemon killed it before this one's state let the kill be
+ * seen), that is the fault to name, not a bare "gone". rc otherwise. */
+__attribute__((cold, noinline)) static int dp_x_gone(struct sfnet_comm *c, int rc,
+						      struct chan_err *e)
+{
+	if (rc != -ECONNRESET || !c->xmodel)
+		return rc;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	uint32_t fid;
+	if (xmodel_peer_killed(c->xmodel, now + XMODEL_KILL_SEEN_NS, &fid)) {
+		memset(e, 0, sizeof(*e));
+		e->code = -ECONNRESET;
+		e->what = x_peer_killed;
+		e->fault = fid + 1;
+	}
+	return rc;
+}
+
 static inline int dp_tx_test(struct sfnet_comm *c, chan_req q, int *d, uint64_t *size,
 			     struct chan_err *e)
 {
 	if (__builtin_expect(c->xtx != NULL, 0)) {
 		int h = dp_x_held(c, d, e); /* held: nothing done yet (0); failed: the errno */
-		return h ? (h < 0 ? h : 0) : xchan_tx_test(c->xtx, q, d, size, e);
+		if (h)
+			return h < 0 ? h : 0;
+		int rc = xchan_tx_test(c->xtx, q, d, size, e);
+		return rc < 0 ? dp_x_gone(c, rc, e) : rc;
 	}
 	return chan_tx_test(c->tx, q, d, size, e);
 }
@@ -507,7 +531,10 @@ static inline int dp_rx_test(struct sfnet_comm *c, chan_req q, int *d, uint64_t 
 {
 	if (__builtin_expect(c->xrx != NULL, 0)) {
 		int h = dp_x_held(c, d, e); /* held: nothing done yet (0); failed: the errno */
-		return h ? (h < 0 ? h : 0) : xchan_rx_test(c->xrx, q, d, sizes, e);
+		if (h)
+			return h < 0 ? h : 0;
+		int rc = xchan_rx_test(c->xrx, q, d, sizes, e);
+		return rc < 0 ? dp_x_gone(c, rc, e) : rc;
 	}
 	return chan_rx_test(c->rx, q, d, sizes, e);
 }
