@@ -467,6 +467,19 @@ static inline int dp_rx_post(struct sfnet_comm *c, int n, void **data, const uin
  * A node_kill of the other end's node (whose daemon, on the other host, kills its processes)
  * fails it as a dead peer's channel does on one host, rather than leave it to the liveness ping
  * (xmodel_peer_killed): -ECONNRESET with *e naming the fault. 0: neither, test the endpoint. */
+/* xmodel_peer_killed at now: 1 with *e naming the node_kill (-ECONNRESET), 0 if none. */
+static int dp_x_killed(struct sfnet_comm *c, int64_t now, struct chan_err *e)
+{
+	uint32_t fid;
+	if (!xmodel_peer_killed(c->xmodel, now, &fid))
+		return 0;
+	memset(e, 0, sizeof(*e));
+	e->code = -ECONNRESET;
+	e->what = x_peer_killed;
+	e->fault = fid + 1;
+	return 1;
+}
+
 static int dp_x_held(struct sfnet_comm *c, int *d, struct chan_err *e)
 {
 	/* the one branch a run without comm_hang or node_kill pays, before any clock read */
@@ -475,17 +488,9 @@ static int dp_x_held(struct sfnet_comm *c, int *d, struct chan_err *e)
 	struct fst_shm *shm = sfnet_g.session->fab->shm;
 	if (!fst_call_armed(shm, FAULT_K_COMM_HANG) && !fst_call_armed(shm, FAULT_K_NODE_KILL))
 		return 0;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-	uint32_t fid;
-	if (xmodel_peer_killed(c->xmodel, now, &fid)) {
-		memset(e, 0, sizeof(*e));
-		e->code = -ECONNRESET;
-		e->what = x_peer_killed;
-		e->fault = fid + 1;
+	int64_t now = sfnet_now_ns();
+	if (dp_x_killed(c, now, e))
 		return -ECONNRESET;
-	}
 	if (!xmodel_held(c->xmodel, now))
 		return 0;
 	*d = 0;
@@ -498,18 +503,8 @@ static int dp_x_held(struct sfnet_comm *c, int *d, struct chan_err *e)
 __attribute__((cold, noinline)) static int dp_x_gone(struct sfnet_comm *c, int rc,
 						      struct chan_err *e)
 {
-	if (rc != -ECONNRESET || !c->xmodel)
-		return rc;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-	uint32_t fid;
-	if (xmodel_peer_killed(c->xmodel, now + XMODEL_KILL_SEEN_NS, &fid)) {
-		memset(e, 0, sizeof(*e));
-		e->code = -ECONNRESET;
-		e->what = x_peer_killed;
-		e->fault = fid + 1;
-	}
+	if (rc == -ECONNRESET && c->xmodel)
+		(void)dp_x_killed(c, sfnet_now_ns() + XMODEL_KILL_SEEN_NS, e);
 	return rc;
 }
 

@@ -179,6 +179,14 @@ static inline int64_t sfnet_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* CLOCK_MONOTONIC in ns: the fabric state's clock. */
+static inline int64_t sfnet_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /*
  * The data path's clock: CLOCK_MONOTONIC at tick resolution (a few ms),
  * read from the vDSO without rdtsc and never by a syscall, whatever the
