@@ -16,6 +16,7 @@
 
 #include "plugin/net_int.h"
 #include "plugin/plog.h"
+#include "plugin/xhost.h"
 #include "sim/core/copyq.h"
 
 #define AGENT_DEFAULT_US 20
@@ -26,6 +27,7 @@ static struct {
 	pthread_cond_t wake;
 	pthread_once_t once;
 	int period_us; /* 0: off */
+	int pump;      /* SIMFABRIC_XHOST_PUMP: spin on cross-host receives (plugin/ofi.h) */
 	char describe[96];
 	struct sfnet_comm *head;
 	int running, stop;
@@ -53,35 +55,48 @@ static void fork_child(void)
 	A.head = NULL;
 }
 
+static int period_from_env(const char *v)
+{
+	char *end = NULL;
+	long us = v ? strtol(v, &end, 10) : 0;
+	if (!v || !*v || !strcmp(v, "auto")) /* where copy threads run, a core can be spared */
+		return copyq_enabled() ? AGENT_DEFAULT_US : 0;
+	if (!strcmp(v, "on"))
+		return AGENT_DEFAULT_US;
+	if (!strcmp(v, "off"))
+		return 0;
+	if (end && !*end && us >= 1 && us <= 1000000)
+		return (int)us;
+	PWARN("SIMFABRIC_RECV_AGENT='%.32s' is not auto, on, off or a period of 1 to 1000000 "
+	      "microseconds; the receive agent stays off",
+	      v);
+	return 0;
+}
+
 static void configure(void)
 {
 	wake_init();
 	pthread_atfork(NULL, NULL, fork_child);
 	const char *v = getenv("SIMFABRIC_RECV_AGENT");
-	char *end = NULL;
-	long us = v ? strtol(v, &end, 10) : 0;
-	if (!v || !*v || !strcmp(v, "auto")) {
-		/* where copy threads run, a core can be spared; on a 2-core machine it cannot */
-		A.period_us = copyq_enabled() ? AGENT_DEFAULT_US : 0;
-		snprintf(A.describe, sizeof(A.describe), "%s",
-			 A.period_us ? "on (auto, 20 us)" : "off (auto: no copy threads)");
-		return;
+	int automatic = !v || !*v || !strcmp(v, "auto");
+	A.period_us = period_from_env(v);
+	const char *p = getenv("SIMFABRIC_XHOST_PUMP");
+	if (p && !strcmp(p, "on"))
+		A.pump = 1;
+	else if (p && *p && strcmp(p, "off"))
+		PWARN("SIMFABRIC_XHOST_PUMP='%.32s' is not on or off; the pump stays off", p);
+	if (A.pump && !A.period_us) {
+		PWARN("SIMFABRIC_XHOST_PUMP=on needs the receive agent, which is off here "
+		      "(SIMFABRIC_RECV_AGENT=on starts it); the pump stays off");
+		A.pump = 0;
 	}
-	if (!strcmp(v, "on"))
-		A.period_us = AGENT_DEFAULT_US;
-	else if (!strcmp(v, "off"))
-		A.period_us = 0;
-	else if (end && !*end && us >= 1 && us <= 1000000)
-		A.period_us = (int)us;
-	else {
-		PWARN("SIMFABRIC_RECV_AGENT='%.32s' is not auto, on, off or a period of 1 to "
-		      "1000000 "
-		      "microseconds; the receive agent stays off",
-		      v);
-		A.period_us = 0;
-	}
-	if (A.period_us)
-		snprintf(A.describe, sizeof(A.describe), "on (%d us)", A.period_us);
+	const char *pump = A.pump ? ", pumping cross-host receives" : "";
+	if (A.period_us && automatic)
+		snprintf(A.describe, sizeof(A.describe), "on (auto, %d us%s)", A.period_us, pump);
+	else if (A.period_us)
+		snprintf(A.describe, sizeof(A.describe), "on (%d us%s)", A.period_us, pump);
+	else if (automatic)
+		snprintf(A.describe, sizeof(A.describe), "off (auto: no copy threads)");
 	else
 		snprintf(A.describe, sizeof(A.describe), "off (SIMFABRIC_RECV_AGENT=%.32s)", v);
 }
@@ -105,9 +120,10 @@ static void deadline_in(struct timespec *ts, long ns)
 static void *agent_main(void *arg)
 {
 	(void)arg;
+	int pumping = 0;
 	pthread_mutex_lock(&A.lock);
 	while (!A.stop) {
-		int busy = 0;
+		int busy = 0, xbusy = 0;
 		for (struct sfnet_comm *c = A.head; c; c = c->agent_next) {
 			/* NCCL's thread is in this comm: it is progressing it already */
 			if (pthread_mutex_trylock(&c->rx_lock) != 0)
@@ -118,15 +134,30 @@ static void *agent_main(void *arg)
 				(void)chan_rx_progress(c->rx, NULL);
 			} else if (c->failed == ncclSuccess && c->xrx &&
 				   xchan_rx_inflight(c->xrx)) {
-				busy = 1; /* a cross-host receive: its ACKs go out from here */
+				busy = xbusy =
+					1; /* a cross-host receive: its ACKs go out from here */
 				(void)xchan_rx_progress(c->xrx, NULL);
 			}
 			pthread_mutex_unlock(&c->rx_lock);
 		}
+		if (A.pump && xbusy) {
+			/* the pump: drive the rx endpoint now and again at once, A.lock released so
+			 * that comms come and go meanwhile; NCCL's thread then finds the bytes copied */
+			if (!pumping)
+				sfxh_pumped(pumping = 1);
+			pthread_mutex_unlock(&A.lock);
+			(void)sfxh_pump(); /* errors stay in the channels: their test() reports them */
+			pthread_mutex_lock(&A.lock);
+			continue;
+		}
+		if (pumping)
+			sfxh_pumped(pumping = 0);
 		struct timespec ts;
 		deadline_in(&ts, busy ? (long)A.period_us * 1000 : AGENT_IDLE_NS);
 		pthread_cond_timedwait(&A.wake, &A.lock, &ts);
 	}
+	if (pumping)
+		sfxh_pumped(0);
 	pthread_mutex_unlock(&A.lock);
 	return NULL;
 }

@@ -43,6 +43,13 @@ const char *sfofi_describe(const struct sfofi *o)
 {
 	return "none";
 }
+void sfofi_pumped(struct sfofi *o, int on)
+{
+}
+int sfofi_pump(struct sfofi *o)
+{
+	return -ENOSYS;
+}
 void sfofi_close(struct sfofi *o)
 {
 }
@@ -57,6 +64,7 @@ void sfofi_close(struct sfofi *o)
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
+#include <stdatomic.h>
 
 #define SFOFI_API FI_VERSION(1, 9) /* FI_DIRECTED_RECV, fi_tsendv: long there */
 #define SFOFI_CQ_BATCH 16
@@ -75,6 +83,7 @@ struct ofi_lib {
 struct sfofi {
 	struct ofi_lib lib;
 	pthread_mutex_t lock;
+	_Atomic int pumped; /* a pump drives this endpoint: other threads' progress only tries */
 	struct fi_info *info;
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
@@ -180,12 +189,11 @@ static int ofi_take_error(struct sfofi *o)
 	return 0;
 }
 
-static int ofi_progress(void *ctx)
+/* Under o->lock. */
+static int progress_locked(struct sfofi *o)
 {
-	struct sfofi *o = ctx;
 	struct fi_cq_tagged_entry ent[SFOFI_CQ_BATCH];
 	int rc = 0;
-	pthread_mutex_lock(&o->lock);
 	for (;;) {
 		ssize_t n = fi_cq_read(o->cq, ent, SFOFI_CQ_BATCH);
 		if (n == -FI_EAVAIL) {
@@ -206,6 +214,41 @@ static int ofi_progress(void *ctx)
 		if (n < SFOFI_CQ_BATCH)
 			break;
 	}
+	return rc;
+}
+
+/*
+ * A channel's progress. While a pump drives the endpoint, a thread that finds it inside
+ * libfabric goes on at once: the pump is doing this very work (the bytes arriving are copied
+ * in its thread, not in NCCL's proxy thread), and an op it completes is seen through its
+ * state (xnet.h).
+ */
+static int ofi_progress(void *ctx)
+{
+	struct sfofi *o = ctx;
+	if (atomic_load_explicit(&o->pumped, memory_order_relaxed)) {
+		if (pthread_mutex_trylock(&o->lock) != 0)
+			return 0;
+	} else {
+		pthread_mutex_lock(&o->lock);
+	}
+	int rc = progress_locked(o);
+	pthread_mutex_unlock(&o->lock);
+	return rc;
+}
+
+void sfofi_pumped(struct sfofi *o, int on)
+{
+	if (o)
+		atomic_store_explicit(&o->pumped, !!on, memory_order_relaxed);
+}
+
+int sfofi_pump(struct sfofi *o)
+{
+	if (!o)
+		return -EINVAL;
+	pthread_mutex_lock(&o->lock);
+	int rc = progress_locked(o);
 	pthread_mutex_unlock(&o->lock);
 	return rc;
 }

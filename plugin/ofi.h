@@ -43,6 +43,15 @@ int sfofi_addr(struct sfofi *o, void *addr, size_t *len);
 int sfofi_peer(struct sfofi *o, const void *addr, size_t len, uint64_t *peer);
 /* The transport's table (lives as long as o). */
 const struct xnet *sfofi_net(struct sfofi *o);
+/*
+ * The pump (plugin/agent.c, SIMFABRIC_XHOST_PUMP): one thread that drives this endpoint's
+ * progress in a loop while receives are in flight, so that libfabric copies the bytes in that
+ * thread and NCCL's proxy thread is left to send. sfofi_pumped(o, 1) while it does: the
+ * channels' own progress then only tries the lock, and yields to the pump when it is in.
+ * sfofi_pump drives progress once (0, or the transport's error, as xnet's progress).
+ */
+void sfofi_pumped(struct sfofi *o, int on);
+int sfofi_pump(struct sfofi *o);
 /* The provider and domain in use ("tcp;ofi_rxm on lo"), for the log. */
 const char *sfofi_describe(const struct sfofi *o);
 void sfofi_close(struct sfofi *o);

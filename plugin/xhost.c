@@ -75,6 +75,16 @@ const struct xnet *sfxh_net(enum sfxh_side side)
 	return X.o[side] ? sfofi_net(X.o[side]) : NULL;
 }
 
+void sfxh_pumped(int on)
+{
+	sfofi_pumped(X.o[SFXH_RX], on);
+}
+
+int sfxh_pump(void)
+{
+	return X.o[SFXH_RX] ? sfofi_pump(X.o[SFXH_RX]) : -ENODEV;
+}
+
 static int endpoint(enum sfxh_side side, const char *what)
 {
 	if (X.o[side])

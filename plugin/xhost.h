@@ -59,6 +59,10 @@ enum sfxh_side { SFXH_RX = 0, SFXH_TX = 1 };
 int sfxh_host(void);
 /* The transport of that side (NULL before its endpoint is open). */
 const struct xnet *sfxh_net(enum sfxh_side side);
+/* The receive agent's pump (ofi.h): mark the rx endpoint pumped or not, and drive it once
+ * (0, -ENODEV before it is open, or the transport's error). */
+void sfxh_pumped(int on);
+int sfxh_pump(void);
 
 struct sfxh_listen;
 /* A listener's handshake: opens the endpoint if needed, posts the receive for HELLO, fills

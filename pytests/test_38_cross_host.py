@@ -2152,3 +2152,40 @@ def test_38_61_a_hosts_samples_cost_only_themselves(tmp_path, monkeypatch):
     finally:
         r1.stop()
         r0.stop()
+
+
+def test_38_62_the_pump_receives_across_hosts_exact_and_is_gone_at_unload(
+        sf_env, sf_fabric_factory, tmp_path):
+    """SIMFABRIC_XHOST_PUMP=on (with the receive agent on): the agent drives the rx endpoint
+    itself while cross-host receives are in flight, NCCL's thread yielding to it. Every
+    transfer stays exact (sizes, tags, many in flight, allreduce, alltoall, threads), the init
+    line says the pump is on, and no thread is left once finalize returns (the harness's
+    unload check, which libfabric's own progress threads fail)."""
+    hosts = two_hosts(sf_fabric_factory)
+    base = host_env(hosts, 4, debug="INFO")
+    r = launch_by_hand(sf_env, None, tmp_path, 4,
+                       ["--tests", "sizes,tags,inflight,allreduce,alltoall,threads",
+                        "--max-bytes", "4M", "--threads", "2"],
+                       env_of=lambda k: dict(base(k), SIMFABRIC_RECV_AGENT="on",
+                                             SIMFABRIC_XHOST_PUMP="on"), timeout=240)
+    r.check_ok(4)
+    for k in range(4):
+        assert "receive agent on (20 us, pumping cross-host receives)" in r.outs[k][2], \
+            r.report()
+
+
+@pytest.mark.parametrize("env,says", [
+    ({"SIMFABRIC_XHOST_PUMP": "yes", "SIMFABRIC_RECV_AGENT": "on"},
+     "SIMFABRIC_XHOST_PUMP='yes' is not on or off; the pump stays off"),
+    ({"SIMFABRIC_XHOST_PUMP": "on", "SIMFABRIC_RECV_AGENT": "off"},
+     "SIMFABRIC_XHOST_PUMP=on needs the receive agent, which is off here "
+     "(SIMFABRIC_RECV_AGENT=on starts it); the pump stays off"),
+])
+def test_38_63_a_pump_that_cannot_run_is_named_and_the_transfers_go_on(
+        sf_env, sf_fabric_factory, tmp_path, env, says):
+    hosts = two_hosts(sf_fabric_factory)
+    base = host_env(hosts, 2)
+    r = launch_by_hand(sf_env, None, tmp_path, 2, ["--tests", "allreduce", "--max-bytes", "1M"],
+                       env_of=lambda k: dict(base(k), **env), timeout=120)
+    r.check_ok(2)
+    assert says in r.outs[0][2] and says in r.outs[1][2], r.report()
