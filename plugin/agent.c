@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,17 +118,28 @@ static void deadline_in(struct timespec *ts, long ns)
 	}
 }
 
+/* The pump: after this many scans with no cross-host receive in flight it stops; after this
+ * many passes that found nothing it yields the core each pass, then waits the agent's period. */
+#define PUMP_GRACE 64
+#define PUMP_YIELD 64
+#define PUMP_SPIN 4096
+
 static void *agent_main(void *arg)
 {
 	(void)arg;
 	int pumping = 0;
+	unsigned idle_scans = 0, empty = 0;
+	unsigned long long passes = 0, took = 0;
 	pthread_mutex_lock(&A.lock);
 	while (!A.stop) {
 		int busy = 0, xbusy = 0;
 		for (struct sfnet_comm *c = A.head; c; c = c->agent_next) {
-			/* NCCL's thread is in this comm: it is progressing it already */
-			if (pthread_mutex_trylock(&c->rx_lock) != 0)
+			/* NCCL's thread is in this comm: it is progressing it already (a cross-host
+			 * one keeps the pump going: its receives are in flight) */
+			if (pthread_mutex_trylock(&c->rx_lock) != 0) {
+				xbusy |= c->xrx != NULL;
 				continue;
+			}
 			if (c->failed == ncclSuccess && c->rx && chan_rx_inflight(c->rx)) {
 				busy = 1;
 				/* errors stay in the channel (sticky); NCCL's test() reports them */
@@ -140,14 +152,28 @@ static void *agent_main(void *arg)
 			}
 			pthread_mutex_unlock(&c->rx_lock);
 		}
-		if (A.pump && xbusy) {
+		idle_scans = xbusy ? 0 : idle_scans + 1;
+		if (A.pump && (xbusy || (pumping && idle_scans < PUMP_GRACE))) {
 			/* the pump: drive the rx endpoint now and again at once, A.lock released so
-			 * that comms come and go meanwhile; NCCL's thread then finds the bytes copied */
+			 * that comms come and go meanwhile; NCCL's thread then finds the bytes copied.
+			 * Errors stay in the endpoint: the channels' test() reports them. */
 			if (!pumping)
 				sfxh_pumped(pumping = 1);
 			pthread_mutex_unlock(&A.lock);
-			(void)sfxh_pump(); /* errors stay in the channels: their test() reports them */
+			int n = sfxh_pump();
+			passes++;
+			if (n > 0) {
+				took += (unsigned long long)n;
+				empty = 0;
+			} else if (++empty > PUMP_YIELD && empty <= PUMP_SPIN) {
+				sched_yield(); /* nothing arriving: let the ranks have the core */
+			}
 			pthread_mutex_lock(&A.lock);
+			if (empty > PUMP_SPIN) { /* nothing for long: the agent's own period */
+				struct timespec ts;
+				deadline_in(&ts, (long)A.period_us * 1000);
+				pthread_cond_timedwait(&A.wake, &A.lock, &ts);
+			}
 			continue;
 		}
 		if (pumping)
@@ -159,6 +185,11 @@ static void *agent_main(void *arg)
 	if (pumping)
 		sfxh_pumped(0);
 	pthread_mutex_unlock(&A.lock);
+	if (passes)
+		PINFO(NCCL_NET,
+		      "receive agent: the pump drove the cross-host receive endpoint %llu "
+		      "times and took %llu completions",
+		      passes, took);
 	return NULL;
 }
 

@@ -50,6 +50,9 @@ int sfofi_pump(struct sfofi *o)
 {
 	return -ENOSYS;
 }
+void sfofi_forked(struct sfofi *o)
+{
+}
 void sfofi_close(struct sfofi *o)
 {
 }
@@ -64,6 +67,7 @@ void sfofi_close(struct sfofi *o)
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 #define SFOFI_API FI_VERSION(1, 9) /* FI_DIRECTED_RECV, fi_tsendv: long there */
@@ -84,6 +88,8 @@ struct sfofi {
 	struct ofi_lib lib;
 	pthread_mutex_t lock;
 	_Atomic int pumped; /* a pump drives this endpoint: other threads' progress only tries */
+	_Atomic int want;   /* threads waiting for lock to post: the pump lets them in first */
+	_Atomic int err;    /* the completion queue's failure, once seen: every caller's after */
 	struct fi_info *info;
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
@@ -131,11 +137,24 @@ static int ofi_err(int rc)
 	return -rc < FI_ERRNO_OFFSET ? rc : -EIO;
 }
 
+/* The lock for a post (or any call but progress): counted in want while waited for, so that a
+ * pump (sfofi_pump), which retakes the lock at once and again, steps aside (mutexes are not
+ * fair). */
+static void lock_to_post(struct sfofi *o)
+{
+	atomic_fetch_add_explicit(&o->want, 1, memory_order_relaxed);
+	pthread_mutex_lock(&o->lock);
+	atomic_fetch_sub_explicit(&o->want, 1, memory_order_relaxed);
+}
+
 static int ofi_send(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *iov, int niov,
 		    struct xnet_op *op)
 {
 	struct sfofi *o = ctx;
-	pthread_mutex_lock(&o->lock);
+	int err = atomic_load_explicit(&o->err, memory_order_relaxed);
+	if (err)
+		return err;
+	lock_to_post(o);
 	ssize_t rc = fi_tsendv(o->ep, iov, NULL, (size_t)niov, (fi_addr_t)peer, tag, op);
 	pthread_mutex_unlock(&o->lock);
 	return rc == -FI_EAGAIN ? -EAGAIN : ofi_err((int)rc);
@@ -145,7 +164,10 @@ static int ofi_recv(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *
 		    struct xnet_op *op)
 {
 	struct sfofi *o = ctx;
-	pthread_mutex_lock(&o->lock);
+	int err = atomic_load_explicit(&o->err, memory_order_relaxed);
+	if (err)
+		return err;
+	lock_to_post(o);
 	ssize_t rc = fi_trecvv(o->ep, iov, NULL, (size_t)niov, (fi_addr_t)peer, tag, 0, op);
 	pthread_mutex_unlock(&o->lock);
 	return rc == -FI_EAGAIN ? -EAGAIN : ofi_err((int)rc);
@@ -154,7 +176,7 @@ static int ofi_recv(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *
 static int ofi_cancel(void *ctx, struct xnet_op *op)
 {
 	struct sfofi *o = ctx;
-	pthread_mutex_lock(&o->lock);
+	lock_to_post(o);
 	ssize_t rc = fi_cancel(&o->ep->fid, op);
 	pthread_mutex_unlock(&o->lock);
 	return ofi_err((int)rc);
@@ -189,11 +211,13 @@ static int ofi_take_error(struct sfofi *o)
 	return 0;
 }
 
-/* Under o->lock. */
+/* Under o->lock. The completions found (>= 0), or the queue's error, kept in o->err. */
 static int progress_locked(struct sfofi *o)
 {
 	struct fi_cq_tagged_entry ent[SFOFI_CQ_BATCH];
-	int rc = 0;
+	int rc = atomic_load_explicit(&o->err, memory_order_relaxed), found = 0;
+	if (rc)
+		return rc;
 	for (;;) {
 		ssize_t n = fi_cq_read(o->cq, ent, SFOFI_CQ_BATCH);
 		if (n == -FI_EAVAIL) {
@@ -211,10 +235,14 @@ static int progress_locked(struct sfofi *o)
 			if (ent[i].op_context)
 				xop_finish(ent[i].op_context, 0,
 					   (ent[i].flags & FI_RECV) ? ent[i].len : 0);
-		if (n < SFOFI_CQ_BATCH)
+		found += (int)n;
+		/* a full batch: more may wait, unless a post is waiting for the lock */
+		if (n < SFOFI_CQ_BATCH || atomic_load_explicit(&o->want, memory_order_relaxed))
 			break;
 	}
-	return rc;
+	if (rc)
+		atomic_store_explicit(&o->err, rc, memory_order_relaxed);
+	return rc ? rc : found;
 }
 
 /*
@@ -227,14 +255,14 @@ static int ofi_progress(void *ctx)
 {
 	struct sfofi *o = ctx;
 	if (atomic_load_explicit(&o->pumped, memory_order_relaxed)) {
-		if (pthread_mutex_trylock(&o->lock) != 0)
-			return 0;
+		if (pthread_mutex_trylock(&o->lock) != 0) /* the pump is in: its error, if any */
+			return atomic_load_explicit(&o->err, memory_order_relaxed);
 	} else {
 		pthread_mutex_lock(&o->lock);
 	}
 	int rc = progress_locked(o);
 	pthread_mutex_unlock(&o->lock);
-	return rc;
+	return rc < 0 ? rc : 0;
 }
 
 void sfofi_pumped(struct sfofi *o, int on)
@@ -247,10 +275,24 @@ int sfofi_pump(struct sfofi *o)
 {
 	if (!o)
 		return -EINVAL;
+	if (atomic_load_explicit(&o->want, memory_order_relaxed))
+		sched_yield(); /* a post waits for the lock: it goes first */
 	pthread_mutex_lock(&o->lock);
 	int rc = progress_locked(o);
 	pthread_mutex_unlock(&o->lock);
 	return rc;
+}
+
+void sfofi_forked(struct sfofi *o)
+{
+	if (!o)
+		return;
+	/* the parent's threads are gone, one perhaps holding the lock: a fresh one, and every
+	 * call fails (the parent's connections are not the child's) */
+	pthread_mutex_init(&o->lock, NULL);
+	atomic_store_explicit(&o->pumped, 0, memory_order_relaxed);
+	atomic_store_explicit(&o->want, 0, memory_order_relaxed);
+	atomic_store_explicit(&o->err, -ECONNRESET, memory_order_relaxed);
 }
 
 static struct fi_info *hints_new(const struct ofi_lib *l, const char *prov)
@@ -339,7 +381,7 @@ int sfofi_addr(struct sfofi *o, void *addr, size_t *len)
 {
 	if (!o || !addr || !len)
 		return -EINVAL;
-	pthread_mutex_lock(&o->lock);
+	lock_to_post(o);
 	int rc = fi_getname(&o->ep->fid, addr, len);
 	pthread_mutex_unlock(&o->lock);
 	return rc == -FI_ETOOSMALL ? -ENOBUFS : ofi_err(rc);
@@ -350,7 +392,7 @@ int sfofi_peer(struct sfofi *o, const void *addr, size_t len, uint64_t *peer)
 	if (!o || !addr || !len || len > SFOFI_ADDR_MAX || !peer)
 		return -EINVAL;
 	fi_addr_t a = FI_ADDR_NOTAVAIL;
-	pthread_mutex_lock(&o->lock);
+	lock_to_post(o);
 	for (int i = 0; i < o->npeers; i++)
 		if (o->peers[i].len == len && !memcmp(o->peers[i].addr, addr, len)) {
 			*peer = (uint64_t)o->peers[i].fa;

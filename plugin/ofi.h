@@ -48,10 +48,14 @@ const struct xnet *sfofi_net(struct sfofi *o);
  * progress in a loop while receives are in flight, so that libfabric copies the bytes in that
  * thread and NCCL's proxy thread is left to send. sfofi_pumped(o, 1) while it does: the
  * channels' own progress then only tries the lock, and yields to the pump when it is in.
- * sfofi_pump drives progress once (0, or the transport's error, as xnet's progress).
+ * sfofi_pump drives progress once: the completions it found (>= 0), or the transport's error
+ * (then every later call on o returns it). It steps aside first for a thread waiting to post.
  */
 void sfofi_pumped(struct sfofi *o, int on);
 int sfofi_pump(struct sfofi *o);
+/* In a child forked from a process with o open: a fresh lock, and every call fails with
+ * -ECONNRESET (the parent's connections are not the child's). */
+void sfofi_forked(struct sfofi *o);
 /* The provider and domain in use ("tcp;ofi_rxm on lo"), for the log. */
 const char *sfofi_describe(const struct sfofi *o);
 void sfofi_close(struct sfofi *o);

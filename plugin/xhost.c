@@ -5,6 +5,7 @@
 #include "plugin/xhost.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,19 @@ const struct xnet *sfxh_net(enum sfxh_side side)
 	return X.o[side] ? sfofi_net(X.o[side]) : NULL;
 }
 
+/* A child forked without exec (a DataLoader worker, say) has the parent's endpoints but none
+ * of its threads: their calls fail there instead of waiting on a lock a parent thread held. */
+static void fork_child(void)
+{
+	for (int i = 0; i < 2; i++)
+		sfofi_forked(X.o[i]);
+}
+
+static void at_fork_once(void)
+{
+	pthread_atfork(NULL, NULL, fork_child);
+}
+
 void sfxh_pumped(int on)
 {
 	sfofi_pumped(X.o[SFXH_RX], on);
@@ -96,6 +110,8 @@ static int endpoint(enum sfxh_side side, const char *what)
 		return -ENODEV;
 	}
 	X.tried[side] = 1;
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, at_fork_once);
 	char why[256] = "";
 	int rc = sfofi_open(NULL, &X.o[side], why, sizeof(why));
 	if (rc) {

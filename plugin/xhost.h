@@ -60,7 +60,7 @@ int sfxh_host(void);
 /* The transport of that side (NULL before its endpoint is open). */
 const struct xnet *sfxh_net(enum sfxh_side side);
 /* The receive agent's pump (ofi.h): mark the rx endpoint pumped or not, and drive it once
- * (0, -ENODEV before it is open, or the transport's error). */
+ * (the completions found, -ENODEV before it is open, or the transport's error). */
 void sfxh_pumped(int on);
 int sfxh_pump(void);
 

@@ -2169,9 +2169,15 @@ def test_38_62_the_pump_receives_across_hosts_exact_and_is_gone_at_unload(
                        env_of=lambda k: dict(base(k), SIMFABRIC_RECV_AGENT="on",
                                              SIMFABRIC_XHOST_PUMP="on"), timeout=240)
     r.check_ok(4)
+    took = []
     for k in range(4):
         assert "receive agent on (20 us, pumping cross-host receives)" in r.outs[k][2], \
             r.report()
+        took += [int(m) for m in re.findall(r"the pump drove the cross-host receive endpoint "
+                                            r"\d+ times and took (\d+) completions",
+                                            r.outs[k][2])]
+    # the pump, not only NCCL's thread, took completions off the endpoint
+    assert took and max(took) > 0, (took, r.report())
 
 
 @pytest.mark.parametrize("env,says", [
