@@ -242,7 +242,7 @@ static ncclResult_t comm_xopen(enum sfnet_kind kind, struct sfnet_ctx *ctx, int 
 			return res;
 		}
 	}
-	struct xchan_cfg cfg = {.net = sfxh_net(kind == SFNET_SEND ? SFXH_TX : SFXH_RX),
+	struct xchan_cfg cfg = {.net = sfxh_net(kind == SFNET_SEND ? SFXH_TX : SFXH_RX, p->rail),
 				.peer = p->peer,
 				.conn = p->conn,
 				.model = c->xmodel ? &xmodel_hooks : NULL,

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,11 +48,19 @@ _Static_assert(sizeof(struct xh_hello) == 136 && sizeof(struct xh_welcome) == 16
  * receiving progress them side by side. Under sfnet_g.lock.
  */
 static struct {
-	int parsed, host; /* SIMFABRIC_HOST, -1 off */
-	int tried[2];	  /* the endpoint was opened, or failed to (then said so once) */
-	struct sfofi *o[2];
-	uint32_t next_port, next_conn;
+	int parsed, host;	      /* SIMFABRIC_HOST, -1 off */
+	int rails;		      /* SIMFABRIC_XHOST_RAILS, 0 before it is read */
+	int tried[2][SFXH_RAILS_MAX]; /* the endpoint was opened, or failed to (said so once) */
+	/* written once, under sfnet_g.lock; the receive agent's pump reads them without it */
+	struct sfofi *_Atomic o[2][SFXH_RAILS_MAX];
+	uint32_t next_port, next_conn, next_tx;
 } X;
+
+static struct sfofi *ep_of(enum sfxh_side side, uint32_t rail)
+{
+	return rail < SFXH_RAILS_MAX ? atomic_load_explicit(&X.o[side][rail], memory_order_acquire)
+				     : NULL;
+}
 
 int sfxh_host(void)
 {
@@ -71,9 +80,28 @@ int sfxh_host(void)
 	return X.host;
 }
 
-const struct xnet *sfxh_net(enum sfxh_side side)
+int sfxh_rails(void)
 {
-	return X.o[side] ? sfofi_net(X.o[side]) : NULL;
+	if (!X.rails) {
+		X.rails = 1;
+		const char *e = getenv("SIMFABRIC_XHOST_RAILS");
+		char *end = NULL;
+		long v = e && *e ? strtol(e, &end, 10) : 1;
+		if (e && *e && (*end || v < 1 || v > SFXH_RAILS_MAX))
+			PWARN("SIMFABRIC_XHOST_RAILS='%.32s' is not a number of rails from 1 to "
+			      "%d: "
+			      "one rail",
+			      e, SFXH_RAILS_MAX);
+		else
+			X.rails = (int)v;
+	}
+	return X.rails;
+}
+
+const struct xnet *sfxh_net(enum sfxh_side side, uint32_t rail)
+{
+	struct sfofi *o = ep_of(side, rail);
+	return o ? sfofi_net(o) : NULL;
 }
 
 /* A child forked without exec (a DataLoader worker, say) has the parent's endpoints but none
@@ -81,7 +109,8 @@ const struct xnet *sfxh_net(enum sfxh_side side)
 static void fork_child(void)
 {
 	for (int i = 0; i < 2; i++)
-		sfofi_forked(X.o[i]);
+		for (uint32_t r = 0; r < SFXH_RAILS_MAX; r++)
+			sfofi_forked(ep_of((enum sfxh_side)i, r));
 }
 
 static void at_fork_once(void)
@@ -91,44 +120,59 @@ static void at_fork_once(void)
 
 void sfxh_pumped(int on)
 {
-	sfofi_pumped(X.o[SFXH_RX], on);
+	for (uint32_t r = 0; r < SFXH_RAILS_MAX; r++)
+		sfofi_pumped(ep_of(SFXH_RX, r), on);
 }
 
 int sfxh_pump(void)
 {
-	return X.o[SFXH_RX] ? sfofi_pump(X.o[SFXH_RX]) : -ENODEV;
+	int took = 0, any = 0;
+	for (uint32_t r = 0; r < SFXH_RAILS_MAX; r++) {
+		struct sfofi *o = ep_of(SFXH_RX, r);
+		if (!o)
+			continue;
+		any = 1;
+		int n = sfofi_pump(o);
+		if (n < 0)
+			return n;
+		took += n;
+	}
+	return any ? took : -ENODEV;
 }
 
-static int endpoint(enum sfxh_side side, const char *what)
+static int endpoint(enum sfxh_side side, uint32_t rail, const char *what)
 {
-	if (X.o[side])
+	if (ep_of(side, rail))
 		return 0;
 	const char *dir = side == SFXH_TX ? "sends" : "receives";
-	if (X.tried[side]) {
-		PWARN("%s: no endpoint for cross-host %s (it failed to open: see the first WARN)",
-		      what, dir);
+	if (X.tried[side][rail]) {
+		PWARN("%s: no endpoint for cross-host %s on rail %u (it failed to open: see the "
+		      "first WARN)",
+		      what, dir, rail);
 		return -ENODEV;
 	}
-	X.tried[side] = 1;
+	X.tried[side][rail] = 1;
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	pthread_once(&once, at_fork_once);
 	char why[256] = "";
-	int rc = sfofi_open(NULL, &X.o[side], why, sizeof(why));
+	struct sfofi *o = NULL;
+	int rc = sfofi_open(NULL, &o, why, sizeof(why));
 	if (rc) {
-		PWARN("%s: no endpoint for cross-host %s: %s; "
+		PWARN("%s: no endpoint for cross-host %s on rail %u: %s; "
 		      "this process %s same-host connections only",
-		      what, dir, why, side == SFXH_TX ? "makes" : "takes");
+		      what, dir, rail, why, side == SFXH_TX ? "makes" : "takes");
 		return rc;
 	}
-	PINFO(NCCL_INIT | NCCL_NET, "cross-host %s from host %d over libfabric %s", dir, X.host,
-	      sfofi_describe(X.o[side]));
+	atomic_store_explicit(&X.o[side][rail], o, memory_order_release);
+	PINFO(NCCL_INIT | NCCL_NET, "cross-host %s from host %d over libfabric %s (rail %u of %d)",
+	      dir, X.host, sfofi_describe(o), rail, sfxh_rails());
 	return 0;
 }
 
-static int post(enum sfxh_side side, int send, uint64_t peer, uint64_t tag, void *buf, size_t len,
-		struct xnet_op *op)
+static int post(enum sfxh_side side, uint32_t rail, int send, uint64_t peer, uint64_t tag,
+		void *buf, size_t len, struct xnet_op *op)
 {
-	const struct xnet *net = sfxh_net(side);
+	const struct xnet *net = sfxh_net(side, rail);
 	struct iovec iov = {buf, len};
 	atomic_store_explicit(&op->state, XOP_POSTED, memory_order_relaxed);
 	int rc = send ? net->send(net->ctx, peer, tag, &iov, 1, op)
@@ -151,6 +195,7 @@ static uint32_t conn_id(void)
 
 struct sfxh_listen {
 	uint32_t port;
+	uint32_t rail; /* the rx endpoint it listens on */
 	char what[96];
 	struct xh_hello hello;
 	struct xnet_op hello_op;
@@ -160,8 +205,8 @@ struct sfxh_listen {
 
 static int listen_post(struct sfxh_listen *l)
 {
-	return post(SFXH_RX, 0, XNET_ANY_PEER, xchan_tag(XCHAN_HELLO, l->port, 0), &l->hello,
-		    sizeof(l->hello), &l->hello_op);
+	return post(SFXH_RX, l->rail, 0, XNET_ANY_PEER, xchan_tag(XCHAN_HELLO, l->port, 0),
+		    &l->hello, sizeof(l->hello), &l->hello_op);
 }
 
 int sfxh_listen_new(const char *what, struct sfxh_listen **out, struct sfxh_addr *a)
@@ -169,17 +214,21 @@ int sfxh_listen_new(const char *what, struct sfxh_listen **out, struct sfxh_addr
 	*out = NULL;
 	memset(a, 0, sizeof(*a)); /* len 0: no endpoint, whatever fails below */
 	a->host = (uint16_t)sfxh_host();
-	int rc = endpoint(SFXH_RX, what);
+	/* listeners take the rails in turn: NCCL listens once per channel and peer */
+	uint32_t port = X.next_port % XCHAN_MAX_CONN + 1;
+	uint32_t rail = (port - 1) % (uint32_t)sfxh_rails();
+	int rc = endpoint(SFXH_RX, rail, what);
 	if (rc)
 		return rc;
 	struct sfxh_listen *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
 	snprintf(l->what, sizeof(l->what), "%s", what);
-	X.next_port = X.next_port % XCHAN_MAX_CONN + 1;
-	l->port = X.next_port;
+	X.next_port = port;
+	l->port = port;
+	l->rail = rail;
 	size_t len = sizeof(a->addr);
-	rc = sfofi_addr(X.o[SFXH_RX], a->addr, &len);
+	rc = sfofi_addr(ep_of(SFXH_RX, rail), a->addr, &len);
 	if (!rc)
 		rc = listen_post(l);
 	if (rc) {
@@ -195,7 +244,7 @@ int sfxh_listen_new(const char *what, struct sfxh_listen **out, struct sfxh_addr
 
 int sfxh_accept_poll(struct sfxh_listen *l, struct sfxh_peer *p)
 {
-	const struct xnet *net = sfxh_net(SFXH_RX);
+	const struct xnet *net = sfxh_net(SFXH_RX, l->rail);
 	int rc = net->progress(net->ctx);
 	if (rc) {
 		PWARN("%s: the cross-host endpoint failed: %s", l->what, strerror(-rc));
@@ -219,7 +268,7 @@ int sfxh_accept_poll(struct sfxh_listen *l, struct sfxh_peer *p)
 		return 0;
 	}
 	memset(p, 0, sizeof(*p));
-	rc = sfofi_peer(X.o[SFXH_RX], h.addr, h.len, &p->peer);
+	rc = sfofi_peer(ep_of(SFXH_RX, l->rail), h.addr, h.len, &p->peer);
 	if (rc) { /* no way to answer it: its connect times out, naming this host */
 		PWARN("%s: the connect from host %u cannot be answered: its address is refused "
 		      "(%s); ignored",
@@ -230,6 +279,7 @@ int sfxh_accept_poll(struct sfxh_listen *l, struct sfxh_peer *p)
 	p->nonce = h.nonce;
 	p->host = h.host;
 	p->nic = h.nic;
+	p->rail = l->rail;
 	memcpy(p->node, h.node, sizeof(p->node));
 	p->node[sizeof(p->node) - 1] = 0;
 	return 1;
@@ -248,8 +298,8 @@ int sfxh_welcome(struct sfxh_listen *l, const struct sfxh_peer *p, int status)
 					.status = status,
 					.conn = status ? 0 : p->conn,
 					.nonce = p->nonce};
-	int rc = post(SFXH_RX, 1, p->peer, xchan_tag(XCHAN_WELCOME, p->nonce, 0), &l->wel[i],
-		      sizeof(l->wel[i]), &l->wel_op[i]);
+	int rc = post(SFXH_RX, l->rail, 1, p->peer, xchan_tag(XCHAN_WELCOME, p->nonce, 0),
+		      &l->wel[i], sizeof(l->wel[i]), &l->wel_op[i]);
 	if (rc)
 		PWARN("%s: cannot answer the cross-host connect from %s: %s", l->what, p->node,
 		      strerror(-rc));
@@ -260,7 +310,7 @@ void sfxh_listen_free(struct sfxh_listen *l)
 {
 	if (!l)
 		return;
-	const struct xnet *net = sfxh_net(SFXH_RX);
+	const struct xnet *net = sfxh_net(SFXH_RX, l->rail);
 	if (xop_busy(&l->hello_op))
 		net->cancel(net->ctx, &l->hello_op);
 	struct xnet_op *ops[1 + XH_WELCOMES] = {&l->hello_op};
@@ -280,6 +330,7 @@ struct sfxh_pconn {
 	struct xh_welcome wel;
 	struct xnet_op hello_op, wel_op;
 	uint32_t port; /* the listener's */
+	uint32_t rail; /* the tx endpoint it connects from */
 	int hello_out; /* the transport took the HELLO (rxm says -EAGAIN until it has a
 			   connection to the peer: the poll tries again) */
 	char what[96];
@@ -289,8 +340,8 @@ static int pconn_send_hello(struct sfxh_pconn *pc)
 {
 	if (pc->hello_out)
 		return 0;
-	int rc = post(SFXH_TX, 1, pc->peer, xchan_tag(XCHAN_HELLO, pc->port, 0), &pc->hello,
-		      sizeof(pc->hello), &pc->hello_op);
+	int rc = post(SFXH_TX, pc->rail, 1, pc->peer, xchan_tag(XCHAN_HELLO, pc->port, 0),
+		      &pc->hello, sizeof(pc->hello), &pc->hello_op);
 	if (rc == -EAGAIN)
 		return 0;
 	if (rc)
@@ -304,16 +355,20 @@ int sfxh_pconn_new(const struct sfxh_addr *a, const char *node, uint32_t nic, co
 		   struct sfxh_pconn **out)
 {
 	*out = NULL;
-	int rc = endpoint(SFXH_TX, what);
+	/* connects take the tx rails in turn, as listeners take the rx ones */
+	uint32_t rail = X.next_tx % (uint32_t)sfxh_rails();
+	int rc = endpoint(SFXH_TX, rail, what);
 	if (rc)
 		return rc;
+	X.next_tx++;
 	struct sfxh_pconn *pc = calloc(1, sizeof(*pc));
 	if (!pc)
 		return -ENOMEM;
 	snprintf(pc->what, sizeof(pc->what), "%s", what);
+	pc->rail = rail;
 	pc->nonce = (uint32_t)(sfc_random_id() % XCHAN_MAX_CONN) + 1;
 	rc = a->len && a->len <= SFOFI_ADDR_MAX
-		? sfofi_peer(X.o[SFXH_TX], a->addr, a->len, &pc->peer)
+		? sfofi_peer(ep_of(SFXH_TX, rail), a->addr, a->len, &pc->peer)
 		: -EINVAL;
 	if (rc) {
 		PWARN("%s: the listener's address in the handle is refused (%u bytes): %s", what,
@@ -324,13 +379,13 @@ int sfxh_pconn_new(const struct sfxh_addr *a, const char *node, uint32_t nic, co
 	pc->hello = (struct xh_hello){
 		.magic = XH_MAGIC, .nonce = pc->nonce, .host = (uint16_t)X.host, .nic = nic};
 	size_t len = sizeof(pc->hello.addr);
-	rc = sfofi_addr(X.o[SFXH_TX], pc->hello.addr, &len);
+	rc = sfofi_addr(ep_of(SFXH_TX, rail), pc->hello.addr, &len);
 	pc->hello.len = (uint16_t)len;
 	snprintf(pc->hello.node, sizeof(pc->hello.node), "%s", node);
 	pc->port = a->port;
 	if (!rc)
-		rc = post(SFXH_TX, 0, pc->peer, xchan_tag(XCHAN_WELCOME, pc->nonce, 0), &pc->wel,
-			  sizeof(pc->wel), &pc->wel_op);
+		rc = post(SFXH_TX, rail, 0, pc->peer, xchan_tag(XCHAN_WELCOME, pc->nonce, 0),
+			  &pc->wel, sizeof(pc->wel), &pc->wel_op);
 	if (rc)
 		PWARN("%s: cannot wait for the answer to a cross-host connect: %s", what,
 		      strerror(-rc));
@@ -346,7 +401,7 @@ int sfxh_pconn_new(const struct sfxh_addr *a, const char *node, uint32_t nic, co
 
 int sfxh_pconn_poll(struct sfxh_pconn *pc, struct sfxh_peer *p)
 {
-	const struct xnet *net = sfxh_net(SFXH_TX);
+	const struct xnet *net = sfxh_net(SFXH_TX, pc->rail);
 	net->progress(net->ctx);
 	int rc = pconn_send_hello(pc);
 	if (rc)
@@ -377,6 +432,7 @@ int sfxh_pconn_poll(struct sfxh_pconn *pc, struct sfxh_peer *p)
 	memset(p, 0, sizeof(*p));
 	p->peer = pc->peer;
 	p->conn = w.conn;
+	p->rail = pc->rail;
 	return 1;
 }
 
@@ -384,7 +440,7 @@ void sfxh_pconn_free(struct sfxh_pconn *pc)
 {
 	if (!pc)
 		return;
-	const struct xnet *net = sfxh_net(SFXH_TX);
+	const struct xnet *net = sfxh_net(SFXH_TX, pc->rail);
 	if (net && xop_busy(&pc->wel_op))
 		net->cancel(net->ctx, &pc->wel_op);
 	struct xnet_op *ops[2] = {&pc->hello_op, &pc->wel_op};

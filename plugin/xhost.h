@@ -46,21 +46,29 @@ struct sfxh_peer {
 	uint32_t nic;		  /* the peer's NIC index on its node */
 	uint32_t nonce;		  /* the connector's name for its handshake */
 	uint32_t host;		  /* the peer's host */
+	uint32_t rail;		  /* this process's endpoint pair the connection runs on */
 	char node[SFXH_NODE_LEN]; /* the peer's node, for messages */
 };
 
 /*
  * A process's endpoints, one per direction (xhost.c says why): listeners and the recvComms'
- * channels use the rx one, connects and the sendComms' channels the tx one.
+ * channels use an rx one, connects and the sendComms' channels a tx one. With
+ * SIMFABRIC_XHOST_RAILS=N (1 to SFXH_RAILS_MAX, default 1) there are N of each, opened as
+ * needed: listeners take the rx rails in turn and connects the tx rails, so a process's
+ * connections (NCCL's channels) spread over N transport connections, each with its own lock,
+ * as a NIC spreads queue pairs over its engines. A connection stays on its rail.
  */
 enum sfxh_side { SFXH_RX = 0, SFXH_TX = 1 };
+#define SFXH_RAILS_MAX 8
 
 /* This process's host (SIMFABRIC_HOST), or -1: cross-host connections are off. */
 int sfxh_host(void);
-/* The transport of that side (NULL before its endpoint is open). */
-const struct xnet *sfxh_net(enum sfxh_side side);
-/* The receive agent's pump (ofi.h): mark the rx endpoint pumped or not, and drive it once
- * (the completions found, -ENODEV before it is open, or the transport's error). */
+/* SIMFABRIC_XHOST_RAILS (read once; a malformed value is a WARN and 1). */
+int sfxh_rails(void);
+/* The transport of that side's rail (NULL before that endpoint is open). */
+const struct xnet *sfxh_net(enum sfxh_side side, uint32_t rail);
+/* The receive agent's pump (ofi.h): mark the open rx endpoints pumped or not, and drive each
+ * once (the completions found, -ENODEV before one is open, or a transport's error). */
 void sfxh_pumped(int on);
 int sfxh_pump(void);
 

@@ -2183,11 +2183,15 @@ def test_38_62_the_pump_receives_across_hosts_exact_and_is_gone_at_unload(
 @pytest.mark.parametrize("env,says", [
     ({"SIMFABRIC_XHOST_PUMP": "yes", "SIMFABRIC_RECV_AGENT": "on"},
      "SIMFABRIC_XHOST_PUMP='yes' is not on or off; the pump stays off"),
+    ({"SIMFABRIC_XHOST_RAILS": "9"},
+     "SIMFABRIC_XHOST_RAILS='9' is not a number of rails from 1 to 8: one rail"),
+    ({"SIMFABRIC_XHOST_RAILS": "2x"},
+     "SIMFABRIC_XHOST_RAILS='2x' is not a number of rails from 1 to 8: one rail"),
     ({"SIMFABRIC_XHOST_PUMP": "on", "SIMFABRIC_RECV_AGENT": "off"},
      "SIMFABRIC_XHOST_PUMP=on needs the receive agent, which is off here "
      "(SIMFABRIC_RECV_AGENT=on starts it); the pump stays off"),
 ])
-def test_38_63_a_pump_that_cannot_run_is_named_and_the_transfers_go_on(
+def test_38_63_a_setting_that_cannot_be_honoured_is_named_and_the_transfers_go_on(
         sf_env, sf_fabric_factory, tmp_path, env, says):
     hosts = two_hosts(sf_fabric_factory)
     base = host_env(hosts, 2)
@@ -2195,3 +2199,28 @@ def test_38_63_a_pump_that_cannot_run_is_named_and_the_transfers_go_on(
                        env_of=lambda k: dict(base(k), **env), timeout=120)
     r.check_ok(2)
     assert says in r.outs[0][2] and says in r.outs[1][2], r.report()
+
+
+def test_38_64_rails_spread_connections_over_endpoints_and_stay_exact(
+        sf_env, sf_fabric_factory, tmp_path):
+    """SIMFABRIC_XHOST_RAILS=3: each process opens up to three endpoints per direction and its
+    listeners and connects take them in turn, so one peer's connections run over several
+    transport connections. Every transfer stays exact (sizes, tags, many in flight, allreduce,
+    alltoall, threads, the pump on), each process used more than one rail each way (their INFO
+    lines), and none beyond the third."""
+    hosts = two_hosts(sf_fabric_factory)
+    base = host_env(hosts, 4, debug="INFO")
+    r = launch_by_hand(sf_env, None, tmp_path, 4,
+                       ["--tests", "sizes,tags,inflight,allreduce,alltoall,threads",
+                        "--max-bytes", "4M", "--threads", "2"],
+                       env_of=lambda k: dict(base(k), SIMFABRIC_XHOST_RAILS="3",
+                                             SIMFABRIC_RECV_AGENT="on",
+                                             SIMFABRIC_XHOST_PUMP="on"), timeout=240)
+    r.check_ok(4)
+    for k in range(4):
+        for side in ("sends", "receives"):
+            rails = re.findall(r"cross-host %s from host \d over libfabric .* \(rail (\d) of (\d)\)"
+                               % side, r.outs[k][2])
+            assert rails and all(n == "3" for _, n in rails), (k, side, rails, r.report())
+            used = {int(i) for i, _ in rails}
+            assert len(used) >= 2 and max(used) <= 2, (k, side, used, r.report())
