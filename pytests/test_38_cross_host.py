@@ -2154,6 +2154,19 @@ def test_38_61_a_hosts_samples_cost_only_themselves(tmp_path, monkeypatch):
         r0.stop()
 
 
+def every_transfer_across_hosts(sf_env, sf_fabric_factory, tmp_path, **env):
+    """The harness's transfer tests (sizes, tags, many in flight, allreduce, alltoall, threads)
+    over 4 ranks on two local hosts with env added, checked exact; the run (its logs at INFO)."""
+    hosts = two_hosts(sf_fabric_factory)
+    base = host_env(hosts, 4, debug="INFO")
+    r = launch_by_hand(sf_env, None, tmp_path, 4,
+                       ["--tests", "sizes,tags,inflight,allreduce,alltoall,threads",
+                        "--max-bytes", "4M", "--threads", "2"],
+                       env_of=lambda k: dict(base(k), **env), timeout=240)
+    r.check_ok(4)
+    return r
+
+
 def test_38_62_the_pump_receives_across_hosts_exact_and_is_gone_at_unload(
         sf_env, sf_fabric_factory, tmp_path):
     """SIMFABRIC_XHOST_PUMP=on (with the receive agent on): the agent drives the rx endpoint
@@ -2161,14 +2174,8 @@ def test_38_62_the_pump_receives_across_hosts_exact_and_is_gone_at_unload(
     transfer stays exact (sizes, tags, many in flight, allreduce, alltoall, threads), the init
     line says the pump is on, and no thread is left once finalize returns (the harness's
     unload check, which libfabric's own progress threads fail)."""
-    hosts = two_hosts(sf_fabric_factory)
-    base = host_env(hosts, 4, debug="INFO")
-    r = launch_by_hand(sf_env, None, tmp_path, 4,
-                       ["--tests", "sizes,tags,inflight,allreduce,alltoall,threads",
-                        "--max-bytes", "4M", "--threads", "2"],
-                       env_of=lambda k: dict(base(k), SIMFABRIC_RECV_AGENT="on",
-                                             SIMFABRIC_XHOST_PUMP="on"), timeout=240)
-    r.check_ok(4)
+    r = every_transfer_across_hosts(sf_env, sf_fabric_factory, tmp_path,
+                                    SIMFABRIC_RECV_AGENT="on", SIMFABRIC_XHOST_PUMP="on")
     took = []
     for k in range(4):
         assert "receive agent on (20 us, pumping cross-host receives)" in r.outs[k][2], \
@@ -2208,15 +2215,9 @@ def test_38_64_rails_spread_connections_over_endpoints_and_stay_exact(
     transport connections. Every transfer stays exact (sizes, tags, many in flight, allreduce,
     alltoall, threads, the pump on), each process used more than one rail each way (their INFO
     lines), and none beyond the third."""
-    hosts = two_hosts(sf_fabric_factory)
-    base = host_env(hosts, 4, debug="INFO")
-    r = launch_by_hand(sf_env, None, tmp_path, 4,
-                       ["--tests", "sizes,tags,inflight,allreduce,alltoall,threads",
-                        "--max-bytes", "4M", "--threads", "2"],
-                       env_of=lambda k: dict(base(k), SIMFABRIC_XHOST_RAILS="3",
-                                             SIMFABRIC_RECV_AGENT="on",
-                                             SIMFABRIC_XHOST_PUMP="on"), timeout=240)
-    r.check_ok(4)
+    r = every_transfer_across_hosts(sf_env, sf_fabric_factory, tmp_path,
+                                    SIMFABRIC_XHOST_RAILS="3", SIMFABRIC_RECV_AGENT="on",
+                                    SIMFABRIC_XHOST_PUMP="on")
     for k in range(4):
         for side in ("sends", "receives"):
             rails = re.findall(r"cross-host %s from host \d over libfabric .* \(rail (\d) of (\d)\)"
