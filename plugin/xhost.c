@@ -145,10 +145,15 @@ static int endpoint(enum sfxh_side side, uint32_t rail, const char *what)
 	if (ep_of(side, rail))
 		return 0;
 	const char *dir = side == SFXH_TX ? "sends" : "receives";
+	/* with one rail (the default) the log reads as before rails existed */
+	char on[32] = "", of[32] = "";
+	if (sfxh_rails() > 1) {
+		snprintf(on, sizeof(on), " on rail %u", rail);
+		snprintf(of, sizeof(of), " (rail %u of %d)", rail, sfxh_rails());
+	}
 	if (X.tried[side][rail]) {
-		PWARN("%s: no endpoint for cross-host %s on rail %u (it failed to open: see the "
-		      "first WARN)",
-		      what, dir, rail);
+		PWARN("%s: no endpoint for cross-host %s%s (it failed to open: see the first WARN)",
+		      what, dir, on);
 		return -ENODEV;
 	}
 	X.tried[side][rail] = 1;
@@ -158,14 +163,14 @@ static int endpoint(enum sfxh_side side, uint32_t rail, const char *what)
 	struct sfofi *o = NULL;
 	int rc = sfofi_open(NULL, &o, why, sizeof(why));
 	if (rc) {
-		PWARN("%s: no endpoint for cross-host %s on rail %u: %s; "
+		PWARN("%s: no endpoint for cross-host %s%s: %s; "
 		      "this process %s same-host connections only",
-		      what, dir, rail, why, side == SFXH_TX ? "makes" : "takes");
+		      what, dir, on, why, side == SFXH_TX ? "makes" : "takes");
 		return rc;
 	}
 	atomic_store_explicit(&X.o[side][rail], o, memory_order_release);
-	PINFO(NCCL_INIT | NCCL_NET, "cross-host %s from host %d over libfabric %s (rail %u of %d)",
-	      dir, X.host, sfofi_describe(o), rail, sfxh_rails());
+	PINFO(NCCL_INIT | NCCL_NET, "cross-host %s from host %d over libfabric %s%s", dir, X.host,
+	      sfofi_describe(o), of);
 	return 0;
 }
 
