@@ -207,6 +207,8 @@ def test_03_10_no_profiler_events_before_v10(harness):
     (["--nranks=x"], "--nranks: 'x' is not an integer"),
     (["--fault-expect", "maybe"], "'maybe' is not ok, error or either"),
     (["--fault-lose", "0"], "--fault-lose: '0' is not an integer in [1, 63]"),
+    (["--flow-window", "9"], "--flow-window: '9' is not an integer in [1, 8]"),
+    (["--flow-window", "0"], "--flow-window: '0' is not an integer in [1, 8]"),
     (["--plugin", "p.so", "--fault-lose", "2"], "--fault-lose 2: there are 2 ranks (0 to 1)"),
     ([], "--plugin PATH is required"),
 ])
@@ -238,7 +240,8 @@ def test_03_13_every_option_in_the_help_is_accepted(sf_env):
     assert len(opts) >= 20, opts
     vals = {"--nranks": "2", "--tests": "connect", "--timeout": "5", "--bound": "5",
             "--threads": "2", "--max-bytes": "1M", "--node-prefix": "n", "--api-version": "10",
-            "--flows": "0>1", "--flow-bytes": "1M", "--flow-msg": "1M", "--fault-msgs": "3",
+            "--flows": "0>1", "--flow-bytes": "1M", "--flow-msg": "1M", "--flow-window": "1",
+            "--fault-msgs": "3",
             "--fault-bytes": "1K", "--fault-gap-us": "0", "--fault-expect": "ok",
             "--fault-lose": "1", "--json": "x.json"}
     for opt, metavar in opts:
@@ -247,3 +250,27 @@ def test_03_13_every_option_in_the_help_is_accepted(sf_env):
         argv = [sf_env.harness, opt] + ([vals[opt]] if metavar else [])
         p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
         assert p.returncode == 2 and "--plugin PATH is required" in p.stderr, (argv, p.stderr)
+
+
+def test_03_14_flow_window_1_pays_the_latency_per_message(harness, fabric_factory, tmp_path):
+    """--flow-window 1: a flow posts its next message only once the last completed, so every
+    message pays the link's latency (2 ms here) on its own; with the default window of 8 they
+    overlap and the gaps shrink to the serialization time (64 KiB at 10 Gb/s: 52 us)."""
+    sc = tmp_path / "slow-hop.yaml"
+    sc.write_text("fabric:\n  defaults:\n    link: {rate_gbps: 10, latency_ns: 2000000}\n"
+                  "  nodes: {count: 2, name: \"node{i}\"}\n  switches: [{name: sw0}]\n"
+                  "  links:\n    - {ends: [[node0, node1], sw0]}\n")
+    f = fabric_factory(args=["--scenario", str(sc)], name="slow-hop")
+    gaps = {}
+    for w in ("1", "8"):
+        r = harness(nranks=2, tests="flows", fabric=f, timeout=120,
+                    extra=["--flows", "0>1", "--flow-bytes", str(40 * 65536), "--flow-msg",
+                           "64K", "--flow-window", w])
+        r.check_ok()
+        done = [fl["done_us"] for t in r.tests("flows") for fl in t["metrics"]["flows"]
+                if fl["role"] == "recv"][0]
+        assert len(done) == 40, r.report()
+        gaps[w] = sorted(b - a for a, b in zip(done, done[1:]))[len(done) // 2]
+    # two hops of 2 ms each way: a lone message takes over 4 ms from post to its receive
+    assert gaps["1"] >= 4000, gaps
+    assert gaps["8"] < 1500, gaps

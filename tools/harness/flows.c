@@ -2,11 +2,13 @@
 /*
  * flows.c - the flows test (--flows SPEC): given rank pairs stream at
  * once, each a fixed number of bytes, and every receiver reports its flow's
- * throughput and the completion time of every message.
+ * throughput and the completion time of every message. With --flow-window 1
+ * each flow has one message in flight: its completion times are the
+ * transport's per-message latency (docs/scale-out.md measures hosts so).
  *
  * What it is for: contention and oversubscription on a modelled fabric. The
  * flows of a phase start together after a barrier, each with up to
- * F_WINDOW messages in flight (NCCL_STEPS), so every flow is greedy and the
+ * F_WINDOW (--flow-window, default 8: NCCL_STEPS) messages in flight, so every flow is greedy and the
  * fabric's FIFO reservation decides the shares. Phases run one after another,
  * each over connections of its own.
  *
@@ -36,16 +38,17 @@
 
 #include "tools/harness/harness.h"
 
-#define F_WINDOW 8
+#define F_WINDOW_MAX 8 /* NCCL_STEPS; --flow-window chooses 1 to this */
+#define F_WINDOW hx_opt.flow_window
 #define F_CORRUPT_KEEP 64 /* corrupted messages listed per flow */
 
 struct f_flow {
 	int idx;  /* in hx_flows */
 	int send; /* 1: this rank sends it, 0: receives it */
 	struct eng_conn *c;
-	char *buf[F_WINDOW], *want[F_WINDOW];
-	void *mh[F_WINDOW];
-	struct eng_op op[F_WINDOW];
+	char *buf[F_WINDOW_MAX], *want[F_WINDOW_MAX];
+	void *mh[F_WINDOW_MAX];
+	struct eng_op op[F_WINDOW_MAX];
 	long n, posted, done;
 	double *t_done; /* per message, seconds from the start */
 	long ncorrupt;

@@ -57,6 +57,7 @@ struct hx_opts {
 	const char *flows; /* --flows SPEC as given (NULL: the ring) */
 	size_t flow_bytes; /* per flow */
 	size_t flow_msg;   /* message size of the flows */
+	int flow_window;   /* messages in flight per flow (1..8) */
 	int corrupt_ok;	   /* flows: wrong data is counted in the metrics, not a failure */
 	long fault_msgs;    /* faults: messages each rank sends to the next */
 	size_t fault_bytes; /* faults: their size */

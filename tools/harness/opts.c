@@ -44,6 +44,7 @@ static void hx_usage(FILE *f)
 		"                      runs after the previous one (default: the ring i>i+1)\n"
 		"  --flow-bytes B      bytes each flow sends, in whole messages (default 64M)\n"
 		"  --flow-msg B        message size of the flows (default 1M, at most --max-bytes)\n"
+		"  --flow-window W     messages in flight per flow, 1 to 8 (default 8)\n"
 		"  --corrupt-ok        flows: count messages that arrive wrong (metrics) instead\n"
 		"                      of failing\n"
 		"  --profiler          v10+: pass profiler handles as NCCL does with a profiler\n"
@@ -277,6 +278,7 @@ enum {
 	HX_O_FLOWS,
 	HX_O_FLOW_BYTES,
 	HX_O_FLOW_MSG,
+	HX_O_FLOW_WINDOW,
 	HX_O_CORRUPT_OK,
 	HX_O_PROFILER,
 	HX_O_FAULT_MSGS,
@@ -304,6 +306,7 @@ static const struct option hx_long_opts[] = {
 	{"flows", required_argument, NULL, HX_O_FLOWS},
 	{"flow-bytes", required_argument, NULL, HX_O_FLOW_BYTES},
 	{"flow-msg", required_argument, NULL, HX_O_FLOW_MSG},
+	{"flow-window", required_argument, NULL, HX_O_FLOW_WINDOW},
 	{"corrupt-ok", no_argument, NULL, HX_O_CORRUPT_OK},
 	{"profiler", no_argument, NULL, HX_O_PROFILER},
 	{"fault-msgs", required_argument, NULL, HX_O_FAULT_MSGS},
@@ -370,6 +373,7 @@ void hx_parse_args(int argc, char **argv, const char **tests)
 	hx_opt.node_prefix = "node";
 	hx_opt.flow_bytes = 64u << 20;
 	hx_opt.flow_msg = 1u << 20;
+	hx_opt.flow_window = 8;
 	hx_opt.fault_msgs = 100;
 	hx_opt.fault_bytes = 64u << 10;
 	*tests = NULL;
@@ -441,6 +445,9 @@ void hx_parse_args(int argc, char **argv, const char **tests)
 			break;
 		case HX_O_FLOW_MSG:
 			hx_opt.flow_msg = hx_parse_bytes(name, v);
+			break;
+		case HX_O_FLOW_WINDOW:
+			hx_opt.flow_window = (int)hx_parse_long(name, v, 1, 8);
 			break;
 		case HX_O_FAULT_MSGS:
 			hx_opt.fault_msgs = hx_parse_count(name, v, 1, 1000000);
