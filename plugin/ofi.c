@@ -176,6 +176,9 @@ static int ofi_recv(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *
 static int ofi_cancel(void *ctx, struct xnet_op *op)
 {
 	struct sfofi *o = ctx;
+	int err = atomic_load_explicit(&o->err, memory_order_relaxed);
+	if (err) /* a forked child never enters the parent's provider (its locks may be held) */
+		return err;
 	lock_to_post(o);
 	ssize_t rc = fi_cancel(&o->ep->fid, op);
 	pthread_mutex_unlock(&o->lock);
@@ -275,6 +278,9 @@ int sfofi_pump(struct sfofi *o)
 {
 	if (!o)
 		return -EINVAL;
+	int err = atomic_load_explicit(&o->err, memory_order_relaxed);
+	if (err)
+		return err;
 	if (atomic_load_explicit(&o->want, memory_order_relaxed))
 		sched_yield(); /* a post waits for the lock: it goes first */
 	pthread_mutex_lock(&o->lock);
@@ -381,6 +387,9 @@ int sfofi_addr(struct sfofi *o, void *addr, size_t *len)
 {
 	if (!o || !addr || !len)
 		return -EINVAL;
+	int err = atomic_load_explicit(&o->err, memory_order_relaxed);
+	if (err)
+		return err;
 	lock_to_post(o);
 	int rc = fi_getname(&o->ep->fid, addr, len);
 	pthread_mutex_unlock(&o->lock);
@@ -391,6 +400,9 @@ int sfofi_peer(struct sfofi *o, const void *addr, size_t len, uint64_t *peer)
 {
 	if (!o || !addr || !len || len > SFOFI_ADDR_MAX || !peer)
 		return -EINVAL;
+	int err = atomic_load_explicit(&o->err, memory_order_relaxed);
+	if (err)
+		return err;
 	fi_addr_t a = FI_ADDR_NOTAVAIL;
 	lock_to_post(o);
 	for (int i = 0; i < o->npeers; i++)

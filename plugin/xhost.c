@@ -126,18 +126,23 @@ void sfxh_pumped(int on)
 
 int sfxh_pump(void)
 {
-	int took = 0, any = 0;
+	int took = 0, open = 0, failed = 0, err = 0;
 	for (uint32_t r = 0; r < SFXH_RAILS_MAX; r++) {
 		struct sfofi *o = ep_of(SFXH_RX, r);
 		if (!o)
 			continue;
-		any = 1;
+		open++;
 		int n = sfofi_pump(o);
-		if (n < 0)
-			return n;
-		took += n;
+		if (n < 0) { /* a failed rail sticks (its channels hear it): the others go on */
+			failed++;
+			err = n;
+		} else {
+			took += n;
+		}
 	}
-	return any ? took : -ENODEV;
+	if (!open)
+		return -ENODEV;
+	return failed == open ? err : took;
 }
 
 static int endpoint(enum sfxh_side side, uint32_t rail, const char *what)
@@ -172,6 +177,20 @@ static int endpoint(enum sfxh_side side, uint32_t rail, const char *what)
 	PINFO(NCCL_INIT | NCCL_NET, "cross-host %s from host %d over libfabric %s%s", dir, X.host,
 	      sfofi_describe(o), of);
 	return 0;
+}
+
+/* The rail to use for *rail: that one, or rail 0 when that one could not be opened (a rail that
+ * failed stays failed; the connections it would have had go to the first). */
+static int usable_rail(enum sfxh_side side, uint32_t *rail, const char *what)
+{
+	if (*rail && X.tried[side][*rail] && !ep_of(side, *rail))
+		*rail = 0;
+	int rc = endpoint(side, *rail, what);
+	if (rc && *rail) {
+		*rail = 0;
+		rc = endpoint(side, 0, what);
+	}
+	return rc;
 }
 
 static int post(enum sfxh_side side, uint32_t rail, int send, uint64_t peer, uint64_t tag,
@@ -222,14 +241,14 @@ int sfxh_listen_new(const char *what, struct sfxh_listen **out, struct sfxh_addr
 	/* listeners take the rails in turn: NCCL listens once per channel and peer */
 	uint32_t port = X.next_port % XCHAN_MAX_CONN + 1;
 	uint32_t rail = (port - 1) % (uint32_t)sfxh_rails();
-	int rc = endpoint(SFXH_RX, rail, what);
+	X.next_port = port;
+	int rc = usable_rail(SFXH_RX, &rail, what);
 	if (rc)
 		return rc;
 	struct sfxh_listen *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
 	snprintf(l->what, sizeof(l->what), "%s", what);
-	X.next_port = port;
 	l->port = port;
 	l->rail = rail;
 	size_t len = sizeof(a->addr);
@@ -361,11 +380,10 @@ int sfxh_pconn_new(const struct sfxh_addr *a, const char *node, uint32_t nic, co
 {
 	*out = NULL;
 	/* connects take the tx rails in turn, as listeners take the rx ones */
-	uint32_t rail = X.next_tx % (uint32_t)sfxh_rails();
-	int rc = endpoint(SFXH_TX, rail, what);
+	uint32_t rail = X.next_tx++ % (uint32_t)sfxh_rails();
+	int rc = usable_rail(SFXH_TX, &rail, what);
 	if (rc)
 		return rc;
-	X.next_tx++;
 	struct sfxh_pconn *pc = calloc(1, sizeof(*pc));
 	if (!pc)
 		return -ENOMEM;
