@@ -177,7 +177,17 @@ def test_38_07_the_launchers_blocks_are_the_scenario_compilers(sf_env, nhosts):
 def srun_agents(sf_env, argv_of, hosts=(1, 0), timeout=300, slurm=True):
     """One agent per host on this machine, as srun starts them (SLURM_NODEID, SLURM_NNODES 2,
     host 0 at MASTER_ADDR 127.0.0.1): argv_of(h) for host h; {h: (exit status, output)}.
-    slurm=False: none of those variables (the agents are told by hand); argv_of(h, port)."""
+    slurm=False: none of those variables (the agents are told by hand); argv_of(h, port).
+    A port that another process took between free_port() and host 0's bind (a race of the
+    machine's, not of simfabric's) is tried again with a fresh one, up to 3 times."""
+    for attempt in range(3):
+        res = _srun_agents_once(sf_env, argv_of, hosts, timeout, slurm)
+        if 0 not in res or "Address already in use" not in res[0][1]:
+            break
+    return res
+
+
+def _srun_agents_once(sf_env, argv_of, hosts, timeout, slurm):
     port = sfprocs.free_port()
     procs = {}
     try:
