@@ -24,7 +24,8 @@ flow's share within 5% of the single-host run's. Exit status 1 if one is not.
 
 Last, with no target, the transport's own ceiling: two nodes at 400 Gb/s (which the model does
 not pace here), one flow and then one each way at once, on one host and across two: where a
-scenario across hosts stops on this machine.
+scenario across hosts stops on this machine; and the latency per message, one in flight
+(--flow-window 1), at 8 KiB to 1 MiB, on one host and across two.
 """
 import argparse
 import json
@@ -45,7 +46,7 @@ PHASES = [("oversubscribed spine: 2 flows per leaf0 uplink", "0>4,1>5,2>6,3>7", 
 TOL = 0.05
 
 
-def flows(build, d, tag, nodes, local_hosts, scn, spec, flow_bytes, flow_msg):
+def flows(build, d, tag, nodes, local_hosts, scn, spec, flow_bytes, flow_msg, extra=()):
     """The harness's flows test over spec, launched on local_hosts hosts: its JSON."""
     jpath = os.path.join(d, "%s-%d.json" % (tag, local_hosts))
     p = subprocess.run(
@@ -54,7 +55,8 @@ def flows(build, d, tag, nodes, local_hosts, scn, spec, flow_bytes, flow_msg):
          os.path.join(d, "%s-run-%d" % (tag, local_hosts)), "--",
          os.path.join(build, "simfabric-harness"), "--launched", "--plugin",
          os.path.join(build, "libnccl-net-simfabric.so"), "--json", jpath, "--tests", "flows",
-         "--flows", spec, "--flow-bytes", flow_bytes, "--flow-msg", flow_msg, "--timeout", "200"],
+         "--flows", spec, "--flow-bytes", flow_bytes, "--flow-msg", flow_msg, "--timeout", "200"]
+        + list(extra),
         env=dict(os.environ, SIMFABRIC_BUILD_DIR=build), capture_output=True, text=True,
         timeout=400)
     if p.returncode != 0:
@@ -148,6 +150,34 @@ def ceiling(build, d, local_hosts):
     return [recv[0], min(recv[1], recv[2])]
 
 
+# What one message pays, from its post to its completion, with nothing else in flight: the
+# harness's flows with --flow-window 1 over the ceiling's fabric (400 Gb/s: at most 21 us of
+# model time for 1 MiB), the median gap between completions. No target: it says what each
+# dependent step of a collective pays across hosts (scale-out.md section 3, "Latency per
+# message").
+LAT_SIZES = ((8 << 10, "8K"), (64 << 10, "64K"), (256 << 10, "256K"), (1 << 20, "1M"))
+LAT_MSGS = 200
+
+
+def latency(build, d, local_hosts):
+    """{bytes: median us per message} with one message in flight."""
+    scn = os.path.join(d, "ceiling.yaml")
+    name, was, now = CEILING_FROM
+    with open(os.path.join(ROOT, "scenarios", name)) as f:
+        text = f.read()
+    with open(scn, "w") as f:
+        f.write(text.replace(was, now))
+    out = {}
+    for size, human in LAT_SIZES:
+        j = flows(build, d, "lat-%s" % human, 2, local_hosts, scn, "0>1", str(size * LAT_MSGS),
+                  human, extra=("--flow-window", "1"))
+        done = [e["done_us"] for t in j["tests"] if t["name"] == "flows"
+                for e in t["metrics"]["flows"] if e["role"] == "recv"][0]
+        gaps = sorted(b - a for a, b in zip(done[LAT_MSGS // 4:], done[LAT_MSGS // 4 + 1:]))
+        out[size] = gaps[len(gaps) // 2]
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -199,10 +229,24 @@ def main():
         print("  %-36s %10s %10s" % ("", "one host", "two hosts"))
         for i, what in enumerate(("one way", "both ways at once, each")):
             print("  %-36s %10.1f %10.1f" % (what, top[1][i], top[2][i]))
+    lat = None
+    try:  # no target either
+        with tempfile.TemporaryDirectory(prefix="sf-bench-xhost-") as d:
+            lat = {h: latency(build, d, h) for h in (1, 2)}
+    except RuntimeError as e:
+        print("\nthe latency per message: not measured: %s" % e)
+    if lat:
+        print("\nthe latency per message (one in flight, 2 nodes at 400 Gb/s, median us from "
+              "one completion to the next; no target):")
+        print("  %-10s %10s %10s %10s" % ("bytes", "one host", "two hosts", "two/one"))
+        for size, human in LAT_SIZES:
+            one, two = lat[1][size], lat[2][size]
+            print("  %-10s %10.1f %10.1f %9.1fx" % (human, one, two, two / one if one else 0))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"variants": res, "worst": worst,
-                       "ceiling_gbps": top and {"one_host": top[1], "two_hosts": top[2]}}, f,
+                       "ceiling_gbps": top and {"one_host": top[1], "two_hosts": top[2]},
+                       "latency_us": lat and {"one_host": lat[1], "two_hosts": lat[2]}}, f,
                       indent=1)
     return 0 if ok else 1
 
