@@ -130,8 +130,8 @@ def table(title, one, two, totals):
 CEILING_FROM = ("job-nccl-25g.yaml", "rate_gbps: 25,", "rate_gbps: 400,")
 
 
-def ceiling(build, d, local_hosts):
-    """[one way, each of both ways] in Gb/s (steady rates, the receivers')."""
+def ceiling_scenario(d):
+    """CEILING_FROM's scenario at 400 Gb/s, written into d: its path."""
     name, was, now = CEILING_FROM
     with open(os.path.join(ROOT, "scenarios", name)) as f:
         text = f.read()
@@ -140,6 +140,12 @@ def ceiling(build, d, local_hosts):
     scn = os.path.join(d, "ceiling.yaml")
     with open(scn, "w") as f:
         f.write(text.replace(was, now))
+    return scn
+
+
+def ceiling(build, d, local_hosts):
+    """[one way, each of both ways] in Gb/s (steady rates, the receivers')."""
+    scn = ceiling_scenario(d)
     j = flows(build, d, "ceiling", 2, local_hosts, scn, "0>1;0>1,1>0", "256M", "1M")
     recv = {}
     for t in j["tests"]:
@@ -161,21 +167,28 @@ LAT_MSGS = 200
 
 def latency(build, d, local_hosts):
     """{bytes: median us per message} with one message in flight."""
-    scn = os.path.join(d, "ceiling.yaml")
-    name, was, now = CEILING_FROM
-    with open(os.path.join(ROOT, "scenarios", name)) as f:
-        text = f.read()
-    with open(scn, "w") as f:
-        f.write(text.replace(was, now))
+    scn = ceiling_scenario(d)
     out = {}
     for size, human in LAT_SIZES:
-        j = flows(build, d, "lat-%s" % human, 2, local_hosts, scn, "0>1", str(size * LAT_MSGS),
-                  human, extra=("--flow-window", "1"))
-        done = [e["done_us"] for t in j["tests"] if t["name"] == "flows"
-                for e in t["metrics"]["flows"] if e["role"] == "recv"][0]
-        gaps = sorted(b - a for a, b in zip(done[LAT_MSGS // 4:], done[LAT_MSGS // 4 + 1:]))
-        out[size] = gaps[len(gaps) // 2]
+        for _ in range(2):  # the better of two runs: a run now and then idles its polls here
+            j = flows(build, d, "lat-%s" % human, 2, local_hosts, scn, "0>1",
+                      str(size * LAT_MSGS), human, extra=("--flow-window", "1"))
+            done = [e["done_us"] for t in j["tests"] if t["name"] == "flows"
+                    for e in t["metrics"]["flows"] if e["role"] == "recv"][0]
+            gaps = sorted(b - a for a, b in zip(done[LAT_MSGS // 4:], done[LAT_MSGS // 4 + 1:]))
+            out[size] = min(out.get(size, gaps[-1]), gaps[len(gaps) // 2])
     return out
+
+
+def one_and_two_hosts(measure, build, what):
+    """{1: measure(..., 1), 2: measure(..., 2)}, or None when a run failed (said: these have no
+    target, and the shares' verdict stands)."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="sf-bench-xhost-") as d:
+            return {h: measure(build, d, h) for h in (1, 2)}
+    except RuntimeError as e:
+        print("\n%s: not measured: %s" % (what, e))
+        return None
 
 
 def main():
@@ -217,27 +230,17 @@ def main():
     ok = worst <= TOL
     print("target: every compared share within %.0f%% of one host's: worst %.1f%%: %s" % (
         100 * TOL, 100 * worst, "met" if ok else "MISSED"))
-    top = None
-    try:  # no target: a failed run is said, and the shares' verdict stands
-        with tempfile.TemporaryDirectory(prefix="sf-bench-xhost-") as d:
-            top = {h: ceiling(build, d, h) for h in (1, 2)}
-    except RuntimeError as e:
-        print("\nthe transport's ceiling: not measured: %s" % e)
+    top = one_and_two_hosts(ceiling, build, "the transport's ceiling")
     if top:
         print("\nthe transport's ceiling (2 nodes at 400 Gb/s, steady Gb/s of 1 MiB messages; "
               "no target):")
         print("  %-36s %10s %10s" % ("", "one host", "two hosts"))
         for i, what in enumerate(("one way", "both ways at once, each")):
             print("  %-36s %10.1f %10.1f" % (what, top[1][i], top[2][i]))
-    lat = None
-    try:  # no target either
-        with tempfile.TemporaryDirectory(prefix="sf-bench-xhost-") as d:
-            lat = {h: latency(build, d, h) for h in (1, 2)}
-    except RuntimeError as e:
-        print("\nthe latency per message: not measured: %s" % e)
+    lat = one_and_two_hosts(latency, build, "the latency per message")
     if lat:
         print("\nthe latency per message (one in flight, 2 nodes at 400 Gb/s, median us from "
-              "one completion to the next; no target):")
+              "one completion to the next, the better of 2 runs; no target):")
         print("  %-10s %10s %10s %10s" % ("bytes", "one host", "two hosts", "two/one"))
         for size, human in LAT_SIZES:
             one, two = lat[1][size], lat[2][size]
