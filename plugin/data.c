@@ -462,11 +462,6 @@ static inline int dp_rx_post(struct sfnet_comm *c, int n, void **data, const uin
 	return chan_rx_post_in(c->rx, n, data, sizes, tags, where, q, e);
 }
 
-/* comm_hang on a connection to another host: the daemon holds no channel of it, so the comm
- * asks the fabric state itself (xmodel_held) and completes nothing, with no error: 1 with *d 0.
- * A node_kill of the other end's node (whose daemon, on the other host, kills its processes)
- * fails it as a dead peer's channel does on one host, rather than leave it to the liveness ping
- * (xmodel_peer_killed): -ECONNRESET with *e naming the fault. 0: neither, test the endpoint. */
 /* xmodel_peer_killed at now: 1 with *e naming the node_kill (-ECONNRESET), 0 if none. */
 static int dp_x_killed(struct sfnet_comm *c, int64_t now, struct chan_err *e)
 {
@@ -480,6 +475,11 @@ static int dp_x_killed(struct sfnet_comm *c, int64_t now, struct chan_err *e)
 	return 1;
 }
 
+/* comm_hang on a connection to another host: the daemon holds no channel of it, so the comm
+ * asks the fabric state itself (xmodel_held) and completes nothing, with no error: 1 with *d 0.
+ * A node_kill of the other end's node (whose daemon, on the other host, kills its processes)
+ * fails it as a dead peer's channel does on one host, rather than leave it to the liveness ping
+ * (xmodel_peer_killed): -ECONNRESET with *e naming the fault. 0: neither, test the endpoint. */
 static int dp_x_held(struct sfnet_comm *c, int *d, struct chan_err *e)
 {
 	/* the one branch a run without comm_hang or node_kill pays, before any clock read */

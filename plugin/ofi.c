@@ -137,6 +137,14 @@ static int ofi_err(int rc)
 	return -rc < FI_ERRNO_OFFSET ? rc : -EIO;
 }
 
+/* The endpoint's sticky failure (its completion queue failed, or this is a forked child), or 0:
+ * checked before any call that would enter libfabric, so that a child never enters the parent's
+ * provider, whose locks a parent thread may have held at the fork. */
+static inline int ofi_failed(const struct sfofi *o)
+{
+	return atomic_load_explicit(&o->err, memory_order_relaxed);
+}
+
 /* The lock for a post (or any call but progress): counted in want while waited for, so that a
  * pump (sfofi_pump), which retakes the lock at once and again, steps aside (mutexes are not
  * fair). */
@@ -151,7 +159,7 @@ static int ofi_send(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *
 		    struct xnet_op *op)
 {
 	struct sfofi *o = ctx;
-	int err = atomic_load_explicit(&o->err, memory_order_relaxed);
+	int err = ofi_failed(o);
 	if (err)
 		return err;
 	lock_to_post(o);
@@ -164,7 +172,7 @@ static int ofi_recv(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *
 		    struct xnet_op *op)
 {
 	struct sfofi *o = ctx;
-	int err = atomic_load_explicit(&o->err, memory_order_relaxed);
+	int err = ofi_failed(o);
 	if (err)
 		return err;
 	lock_to_post(o);
@@ -176,8 +184,8 @@ static int ofi_recv(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *
 static int ofi_cancel(void *ctx, struct xnet_op *op)
 {
 	struct sfofi *o = ctx;
-	int err = atomic_load_explicit(&o->err, memory_order_relaxed);
-	if (err) /* a forked child never enters the parent's provider (its locks may be held) */
+	int err = ofi_failed(o);
+	if (err)
 		return err;
 	lock_to_post(o);
 	ssize_t rc = fi_cancel(&o->ep->fid, op);
@@ -218,7 +226,7 @@ static int ofi_take_error(struct sfofi *o)
 static int progress_locked(struct sfofi *o)
 {
 	struct fi_cq_tagged_entry ent[SFOFI_CQ_BATCH];
-	int rc = atomic_load_explicit(&o->err, memory_order_relaxed), found = 0;
+	int rc = ofi_failed(o), found = 0;
 	if (rc)
 		return rc;
 	for (;;) {
@@ -259,7 +267,7 @@ static int ofi_progress(void *ctx)
 	struct sfofi *o = ctx;
 	if (atomic_load_explicit(&o->pumped, memory_order_relaxed)) {
 		if (pthread_mutex_trylock(&o->lock) != 0) /* the pump is in: its error, if any */
-			return atomic_load_explicit(&o->err, memory_order_relaxed);
+			return ofi_failed(o);
 	} else {
 		pthread_mutex_lock(&o->lock);
 	}
@@ -278,7 +286,7 @@ int sfofi_pump(struct sfofi *o)
 {
 	if (!o)
 		return -EINVAL;
-	int err = atomic_load_explicit(&o->err, memory_order_relaxed);
+	int err = ofi_failed(o);
 	if (err)
 		return err;
 	if (atomic_load_explicit(&o->want, memory_order_relaxed))
@@ -387,7 +395,7 @@ int sfofi_addr(struct sfofi *o, void *addr, size_t *len)
 {
 	if (!o || !addr || !len)
 		return -EINVAL;
-	int err = atomic_load_explicit(&o->err, memory_order_relaxed);
+	int err = ofi_failed(o);
 	if (err)
 		return err;
 	lock_to_post(o);
@@ -400,7 +408,7 @@ int sfofi_peer(struct sfofi *o, const void *addr, size_t len, uint64_t *peer)
 {
 	if (!o || !addr || !len || len > SFOFI_ADDR_MAX || !peer)
 		return -EINVAL;
-	int err = atomic_load_explicit(&o->err, memory_order_relaxed);
+	int err = ofi_failed(o);
 	if (err)
 		return err;
 	fi_addr_t a = FI_ADDR_NOTAVAIL;

@@ -88,9 +88,8 @@ int sfxh_rails(void)
 		char *end = NULL;
 		long v = e && *e ? strtol(e, &end, 10) : 1;
 		if (e && *e && (*end || v < 1 || v > SFXH_RAILS_MAX))
-			PWARN("SIMFABRIC_XHOST_RAILS='%.32s' is not a number of rails from 1 to "
-			      "%d: "
-			      "one rail",
+			PWARN("SIMFABRIC_XHOST_RAILS='%.32s' is not a number of rails from 1 "
+			      "to %d: one rail",
 			      e, SFXH_RAILS_MAX);
 		else
 			X.rails = (int)v;

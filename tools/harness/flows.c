@@ -8,8 +8,8 @@
  *
  * What it is for: contention and oversubscription on a modelled fabric. The
  * flows of a phase start together after a barrier, each with up to
- * F_WINDOW (--flow-window, default 8: NCCL_STEPS) messages in flight, so every flow is greedy and the
- * fabric's FIFO reservation decides the shares. Phases run one after another,
+ * --flow-window messages in flight (default 8: NCCL_STEPS), so every flow is
+ * greedy and the fabric's FIFO reservation decides the shares. Phases run one after another,
  * each over connections of its own.
  *
  * Connections are set up one at a time, in the order the flows are listed,
@@ -18,9 +18,9 @@
  * random decisions (keyed by seed, link, connection, message, packet) are the
  * same too. That is what the determinism tests rely on.
  *
- * Data: each of a sender's F_WINDOW buffers is filled once with its own
+ * Data: each of a sender's window's buffers is filled once with its own
  * pattern; a message carries its index in its first 8 bytes and the pattern
- * of buffer (index mod F_WINDOW) after them. A receiver compares every byte
+ * of buffer (index mod the window) after them. A receiver compares every byte
  * with memcmp against its copy of the patterns. A message that differs fails
  * the test, or with --corrupt-ok is counted and listed (index, first
  * differing byte) in the metrics.
@@ -28,7 +28,7 @@
  * Metrics, one entry per flow and role (each rank lists the flows it is in):
  * "gbit_s" is payload bits over the receiver's time from the start to the
  * last message; "steady_gbit_s" leaves the first window out (the messages
- * after the first F_WINDOW, over the time after the F_WINDOW-th completed), so
+ * after the first window, over the time after the window's last completed), so
  * who got onto a shared link first does not count. "done_us" lists the
  * receiver's completion time of every message, from the start.
  */
@@ -38,17 +38,15 @@
 
 #include "tools/harness/harness.h"
 
-#define F_WINDOW_MAX 8 /* NCCL_STEPS; --flow-window chooses 1 to this */
-#define F_WINDOW hx_opt.flow_window
 #define F_CORRUPT_KEEP 64 /* corrupted messages listed per flow */
 
 struct f_flow {
 	int idx;  /* in hx_flows */
 	int send; /* 1: this rank sends it, 0: receives it */
 	struct eng_conn *c;
-	char *buf[F_WINDOW_MAX], *want[F_WINDOW_MAX];
-	void *mh[F_WINDOW_MAX];
-	struct eng_op op[F_WINDOW_MAX];
+	char *buf[HX_FLOW_WINDOW_MAX], *want[HX_FLOW_WINDOW_MAX];
+	void *mh[HX_FLOW_WINDOW_MAX];
+	struct eng_op op[HX_FLOW_WINDOW_MAX];
 	long n, posted, done;
 	double *t_done; /* per message, seconds from the start */
 	long ncorrupt;
@@ -74,7 +72,7 @@ static int f_setup(struct f_flow *f)
 	f->t_done = calloc((size_t)f->n, sizeof(double));
 	if (!f->t_done)
 		exit(1);
-	for (k = 0; k < F_WINDOW; k++) {
+	for (k = 0; k < hx_opt.flow_window; k++) {
 		f->buf[k] = hx_alloc(reg);
 		if (f->send) {
 			hx_fill(f->buf[k], size, f_seed(f->idx, k));
@@ -94,7 +92,7 @@ static void f_teardown(struct f_flow *f, int dereg)
 {
 	int k;
 
-	for (k = 0; k < F_WINDOW; k++) {
+	for (k = 0; k < hx_opt.flow_window; k++) {
 		if (dereg && f->mh[k])
 			eng_dereg(f->c, f->mh[k]);
 		hx_free(f->buf[k]);
@@ -145,8 +143,8 @@ static int f_post(struct f_flow *f)
 {
 	int moved = 0;
 
-	while (f->posted < f->n && f->posted - f->done < F_WINDOW) {
-		int k = (int)(f->posted % F_WINDOW), tag = f->idx, r;
+	while (f->posted < f->n && f->posted - f->done < hx_opt.flow_window) {
+		int k = (int)(f->posted % hx_opt.flow_window), tag = f->idx, r;
 		size_t size = hx_opt.flow_msg;
 		void *buf = f->buf[k];
 
@@ -174,7 +172,7 @@ static int f_reap(struct hx_test *t, struct f_flow *f, double t0)
 	int moved = 0;
 
 	while (f->done < f->posted) {
-		int k = (int)(f->done % F_WINDOW);
+		int k = (int)(f->done % hx_opt.flow_window);
 		const struct eng_op *op = &f->op[k];
 
 		if (op->state == ENG_OP_PENDING)
@@ -191,6 +189,18 @@ static int f_reap(struct hx_test *t, struct f_flow *f, double t0)
 		moved++;
 	}
 	return moved;
+}
+
+/* The steady rate (docs above: the messages after the first window, over the time after the
+ * window's last completed) in Gb/s, or -1 where there is none (too few messages). */
+static double f_steady_gbit_s(const struct f_flow *f)
+{
+	int w = hx_opt.flow_window;
+	double last = f->n ? f->t_done[f->n - 1] : 0;
+
+	if (f->n <= w || last <= f->t_done[w - 1])
+		return -1;
+	return (double)hx_opt.flow_msg * (double)(f->n - w) * 8 / (last - f->t_done[w - 1]) / 1e9;
 }
 
 static void f_metrics(struct hx_test *t, const struct f_flow *f, int phase)
@@ -210,10 +220,9 @@ static void f_metrics(struct hx_test *t, const struct f_flow *f, int phase)
 	js_num(t->metrics, "bytes", bytes);
 	js_num(t->metrics, "seconds", last);
 	js_num(t->metrics, "gbit_s", last > 0 ? bytes * 8 / last / 1e9 : 0);
-	if (f->n > F_WINDOW && last > f->t_done[F_WINDOW - 1])
-		js_num(t->metrics, "steady_gbit_s",
-		       (double)hx_opt.flow_msg * (double)(f->n - F_WINDOW) * 8 /
-			       (last - f->t_done[F_WINDOW - 1]) / 1e9);
+	double steady = f_steady_gbit_s(f);
+	if (steady >= 0)
+		js_num(t->metrics, "steady_gbit_s", steady);
 	else
 		js_null(t->metrics, "steady_gbit_s");
 	if (!f->send) {
@@ -250,10 +259,9 @@ static int f_print(struct hx_test *t, struct f_flow *mine, int nmine, int phase,
 			continue;
 		g[((size_t)me * (size_t)nf + (size_t)(f->idx - lo)) * 2] =
 			(double)hx_opt.flow_msg * (double)f->n * 8 / last / 1e9;
-		if (f->n > F_WINDOW && last > f->t_done[F_WINDOW - 1])
-			g[((size_t)me * (size_t)nf + (size_t)(f->idx - lo)) * 2 + 1] =
-				(double)hx_opt.flow_msg * (double)(f->n - F_WINDOW) * 8 /
-				(last - f->t_done[F_WINDOW - 1]) / 1e9;
+		double steady = f_steady_gbit_s(f);
+		if (steady >= 0)
+			g[((size_t)me * (size_t)nf + (size_t)(f->idx - lo)) * 2 + 1] = steady;
 	}
 	if (oob_allgather(g, (size_t)nf * 2 * sizeof(double)) < 0) {
 		t_aborted(t, "the flows' summary");
@@ -370,7 +378,7 @@ void t_flows(struct hx_test *t)
 	int p, lo = 0, hi;
 
 	eng_init(&e, t, "flows");
-	js_int(t->metrics, "window", F_WINDOW);
+	js_int(t->metrics, "window", hx_opt.flow_window);
 	js_int(t->metrics, "msg_bytes", (long long)hx_opt.flow_msg);
 	js_int(t->metrics, "msgs_per_flow", f_messages());
 	js_int(t->metrics, "phases", hx_nphases);

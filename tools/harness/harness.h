@@ -41,6 +41,8 @@
 
 /* ---- options (parsed by the parent, inherited by the ranks through fork) ---- */
 
+#define HX_FLOW_WINDOW_MAX 8 /* a flow's messages in flight at most: NCCL_STEPS, the default */
+
 struct hx_opts {
 	const char *plugin;
 	int nranks;
@@ -57,7 +59,7 @@ struct hx_opts {
 	const char *flows; /* --flows SPEC as given (NULL: the ring) */
 	size_t flow_bytes; /* per flow */
 	size_t flow_msg;   /* message size of the flows */
-	int flow_window;   /* messages in flight per flow (1..8) */
+	int flow_window;   /* messages in flight per flow (1..HX_FLOW_WINDOW_MAX) */
 	int corrupt_ok;	   /* flows: wrong data is counted in the metrics, not a failure */
 	long fault_msgs;    /* faults: messages each rank sends to the next */
 	size_t fault_bytes; /* faults: their size */

@@ -373,7 +373,7 @@ void hx_parse_args(int argc, char **argv, const char **tests)
 	hx_opt.node_prefix = "node";
 	hx_opt.flow_bytes = 64u << 20;
 	hx_opt.flow_msg = 1u << 20;
-	hx_opt.flow_window = 8;
+	hx_opt.flow_window = HX_FLOW_WINDOW_MAX;
 	hx_opt.fault_msgs = 100;
 	hx_opt.fault_bytes = 64u << 10;
 	*tests = NULL;
@@ -447,7 +447,7 @@ void hx_parse_args(int argc, char **argv, const char **tests)
 			hx_opt.flow_msg = hx_parse_bytes(name, v);
 			break;
 		case HX_O_FLOW_WINDOW:
-			hx_opt.flow_window = (int)hx_parse_long(name, v, 1, 8);
+			hx_opt.flow_window = (int)hx_parse_long(name, v, 1, HX_FLOW_WINDOW_MAX);
 			break;
 		case HX_O_FAULT_MSGS:
 			hx_opt.fault_msgs = hx_parse_count(name, v, 1, 1000000);
