@@ -246,7 +246,9 @@ static ncclResult_t comm_xopen(enum sfnet_kind kind, struct sfnet_ctx *ctx, int 
 				.peer = p->peer,
 				.conn = p->conn,
 				.model = c->xmodel ? &xmodel_hooks : NULL,
-				.model_ctx = c->xmodel};
+				.model_ctx = c->xmodel,
+				.write_min = kind == SFNET_SEND ? sfxh_write_min() : 0};
+	c->xnet = cfg.net;
 	int rc = kind == SFNET_SEND ? xchan_tx_new(&cfg, &c->xtx) : xchan_rx_new(&cfg, &c->xrx);
 	if (rc) {
 		PWARN("%s: cannot open the cross-host channel: %s", what, strerror(-rc));

@@ -22,6 +22,7 @@
 #include "plugin/plog.h"
 #include "plugin/prof.h"
 #include "plugin/trace.h"
+#include "plugin/xhost.h"
 #include "sim/core/copyq.h"
 #include "sim/core/fstate.h"
 #include "sim/core/xmodel.h"
@@ -84,6 +85,28 @@ static ncclResult_t gpu_unsupported(const char *op, const void *data, size_t siz
 				    : "this memory type is not supported (ptrSupport has no DMA-BUF)",
 	      sfgpu_describe());
 	return ncclInvalidUsage;
+}
+
+/*
+ * A receive buffer of a connection to another host: open it to the sender's writes
+ * (sim/core/xchan.h: the payload lands in it in one trip), as an RDMA NIC's registration does.
+ * Without writes (SIMFABRIC_XHOST_WRITE=off, a provider without them, or a registration the
+ * provider refuses) its receives take messages, as before. Under sfnet_g.lock.
+ */
+static void mr_open_to_writes(struct sfnet_comm *c, struct sfnet_mr *mr)
+{
+	const struct xnet *x = c->xnet;
+	if (!x || !x->mr_open || !sfxh_write_min())
+		return;
+	int rc = x->mr_open(x->ctx, (void *)mr->base, mr->size, &mr->xkey, &mr->xaddr, &mr->xmr);
+	if (rc) {
+		mr->xmr = NULL;
+		PWARN("%s: regMr of %zu bytes at %p: the transport cannot open it to writes (%s); "
+		      "its receives take messages",
+		      c->desc, mr->size, (void *)mr->base, strerror(-rc));
+		return;
+	}
+	mr->xnet = x;
 }
 
 ncclResult_t sfnet_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
@@ -152,6 +175,8 @@ ncclResult_t sfnet_reg_mr(void *comm, void *data, size_t size, int type, void **
 	mr->comm = c;
 	mr->base = (uintptr_t)data;
 	mr->size = size;
+	if (c->xrx && size && !gpu)
+		mr_open_to_writes(c, mr);
 	mr->next = c->mrs;
 	c->mrs = mr;
 	pthread_mutex_unlock(&sfnet_g.lock);
@@ -211,6 +236,8 @@ ncclResult_t sfnet_dereg_mr(void *comm, void *mhandle)
 		if (mr->region)
 			sfgpu_unregister(mr->region);
 	}
+	if (mr->xmr) /* a peer's write into it from now on fails at the peer */
+		mr->xnet->mr_close(mr->xnet->ctx, mr->xmr);
 	mr->magic = 0;
 	free(mr);
 	return ncclSuccess;
@@ -454,11 +481,23 @@ static inline int dp_tx_post(struct sfnet_comm *c, const void *data, uint64_t si
 }
 
 static inline int dp_rx_post(struct sfnet_comm *c, int n, void **data, const uint64_t *sizes,
-			     const int32_t *tags, const struct chan_region *where, chan_req *q,
-			     struct chan_err *e)
+			     const int32_t *tags, const struct chan_region *where,
+			     void *const *mhandles, chan_req *q, struct chan_err *e)
 {
-	if (__builtin_expect(c->xrx != NULL, 0))
-		return xchan_rx_post(c->xrx, n, data, sizes, tags, q, e);
+	if (__builtin_expect(c->xrx != NULL, 0)) {
+		/* the buffers open to writes, each inside its registration */
+		struct xchan_wkey wk[CHAN_MAX_RECVS];
+		int any = 0;
+		for (int i = 0; i < n; i++) {
+			const struct sfnet_mr *mr = mhandles ? mhandles[i] : NULL;
+			wk[i].ok = mr && mr->magic == SFNET_MR_MAGIC && mr->xmr &&
+				   mr_covers(mr, data[i], sizes[i]);
+			wk[i].key = wk[i].ok ? mr->xkey : 0;
+			wk[i].addr = wk[i].ok ? mr->xaddr + ((uintptr_t)data[i] - mr->base) : 0;
+			any |= wk[i].ok;
+		}
+		return xchan_rx_post_w(c->xrx, n, data, sizes, tags, any ? wk : NULL, q, e);
+	}
 	return chan_rx_post_in(c->rx, n, data, sizes, tags, where, q, e);
 }
 
@@ -667,7 +706,7 @@ ncclResult_t sfnet_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	struct chan_err err;
 	pthread_mutex_lock(&c->rx_lock); /* the receive agent (plugin/agent.h) */
 	int rc = dp_rx_post(c, n, data, (const uint64_t *)sizes, (const int32_t *)tags,
-			    gpu ? where : NULL, &r->creq, &err);
+			    gpu ? where : NULL, mhandles, &r->creq, &err);
 	pthread_mutex_unlock(&c->rx_lock);
 	if (rc) {
 		req_put(c, r);

@@ -155,6 +155,11 @@ static void comm_destroy(struct sfnet_comm *c)
 				: xchan_rx_inflight(c->xrx);
 	if (inflight)
 		PINFO(NCCL_NET, "%s: closing with %d request(s) in flight", c->desc, inflight);
+	if (c->xtx) /* which way the payloads went (SIMFABRIC_XHOST_WRITE) */
+		PINFO(NCCL_NET, "%s: closing after %llu message(s), %llu written into the "
+				"receiver's buffers",
+		      c->desc, (unsigned long long)xchan_tx_sent(c->xtx),
+		      (unsigned long long)xchan_tx_written(c->xtx));
 	sfagent_remove(c); /* from here on only this thread touches the channel */
 	/* Mark our side closed first: the peer fails what can no longer complete. */
 	chan_tx_free(c->tx); /* waits for its GPU copies */
@@ -179,6 +184,8 @@ static void comm_destroy(struct sfnet_comm *c)
 		munmap(c->shm, c->shm_len);
 	for (struct sfnet_mr *mr = c->mrs, *next; mr; mr = next) {
 		next = mr->next;
+		if (mr->xmr) /* after the channel: nothing of ours writes into it any more */
+			mr->xnet->mr_close(mr->xnet->ctx, mr->xmr);
 		mr->magic = 0;
 		free(mr);
 	}

@@ -115,6 +115,9 @@ struct sfnet_mr {
 	int gpu;	     /* GPU memory (plugin/gpu.h) */
 	uint64_t region;     /* a GPU receive buffer's exported region; 0: none */
 	uintptr_t rbase;     /* ... and its allocation's base, where region offsets start */
+	void *xmr;		  /* open to a cross-host sender's writes (sim/core/xnet.h); NULL: not */
+	const struct xnet *xnet;  /* ... on this transport (the recvComm's rail) */
+	uint64_t xkey, xaddr;	  /* ... with this key, base being at xaddr for the writer */
 };
 
 /* A sendComm or recvComm: one channel end. The first block is the data path's. */
@@ -126,6 +129,7 @@ struct sfnet_comm {
 	struct chan_rx *rx;
 	struct xchan_tx *xtx; /* a connection to another host: these instead of tx, rx, shm */
 	struct xchan_rx *xrx;
+	const struct xnet *xnet; /* ... the transport they run on (its registrations: regMr) */
 	struct xmodel *xmodel; /* ... on a modelled fabric: its end of the distributed clock */
 	struct chan_shm *shm;
 	struct sfc_session *session;

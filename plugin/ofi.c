@@ -20,7 +20,7 @@
 
 #ifndef SF_HAVE_OFI
 
-int sfofi_open(const char *prov, struct sfofi **out, char *why, size_t whylen)
+int sfofi_open(const char *prov, int wants_writes, struct sfofi **out, char *why, size_t whylen)
 {
 	snprintf(why, whylen,
 		 "this build has no libfabric headers (install libfabric-dev and "
@@ -66,6 +66,7 @@ void sfofi_close(struct sfofi *o)
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -97,6 +98,9 @@ struct sfofi {
 	struct fid_cq *cq;
 	struct fid_ep *ep;
 	struct xnet net;
+	int writes;		  /* the provider writes (FI_RMA) and orders sends after them */
+	_Atomic uint64_t nwrites; /* writes posted (for the tests) */
+	uint64_t next_key;	  /* the next key asked for (mr_mode without FI_MR_PROV_KEY) */
 	char desc[96];
 	int npeers;
 	struct {
@@ -179,6 +183,56 @@ static int ofi_recv(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *
 	ssize_t rc = fi_trecvv(o->ep, iov, NULL, (size_t)niov, (fi_addr_t)peer, tag, 0, op);
 	pthread_mutex_unlock(&o->lock);
 	return rc == -FI_EAGAIN ? -EAGAIN : ofi_err((int)rc);
+}
+
+static int ofi_write(void *ctx, uint64_t peer, const void *buf, uint64_t len, uint64_t raddr,
+		     uint64_t key, struct xnet_op *op)
+{
+	struct sfofi *o = ctx;
+	int err = ofi_failed(o);
+	if (err)
+		return err;
+	lock_to_post(o);
+	ssize_t rc = fi_write(o->ep, buf, (size_t)len, NULL, (fi_addr_t)peer, raddr, key, op);
+	pthread_mutex_unlock(&o->lock);
+	if (!rc)
+		atomic_fetch_add_explicit(&o->nwrites, 1, memory_order_relaxed);
+	return rc == -FI_EAGAIN ? -EAGAIN : ofi_err((int)rc);
+}
+
+/* Registrations for peers' writes. The domain's mr_mode is one we asked for (hints_new): keys
+ * are ours to choose unless FI_MR_PROV_KEY, and addresses offsets unless FI_MR_VIRT_ADDR. */
+static int ofi_mr_open(void *ctx, void *base, uint64_t len, uint64_t *key, uint64_t *raddr,
+		       void **mr)
+{
+	struct sfofi *o = ctx;
+	int err = ofi_failed(o);
+	if (err)
+		return err;
+	if (!base || !len || !key || !raddr || !mr)
+		return -EINVAL;
+	struct fid_mr *m = NULL;
+	int mode = o->info->domain_attr->mr_mode;
+	lock_to_post(o);
+	uint64_t asked = o->next_key++;
+	int rc = fi_mr_reg(o->domain, base, (size_t)len, FI_REMOTE_WRITE, 0, asked, 0, &m, NULL);
+	pthread_mutex_unlock(&o->lock);
+	if (rc)
+		return ofi_err(rc);
+	*key = (mode & FI_MR_PROV_KEY) ? fi_mr_key(m) : asked;
+	*raddr = (mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)base : 0;
+	*mr = m;
+	return 0;
+}
+
+static void ofi_mr_close(void *ctx, void *mr)
+{
+	struct sfofi *o = ctx;
+	if (!mr || ofi_failed(o)) /* a forked child leaves the parent's provider alone */
+		return;
+	lock_to_post(o);
+	fi_close(&((struct fid_mr *)mr)->fid);
+	pthread_mutex_unlock(&o->lock);
 }
 
 static int ofi_cancel(void *ctx, struct xnet_op *op)
@@ -309,18 +363,20 @@ void sfofi_forked(struct sfofi *o)
 	atomic_store_explicit(&o->err, -ECONNRESET, memory_order_relaxed);
 }
 
-static struct fi_info *hints_new(const struct ofi_lib *l, const char *prov)
+/* writes: also one-sided writes into registered memory, with a send after a write delivered
+ * after it (FI_ORDER_SAW: xnet.h's contract). Keys and offsets as mr_mode 0 has them. */
+static struct fi_info *hints_new(const struct ofi_lib *l, const char *prov, int writes)
 {
 	struct fi_info *h = l->dupinfo(NULL);
 	if (!h)
 		return NULL;
-	h->caps = FI_TAGGED | FI_DIRECTED_RECV;
+	h->caps = FI_TAGGED | FI_DIRECTED_RECV | (writes ? FI_RMA | FI_WRITE | FI_REMOTE_WRITE : 0);
 	h->mode = 0; /* an op's context is ours: no FI_CONTEXT space in it */
 	h->ep_attr->type = FI_EP_RDM;
 	h->domain_attr->mr_mode = 0;
 	h->domain_attr->threading = FI_THREAD_SAFE;
-	h->tx_attr->msg_order = FI_ORDER_SAS;
-	h->rx_attr->msg_order = FI_ORDER_SAS;
+	h->tx_attr->msg_order = FI_ORDER_SAS | (writes ? FI_ORDER_SAW : 0);
+	h->rx_attr->msg_order = FI_ORDER_SAS | (writes ? FI_ORDER_SAW : 0);
 	h->fabric_attr->prov_name = strdup(prov); /* fi_freeinfo frees it */
 	return h;
 }
@@ -335,10 +391,11 @@ static struct fi_info *hints_new(const struct ofi_lib *l, const char *prov)
 		}                                                                                  \
 	} while (0)
 
-int sfofi_open(const char *prov, struct sfofi **out, char *why, size_t whylen)
+int sfofi_open(const char *prov, int wants_writes, struct sfofi **out, char *why, size_t whylen)
 {
 	if (!out)
 		return -EINVAL;
+	wants_writes = !!wants_writes;
 	if (!prov || !*prov)
 		prov = getenv("SIMFABRIC_OFI_PROVIDER");
 	if (!prov || !*prov)
@@ -352,14 +409,22 @@ int sfofi_open(const char *prov, struct sfofi **out, char *why, size_t whylen)
 		free(o);
 		return rc;
 	}
-	struct fi_info *h = hints_new(&o->lib, prov);
-	if (!h) {
-		snprintf(why, whylen, "out of memory for libfabric's hints");
-		sfofi_close(o);
-		return -ENOMEM;
+	/* with writes if the provider has them (and SIMFABRIC_XHOST_WRITE does not say off),
+	 * else tagged messages alone */
+	for (int writes = wants_writes; writes >= 0; writes--) {
+		struct fi_info *h = hints_new(&o->lib, prov, writes);
+		if (!h) {
+			snprintf(why, whylen, "out of memory for libfabric's hints");
+			sfofi_close(o);
+			return -ENOMEM;
+		}
+		rc = o->lib.getinfo(SFOFI_API, NULL, NULL, 0, h, &o->info);
+		o->lib.freeinfo(h);
+		o->writes = writes;
+		if (!rc && o->info)
+			break;
+		o->info = NULL;
 	}
-	rc = o->lib.getinfo(SFOFI_API, NULL, NULL, 0, h, &o->info);
-	o->lib.freeinfo(h);
 	if (rc || !o->info) {
 		snprintf(why, whylen,
 			 "no libfabric provider '%s' with reliable tagged messages here "
@@ -385,8 +450,15 @@ int sfofi_open(const char *prov, struct sfofi **out, char *why, size_t whylen)
 			       .recv = ofi_recv,
 			       .cancel = ofi_cancel,
 			       .progress = ofi_progress};
-	snprintf(o->desc, sizeof(o->desc), "%s on %s", o->info->fabric_attr->prov_name,
-		 o->info->domain_attr->name ? o->info->domain_attr->name : "?");
+	if (o->writes) {
+		o->net.mr_open = ofi_mr_open;
+		o->net.mr_close = ofi_mr_close;
+		o->net.write = ofi_write;
+		o->next_key = 1;
+	}
+	snprintf(o->desc, sizeof(o->desc), "%s on %s%s", o->info->fabric_attr->prov_name,
+		 o->info->domain_attr->name ? o->info->domain_attr->name : "?",
+		 o->writes ? ", writes" : "");
 	*out = o;
 	return 0;
 }

@@ -9,9 +9,11 @@
  * messages and directed receives per sfofi_open (plugin/xhost.c opens two a process, one per
  * direction); the provider is "tcp;ofi_rxm" unless
  * SIMFABRIC_OFI_PROVIDER (or libfabric's own FI_PROVIDER) says otherwise; FI_TCP_IFACE and
- * the other FI_* variables apply as libfabric documents them. Memory is not registered
- * (mr_mode 0), so providers that need it (efa, verbs without FI_MR_LOCAL emulation) are not
- * offered yet.
+ * the other FI_* variables apply as libfabric documents them. Where the provider has them, the
+ * endpoint also writes into peers' registered memory (FI_RMA, with sends ordered after writes:
+ * FI_ORDER_SAW), which xnet.h's write ops expose; tcp;ofi_rxm does. Local buffers are never
+ * registered and keys are ours (mr_mode 0), so providers that need either (efa, verbs without
+ * FI_MR_LOCAL emulation) are not offered yet.
  *
  * Threads: every function may be called from any thread; one mutex serialises the calls into
  * libfabric. Errors are negative errno values, with a line for the log in why.
@@ -32,11 +34,12 @@
 struct sfofi;
 
 /*
- * Load libfabric and open an endpoint on provider prov (NULL: the default above). 0, or
+ * Load libfabric and open an endpoint on provider prov (NULL: the default above), with writes
+ * if wants_writes and the provider has them (else without; sfofi_describe says which). 0, or
  * -ENOSYS (this build has no libfabric headers), -ELIBACC (libfabric.so.1 could not be
  * loaded), -ENODEV (no such provider here) or libfabric's error; why says which.
  */
-int sfofi_open(const char *prov, struct sfofi **out, char *why, size_t whylen);
+int sfofi_open(const char *prov, int wants_writes, struct sfofi **out, char *why, size_t whylen);
 /* This endpoint's address, for a peer's sfofi_peer. 0 or -ENOBUFS (*len: the size needed). */
 int sfofi_addr(struct sfofi *o, void *addr, size_t *len);
 /* A peer's address into the address vector: *peer is its address for the transport. */
@@ -56,7 +59,7 @@ int sfofi_pump(struct sfofi *o);
 /* In a child forked from a process with o open: a fresh lock, and every call fails with
  * -ECONNRESET (the parent's connections are not the child's). */
 void sfofi_forked(struct sfofi *o);
-/* The provider and domain in use ("tcp;ofi_rxm on lo"), for the log. */
+/* The provider and domain in use ("tcp;ofi_rxm on lo, writes"), for the log. */
 const char *sfofi_describe(const struct sfofi *o);
 void sfofi_close(struct sfofi *o);
 

@@ -48,8 +48,10 @@ _Static_assert(sizeof(struct xh_hello) == 136 && sizeof(struct xh_welcome) == 16
  * receiving progress them side by side. Under sfnet_g.lock.
  */
 static struct {
-	int parsed, host;	      /* SIMFABRIC_HOST, -1 off */
-	int rails;		      /* SIMFABRIC_XHOST_RAILS, 0 before it is read */
+	int parsed, host; /* SIMFABRIC_HOST, -1 off */
+	int rails;	  /* SIMFABRIC_XHOST_RAILS, 0 before it is read */
+	int write_parsed;
+	uint64_t write_min;	      /* SIMFABRIC_XHOST_WRITE */
 	int tried[2][SFXH_RAILS_MAX]; /* the endpoint was opened, or failed to (said so once) */
 	/* written once, under sfnet_g.lock; the receive agent's pump reads them without it */
 	struct sfofi *_Atomic o[2][SFXH_RAILS_MAX];
@@ -95,6 +97,26 @@ int sfxh_rails(void)
 			X.rails = (int)v;
 	}
 	return X.rails;
+}
+
+uint64_t sfxh_write_min(void)
+{
+	if (!X.write_parsed) {
+		X.write_parsed = 1;
+		X.write_min = SFXH_WRITE_MIN;
+		const char *e = getenv("SIMFABRIC_XHOST_WRITE");
+		char *end = NULL;
+		if (!e || !*e || !strcmp(e, "on"))
+			return X.write_min;
+		unsigned long long v = strcmp(e, "off") ? strtoull(e, &end, 10) : 0;
+		if (end && (*end || *e == '-' || v > SFXH_WRITE_MAX_MIN))
+			PWARN("SIMFABRIC_XHOST_WRITE='%.32s' is not on, off or a size in bytes up "
+			      "to %llu: on (writes from %d bytes)",
+			      e, SFXH_WRITE_MAX_MIN, SFXH_WRITE_MIN);
+		else
+			X.write_min = v;
+	}
+	return X.write_min;
 }
 
 const struct xnet *sfxh_net(enum sfxh_side side, uint32_t rail)
@@ -165,7 +187,7 @@ static int endpoint(enum sfxh_side side, uint32_t rail, const char *what)
 	pthread_once(&once, at_fork_once);
 	char why[256] = "";
 	struct sfofi *o = NULL;
-	int rc = sfofi_open(NULL, &o, why, sizeof(why));
+	int rc = sfofi_open(NULL, sfxh_write_min() > 0, &o, why, sizeof(why));
 	if (rc) {
 		PWARN("%s: no endpoint for cross-host %s%s: %s; "
 		      "this process %s same-host connections only",

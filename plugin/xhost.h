@@ -65,6 +65,15 @@ enum sfxh_side { SFXH_RX = 0, SFXH_TX = 1 };
 int sfxh_host(void);
 /* SIMFABRIC_XHOST_RAILS (read once; a malformed value is a WARN and 1). */
 int sfxh_rails(void);
+/*
+ * SIMFABRIC_XHOST_WRITE=on|off|BYTES (read once; default on): payloads of at least this many
+ * bytes (on: SFXH_WRITE_MIN) go as one-sided writes into the receiver's registered buffers
+ * (sim/core/xchan.h), where the provider writes; 0 (off): every payload as a message. A
+ * malformed value is a WARN and the default.
+ */
+#define SFXH_WRITE_MIN 16384 /* rxm's eager limit: below it a message is one trip already */
+#define SFXH_WRITE_MAX_MIN (1ull << 30)
+uint64_t sfxh_write_min(void);
 /* The transport of that side's rail (NULL before that endpoint is open). */
 const struct xnet *sfxh_net(enum sfxh_side side, uint32_t rail);
 /* The receive agent's pump (ofi.h): mark the open rx endpoints pumped or not, and drive each

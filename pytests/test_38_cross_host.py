@@ -2204,6 +2204,11 @@ def test_38_62_the_pump_receives_across_hosts_exact_and_is_gone_at_unload(
      "SIMFABRIC_XHOST_RAILS='9' is not a number of rails from 1 to 8: one rail"),
     ({"SIMFABRIC_XHOST_RAILS": "2x"},
      "SIMFABRIC_XHOST_RAILS='2x' is not a number of rails from 1 to 8: one rail"),
+    ({"SIMFABRIC_XHOST_WRITE": "yes"},
+     "SIMFABRIC_XHOST_WRITE='yes' is not on, off or a size in bytes up to 1073741824: "
+     "on (writes from 16384 bytes)"),
+    ({"SIMFABRIC_XHOST_WRITE": "-5"},
+     "SIMFABRIC_XHOST_WRITE='-5' is not on, off or a size in bytes up to 1073741824"),
     ({"SIMFABRIC_XHOST_PUMP": "on", "SIMFABRIC_RECV_AGENT": "off"},
      "SIMFABRIC_XHOST_PUMP=on needs the receive agent, which is off here "
      "(SIMFABRIC_RECV_AGENT=on starts it); the pump stays off"),
@@ -2235,3 +2240,37 @@ def test_38_64_rails_spread_connections_over_endpoints_and_stay_exact(
             assert rails and all(n == "3" for _, n in rails), (k, side, rails, r.report())
             used = {int(i) for i, _ in rails}
             assert len(used) >= 2 and max(used) <= 2, (k, side, used, r.report())
+
+
+def written_counts(r, k):
+    """(messages, written) summed over rank k's cross-host sendComms, from their close lines."""
+    found = re.findall(r"send \S+ -> \S+@host\d+ xconn \S+: closing after (\d+) message\(s\), "
+                       r"(\d+) written into the receiver's buffers", r.outs[k][2])
+    return sum(int(m) for m, _ in found), sum(int(w) for _, w in found), len(found)
+
+
+@pytest.mark.parametrize("setting", ["default", "off", "4096"])
+def test_38_65_payloads_go_as_writes_into_the_receivers_buffers_and_stay_exact(
+        sf_env, sf_fabric_factory, tmp_path, setting):
+    """Across hosts, a payload of at least SIMFABRIC_XHOST_WRITE bytes (default 16 KiB) goes as a
+    one-sided write into the receive buffer NCCL registered, its header behind it (one trip
+    instead of rxm's rendezvous). Every transfer stays exact with writes (the default and a
+    lower threshold) and without (off); the endpoints' INFO lines say whether they write, and
+    the sendComms' close lines count the payloads written: some with writes on, none off."""
+    env = {} if setting == "default" else {"SIMFABRIC_XHOST_WRITE": setting}
+    r = every_transfer_across_hosts(sf_env, sf_fabric_factory, tmp_path, **env)
+    total = written = comms = 0
+    for k in range(4):
+        for side in ("sends", "receives"):
+            line = re.search(r"cross-host %s from host \d over libfabric (.*)" % side,
+                             r.outs[k][2])
+            assert line, (k, side, r.report())
+            assert ("writes" in line.group(1)) == (setting != "off"), (k, line.group(0))
+        m, w, n = written_counts(r, k)
+        total, written, comms = total + m, written + w, comms + n
+    assert comms >= 4 and total > 0, (comms, total, r.report())
+    if setting == "off":
+        assert written == 0, (written, total)
+    else:  # sizes and allreduce up to 4 MiB: many payloads past the threshold, not all
+        assert 0 < written < total, (written, total, r.report())
+

@@ -4,7 +4,9 @@
  * two processes, each with its own endpoint on tcp;ofi_rxm over loopback, exchange their
  * addresses through a pipe, then the child echoes what the parent sends over a second channel.
  * Exact data from 0 B to 8 MiB, grouped receives, a window of messages in flight, a size
- * error seen at both ends, and a dead peer failing what waits on it.
+ * error seen at both ends, and a dead peer failing what waits on it; and the same exchanges
+ * with the payloads as one-sided writes into registered receive buffers (xnet.h), which the
+ * tcp provider must offer.
  *
  * A build without libfabric's headers, or a machine without libfabric.so.1, skips every case
  * with the reason (SIMFABRIC_REQUIRE_OFI=1 makes that a failure); with libfabric there, a
@@ -22,6 +24,39 @@
 
 enum { CONN_UP = 1, CONN_DOWN = 2, MAXSZ = 8 << 20 };
 
+static uint64_t g_write_min; /* both processes' senders' (set before the fork); 0: no writes */
+
+/* Writes this endpoint posted (0 in a build without libfabric's headers). */
+static uint64_t writes_of(const struct sfofi *o)
+{
+#ifdef SF_HAVE_OFI
+	return atomic_load(&o->nwrites);
+#else
+	(void)o;
+	return 0;
+#endif
+}
+
+/* Open [p, p + len) to the peer's writes (g_write_min set): 0 and *mr, or -1. */
+static int open_to_writes(struct sfofi *o, void *p, uint64_t len, struct xchan_wkey *wk, void **mr)
+{
+	*mr = NULL;
+	*wk = (struct xchan_wkey){0};
+	if (!g_write_min)
+		return 0;
+	const struct xnet *n = sfofi_net(o);
+	if (!n->mr_open || n->mr_open(n->ctx, p, len, &wk->key, &wk->addr, mr))
+		return -1;
+	wk->ok = 1;
+	return 0;
+}
+
+static void close_to_writes(struct sfofi *o, void *mr)
+{
+	if (mr)
+		sfofi_net(o)->mr_close(sfofi_net(o)->ctx, mr);
+}
+
 struct side {
 	struct sfofi *o;
 	uint64_t peer;
@@ -33,7 +68,7 @@ static int open_or_skip(struct sfofi **o, const char *test)
 {
 	char why[256] = "";
 	setenv("FI_TCP_IFACE", "lo", 0);
-	int rc = sfofi_open(NULL, o, why, sizeof(why));
+	int rc = sfofi_open(NULL, 1, o, why, sizeof(why));
 	if (rc == 0)
 		return 1;
 	const char *req = getenv("SIMFABRIC_REQUIRE_OFI");
@@ -60,7 +95,8 @@ static int swap_addr(struct side *s, int wfd, int rfd)
 
 static int side_open(struct side *s, uint32_t tx_conn, uint32_t rx_conn)
 {
-	struct xchan_cfg t = {.net = sfofi_net(s->o), .peer = s->peer, .conn = tx_conn};
+	struct xchan_cfg t = {
+		.net = sfofi_net(s->o), .peer = s->peer, .conn = tx_conn, .write_min = g_write_min};
 	struct xchan_cfg r = t;
 	r.conn = rx_conn;
 	return xchan_tx_new(&t, &s->tx) || xchan_rx_new(&r, &s->rx) ? -1 : 0;
@@ -119,10 +155,14 @@ static int echo_child(int wfd, int rfd)
 {
 	struct side s = {0};
 	char why[256];
-	if (sfofi_open(NULL, &s.o, why, sizeof(why)) || swap_addr(&s, wfd, rfd) ||
+	if (sfofi_open(NULL, 1, &s.o, why, sizeof(why)) || swap_addr(&s, wfd, rfd) ||
 	    side_open(&s, CONN_DOWN, CONN_UP))
 		_exit(10);
 	uint8_t *buf = malloc((size_t)MAXSZ * 2);
+	struct xchan_wkey arena;
+	void *mr;
+	if (open_to_writes(s.o, buf, (uint64_t)MAXSZ * 2, &arena, &mr))
+		_exit(15);
 	for (;;) {
 		uint64_t ann[1 + CHAN_MAX_RECVS];
 		chan_req q;
@@ -137,12 +177,15 @@ static int echo_child(int wfd, int rfd)
 		void *bufs[CHAN_MAX_RECVS];
 		uint64_t caps[CHAN_MAX_RECVS];
 		int32_t tags[CHAN_MAX_RECVS];
+		struct xchan_wkey wk[CHAN_MAX_RECVS];
 		for (int b = 0, off = 0; b < n; off += (int)ann[1 + b], b++) {
 			bufs[b] = buf + off;
 			caps[b] = ann[1 + b];
 			tags[b] = b;
+			wk[b] = arena;
+			wk[b].addr += (uint64_t)off;
 		}
-		int rc = xchan_rx_post(s.rx, n, bufs, caps, tags, &q, &e);
+		int rc = xchan_rx_post_w(s.rx, n, bufs, caps, tags, wk, &q, &e);
 		if (!rc)
 			rc = recv_wait(&s, q, got, &e);
 		if (rc == -EMSGSIZE) { /* the parent's size test: say what this end saw */
@@ -155,9 +198,13 @@ static int echo_child(int wfd, int rfd)
 			if (send_one(&s, bufs[b], got[b], b, &e))
 				_exit(13);
 	}
+	int wrote = writes_of(s.o) > 0;
+	xchan_tx_free(s.tx);
+	xchan_rx_free(s.rx);
+	close_to_writes(s.o, mr); /* after the channels, before the endpoint */
+	sfofi_close(s.o);
 	free(buf);
-	side_close(&s);
-	_exit(0);
+	_exit(g_write_min && !wrote ? 16 : 0);
 }
 
 static pid_t start_child(struct side *s)
@@ -227,7 +274,12 @@ static int round_trip(struct side *s, int n, const uint64_t *sizes, uint32_t see
 		tags[b] = b;
 	}
 	chan_req q;
-	rc = xchan_rx_post(s->rx, n, bufs, caps, tags, &q, &e);
+	struct xchan_wkey wk[CHAN_MAX_RECVS];
+	void *mr[CHAN_MAX_RECVS] = {0};
+	for (int b = 0; b < n; b++)
+		CHECK(open_to_writes(s->o, dst[b], sizes[b] + 1, &wk[b], &mr[b]) == 0,
+		      "buffer %d open to writes", b);
+	rc = xchan_rx_post_w(s->rx, n, bufs, caps, tags, wk, &q, &e);
 	for (int b = n - 1; !rc && b >= 0; b--) /* the tags in reverse: matching is by tag */
 		rc = send_one(s, src[b], sizes[b], b, &e);
 	if (!rc)
@@ -239,6 +291,7 @@ static int round_trip(struct side *s, int n, const uint64_t *sizes, uint32_t see
 		      "buffer %d of %llu B came back exact (%llu B)", b,
 		      (unsigned long long)sizes[b], (unsigned long long)got[b]);
 	for (int b = 0; b < n; b++) {
+		close_to_writes(s->o, mr[b]);
 		free(src[b]);
 		free(dst[b]);
 	}
@@ -281,6 +334,35 @@ static void test_exact_across_processes_at_every_size(void)
 	}
 	stop_child(&s, pid, 0);
 	side_close(&s);
+}
+
+/* The same exchanges with every payload of 1 B or more written into the receiver's buffers,
+ * both ways: the tcp provider offers writes, and both processes used them. */
+static void test_writes_exact_across_processes(void)
+{
+	g_write_min = 1;
+	struct side s = {0};
+	pid_t pid = echo_or_skip(&s, __func__);
+	if (pid <= 0) {
+		g_write_min = 0;
+		return;
+	}
+	CHECK(sfofi_net(s.o)->write && strstr(sfofi_describe(s.o), "writes"),
+	      "the endpoint writes: %s", sfofi_describe(s.o));
+	static const uint64_t one[] = {1, 63, 4096, 65537, 1 << 20, MAXSZ};
+	for (size_t k = 0; k < sizeof(one) / sizeof(one[0]); k++)
+		round_trip(&s, 1, &one[k], (uint32_t)k + 7);
+	static const uint64_t grouped[CHAN_MAX_RECVS] = {7, 0, 100000, 1, 4096, 3 << 20, 12, 65536};
+	round_trip(&s, CHAN_MAX_RECVS, grouped, 98);
+	for (uint32_t r = 0; r < 30; r++) {
+		uint64_t sz[3] = {r * 37 % 5000 + 1, r + 1, 8};
+		round_trip(&s, 3, sz, r);
+	}
+	CHECK(writes_of(s.o) > 30, "this process wrote: %llu writes",
+	      (unsigned long long)writes_of(s.o));
+	stop_child(&s, pid, 0); /* 16: the echo never wrote */
+	side_close(&s);
+	g_write_min = 0;
 }
 
 static void test_a_send_larger_than_the_receive_fails_both_processes(void)
@@ -342,6 +424,7 @@ static void test_a_dead_peer_fails_what_waits_on_it(void)
 
 static const struct check_case cases[] = {
 	CHECK_CASE(test_exact_across_processes_at_every_size),
+	CHECK_CASE(test_writes_exact_across_processes),
 	CHECK_CASE(test_a_send_larger_than_the_receive_fails_both_processes),
 	CHECK_CASE(test_a_dead_peer_fails_what_waits_on_it),
 };

@@ -26,12 +26,18 @@ struct xw_cts {
 	uint64_t seq;
 	uint64_t sizes[CHAN_MAX_RECVS];
 	int32_t tags[CHAN_MAX_RECVS];
+	uint32_t writable; /* bit b: buffer b takes writes, at wkey[b] and waddr[b] */
+	uint32_t reserved;
+	uint64_t wkey[CHAN_MAX_RECVS];
+	uint64_t waddr[CHAN_MAX_RECVS];
 };
+
+#define XW_H_WRITTEN 0x1 /* the payload went ahead as a write: this header alone follows it */
 
 struct xw_hdr {
 	uint32_t magic;
 	uint16_t buf;
-	uint16_t reserved;
+	uint16_t flags; /* XW_H_* */
 	uint64_t msg;
 	uint64_t recv;
 	uint64_t total;
@@ -53,7 +59,7 @@ struct xw_ctl {
 	uint64_t v[2];
 };
 
-_Static_assert(sizeof(struct xw_cts) == 112 && sizeof(struct xw_hdr) == 344 &&
+_Static_assert(sizeof(struct xw_cts) == 248 && sizeof(struct xw_hdr) == 344 &&
 		       sizeof(struct xw_ack) == 328 && sizeof(struct xw_ctl) == 24,
 	       "the wire layout changed: both ends must agree");
 
@@ -108,6 +114,8 @@ static int cfg_check(const struct xchan_cfg *c)
 	if (!c || !c->net || !c->net->send || !c->net->recv || !c->net->cancel ||
 	    !c->net->progress || c->conn < 1 || c->conn > XCHAN_MAX_CONN)
 		return -EINVAL;
+	if (!c->net->mr_open != !c->net->write || !c->net->mr_close != !c->net->write)
+		return -EINVAL; /* writes are all three or none */
 	if (c->model && (!c->model->post || !c->model->arrive || !c->model->acked))
 		return -EINVAL;
 	return 0;
@@ -130,6 +138,16 @@ static int post_send(const struct xchan_cfg *c, uint64_t tag, const void *a, siz
 	struct iovec iov[2] = {{(void *)a, alen}, {(void *)b, blen}};
 	atomic_store_explicit(&op->state, XOP_POSTED, memory_order_relaxed);
 	int rc = c->net->send(c->net->ctx, c->peer, tag, iov, b || blen ? 2 : 1, op);
+	if (rc)
+		atomic_store_explicit(&op->state, XOP_IDLE, memory_order_relaxed);
+	return rc;
+}
+
+static int post_write(const struct xchan_cfg *c, const void *buf, uint64_t len, uint64_t raddr,
+		      uint64_t key, struct xnet_op *op)
+{
+	atomic_store_explicit(&op->state, XOP_POSTED, memory_order_relaxed);
+	int rc = c->net->write(c->net->ctx, c->peer, buf, len, raddr, key, op);
 	if (rc)
 		atomic_store_explicit(&op->state, XOP_IDLE, memory_order_relaxed);
 	return rc;
@@ -186,16 +204,21 @@ struct xtx_send {
 	uint8_t queued;	 /* waiting for the transport to take it (-EAGAIN) */
 	uint8_t acked;	 /* the receiver has it */
 	uint8_t doomed;	 /* the model fails it at done_ns */
+	uint8_t write;	 /* the payload goes as a write to wkey at waddr, then the header */
+	uint8_t written; /* ... and the write is posted */
 	uint32_t fault, link, timeouts;
 	int64_t delay_ns;
+	uint64_t wkey, waddr;
 	struct xw_hdr hdr;
-	struct xnet_op op;
+	struct xnet_op op;  /* the header and payload, or the header alone */
+	struct xnet_op wop; /* the write */
 };
 
 struct xchan_tx {
 	struct xchan_cfg c;
 	struct sticky failed;
 	uint64_t next_msg;    /* messages posted */
+	uint64_t nwritten;    /* ... whose payload went as a write */
 	uint64_t queued_from; /* the first not handed to the transport yet */
 	uint64_t cur_recv;    /* the head receive the next send fills */
 	uint32_t nfilled;
@@ -316,6 +339,18 @@ static int tx_push(struct xchan_tx *tx, struct chan_err *err)
 		struct xtx_send *s = &tx->sends[tx->queued_from % CHAN_MAX_SENDS];
 		uint32_t low = (uint32_t)(s->hdr.recv << 3 | s->hdr.buf);
 		uint64_t len = s->doomed ? 0 : s->size; /* a failed message carries no payload */
+		if (s->write && !s->written) { /* the payload first: the header is ordered after */
+			int rc = post_write(&tx->c, s->data, s->size, s->waddr, s->wkey, &s->wop);
+			if (rc == -EAGAIN)
+				return 0;
+			if (rc)
+				return stick(&tx->failed, err, rc, "the transport refused a write",
+					     s->msg, s->size);
+			s->written = 1;
+			tx->nwritten++;
+		}
+		if (s->write)
+			len = 0;
 		int rc = post_send(&tx->c, xchan_tag(XCHAN_DATA, tx->c.conn, low), &s->hdr,
 				   sizeof(s->hdr), len ? s->data : NULL, len, &s->op);
 		if (rc == -EAGAIN)
@@ -339,7 +374,7 @@ static int tx_take_cts(struct xchan_tx *tx, int i, struct chan_err *err)
 					   "the receiver's host is gone (clear-to-send)",
 					   (uint64_t)-op->status, 0);
 	if (op->len != sizeof(c) || c.magic != XW_MAGIC || c.n < 1 || c.n > CHAN_MAX_RECVS ||
-	    c.seq < tx->cur_recv || c.seq >= tx->cur_recv + CHAN_MAX_REQS)
+	    (c.writable >> c.n) || c.seq < tx->cur_recv || c.seq >= tx->cur_recv + CHAN_MAX_REQS)
 		return stick(&tx->failed, err, -EPROTO, "corrupt receive post", c.seq, c.n);
 	tx->cts[c.seq % CHAN_MAX_REQS] = c;
 	tx->cts_have[c.seq % CHAN_MAX_REQS] = 1;
@@ -441,7 +476,7 @@ int xchan_tx_post(struct xchan_tx *tx, const void *data, uint64_t size, int32_t 
 	if (rc)
 		return rc;
 	struct xtx_send *s = &tx->sends[tx->next_msg % CHAN_MAX_SENDS];
-	if (s->in_use || xop_busy(&s->op))
+	if (s->in_use || xop_busy(&s->op) || xop_busy(&s->wop))
 		return fail(err, -EAGAIN, "too many sends in flight", CHAN_MAX_SENDS, 0);
 	struct xw_cts *c = &tx->cts[tx->cur_recv % CHAN_MAX_REQS];
 	if (!tx->cts_have[tx->cur_recv % CHAN_MAX_REQS] && (rc = tx_harvest(tx, err)))
@@ -481,6 +516,13 @@ int xchan_tx_post(struct xchan_tx *tx, const void *data, uint64_t size, int32_t 
 		}
 		s->doomed = (s->hdr.st.flags & XCHAN_S_FAIL) != 0;
 	}
+	if (!s->doomed && size && tx->c.write_min && size >= tx->c.write_min && tx->c.net->write &&
+	    (c->writable >> b & 1)) {
+		s->write = 1;
+		s->wkey = c->wkey[b];
+		s->waddr = c->waddr[b];
+		s->hdr.flags = XW_H_WRITTEN;
+	}
 	tx->filled[b] = 1;
 	if (++tx->nfilled == c->n) {
 		tx->cts_have[tx->cur_recv % CHAN_MAX_REQS] = 0;
@@ -514,7 +556,13 @@ int xchan_tx_test(struct xchan_tx *tx, chan_req req, int *done, uint64_t *size,
 		tx_recycle(tx, s);
 		return rc;
 	}
-	if (s->acked && xop_done(&s->op)) {
+	if (s->write && xop_done(&s->wop) && s->wop.status) {
+		tx_recycle(tx, s);
+		return stick(&tx->failed, err, s->wop.status == -ECONNRESET ? -ECONNRESET : -EIO,
+			     "the write into the receiver's buffer failed",
+			     (uint64_t)-s->wop.status, s->msg);
+	}
+	if (s->acked && xop_done(&s->op) && (!s->write || xop_done(&s->wop))) {
 		if (s->op.status) {
 			tx_recycle(tx, s);
 			return stick(&tx->failed, err, -ECONNRESET, "the receiver's host is gone",
@@ -573,6 +621,16 @@ int xchan_tx_inflight(const struct xchan_tx *tx)
 	return tx ? tx->inflight : 0;
 }
 
+uint64_t xchan_tx_sent(const struct xchan_tx *tx)
+{
+	return tx ? tx->next_msg : 0;
+}
+
+uint64_t xchan_tx_written(const struct xchan_tx *tx)
+{
+	return tx ? tx->nwritten : 0;
+}
+
 void xchan_tx_free(struct xchan_tx *tx)
 {
 	if (!tx)
@@ -585,7 +643,7 @@ void xchan_tx_free(struct xchan_tx *tx)
 	if (tx->failed.code != -ECONNRESET && tx->failed.code != -EMSGSIZE)
 		ctl_send(&tx->c, XDIR_TO_RX, &tx->ctl_out, &tx->ctl_out_op, XCTL_CLOSE,
 			 tx->queued_from, 0);
-	struct xnet_op *ops[XT_CTS_RING + XT_ACK_RING + 3 + CHAN_MAX_SENDS];
+	struct xnet_op *ops[XT_CTS_RING + XT_ACK_RING + 3 + 2 * CHAN_MAX_SENDS];
 	size_t n = 0;
 	for (int i = 0; i < XT_CTS_RING; i++)
 		ops[n++] = &tx->cts_op[i];
@@ -594,8 +652,10 @@ void xchan_tx_free(struct xchan_tx *tx)
 	ops[n++] = &tx->ctl_in_op;
 	ops[n++] = &tx->ctl_out_op;
 	ops[n++] = &tx->ping_op;
-	for (int i = 0; i < CHAN_MAX_SENDS; i++)
+	for (int i = 0; i < CHAN_MAX_SENDS; i++) {
 		ops[n++] = &tx->sends[i].op;
+		ops[n++] = &tx->sends[i].wop;
+	}
 	for (size_t i = 0; i < XT_CTS_RING + XT_ACK_RING + 1; i++)
 		cancel_op(&tx->c, ops[i]);
 	if (drain_close(&tx->c, ops, n, tx->failed.code == -ECONNRESET))
@@ -608,7 +668,8 @@ struct xrx_buf {
 	void *data;
 	uint64_t cap, got;
 	int32_t tag;
-	uint8_t in; /* its message is here */
+	uint8_t in;	  /* its message is here */
+	uint8_t writable; /* offered to writes in the CTS */
 	struct xw_hdr hdr;
 	struct xnet_op op;
 };
@@ -710,11 +771,18 @@ static int rx_take_data(struct xchan_rx *rx, struct xrx_recv *r, int b, struct c
 			? 0
 			: stick(&rx->failed, err, -ECONNRESET, "the sender's host is gone",
 				(uint64_t)-x->op.status, r->seq);
-	if (x->op.len < sizeof(h) || h.magic != XW_MAGIC || h.recv != r->seq || h.buf != b)
+	if (x->op.len < sizeof(h) || h.magic != XW_MAGIC || h.recv != r->seq || h.buf != b ||
+	    (h.flags & ~XW_H_WRITTEN))
 		return stick(&rx->failed, err, -EPROTO, "message does not match a posted receive",
 			     h.recv, r->seq);
-	x->got = x->op.len - sizeof(h);
 	int doomed = (h.st.flags & XCHAN_S_FAIL) != 0;
+	x->got = x->op.len - sizeof(h);
+	if (h.flags & XW_H_WRITTEN) { /* the payload is in already (xnet.h: the order) */
+		if (!x->writable || x->got || doomed)
+			return stick(&rx->failed, err, -EPROTO,
+				     "a write into a buffer not offered to writes", h.msg, h.total);
+		x->got = h.total;
+	}
 	if ((!doomed && x->got != h.total) || h.total > x->cap)
 		return stick(&rx->failed, err, -EPROTO, "message size differs from its header",
 			     x->got, h.total);
@@ -819,6 +887,13 @@ static int recv_busy(const struct xrx_recv *r)
 int xchan_rx_post(struct xchan_rx *rx, int n, void *const *data, const uint64_t *sizes,
 		  const int32_t *tags, chan_req *req, struct chan_err *err)
 {
+	return xchan_rx_post_w(rx, n, data, sizes, tags, NULL, req, err);
+}
+
+int xchan_rx_post_w(struct xchan_rx *rx, int n, void *const *data, const uint64_t *sizes,
+		    const int32_t *tags, const struct xchan_wkey *wkeys, chan_req *req,
+		    struct chan_err *err)
+{
 	if (!rx || !req || n < 1 || n > CHAN_MAX_RECVS || !data || !sizes || !tags)
 		return fail(err, -EINVAL, "bad receive", (uint64_t)n, 0);
 	for (int b = 0; b < n; b++)
@@ -840,6 +915,12 @@ int xchan_rx_post(struct xchan_rx *rx, int n, void *const *data, const uint64_t 
 		r->b[b] = (struct xrx_buf){.data = data[b], .cap = sizes[b], .tag = tags[b]};
 		r->cts.sizes[b] = sizes[b];
 		r->cts.tags[b] = tags[b];
+		if (wkeys && wkeys[b].ok && data[b] && sizes[b] && rx->c.net->write) {
+			r->b[b].writable = 1;
+			r->cts.writable |= 1u << b;
+			r->cts.wkey[b] = wkeys[b].key;
+			r->cts.waddr[b] = wkeys[b].addr;
+		}
 		uint32_t low = (uint32_t)(r->seq << 3 | (uint64_t)b);
 		rc = post_recv(&rx->c, xchan_tag(XCHAN_DATA, rx->c.conn, low), &r->b[b].hdr,
 			       sizeof(r->b[b].hdr), data[b] ? data[b] : NULL,

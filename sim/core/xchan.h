@@ -8,11 +8,18 @@
  * Protocol. Each message below is one transport message whose tag names its kind, the
  * connection (28 bits, unique between the two processes) and, for data, the receive and the
  * buffer it fills:
- *   CTS   rx -> tx  one per posted receive: its number, n buffers, their capacities and tags.
- *                   The receiver has already posted one transport receive per buffer, straight
- *                   into the application's buffer (no staging copy).
+ *   CTS   rx -> tx  one per posted receive: its number, n buffers, their capacities and tags,
+ *                   and for each buffer the receiver opened to writes its key and address. The
+ *                   receiver has already posted one transport receive per buffer, straight into
+ *                   the application's buffer (no staging copy).
  *   DATA  tx -> rx  one per send: a 344-byte header (message and receive numbers, buffer, size,
- *                   the model's stamp) and the payload, as one message of two parts.
+ *                   the model's stamp) and the payload, as one message of two parts; or, for a
+ *                   payload of at least write_min bytes into a buffer open to writes, the
+ *                   payload as a transport write into it and the header alone behind it (the
+ *                   transport delivers a message sent after a write only once the write's bytes
+ *                   are in: xnet.h), flagged so. One trip, where a large message costs a
+ *                   rendezvous (libfabric's rxm: three) and a small one a copy out of bounce
+ *                   buffers.
  *   ACK   rx -> tx  one per message, sent when its data are in (an RC NIC's ACK: it does not
  *                   wait for the receiving application to test), with the model's stamp back.
  *   CTL   either    EMSGSIZE (both ends fail, as the shared-memory channel does) or CLOSE (with
@@ -95,6 +102,16 @@ struct xchan_cfg {
 	void *model_ctx;
 	uint32_t ping_dead_ms; /* a PING not handed over this long fails the endpoint (0: the
 				  default, XCHAN_PING_DEAD_MS) */
+	uint64_t write_min;    /* sender: payloads of at least this many bytes go as writes into
+			       buffers open to them (0: never; a transport without writes: never) */
+};
+
+/* Where a receive buffer takes writes (xnet.h): the registration's key and the address its
+ * first byte has for writers (mr_open's raddr plus the buffer's offset in the registration). */
+struct xchan_wkey {
+	uint64_t key;
+	uint64_t addr;
+	int ok; /* 0: the buffer takes messages only */
 };
 
 struct xchan_tx;
@@ -127,6 +144,11 @@ int xchan_tx_test(struct xchan_tx *tx, chan_req req, int *done, uint64_t *size,
 /* As chan_rx_post / chan_rx_test. */
 int xchan_rx_post(struct xchan_rx *rx, int n, void *const *data, const uint64_t *sizes,
 		  const int32_t *tags, chan_req *req, struct chan_err *err);
+/* As xchan_rx_post, with the buffers' write keys (n of them; NULL: none). A buffer with one must
+ * stay open to writes (its registration not closed) until the receive is reported done. */
+int xchan_rx_post_w(struct xchan_rx *rx, int n, void *const *data, const uint64_t *sizes,
+		    const int32_t *tags, const struct xchan_wkey *wkeys, chan_req *req,
+		    struct chan_err *err);
 int xchan_rx_test(struct xchan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 		  struct chan_err *err);
 /* Drive the endpoint (and the transport) without testing a request: the receive agent's
@@ -149,6 +171,9 @@ int xchan_rx_ping(struct xchan_rx *rx, struct chan_err *err);
 void xchan_tx_peer_gone(struct xchan_tx *tx);
 void xchan_rx_peer_gone(struct xchan_rx *rx);
 int xchan_tx_inflight(const struct xchan_tx *tx);
+/* Messages posted so far, and how many of their payloads went as writes (0 for NULL). */
+uint64_t xchan_tx_sent(const struct xchan_tx *tx);
+uint64_t xchan_tx_written(const struct xchan_tx *tx);
 int xchan_rx_inflight(const struct xchan_rx *rx);
 
 /*

@@ -20,6 +20,12 @@
  *     then the op and its buffers belong to the transport. Nothing else is called back, so a
  *     completion for one channel found while progressing another touches no channel state.
  *   - A peer that is gone fails the ops that involve it with -ECONNRESET (or -EHOSTUNREACH).
+ *   - Writes (optional: mr_open, mr_close and write all set, or none): a write's bytes are in
+ *     the peer's memory before any message this endpoint sends to that peer after the write
+ *     is delivered (libfabric's FI_ORDER_SAW), so a header sent after its payload's write
+ *     tells the receiver the payload is in place: one trip, as an RDMA write with a send
+ *     behind it. A write op completes when its buffer may be reused; a write outside the
+ *     peer's registration fails the op (and may fail the connection).
  *
  * Threads: every function may be called from any thread (the transport locks what it shares).
  * Errors are negative errno values.
@@ -63,6 +69,20 @@ struct xnet {
 	/* Drive the transport: completions found mark their ops DONE. 0 or a negative errno
 	 * for the transport as a whole. */
 	int (*progress)(void *ctx);
+	/*
+	 * Optional (NULL: the transport has no writes; xchan then sends every payload as a
+	 * message). Open [base, base + len) to the peers' writes: a write to *raddr + k with *key
+	 * lands at base + k; *mr is the registration, for mr_close. 0 or a negative errno.
+	 */
+	int (*mr_open)(void *ctx, void *base, uint64_t len, uint64_t *key, uint64_t *raddr,
+		       void **mr);
+	/* Close a registration (NULL-safe): later writes into it fail. */
+	void (*mr_close)(void *ctx, void *mr);
+	/* Write len (>= 1) bytes of buf into the peer's registration key at raddr (as mr_open
+	 * named it). The buffer stays untouched by the caller until op is DONE. 0, -EAGAIN or a
+	 * negative errno, as send. */
+	int (*write)(void *ctx, uint64_t peer, const void *buf, uint64_t len, uint64_t raddr,
+		     uint64_t key, struct xnet_op *op);
 };
 
 static inline int xop_done(const struct xnet_op *op)

@@ -3,7 +3,9 @@
  * test_xchan.c - the cross-host channel's protocol (sim/core/xchan.c) over the in-memory
  * transport (xnet_fake.h): exact data at every size, NCCL's matching rules, grouped receives,
  * delivery in any order, a transport that pushes back, the model's gates (never early), a
- * message the model fails, size errors at both ends, closes and a peer that is gone.
+ * message the model fails, size errors at both ends, closes and a peer that is gone; and the
+ * payloads that go as writes into the receiver's buffers (xnet.h), one at a time so that a
+ * header that overtook its payload would show.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -29,22 +31,38 @@ struct pair {
 	struct xchan_rx *rx;
 };
 
-static struct pair *pair_new(uint64_t shuffle, int eagain_every, const struct xchan_model *m,
-			     void *mctx)
+/* write_min: the sender's (xchan_cfg); nonzero also gives the transport writes. */
+static struct pair *pair_new_w(uint64_t shuffle, int eagain_every, const struct xchan_model *m,
+			       void *mctx, uint64_t write_min)
 {
 	struct pair *p = calloc(1, sizeof(*p));
 	p->w.rng = shuffle;
 	p->w.eagain_every = eagain_every;
 	xf_ep_init(&p->e[0], &p->w, 0);
 	xf_ep_init(&p->e[1], &p->w, 1);
-	struct xchan_cfg ct = {
-		.net = &p->e[0].net, .peer = 1, .conn = 7, .model = m, .model_ctx = mctx};
+	if (write_min) {
+		p->w.trickle = 1;
+		xf_ep_writes(&p->e[0]);
+		xf_ep_writes(&p->e[1]);
+	}
+	struct xchan_cfg ct = {.net = &p->e[0].net,
+			       .peer = 1,
+			       .conn = 7,
+			       .model = m,
+			       .model_ctx = mctx,
+			       .write_min = write_min};
 	struct xchan_cfg cr = ct;
 	cr.net = &p->e[1].net;
 	cr.peer = 0;
 	CHECK(xchan_tx_new(&ct, &p->tx) == 0, "tx_new");
 	CHECK(xchan_rx_new(&cr, &p->rx) == 0, "rx_new");
 	return p;
+}
+
+static struct pair *pair_new(uint64_t shuffle, int eagain_every, const struct xchan_model *m,
+			     void *mctx)
+{
+	return pair_new_w(shuffle, eagain_every, m, mctx, 0);
 }
 
 static void pair_free(struct pair *p)
@@ -585,6 +603,183 @@ static void test_a_sender_that_fails_alone_still_releases_the_receiver(void)
 	pair_free(p);
 }
 
+/* ---- payloads as writes -------------------------------------------------------------------- */
+
+/*
+ * Every size, one receive buffer at a time at an offset inside one registration (so the
+ * address the CTS names is the registration's plus the offset), the transport delivering one
+ * message or write per progress, shuffled, pushing back: exact, and the payloads of at least
+ * write_min bytes went as writes, the rest as messages. With a model: never early.
+ */
+static void writes_exact_over(uint64_t shuffle, int eagain, uint64_t write_min, int model)
+{
+	static const uint64_t sizes[] = {0, 1, 7, 4095, 4096, 65537, 1 << 20, 3 << 20};
+	struct fake_model m = {.lat_ns = 200000, .ack_ns = 100000};
+	struct pair *p = pair_new_w(shuffle, eagain, model ? &fake_model : NULL, &m, write_min);
+	const uint64_t off = 4096 + 24, arena = off + (3 << 20) + 64;
+	uint8_t *a = calloc(1, arena), *s = malloc(3 << 20);
+	uint64_t key = 0, raddr = 0, writes = 0, bytes = 0;
+	void *mr = NULL;
+	CHECK(p->e[1].net.mr_open(&p->e[1], a, arena, &key, &raddr, &mr) == 0, "mr_open");
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		uint64_t n = sizes[k];
+		fill(s, n, (uint32_t)k + 40);
+		memset(a, 0, arena);
+		void *bufs[1] = {a + off};
+		uint64_t cap[1] = {n + 64}, got[1] = {~0ull};
+		int32_t tags[1] = {3};
+		struct xchan_wkey wk[1] = {{.key = key, .addr = raddr + off, .ok = 1}};
+		chan_req rq, sq;
+		CHECK(xchan_rx_post_w(p->rx, 1, bufs, cap, tags, wk, &rq, NULL) == 0, "rx post");
+		int64_t t0 = mono_ns();
+		CHECK(send_post(p, s, n, 3, &sq) == 0, "tx post %llu B", (unsigned long long)n);
+		CHECK(recv_wait(p, rq, got, NULL) == 0 && got[0] == n, "recv %llu B: got %llu",
+		      (unsigned long long)n, (unsigned long long)got[0]);
+		CHECK(!n || memcmp(s, a + off, n) == 0, "data of %llu B exact (written: %d)",
+		      (unsigned long long)n, n >= write_min);
+		CHECK(!model || mono_ns() >= t0 + m.lat_ns, "receive of %llu B early",
+		      (unsigned long long)n);
+		CHECK(send_wait(p, sq, NULL, NULL) == 0, "send %llu B", (unsigned long long)n);
+		CHECK(!model || mono_ns() >= m.last_done, "send of %llu B early",
+		      (unsigned long long)n);
+		if (n && n >= write_min) {
+			writes++;
+			bytes += n;
+		}
+	}
+	CHECK(p->w.writes == writes && p->w.write_bytes == bytes && !p->w.writes_refused,
+	      "payloads of at least %llu B written: %llu of %llu, %llu B",
+	      (unsigned long long)write_min, (unsigned long long)p->w.writes,
+	      (unsigned long long)writes, (unsigned long long)p->w.write_bytes);
+	p->e[1].net.mr_close(&p->e[1], mr);
+	pair_free(p);
+	free(a);
+	free(s);
+}
+
+static void test_writes_exact_at_every_size(void)
+{
+	writes_exact_over(0, 0, 1, 0);
+	writes_exact_over(0x5151, 0, 4096, 0); /* writes overtaken by later messages' neighbours */
+	writes_exact_over(0x2323, 3, 1, 0);    /* and writes refused at first */
+	writes_exact_over(0x4545, 0, 4096, 1); /* the model's gates */
+}
+
+/* Grouped receives, some buffers open to writes and some not, many in flight, sends in a
+ * shuffled tag order over a shuffling, pushing-back transport: every byte in its buffer. */
+static void test_writes_and_messages_mixed_in_grouped_receives(void)
+{
+	struct pair *p = pair_new_w(0xabc, 4, NULL, NULL, 512);
+	enum { R = 24, N = CHAN_MAX_RECVS, SZ = 2000 };
+	static uint8_t src[R][N][SZ], dst[R][N][SZ + 8];
+	uint64_t key, raddr;
+	void *mr;
+	CHECK(p->e[1].net.mr_open(&p->e[1], dst, sizeof(dst), &key, &raddr, &mr) == 0, "mr");
+	chan_req rq[R], sq[N];
+	for (int r = 0; r < R; r++) {
+		void *bufs[N];
+		uint64_t cap[N];
+		int32_t tags[N];
+		struct xchan_wkey wk[N];
+		for (int b = 0; b < N; b++) {
+			fill(src[r][b], SZ, (uint32_t)(r * N + b));
+			bufs[b] = dst[r][b];
+			cap[b] = SZ + 8;
+			tags[b] = b;
+			wk[b] = (struct xchan_wkey){
+				.key = key,
+				.addr = raddr + (uint64_t)((uint8_t *)dst[r][b] - (uint8_t *)dst),
+				.ok = (b + r) % 3 != 0};
+		}
+		CHECK(xchan_rx_post_w(p->rx, N, bufs, cap, tags, wk, &rq[r], NULL) == 0, "rx %d",
+		      r);
+		for (int b = 0; b < N; b++) {
+			int t = (b * 3 + r) % N;
+			CHECK(send_post(p, src[r][t], (uint64_t)(SZ - 300 * (t % 4)), t, &sq[t]) ==
+				      0,
+			      "send %d.%d", r, t);
+		}
+		for (int b = 0; b < N; b++)
+			CHECK(send_wait(p, sq[b], NULL, NULL) == 0, "send %d.%d done", r, b);
+		uint64_t got[N];
+		CHECK(recv_wait(p, rq[r], got, NULL) == 0, "recv %d", r);
+		for (int b = 0; b < N; b++)
+			CHECK(got[b] == (uint64_t)(SZ - 300 * (b % 4)) &&
+				      !memcmp(dst[r][b], src[r][b], got[b]),
+			      "recv %d buffer %d exact", r, b);
+	}
+	CHECK(p->w.writes > R && p->w.writes < (uint64_t)R * N && !p->w.writes_refused,
+	      "some payloads written, some sent: %llu writes", (unsigned long long)p->w.writes);
+	pair_free(p);
+}
+
+/* A receiver that offers no keys gets messages, whatever the sender's write_min. */
+static void test_a_receive_without_keys_takes_messages(void)
+{
+	struct pair *p = pair_new_w(0, 0, NULL, NULL, 1);
+	uint8_t s[5000], d[5000];
+	fill(s, sizeof(s), 9);
+	chan_req rq, sq;
+	CHECK(xchan_rx_post(p->rx, 1, (void *[]){d}, (uint64_t[]){5000}, (int32_t[]){0}, &rq,
+			    NULL) == 0,
+	      "rx post");
+	CHECK(send_post(p, s, 5000, 0, &sq) == 0 && send_wait(p, sq, NULL, NULL) == 0, "send");
+	CHECK(recv_wait(p, rq, NULL, NULL) == 0 && !memcmp(s, d, 5000), "exact");
+	CHECK(p->w.writes == 0, "no write: %llu", (unsigned long long)p->w.writes);
+	pair_free(p);
+}
+
+/* A write the receiver's transport refuses (its registration closed under a posted receive,
+ * which xchan.h forbids) fails the sender, naming it, rather than completing the send. */
+static void test_a_refused_write_fails_the_sender(void)
+{
+	struct pair *p = pair_new_w(0, 0, NULL, NULL, 1);
+	uint8_t s[300] = {1}, d[300];
+	uint64_t key, raddr;
+	void *mr;
+	CHECK(p->e[1].net.mr_open(&p->e[1], d, sizeof(d), &key, &raddr, &mr) == 0, "mr");
+	chan_req rq, sq;
+	struct xchan_wkey wk = {.key = key, .addr = raddr, .ok = 1};
+	CHECK(xchan_rx_post_w(p->rx, 1, (void *[]){d}, (uint64_t[]){300}, (int32_t[]){0}, &wk, &rq,
+			      NULL) == 0,
+	      "rx post");
+	p->e[1].net.mr_close(&p->e[1], mr);
+	struct chan_err e = {0};
+	CHECK(send_post(p, s, 300, 0, &sq) == 0, "tx post");
+	int rc = send_wait(p, sq, NULL, &e);
+	CHECK(rc == -EIO && e.value[0] == EACCES && strstr(e.what, "write"), "sender: %d %s (%llu)",
+	      rc, e.what, (unsigned long long)e.value[0]);
+	CHECK(p->w.writes_refused == 1, "the write was refused");
+	pair_free(p);
+}
+
+/* A header that claims a write into a buffer the receiver never offered is a protocol error:
+ * the receiver does not take the buffer's old bytes for the payload. */
+static void test_a_forged_written_header_is_refused(void)
+{
+	struct pair *p = pair_new_w(0, 0, NULL, NULL, 1);
+	uint8_t d[64];
+	chan_req rq;
+	CHECK(xchan_rx_post(p->rx, 1, (void *[]){d}, (uint64_t[]){64}, (int32_t[]){0}, &rq, NULL) ==
+		      0,
+	      "rx post");
+	uint8_t h[344] = {0};
+	const uint32_t magic = 0x58434831u;
+	const uint16_t written = 1;
+	const uint64_t total = 64;
+	memcpy(h, &magic, 4);
+	memcpy(h + 6, &written, 2); /* flags */
+	memcpy(h + 24, &total, 8);  /* msg 0, recv 0, buf 0 */
+	struct xnet_op op = {0};
+	CHECK(xf_send(&p->e[0], 1, xchan_tag(XCHAN_DATA, 7, 0), &(struct iovec){h, sizeof(h)}, 1,
+		      &op) == 0,
+	      "forge");
+	struct chan_err e = {0};
+	int rc = recv_wait(p, rq, NULL, &e);
+	CHECK(rc == -EPROTO && strstr(e.what, "not offered"), "receiver: %d %s", rc, e.what);
+	pair_free(p);
+}
+
 /* ---- limits and misuse --------------------------------------------------------------------- */
 
 static void test_limits_and_misuse(void)
@@ -654,6 +849,11 @@ static const struct check_case cases[] = {
 	CHECK_CASE(test_a_message_the_receivers_hops_fail_fails_the_receiver_too),
 	CHECK_CASE(test_a_ping_the_transport_never_takes_fails_the_endpoint),
 	CHECK_CASE(test_a_sender_that_fails_alone_still_releases_the_receiver),
+	CHECK_CASE(test_writes_exact_at_every_size),
+	CHECK_CASE(test_writes_and_messages_mixed_in_grouped_receives),
+	CHECK_CASE(test_a_receive_without_keys_takes_messages),
+	CHECK_CASE(test_a_refused_write_fails_the_sender),
+	CHECK_CASE(test_a_forged_written_header_is_refused),
 };
 
 int main(int argc, char **argv)

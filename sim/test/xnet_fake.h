@@ -5,7 +5,11 @@
  * matches them, and the knobs the tests need to be hostile: messages of different tags
  * delivered in a seeded shuffled order, every k-th send refused with -EAGAIN, a peer gone.
  * A message is read from the sender's buffers only when it is delivered, so a sender that
- * touched its buffers before the op was DONE would be caught. Single-threaded; test-only.
+ * touched its buffers before the op was DONE would be caught. Writes (xf_ep_writes) travel on
+ * the same wire: a shuffled delivery may reorder writes among themselves and around messages
+ * sent before them, never a message sent after one (the order xnet.h promises); a write is
+ * checked against the target's open registrations when it lands and fails with -EACCES
+ * outside them. Single-threaded; test-only.
  */
 #ifndef SF_TEST_XNET_FAKE_H
 #define SF_TEST_XNET_FAKE_H
@@ -18,14 +22,24 @@
 
 #define XF_MAX_EP 4
 #define XF_MAX 4096
+#define XF_MAX_MR 256
+#define XF_RADDR0 0x40000000ull /* registration i's address for writers: XF_RADDR0 * (i + 1) */
 
 struct xf_msg {
 	int src, dst;
+	int write; /* a write to key at raddr, from iov[0] */
+	uint64_t raddr, key;
 	uint64_t tag;
 	struct iovec iov[XNET_MAX_IOV];
 	int niov;
 	struct xnet_op *op; /* the send's; NULL once buffered as unexpected */
 	uint8_t *copy;	    /* unexpected: the payload */
+	uint64_t len;
+};
+
+struct xf_mr {
+	int ep, open;
+	uint8_t *base;
 	uint64_t len;
 };
 
@@ -46,9 +60,13 @@ struct xf_world {
 	int nposted;
 	uint64_t rng;	  /* 0: deliver in send order; else shuffle (FIFO per tag kept) */
 	int eagain_every; /* every k-th send returns -EAGAIN (0: never) */
+	int trickle;	  /* progress delivers one message (so the order of arrivals shows) */
 	int nsends;
 	int dead[XF_MAX_EP]; /* the endpoint's process is gone */
 	uint64_t delivered;
+	struct xf_mr mr[XF_MAX_MR]; /* key i + 100: registration i */
+	int nmr;
+	uint64_t writes, write_bytes, writes_refused; /* writes landed, and failed */
 };
 
 /* One endpoint's view: ctx of its struct xnet. */
@@ -103,6 +121,16 @@ static void xf_scatter(const struct xf_recv *r, const struct xf_msg *m)
 	xop_finish(r->op, m->len > cap ? -EMSGSIZE : 0, m->len);
 }
 
+/* May src put one more on the wire to dst? 0, or the error the send (or write) returns. */
+static int xf_admit(struct xf_world *w, int src, int dst)
+{
+	if (w->dead[dst] || w->dead[src])
+		return -ECONNRESET;
+	if (w->eagain_every && ++w->nsends % w->eagain_every == 0)
+		return -EAGAIN;
+	return w->nwire == XF_MAX ? -EAGAIN : 0;
+}
+
 static int xf_send(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *iov, int niov,
 		   struct xnet_op *op)
 {
@@ -110,12 +138,9 @@ static int xf_send(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *i
 	struct xf_world *w = e->w;
 	if (peer >= XF_MAX_EP || niov < 1 || niov > XNET_MAX_IOV)
 		return -EINVAL;
-	if (w->dead[peer] || w->dead[e->id])
-		return -ECONNRESET;
-	if (w->eagain_every && ++w->nsends % w->eagain_every == 0)
-		return -EAGAIN;
-	if (w->nwire == XF_MAX)
-		return -EAGAIN;
+	int rc = xf_admit(w, e->id, (int)peer);
+	if (rc)
+		return rc;
 	struct xf_msg *m = &w->wire[w->nwire++];
 	*m = (struct xf_msg){.src = e->id,
 			     .dst = (int)peer,
@@ -152,6 +177,72 @@ static int xf_recv(void *ctx, uint64_t peer, uint64_t tag, const struct iovec *i
 	return 0;
 }
 
+static int xf_mr_open(void *ctx, void *base, uint64_t len, uint64_t *key, uint64_t *raddr,
+		      void **mr)
+{
+	struct xf_ep *e = ctx;
+	struct xf_world *w = e->w;
+	if (!base || !len || !key || !raddr || !mr)
+		return -EINVAL;
+	if (w->nmr == XF_MAX_MR)
+		return -ENOSPC;
+	int i = w->nmr++;
+	w->mr[i].ep = e->id;
+	w->mr[i].open = 1;
+	w->mr[i].base = base;
+	w->mr[i].len = len;
+	*key = (uint64_t)i + 100;
+	*raddr = XF_RADDR0 * (uint64_t)(i + 1);
+	*mr = &w->mr[i];
+	return 0;
+}
+
+static void xf_mr_close(void *ctx, void *mr)
+{
+	(void)ctx;
+	if (mr)
+		((struct xf_mr *)mr)->open = 0;
+}
+
+static int xf_write(void *ctx, uint64_t peer, const void *buf, uint64_t len, uint64_t raddr,
+		    uint64_t key, struct xnet_op *op)
+{
+	struct xf_ep *e = ctx;
+	struct xf_world *w = e->w;
+	if (peer >= XF_MAX_EP || !len || !buf)
+		return -EINVAL;
+	int rc = xf_admit(w, e->id, (int)peer);
+	if (rc)
+		return rc;
+	w->wire[w->nwire++] = (struct xf_msg){.src = e->id,
+					      .dst = (int)peer,
+					      .write = 1,
+					      .raddr = raddr,
+					      .key = key,
+					      .iov = {{(void *)buf, len}},
+					      .niov = 1,
+					      .op = op,
+					      .len = len};
+	return 0;
+}
+
+/* A write lands: into the target's open registration that covers it, else -EACCES. */
+static void xf_land(struct xf_world *w, const struct xf_msg *m)
+{
+	uint64_t i = m->key - 100;
+	if (m->key < 100 || i >= (uint64_t)w->nmr || !w->mr[i].open || w->mr[i].ep != m->dst ||
+	    m->raddr < XF_RADDR0 * (i + 1) || m->raddr - XF_RADDR0 * (i + 1) > w->mr[i].len ||
+	    m->len > w->mr[i].len - (m->raddr - XF_RADDR0 * (i + 1))) {
+		w->writes_refused++;
+		xop_finish(m->op, -EACCES, 0);
+		return;
+	}
+	memcpy(w->mr[i].base + (m->raddr - XF_RADDR0 * (i + 1)), m->iov[0].iov_base, m->len);
+	w->writes++;
+	w->write_bytes += m->len;
+	xop_finish(m->op, 0, m->len);
+}
+
 static int xf_cancel(void *ctx, struct xnet_op *op)
 {
 	struct xf_world *w = ((struct xf_ep *)ctx)->w;
@@ -172,6 +263,10 @@ static void xf_deliver(struct xf_world *w, int k)
 	memmove(&w->wire[k], &w->wire[k + 1], sizeof(m) * (size_t)(--w->nwire - k));
 	if (w->dead[m.dst]) {
 		xop_finish(m.op, -ECONNRESET, 0);
+		return;
+	}
+	if (m.write) {
+		xf_land(w, &m);
 		return;
 	}
 	w->delivered++;
@@ -206,18 +301,21 @@ static int xf_progress(void *ctx)
 		}
 	while (w->nwire) {
 		int k = 0;
-		if (w->rng) { /* any message that is the oldest of its (src, dst, tag) */
+		if (w->rng) { /* any message that is the oldest of its (src, dst, tag) and
+			       * has no write before it (src, dst); any write */
 			w->rng = w->rng * 6364136223846793005ULL + 1442695040888963407ULL;
 			k = (int)((w->rng >> 33) % (uint64_t)w->nwire);
-			for (int j = 0; j < k; j++)
+			for (int j = 0; j < k && !w->wire[k].write; j++)
 				if (w->wire[j].src == w->wire[k].src &&
 				    w->wire[j].dst == w->wire[k].dst &&
-				    w->wire[j].tag == w->wire[k].tag) {
+				    (w->wire[j].write || w->wire[j].tag == w->wire[k].tag)) {
 					k = j;
 					break;
 				}
 		}
 		xf_deliver(w, k);
+		if (w->trickle)
+			break;
 	}
 	return 0;
 }
@@ -230,6 +328,14 @@ static void xf_ep_init(struct xf_ep *e, struct xf_world *w, int id)
 			       .recv = xf_recv,
 			       .cancel = xf_cancel,
 			       .progress = xf_progress};
+}
+
+/* Give the endpoint writes (mr_open, mr_close, write). */
+static void xf_ep_writes(struct xf_ep *e)
+{
+	e->net.mr_open = xf_mr_open;
+	e->net.mr_close = xf_mr_close;
+	e->net.write = xf_write;
 }
 
 /* Free what the world still holds (unexpected copies). */
