@@ -78,6 +78,9 @@ def test_14_01_link_down_past_the_budget_aborts_every_rank_with_remote_error(ncc
     assert r.seconds < 60, report
 
 
+FLAP_TIMED_S = 0.6  # test_14_02's flap job: its timed loop, stalls apart (windows span 0.25 s)
+
+
 def test_14_02_a_flap_shorter_than_the_budget_only_slows_the_job(nccl_gpu, tmp_path):
     # The job must outlast every window: they open 60 ms apart from the 200th message, 240 ms
     # from first to last. With 400 iterations of 1 MiB (about 0.2 ms each on the host path)
@@ -92,10 +95,14 @@ def test_14_02_a_flap_shorter_than_the_budget_only_slows_the_job(nccl_gpu, tmp_p
     b = base["results"][0]
     assert 1 <= b["stalls"] <= 2 and 19000 <= b["stall_us"] <= 23000 + 2 * b["time_us"], b
     down_ns, windows = 10000000, 5  # 10 ms < 29.4 ms budget: the 3rd retry gets through
+    # The timed loop must outlast the last window, 240 ms after the first: 1500 iterations of
+    # the H100's 118 us ended before it (4 stalls of 5, 50.3 ms of 62.9). So as many as last
+    # FLAP_TIMED_S at the base run's pace, whatever the machine.
+    flap_iters = max(iters, int(FLAP_TIMED_S * 1e6 / b["time_us"]))
     r, res = job(nccl_gpu, tmp_path, "flap", """
 - {name: flap, action: flap, link: [node0, sw0], after: {messages: 200, link: node0},
    period: 60ms, duty: %.6f, count: %d}
-""" % (down_ns / 60e6, windows), iters=iters)
+""" % (down_ns / 60e6, windows), iters=flap_iters)
     report = "%s\n%s\n%s" % (r.summary(), r.logs(), daemon_log(r)[-4000:])
     assert res and res["status"] == "ok", report
     assert all(x["ok"] and x["wrong"] == 0 for x in res["results"]), res["results"]
