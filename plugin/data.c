@@ -490,8 +490,9 @@ static inline int dp_rx_post(struct sfnet_comm *c, int n, void **data, const uin
 		int any = 0;
 		for (int i = 0; i < n; i++) {
 			const struct sfnet_mr *mr = mhandles ? mhandles[i] : NULL;
-			wk[i].ok = mr && mr->magic == SFNET_MR_MAGIC && mr->xmr &&
-				   mr_covers(mr, data[i], sizes[i]);
+			/* this comm's own: another rail's keys name other buffers */
+			wk[i].ok = mr && mr->magic == SFNET_MR_MAGIC && mr->comm == c &&
+				   mr->xmr && mr_covers(mr, data[i], sizes[i]);
 			wk[i].key = wk[i].ok ? mr->xkey : 0;
 			wk[i].addr = wk[i].ok ? mr->xaddr + ((uintptr_t)data[i] - mr->base) : 0;
 			any |= wk[i].ok;

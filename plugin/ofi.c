@@ -91,6 +91,7 @@ struct sfofi {
 	_Atomic int pumped; /* a pump drives this endpoint: other threads' progress only tries */
 	_Atomic int want;   /* threads waiting for lock to post: the pump lets them in first */
 	_Atomic int err;    /* the completion queue's failure, once seen: every caller's after */
+	_Atomic int forked; /* this is a child forked with o open: nothing enters libfabric */
 	struct fi_info *info;
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
@@ -228,7 +229,9 @@ static int ofi_mr_open(void *ctx, void *base, uint64_t len, uint64_t *key, uint6
 static void ofi_mr_close(void *ctx, void *mr)
 {
 	struct sfofi *o = ctx;
-	if (!mr || ofi_failed(o)) /* a forked child leaves the parent's provider alone */
+	/* a forked child leaves the parent's provider alone; a failed endpoint still closes its
+	 * registrations, so that a freed buffer takes no write */
+	if (!mr || atomic_load_explicit(&o->forked, memory_order_relaxed))
 		return;
 	lock_to_post(o);
 	fi_close(&((struct fid_mr *)mr)->fid);
@@ -361,6 +364,7 @@ void sfofi_forked(struct sfofi *o)
 	atomic_store_explicit(&o->pumped, 0, memory_order_relaxed);
 	atomic_store_explicit(&o->want, 0, memory_order_relaxed);
 	atomic_store_explicit(&o->err, -ECONNRESET, memory_order_relaxed);
+	atomic_store_explicit(&o->forked, 1, memory_order_relaxed);
 }
 
 /* writes: also one-sided writes into registered memory, with a send after a write delivered
@@ -409,8 +413,11 @@ int sfofi_open(const char *prov, int wants_writes, struct sfofi **out, char *why
 		free(o);
 		return rc;
 	}
-	/* with writes if the provider has them (and SIMFABRIC_XHOST_WRITE does not say off),
-	 * else tagged messages alone */
+	/* with writes if the provider has them and places a connection's data in order (xnet.h:
+	 * tcp's one stream per connection; FI_ORDER_SAW alone orders headers, not data), and
+	 * SIMFABRIC_XHOST_WRITE does not say off; else tagged messages alone */
+	if (strncmp(prov, "tcp", 3) || (prov[3] && prov[3] != ';'))
+		wants_writes = 0;
 	for (int writes = wants_writes; writes >= 0; writes--) {
 		struct fi_info *h = hints_new(&o->lib, prov, writes);
 		if (!h) {

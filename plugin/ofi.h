@@ -11,7 +11,9 @@
  * SIMFABRIC_OFI_PROVIDER (or libfabric's own FI_PROVIDER) says otherwise; FI_TCP_IFACE and
  * the other FI_* variables apply as libfabric documents them. Where the provider has them, the
  * endpoint also writes into peers' registered memory (FI_RMA, with sends ordered after writes:
- * FI_ORDER_SAW), which xnet.h's write ops expose; tcp;ofi_rxm does. Local buffers are never
+ * FI_ORDER_SAW), which xnet.h's write ops expose: only on tcp (tcp;ofi_rxm), whose one stream
+ * per connection also places a write's data before a later message's, as xnet.h needs and
+ * FI_ORDER_SAW alone does not promise; verbs and efa go without. Local buffers are never
  * registered and keys are ours (mr_mode 0), so providers that need either (efa, verbs without
  * FI_MR_LOCAL emulation) are not offered yet.
  *

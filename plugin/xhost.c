@@ -15,7 +15,8 @@
 #include "plugin/plog.h"
 #include "sim/core/xchan.h"
 
-#define XH_MAGIC 0x31485853u /* "SXH1" */
+#define XH_MAGIC 0x32485853u /* "SXH2" (1: before payloads as writes) */
+#define XH_MAGIC_OF(v) (0x00485853u | (uint32_t)(v) << 24)
 #define XH_DRAIN_MS 2000
 
 struct xh_hello {
@@ -102,19 +103,23 @@ int sfxh_rails(void)
 uint64_t sfxh_write_min(void)
 {
 	if (!X.write_parsed) {
-		X.write_parsed = 1;
-		X.write_min = SFXH_WRITE_MIN;
+		uint64_t v = SFXH_WRITE_MIN;
 		const char *e = getenv("SIMFABRIC_XHOST_WRITE");
 		char *end = NULL;
-		if (!e || !*e || !strcmp(e, "on"))
-			return X.write_min;
-		unsigned long long v = strcmp(e, "off") ? strtoull(e, &end, 10) : 0;
-		if (end && (*end || *e == '-' || v > SFXH_WRITE_MAX_MIN))
-			PWARN("SIMFABRIC_XHOST_WRITE='%.32s' is not on, off or a size in bytes up "
-			      "to %llu: on (writes from %d bytes)",
-			      e, SFXH_WRITE_MAX_MIN, SFXH_WRITE_MIN);
-		else
-			X.write_min = v;
+		if (e && *e && strcmp(e, "on")) {
+			unsigned long long n = strcmp(e, "off")
+				? (*e >= '0' && *e <= '9' ? strtoull(e, &end, 10) : ~0ull)
+				: 0;
+			if ((end && *end) || n > SFXH_WRITE_MAX_MIN)
+				PWARN("SIMFABRIC_XHOST_WRITE='%.32s' is not on, off or a size in "
+				      "bytes "
+				      "up to %llu: on (writes from %d bytes)",
+				      e, SFXH_WRITE_MAX_MIN, SFXH_WRITE_MIN);
+			else
+				v = n;
+		}
+		X.write_min = v;
+		X.write_parsed = 1;
 	}
 	return X.write_min;
 }
@@ -287,6 +292,37 @@ int sfxh_listen_new(const char *what, struct sfxh_listen **out, struct sfxh_addr
 	return 0;
 }
 
+static int welcome_as(struct sfxh_listen *l, const struct sfxh_peer *p, int status, uint32_t magic)
+{
+	int i = 0;
+	while (i < XH_WELCOMES && xop_busy(&l->wel_op[i]))
+		i++;
+	if (i == XH_WELCOMES) {
+		PWARN("%s: %d cross-host answers still in flight", l->what, XH_WELCOMES);
+		return -EAGAIN;
+	}
+	l->wel[i] = (struct xh_welcome){
+		.magic = magic, .status = status, .conn = status ? 0 : p->conn, .nonce = p->nonce};
+	int rc = post(SFXH_RX, l->rail, 1, p->peer, xchan_tag(XCHAN_WELCOME, p->nonce, 0),
+		      &l->wel[i], sizeof(l->wel[i]), &l->wel_op[i]);
+	if (rc)
+		PWARN("%s: cannot answer the cross-host connect from %s: %s", l->what, p->node,
+		      strerror(-rc));
+	return rc;
+}
+
+/* A connect from another simfabric build (the handshake's version differs; its layout is the
+ * same in both): say so, and answer in its version, refusing, so that it fails at once too. */
+static void refuse_version(struct sfxh_listen *l, const struct xh_hello *h)
+{
+	struct sfxh_peer p = {.nonce = h->nonce};
+	PWARN("%s: a cross-host connect from %.64s on host %u speaks handshake version %c, this "
+	      "plugin %c: every host must run the same simfabric build; refused",
+	      l->what, h->node, h->host, (char)(h->magic >> 24), (char)(XH_MAGIC >> 24));
+	if (sfofi_peer(ep_of(SFXH_RX, l->rail), h->addr, h->len, &p.peer) == 0)
+		welcome_as(l, &p, EPROTO, h->magic);
+}
+
 int sfxh_accept_poll(struct sfxh_listen *l, struct sfxh_peer *p)
 {
 	const struct xnet *net = sfxh_net(SFXH_RX, l->rail);
@@ -305,6 +341,11 @@ int sfxh_accept_poll(struct sfxh_listen *l, struct sfxh_peer *p)
 		PWARN("%s: cannot wait for the next cross-host connect: %s", l->what,
 		      strerror(-rc));
 		return rc;
+	}
+	if (!status && len == sizeof(h) && h.magic != XH_MAGIC &&
+	    XH_MAGIC_OF(h.magic >> 24) == h.magic && h.len && h.len <= SFOFI_ADDR_MAX) {
+		refuse_version(l, &h);
+		return 0;
 	}
 	if (status || len != sizeof(h) || h.magic != XH_MAGIC || !h.len || h.len > SFOFI_ADDR_MAX) {
 		PWARN("%s: a malformed cross-host connect (%llu bytes, status %d, magic 0x%x): "
@@ -332,23 +373,7 @@ int sfxh_accept_poll(struct sfxh_listen *l, struct sfxh_peer *p)
 
 int sfxh_welcome(struct sfxh_listen *l, const struct sfxh_peer *p, int status)
 {
-	int i = 0;
-	while (i < XH_WELCOMES && xop_busy(&l->wel_op[i]))
-		i++;
-	if (i == XH_WELCOMES) {
-		PWARN("%s: %d cross-host answers still in flight", l->what, XH_WELCOMES);
-		return -EAGAIN;
-	}
-	l->wel[i] = (struct xh_welcome){.magic = XH_MAGIC,
-					.status = status,
-					.conn = status ? 0 : p->conn,
-					.nonce = p->nonce};
-	int rc = post(SFXH_RX, l->rail, 1, p->peer, xchan_tag(XCHAN_WELCOME, p->nonce, 0),
-		      &l->wel[i], sizeof(l->wel[i]), &l->wel_op[i]);
-	if (rc)
-		PWARN("%s: cannot answer the cross-host connect from %s: %s", l->what, p->node,
-		      strerror(-rc));
-	return rc;
+	return welcome_as(l, p, status, XH_MAGIC);
 }
 
 void sfxh_listen_free(struct sfxh_listen *l)
@@ -458,6 +483,13 @@ int sfxh_pconn_poll(struct sfxh_pconn *pc, struct sfxh_peer *p)
 	if (!xop_done(&pc->wel_op))
 		return 0;
 	struct xh_welcome w = pc->wel;
+	if (!pc->wel_op.status && pc->wel_op.len == sizeof(w) && w.magic != XH_MAGIC &&
+	    XH_MAGIC_OF(w.magic >> 24) == w.magic) {
+		PWARN("%s: the listener speaks handshake version %c, this plugin %c: every host "
+		      "must run the same simfabric build",
+		      pc->what, (char)(w.magic >> 24), (char)(XH_MAGIC >> 24));
+		return -EPROTO;
+	}
 	if (pc->wel_op.status || pc->wel_op.len != sizeof(w) || w.magic != XH_MAGIC ||
 	    w.nonce != pc->nonce) {
 		PWARN("%s: a malformed answer to the cross-host connect (status %d, %llu bytes)",

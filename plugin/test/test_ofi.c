@@ -365,6 +365,51 @@ static void test_writes_exact_across_processes(void)
 	g_write_min = 0;
 }
 
+/*
+ * xnet.h's promise for writes: a write the target refuses (here its registration closed under
+ * the posted receive, which xchan.h forbids) fails the connection, so the header behind it is
+ * never delivered as if the payload were in place. The echo's send fails (its exit 13); this
+ * end's receive must not complete with the buffer's old bytes.
+ */
+static void test_a_refused_write_delivers_nothing_behind_it(void)
+{
+	g_write_min = 1;
+	struct side s = {0};
+	pid_t pid = echo_or_skip(&s, __func__);
+	g_write_min = 0;
+	if (pid <= 0)
+		return;
+	uint64_t ann[1 + CHAN_MAX_RECVS] = {1, 5000};
+	struct chan_err e;
+	CHECK(send_one(&s, ann, sizeof(ann), -1, &e) == 0, "announce 5000 B");
+	static uint8_t src[5000], dst[5000];
+	fill(src, sizeof(src), 3);
+	struct xchan_wkey wk;
+	void *mr;
+	g_write_min = 1;
+	CHECK(open_to_writes(s.o, dst, sizeof(dst), &wk, &mr) == 0, "open to writes");
+	g_write_min = 0;
+	chan_req q;
+	CHECK(xchan_rx_post_w(s.rx, 1, (void *[]){dst}, (uint64_t[]){5000}, (int32_t[]){0}, &wk, &q,
+			      &e) == 0,
+	      "receive posted");
+	close_to_writes(s.o, mr); /* before the echo writes */
+	CHECK(send_one(&s, src, sizeof(src), 0, &e) == 0, "the payload to the echo");
+	int done = 0, rc = 0;
+	for (int64_t until = mono_ms() + 3000; !rc && !done && mono_ms() < until;) {
+		rc = xchan_rx_test(s.rx, q, &done, NULL, &e);
+		xchan_tx_progress(s.tx, NULL);
+	}
+	CHECK(!done, "the receive completed with %s though the write was refused",
+	      memcmp(dst, src, sizeof(src)) ? "the old bytes" : "the payload");
+	printf("%s: the receive %s (%d %s)\n", __func__, rc ? "failed" : "waits", rc,
+	       rc ? e.what : "");
+	stop_child(&s, pid, 13);
+	xchan_rx_peer_gone(s.rx);
+	xchan_tx_peer_gone(s.tx);
+	side_close(&s);
+}
+
 static void test_a_send_larger_than_the_receive_fails_both_processes(void)
 {
 	struct side s = {0};
@@ -425,6 +470,7 @@ static void test_a_dead_peer_fails_what_waits_on_it(void)
 static const struct check_case cases[] = {
 	CHECK_CASE(test_exact_across_processes_at_every_size),
 	CHECK_CASE(test_writes_exact_across_processes),
+	CHECK_CASE(test_a_refused_write_delivers_nothing_behind_it),
 	CHECK_CASE(test_a_send_larger_than_the_receive_fails_both_processes),
 	CHECK_CASE(test_a_dead_peer_fails_what_waits_on_it),
 };

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#define XW_MAGIC 0x58434831u /* "1HCX": also catches a peer of the other byte order */
+#define XW_MAGIC 0x58434832u /* "2HCX" (1: before writes): also catches the other byte order */
 #define XT_CTS_RING CHAN_MAX_REQS
 #define XT_ACK_RING 64
 #define XR_ACK_RING (2 * CHAN_MAX_SENDS)
@@ -219,6 +219,7 @@ struct xchan_tx {
 	struct sticky failed;
 	uint64_t next_msg;    /* messages posted */
 	uint64_t nwritten;    /* ... whose payload went as a write */
+	uint64_t cut_at;      /* a refused write's message: none after it reached the receiver */
 	uint64_t queued_from; /* the first not handed to the transport yet */
 	uint64_t cur_recv;    /* the head receive the next send fills */
 	uint32_t nfilled;
@@ -316,6 +317,7 @@ int xchan_tx_new(const struct xchan_cfg *cfg, struct xchan_tx **out)
 	if (!tx)
 		return -ENOMEM;
 	tx->c = *cfg;
+	tx->cut_at = UINT64_MAX;
 	int rc = 0;
 	for (int i = 0; i < XT_CTS_RING && !rc; i++)
 		rc = tx_post_cts_recv(tx, i);
@@ -558,8 +560,11 @@ int xchan_tx_test(struct xchan_tx *tx, chan_req req, int *done, uint64_t *size,
 	}
 	if (s->write && xop_done(&s->wop) && s->wop.status) {
 		tx_recycle(tx, s);
-		return stick(&tx->failed, err, s->wop.status == -ECONNRESET ? -ECONNRESET : -EIO,
-			     "the write into the receiver's buffer failed",
+		/* -EIO whatever the transport said: the CLOSE at free then tells the receiver,
+		 * whose receive the refused write left waiting (xnet.h: nothing after it came) */
+		if (s->msg < tx->cut_at)
+			tx->cut_at = s->msg;
+		return stick(&tx->failed, err, -EIO, "the write into the receiver's buffer failed",
 			     (uint64_t)-s->wop.status, s->msg);
 	}
 	if (s->acked && xop_done(&s->op) && (!s->write || xop_done(&s->wop))) {
@@ -642,7 +647,7 @@ void xchan_tx_free(struct xchan_tx *tx)
 	 * it learns only from the CLOSE, else its receives wait for ever. */
 	if (tx->failed.code != -ECONNRESET && tx->failed.code != -EMSGSIZE)
 		ctl_send(&tx->c, XDIR_TO_RX, &tx->ctl_out, &tx->ctl_out_op, XCTL_CLOSE,
-			 tx->queued_from, 0);
+			 tx->queued_from < tx->cut_at ? tx->queued_from : tx->cut_at, 0);
 	struct xnet_op *ops[XT_CTS_RING + XT_ACK_RING + 3 + 2 * CHAN_MAX_SENDS];
 	size_t n = 0;
 	for (int i = 0; i < XT_CTS_RING; i++)

@@ -145,7 +145,8 @@ int xchan_tx_test(struct xchan_tx *tx, chan_req req, int *done, uint64_t *size,
 int xchan_rx_post(struct xchan_rx *rx, int n, void *const *data, const uint64_t *sizes,
 		  const int32_t *tags, chan_req *req, struct chan_err *err);
 /* As xchan_rx_post, with the buffers' write keys (n of them; NULL: none). A buffer with one must
- * stay open to writes (its registration not closed) until the receive is reported done. */
+ * stay open to writes (its registration not closed) until the receive is reported done; one
+ * whose receive failed may still be written by the sender until its registration closes. */
 int xchan_rx_post_w(struct xchan_rx *rx, int n, void *const *data, const uint64_t *sizes,
 		    const int32_t *tags, const struct xchan_wkey *wkeys, chan_req *req,
 		    struct chan_err *err);

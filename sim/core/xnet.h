@@ -20,12 +20,15 @@
  *     then the op and its buffers belong to the transport. Nothing else is called back, so a
  *     completion for one channel found while progressing another touches no channel state.
  *   - A peer that is gone fails the ops that involve it with -ECONNRESET (or -EHOSTUNREACH).
- *   - Writes (optional: mr_open, mr_close and write all set, or none): a write's bytes are in
- *     the peer's memory before any message this endpoint sends to that peer after the write
- *     is delivered (libfabric's FI_ORDER_SAW), so a header sent after its payload's write
- *     tells the receiver the payload is in place: one trip, as an RDMA write with a send
- *     behind it. A write op completes when its buffer may be reused; a write outside the
- *     peer's registration fails the op (and may fail the connection).
+ *   - Writes (optional: mr_open, mr_close and write all set, or none): a write's bytes are
+ *     placed in the peer's memory before any message this endpoint sends to that peer after
+ *     the write is delivered, so a header sent after its payload's write tells the receiver
+ *     the payload is in place: one trip, as an RDMA write with a send behind it on an RC
+ *     queue pair. That is data placement, more than libfabric's FI_ORDER_SAW promises (the
+ *     order of transport headers): plugin/ofi.c offers writes only on providers that carry a
+ *     connection's operations in one in-order stream. A write op completes when its buffer
+ *     may be reused. A write the target refuses (outside an open registration) fails the
+ *     op and the connection: nothing this endpoint sent that peer after it is delivered.
  *
  * Threads: every function may be called from any thread (the transport locks what it shares).
  * Errors are negative errno values.

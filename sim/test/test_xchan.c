@@ -611,11 +611,12 @@ static void test_a_sender_that_fails_alone_still_releases_the_receiver(void)
  * message or write per progress, shuffled, pushing back: exact, and the payloads of at least
  * write_min bytes went as writes, the rest as messages. With a model: never early.
  */
-static void writes_exact_over(uint64_t shuffle, int eagain, uint64_t write_min, int model)
+static void writes_exact_over(uint64_t shuffle, int eagain, uint64_t write_min, int model, int late)
 {
 	static const uint64_t sizes[] = {0, 1, 7, 4095, 4096, 65537, 1 << 20, 3 << 20};
 	struct fake_model m = {.lat_ns = 200000, .ack_ns = 100000};
 	struct pair *p = pair_new_w(shuffle, eagain, model ? &fake_model : NULL, &m, write_min);
+	p->w.late_writes = late;
 	const uint64_t off = 4096 + 24, arena = off + (3 << 20) + 64;
 	uint8_t *a = calloc(1, arena), *s = malloc(3 << 20);
 	uint64_t key = 0, raddr = 0, writes = 0, bytes = 0;
@@ -640,6 +641,7 @@ static void writes_exact_over(uint64_t shuffle, int eagain, uint64_t write_min, 
 		CHECK(!model || mono_ns() >= t0 + m.lat_ns, "receive of %llu B early",
 		      (unsigned long long)n);
 		CHECK(send_wait(p, sq, NULL, NULL) == 0, "send %llu B", (unsigned long long)n);
+		memset(s, 0xee, n); /* the caller's again: a write still out would see it */
 		CHECK(!model || mono_ns() >= m.last_done, "send of %llu B early",
 		      (unsigned long long)n);
 		if (n && n >= write_min) {
@@ -647,6 +649,8 @@ static void writes_exact_over(uint64_t shuffle, int eagain, uint64_t write_min, 
 			bytes += n;
 		}
 	}
+	CHECK(!p->w.reused, "a send completed before its write gave its buffer back (%llu)",
+	      (unsigned long long)p->w.reused);
 	CHECK(p->w.writes == writes && p->w.write_bytes == bytes && !p->w.writes_refused,
 	      "payloads of at least %llu B written: %llu of %llu, %llu B",
 	      (unsigned long long)write_min, (unsigned long long)p->w.writes,
@@ -659,10 +663,11 @@ static void writes_exact_over(uint64_t shuffle, int eagain, uint64_t write_min, 
 
 static void test_writes_exact_at_every_size(void)
 {
-	writes_exact_over(0, 0, 1, 0);
-	writes_exact_over(0x5151, 0, 4096, 0); /* writes overtaken by later messages' neighbours */
-	writes_exact_over(0x2323, 3, 1, 0);    /* and writes refused at first */
-	writes_exact_over(0x4545, 0, 4096, 1); /* the model's gates */
+	writes_exact_over(0, 0, 1, 0, 0);
+	writes_exact_over(0x5151, 0, 4096, 0, 0); /* writes overtaken by earlier messages */
+	writes_exact_over(0x2323, 3, 1, 0, 0);	  /* and writes refused at first */
+	writes_exact_over(0x4545, 0, 4096, 1, 0); /* the model's gates */
+	writes_exact_over(0x6767, 0, 1, 0, 8);	  /* writes whose ops complete after the ACK */
 }
 
 /* Grouped receives, some buffers open to writes and some not, many in flight, sends in a
@@ -730,7 +735,8 @@ static void test_a_receive_without_keys_takes_messages(void)
 }
 
 /* A write the receiver's transport refuses (its registration closed under a posted receive,
- * which xchan.h forbids) fails the sender, naming it, rather than completing the send. */
+ * which xchan.h forbids) fails the sender, naming it, rather than completing the send; the
+ * receive never completes with the buffer's old bytes, and the sender's close fails it. */
 static void test_a_refused_write_fails_the_sender(void)
 {
 	struct pair *p = pair_new_w(0, 0, NULL, NULL, 1);
@@ -750,6 +756,17 @@ static void test_a_refused_write_fails_the_sender(void)
 	CHECK(rc == -EIO && e.value[0] == EACCES && strstr(e.what, "write"), "sender: %d %s (%llu)",
 	      rc, e.what, (unsigned long long)e.value[0]);
 	CHECK(p->w.writes_refused == 1, "the write was refused");
+	int done = 0;
+	for (int i = 0; i < 100 && !done; i++)
+		CHECK(xchan_rx_test(p->rx, rq, &done, NULL, NULL) == 0, "the receive waits");
+	CHECK(!done, "the receive completed though its write was refused");
+	xchan_tx_free(p->tx);
+	p->tx = NULL;
+	struct chan_err f = {0};
+	rc = 0;
+	for (int i = 0; i < 100 && !rc && !done; i++)
+		rc = xchan_rx_test(p->rx, rq, &done, NULL, &f);
+	CHECK(rc == -ECONNRESET && !done, "then the sender's close fails it: %d %s", rc, f.what);
 	pair_free(p);
 }
 
@@ -764,7 +781,7 @@ static void test_a_forged_written_header_is_refused(void)
 		      0,
 	      "rx post");
 	uint8_t h[344] = {0};
-	const uint32_t magic = 0x58434831u;
+	const uint32_t magic = 0x58434832u;
 	const uint16_t written = 1;
 	const uint64_t total = 64;
 	memcpy(h, &magic, 4);

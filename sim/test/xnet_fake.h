@@ -9,7 +9,10 @@
  * the same wire: a shuffled delivery may reorder writes among themselves and around messages
  * sent before them, never a message sent after one (the order xnet.h promises); a write is
  * checked against the target's open registrations when it lands and fails with -EACCES
- * outside them. Single-threaded; test-only.
+ * outside them, and then what its sender had sent the target behind it fails undelivered
+ * (-ECONNRESET: the connection broke; later sends go over a new one). With late_writes = k a
+ * write's op completes k progress calls after it lands (after the ACK of its header, for k of
+ * 8 or so), and the fake checks that its buffer was left alone until then. Single-threaded; test-only.
  */
 #ifndef SF_TEST_XNET_FAKE_H
 #define SF_TEST_XNET_FAKE_H
@@ -61,6 +64,15 @@ struct xf_world {
 	uint64_t rng;	  /* 0: deliver in send order; else shuffle (FIFO per tag kept) */
 	int eagain_every; /* every k-th send returns -EAGAIN (0: never) */
 	int trickle;	  /* progress delivers one message (so the order of arrivals shows) */
+	int late_writes;  /* a write's op completes this many progress calls after it lands */
+	struct {
+		int left;
+		struct xnet_op *op;
+		const uint8_t *src;
+		uint64_t len, sum;
+	} late[XF_MAX];
+	int nlate;
+	uint64_t reused; /* late writes whose buffer changed before their op completed */
 	int nsends;
 	int dead[XF_MAX_EP]; /* the endpoint's process is gone */
 	uint64_t delivered;
@@ -226,6 +238,14 @@ static int xf_write(void *ctx, uint64_t peer, const void *buf, uint64_t len, uin
 	return 0;
 }
 
+static uint64_t xf_sum(const void *p, uint64_t len)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (uint64_t i = 0; i < len; i++)
+		h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ull;
+	return h;
+}
+
 /* A write lands: into the target's open registration that covers it, else -EACCES. */
 static void xf_land(struct xf_world *w, const struct xf_msg *m)
 {
@@ -235,12 +255,40 @@ static void xf_land(struct xf_world *w, const struct xf_msg *m)
 	    m->len > w->mr[i].len - (m->raddr - XF_RADDR0 * (i + 1))) {
 		w->writes_refused++;
 		xop_finish(m->op, -EACCES, 0);
+		for (int k = 0; k < w->nwire; k++) /* the connection broke: what followed is lost */
+			if (w->wire[k].src == m->src && w->wire[k].dst == m->dst) {
+				xop_finish(w->wire[k].op, -ECONNRESET, 0);
+				memmove(&w->wire[k], &w->wire[k + 1],
+					sizeof(w->wire[0]) * (size_t)(--w->nwire - k));
+				k--;
+			}
 		return;
 	}
 	memcpy(w->mr[i].base + (m->raddr - XF_RADDR0 * (i + 1)), m->iov[0].iov_base, m->len);
 	w->writes++;
 	w->write_bytes += m->len;
+	if (w->late_writes && w->nlate < XF_MAX) {
+		w->late[w->nlate].left = w->late_writes;
+		w->late[w->nlate].op = m->op;
+		w->late[w->nlate].src = m->iov[0].iov_base;
+		w->late[w->nlate].len = m->len;
+		w->late[w->nlate++].sum = xf_sum(m->iov[0].iov_base, m->len);
+		return;
+	}
 	xop_finish(m->op, 0, m->len);
+}
+
+/* Late writes whose time has come complete, each checked: its buffer as it was when it
+ * landed. */
+static void xf_finish_late(struct xf_world *w)
+{
+	for (int i = 0; i < w->nlate; i++) {
+		if (--w->late[i].left > 0)
+			continue;
+		w->reused += xf_sum(w->late[i].src, w->late[i].len) != w->late[i].sum;
+		xop_finish(w->late[i].op, 0, w->late[i].len);
+		w->late[i--] = w->late[--w->nlate];
+	}
 }
 
 static int xf_cancel(void *ctx, struct xnet_op *op)
@@ -291,6 +339,7 @@ static void xf_deliver(struct xf_world *w, int k)
 static int xf_progress(void *ctx)
 {
 	struct xf_world *w = ((struct xf_ep *)ctx)->w;
+	xf_finish_late(w);
 	for (int i = 0; i < w->nposted; i++) /* a dead peer's receives fail */
 		if ((w->posted[i].src >= 0 && w->dead[w->posted[i].src]) ||
 		    w->dead[w->posted[i].ep]) {
