@@ -578,3 +578,41 @@ def test_36_28_a_slow_abort_does_not_leave_its_survivor_out():
     for r in (0, 1, 3):
         v, lost = out[r]
         assert v == {"members": [0, 1, 3], "step": 4} and lost == [2], (r, out[r])
+
+
+class _Proc:
+    """A finished rank, as the launcher's Proc reports it (what check_failure reads)."""
+    def __init__(self, rank, rc, pid):
+        self.rank, self.rc, self.pid, self.killed, self.t_exit = rank, rc, pid, None, 7.5
+        self.label, self.node = "r%d" % rank, "node%d" % rank
+
+    def log_text(self, limit=0):
+        return ""
+
+    def outcome(self):
+        return "exit 0" if self.rc == 0 else "killed by signal %d" % -self.rc
+
+
+@pytest.mark.parametrize("log_pid,ok", [(4242, True), (None, False), (4343, False)])
+def test_36_29_a_node_kill_victim_that_mps_let_run_may_die_of_its_abort(tmp_path, log_pid, ok):
+    """expect.failure signal: SIGKILL under MPS: the daemon stops the victim at the fault, has
+    MPS end its GPU work, then kills it; when MPS does not end it while the victim is stopped,
+    the daemon lets it run (its log says so for that pid), and PyTorch's abort may beat the
+    SIGKILL. Only then is SIGABRT the kill's, and the verdict says why; without that line, or
+    with it for another pid, SIGABRT fails the expectation as before."""
+    from sf import recipe
+    if log_pid:
+        (tmp_path / "simfabricd.log").write_text(
+            "simfabricd: mps: pid %d: MPS has not ended its work with the client stopped: "
+            "letting it run (SIGCONT) until MPS answers or the bound\n" % log_pid)
+    procs = [_Proc(0, 0, 100), _Proc(1, 0, 101), _Proc(2, -6, 4242)]
+    lr = type("LR", (), {"procs": procs, "timed_out": False, "run_dir": str(tmp_path),
+                         "stacks": None})()
+    f = {"ranks": [2], "signal": "SIGKILL", "survivors": "exact"}
+    raw = {"results": [{"ok": True, "wrong": 0}], "shrinks": [{"step": 25, "lost": [2]}]}
+    good, what = recipe.check_failure(f, {"program": "torch", "ranks": 3}, lr, raw, {}, "ok")
+    assert good == ok, what
+    if ok:
+        assert "rank 2 died of SIGABRT, not SIGKILL: the node_kill stopped it" in what, what
+    else:
+        assert "rank 2: killed by SIGABRT, not killed by SIGKILL" in what, what

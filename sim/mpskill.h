@@ -11,7 +11,10 @@
  * client's GPU work first; the kill follows it. The client is stopped (SIGSTOP) before either,
  * at the fault's instant, so that it cannot react to MPS ending its work: a dead node does
  * nothing more. Whether MPS ends a stopped client's work is not documented: if it has not
- * answered within MPSKILL_STOPPED_MS, the client is let run (the log says so) until it has.
+ * answered within MPSKILL_STOPPED_MS, the client is let run (the log says so) until it has;
+ * it may then die of MPS's ending its work (PyTorch aborts: SIGABRT) before the SIGKILL, and
+ * simfabric run's expectations take that death as the kill's for that pid only
+ * (tools/sf/recipe.py, mps_let_run).
  *
  * Whether a process is an MPS client is read from its environment (/proc/<pid>/environ:
  * CUDA_MPS_PIPE_DIRECTORY, as simfabric launch sets it, or MPS's default directory) and the

@@ -254,7 +254,7 @@ def check_failure(f, job, lr, raw, fails, status):
         for p in lr.procs:
             if (p.rc not in (0, None) and not p.killed) or (t_hung and p.killed):
                 who[p.rank] = {"rc": p.rc, "t": p.t_exit, "text": fails.get(p.rank, "") + "\n" +
-                               p.log_text(1 << 20), "hung": bool(p.killed)}
+                               p.log_text(1 << 20), "hung": bool(p.killed), "pid": p.pid}
     if not who and status in (None, "ok") and not t_hung:
         return False, "the job was expected to fail, but every rank exited 0"
     err = f.get("error")
@@ -267,7 +267,13 @@ def check_failure(f, job, lr, raw, fails, status):
             why.append("exit status %s, not %s" % (w["rc"], "/".join(map(str, f["exit"]))))
         if f.get("signal"):
             want = signal.Signals[f["signal"]].value
-            if w["rc"] != -want:
+            if w["rc"] != -want and f["signal"] == "SIGKILL" and (w["rc"] or 0) < 0 and \
+                    mps_let_run(lr.run_dir, w.get("pid")):
+                w["note"] = ("rank %d died of %s, not SIGKILL: the node_kill stopped it, MPS "
+                             "did not end its work while it was stopped, and once let run it "
+                             "died of MPS's ending it first (sim/mpskill.h)" % (
+                                 r, _signame(-w["rc"])))
+            elif w["rc"] != -want:
                 why.append("%s, not killed by %s" % (
                     "exit %s" % w["rc"] if (w["rc"] or 0) >= 0 else "killed by %s" %
                     _signame(-w["rc"]), f["signal"]))
@@ -300,9 +306,12 @@ def check_failure(f, job, lr, raw, fails, status):
     verdicts = {r: matches(r, w) for r, w in sorted(who.items())}
     want = sorted(verdicts) if ranks == "any" else list(range(nranks)) if ranks == "all" \
         else ranks
-    desc = ", ".join("rank %d (%s)" % (r, "as expected" if not verdicts[r] else
-                                       "; ".join(verdicts[r]))
-                     for r in want if r in verdicts) or "no rank failed on its own"
+    def verdict(r):
+        if verdicts[r]:
+            return "; ".join(verdicts[r])
+        return "as expected" + ("; " + who[r]["note"] if who[r].get("note") else "")
+    desc = ", ".join("rank %d (%s)" % (r, verdict(r)) for r in want if r in verdicts) or \
+        "no rank failed on its own"
     if ranks == "any":
         ok = any(not v for v in verdicts.values())
     else:
@@ -315,6 +324,16 @@ def check_failure(f, job, lr, raw, fails, status):
         desc += "; rank(s) %s failed too" % ", ".join(map(str, others))
     what = ", ".join("%s %s" % (k, v) for k, v in f.items() if v not in (None, "any"))
     return ok, "expected failure (%s): %s" % (what or "any", desc)
+
+
+MPS_LET_RUN = re.compile(r"mps: pid (\d+): MPS has not ended its work with the client stopped")
+
+
+def mps_let_run(run_dir, pid):
+    """Did the daemon let pid run again during its node_kill, for MPS to end its GPU work
+    (sim/mpskill.c, in the daemon's log)? Its death by another signal is then the kill's."""
+    log = _read(os.path.join(run_dir, "simfabricd.log"), 1 << 28) if pid and run_dir else ""
+    return any(int(m.group(1)) == pid for m in MPS_LET_RUN.finditer(log or ""))
 
 
 def _survivors_exact(raw, status):
@@ -349,6 +368,7 @@ def check_survivors(f, lr, raw, who, matches, status):
     why += ["%s (%s) %s after %.1f s" % (p.label, p.node, "was torn down" if p.killed else
                                           p.outcome(), p.t_exit or 0) for p in bad]
     ok, what = SURVIVOR_CHECKS[f["survivors"]](raw, status)
+    what += "".join("; %s" % who[r]["note"] for r in lost if r in who and who[r].get("note"))
     if not ok:
         why.append(what)
     shrinks = raw.get("shrinks") or []
