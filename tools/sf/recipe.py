@@ -254,7 +254,8 @@ def check_failure(f, job, lr, raw, fails, status):
         for p in lr.procs:
             if (p.rc not in (0, None) and not p.killed) or (t_hung and p.killed):
                 who[p.rank] = {"rc": p.rc, "t": p.t_exit, "text": fails.get(p.rank, "") + "\n" +
-                               p.log_text(1 << 20), "hung": bool(p.killed), "pid": p.pid}
+                               p.log_text(1 << 20), "hung": bool(p.killed),
+                               "pid": getattr(p, "pid", None)}
     if not who and status in (None, "ok") and not t_hung:
         return False, "the job was expected to fail, but every rank exited 0"
     err = f.get("error")
