@@ -150,7 +150,10 @@ def test_22_03_connections_are_bounded(fabric_factory):
     held, refused = [], None
     for _ in range(20):
         s = _connect(f.socket)
-        s.sendall(b"op=ping\n\n")
+        try:
+            s.sendall(b"op=ping\n\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # over the limit the daemon answers at accept and closes, maybe first
         r = _read_reply(s)
         if "errno=0" not in r:
             refused = r
