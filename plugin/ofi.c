@@ -99,9 +99,8 @@ struct sfofi {
 	struct fid_cq *cq;
 	struct fid_ep *ep;
 	struct xnet net;
-	int writes;		  /* the provider writes (FI_RMA) and orders sends after them */
-	_Atomic uint64_t nwrites; /* writes posted (for the tests) */
-	uint64_t next_key;	  /* the next key asked for (mr_mode without FI_MR_PROV_KEY) */
+	int writes;	   /* the provider writes (FI_RMA) and orders sends after them */
+	uint64_t next_key; /* the next key asked for (mr_mode without FI_MR_PROV_KEY) */
 	char desc[96];
 	int npeers;
 	struct {
@@ -196,8 +195,6 @@ static int ofi_write(void *ctx, uint64_t peer, const void *buf, uint64_t len, ui
 	lock_to_post(o);
 	ssize_t rc = fi_write(o->ep, buf, (size_t)len, NULL, (fi_addr_t)peer, raddr, key, op);
 	pthread_mutex_unlock(&o->lock);
-	if (!rc)
-		atomic_fetch_add_explicit(&o->nwrites, 1, memory_order_relaxed);
 	return rc == -FI_EAGAIN ? -EAGAIN : ofi_err((int)rc);
 }
 

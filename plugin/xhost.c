@@ -107,16 +107,20 @@ uint64_t sfxh_write_min(void)
 		const char *e = getenv("SIMFABRIC_XHOST_WRITE");
 		char *end = NULL;
 		if (e && *e && strcmp(e, "on")) {
-			unsigned long long n = strcmp(e, "off")
-				? (*e >= '0' && *e <= '9' ? strtoull(e, &end, 10) : ~0ull)
-				: 0;
-			if ((end && *end) || n > SFXH_WRITE_MAX_MIN)
+			unsigned long long n = 0; /* off */
+			int ok = !strcmp(e, "off");
+			if (!ok && *e >= '0' &&
+			    *e <= '9') { /* strtoull takes '+', '-' and spaces */
+				n = strtoull(e, &end, 10);
+				ok = !*end && n <= SFXH_WRITE_MAX_MIN;
+			}
+			if (ok)
+				v = n;
+			else
 				PWARN("SIMFABRIC_XHOST_WRITE='%.32s' is not on, off or a size in "
 				      "bytes "
 				      "up to %llu: on (writes from %d bytes)",
 				      e, SFXH_WRITE_MAX_MIN, SFXH_WRITE_MIN);
-			else
-				v = n;
 		}
 		X.write_min = v;
 		X.write_parsed = 1;

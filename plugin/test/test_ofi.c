@@ -26,17 +26,6 @@ enum { CONN_UP = 1, CONN_DOWN = 2, MAXSZ = 8 << 20 };
 
 static uint64_t g_write_min; /* both processes' senders' (set before the fork); 0: no writes */
 
-/* Writes this endpoint posted (0 in a build without libfabric's headers). */
-static uint64_t writes_of(const struct sfofi *o)
-{
-#ifdef SF_HAVE_OFI
-	return atomic_load(&o->nwrites);
-#else
-	(void)o;
-	return 0;
-#endif
-}
-
 /* Open [p, p + len) to the peer's writes (g_write_min set): 0 and *mr, or -1. */
 static int open_to_writes(struct sfofi *o, void *p, uint64_t len, struct xchan_wkey *wk, void **mr)
 {
@@ -198,7 +187,7 @@ static int echo_child(int wfd, int rfd)
 			if (send_one(&s, bufs[b], got[b], b, &e))
 				_exit(13);
 	}
-	int wrote = writes_of(s.o) > 0;
+	int wrote = xchan_tx_written(s.tx) > 0;
 	xchan_tx_free(s.tx);
 	xchan_rx_free(s.rx);
 	close_to_writes(s.o, mr); /* after the channels, before the endpoint */
@@ -358,8 +347,8 @@ static void test_writes_exact_across_processes(void)
 		uint64_t sz[3] = {r * 37 % 5000 + 1, r + 1, 8};
 		round_trip(&s, 3, sz, r);
 	}
-	CHECK(writes_of(s.o) > 30, "this process wrote: %llu writes",
-	      (unsigned long long)writes_of(s.o));
+	CHECK(xchan_tx_written(s.tx) > 30, "this process wrote: %llu writes",
+	      (unsigned long long)xchan_tx_written(s.tx));
 	stop_child(&s, pid, 0); /* 16: the echo never wrote */
 	side_close(&s);
 	g_write_min = 0;

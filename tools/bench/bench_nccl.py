@@ -225,16 +225,16 @@ def main():
         sc = scenario_for(rate, n)
         # across two local hosts, then the same scenario and settings on one (the reference:
         # what the host path reaches without libfabric), side by side in one run
-        rows = xhost_rows(paths, sc, n, xhost_env, 2)
-        one = xhost_rows(paths, sc, n, xhost_env, 1)
-        worst = min(x["ratio"] for x in rows[0])
+        rows, fid = xhost_rows(paths, sc, n, xhost_env, 2)
+        one, _ = xhost_rows(paths, sc, n, xhost_env, 1)
+        worst = min(x["ratio"] for x in rows)
         verdicts.append(("%s, %d nodes on 2 local hosts (libfabric between them, host memory%s): "
                          "busbw / model from 1 MiB, worst %.2fx (%s); %s; on one host %s" % (
                              rate, n, "".join(", %s=%s" % kv for kv in sorted(xhost_env.items())),
-                             worst, ratios(rows[0]), rows[1], ratios(one[0])),
+                             worst, ratios(rows), fid, ratios(one)),
                          ">= %.2fx" % want, worst >= want))
-        report["model"]["%s-%d-xhost" % (rate, n)] = rows[0]
-        report["model"]["%s-%d-xhost-one-host" % (rate, n)] = one[0]
+        report["model"]["%s-%d-xhost" % (rate, n)] = rows
+        report["model"]["%s-%d-xhost-one-host" % (rate, n)] = one
     print("\nTargets (GPU path)")
     for what, target, ok in verdicts:
         print("  %-4s %-10s %s" % ("met" if ok else "NOT", target, what))
