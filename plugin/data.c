@@ -481,7 +481,7 @@ static inline int dp_tx_post(struct sfnet_comm *c, const void *data, uint64_t si
 }
 
 static inline int dp_rx_post(struct sfnet_comm *c, int n, void **data, const uint64_t *sizes,
-			     const int32_t *tags, const struct chan_region *where,
+			     const int32_t *tags, const struct chan_region *where, uint32_t flags,
 			     void *const *mhandles, chan_req *q, struct chan_err *e)
 {
 	if (__builtin_expect(c->xrx != NULL, 0)) {
@@ -497,9 +497,9 @@ static inline int dp_rx_post(struct sfnet_comm *c, int n, void **data, const uin
 			wk[i].addr = wk[i].ok ? mr->xaddr + ((uintptr_t)data[i] - mr->base) : 0;
 			any |= wk[i].ok;
 		}
-		return xchan_rx_post_w(c->xrx, n, data, sizes, tags, any ? wk : NULL, q, e);
+		return xchan_rx_post_w(c->xrx, n, data, sizes, tags, any ? wk : NULL, flags, q, e);
 	}
-	return chan_rx_post_in(c->rx, n, data, sizes, tags, where, q, e);
+	return chan_rx_post_in(c->rx, n, data, sizes, tags, where, flags, q, e);
 }
 
 /* xmodel_peer_killed at now: 1 with *e naming the node_kill (-ECONNRESET), 0 if none. */
@@ -675,7 +675,13 @@ ncclResult_t sfnet_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 				     c->obj.kind != SFNET_RECV,
 			     0))
 		return bad_call("irecv", c, "not a recvComm of ours, or no request slot");
-	*request = NULL; /* also overwrites NCCL's 0x1 "optional completion" hint */
+	/*
+	 * NCCL's 0x1 "optional completion" hint marks an LL or LL128 receive, whose kernel reads
+	 * the lines as they land: those must not land before the model's delivery time.
+	 */
+	uint32_t flags = *request == (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION ? CHAN_RX_AT_DELIVERY
+									      : 0;
+	*request = NULL;
 	if (__builtin_expect(c->failed != ncclSuccess, 0))
 		return c->failed == ncclRemoteError ? post_doomed(c, 0, request) : c->failed;
 	if (live_check(c, "irecv"))
@@ -707,7 +713,7 @@ ncclResult_t sfnet_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	struct chan_err err;
 	pthread_mutex_lock(&c->rx_lock); /* the receive agent (plugin/agent.h) */
 	int rc = dp_rx_post(c, n, data, (const uint64_t *)sizes, (const int32_t *)tags,
-			    gpu ? where : NULL, mhandles, &r->creq, &err);
+			    gpu ? where : NULL, flags, mhandles, &r->creq, &err);
 	pthread_mutex_unlock(&c->rx_lock);
 	if (rc) {
 		req_put(c, r);

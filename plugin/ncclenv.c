@@ -103,6 +103,16 @@ int sfenv_apply(int gpu_on, char *why, size_t cap)
 	int rc = sfenv_ll128_parse(getenv("SIMFABRIC_LL128"), &mode, why, cap);
 	if (rc)
 		return rc;
+	static int told;
+	const char *orc = getenv("NCCL_NET_OPTIONAL_RECV_COMPLETION");
+	if (!told && orc && *orc && strtol(orc, NULL, 0) == 0) {
+		told = 1; /* NCCL then marks no receive as read while it fills (plugin/data.c) */
+		PWARN("NCCL_NET_OPTIONAL_RECV_COMPLETION=%s: NCCL will not mark its LL and LL128 "
+		      "receives, so their lines land before the model's delivery time on a "
+		      "modelled "
+		      "fabric, and small messages run faster than the fabric carries them",
+		      orc);
+	}
 	if (!gpu_on || applied)
 		return 0;
 	applied = 1;

@@ -57,7 +57,9 @@ int sfenv_check(char *why, size_t cap);
  * Apply both settings for a process whose GPU path is on (gpu_on) or off: NCCL_NET_GDR_LEVEL=SYS
  * and, per sfenv_ll128_decide, NCCL_PROTO. Call it last in a successful init: NCCL falls back
  * to another network when the plugin's init fails, and must not inherit them. 0, or -EINVAL with
- * why set (a bad SIMFABRIC_LL128). Not thread-safe (setenv): the plugin's init only.
+ * why set (a bad SIMFABRIC_LL128). Not thread-safe (setenv): the plugin's init only. Also WARNs,
+ * once, when NCCL_NET_OPTIONAL_RECV_COMPLETION=0 takes away the mark of NCCL's LL and LL128
+ * receives (plugin/data.c), whatever gpu_on.
  */
 int sfenv_apply(int gpu_on, char *why, size_t cap);
 

@@ -174,7 +174,7 @@ static int echo_child(int wfd, int rfd)
 			wk[b] = arena;
 			wk[b].addr += (uint64_t)off;
 		}
-		int rc = xchan_rx_post_w(s.rx, n, bufs, caps, tags, wk, &q, &e);
+		int rc = xchan_rx_post_w(s.rx, n, bufs, caps, tags, wk, 0, &q, &e);
 		if (!rc)
 			rc = recv_wait(&s, q, got, &e);
 		if (rc == -EMSGSIZE) { /* the parent's size test: say what this end saw */
@@ -268,7 +268,7 @@ static int round_trip(struct side *s, int n, const uint64_t *sizes, uint32_t see
 	for (int b = 0; b < n; b++)
 		CHECK(open_to_writes(s->o, dst[b], sizes[b] + 1, &wk[b], &mr[b]) == 0,
 		      "buffer %d open to writes", b);
-	rc = xchan_rx_post_w(s->rx, n, bufs, caps, tags, wk, &q, &e);
+	rc = xchan_rx_post_w(s->rx, n, bufs, caps, tags, wk, 0, &q, &e);
 	for (int b = n - 1; !rc && b >= 0; b--) /* the tags in reverse: matching is by tag */
 		rc = send_one(s, src[b], sizes[b], b, &e);
 	if (!rc)
@@ -379,8 +379,8 @@ static void test_a_refused_write_delivers_nothing_behind_it(void)
 	CHECK(open_to_writes(s.o, dst, sizeof(dst), &wk, &mr) == 0, "open to writes");
 	g_write_min = 0;
 	chan_req q;
-	CHECK(xchan_rx_post_w(s.rx, 1, (void *[]){dst}, (uint64_t[]){5000}, (int32_t[]){0}, &wk, &q,
-			      &e) == 0,
+	CHECK(xchan_rx_post_w(s.rx, 1, (void *[]){dst}, (uint64_t[]){5000}, (int32_t[]){0}, &wk, 0,
+			      &q, &e) == 0,
 	      "receive posted");
 	close_to_writes(s.o, mr); /* before the echo writes */
 	CHECK(send_one(&s, src, sizeof(src), 0, &e) == 0, "the payload to the echo");

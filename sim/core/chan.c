@@ -198,8 +198,29 @@ int chan_tx_set_fabric(struct chan_tx *tx, struct fst_view *fab)
 		tx->mpath.hop[j] = &fab->links[r->path[j]];
 	}
 	tx->mtu = model_path_mtu(&tx->mpath);
+	uint64_t slowest = r->nic.host_rate_bps;
+	for (uint32_t j = 0; j < r->npath; j++) {
+		uint64_t bps = fab->links[r->path[j]].rate_bps;
+		if (bps && (!slowest || bps < slowest))
+			slowest = bps;
+	}
+	tx->ps_per_byte = slowest ? 8000000000000ull / slowest : 0;
 	tx->fab = fab;
 	return 0;
+}
+
+/*
+ * When the bytes up to end of a message have arrived, for a receive read as it fills: the last
+ * byte at the model's delivery time, each one before it a byte time of the route's slowest
+ * stage earlier (the message streams in at that rate), never before the post.
+ */
+static int64_t chunk_ready(const struct chan_tx *tx, const struct tx_send *s, uint64_t end)
+{
+	if (!s->ready_ns || end >= s->size)
+		return s->ready_ns;
+	unsigned __int128 ps = (unsigned __int128)(s->size - end) * tx->ps_per_byte;
+	int64_t early = ps / 1000 > (unsigned __int128)INT64_MAX ? INT64_MAX : (int64_t)(ps / 1000);
+	return s->ready_ns - s->post_ns > early ? s->ready_ns - early : s->post_ns;
 }
 
 int chan_rx_set_fabric(struct chan_rx *rx, struct fst_view *fab)
@@ -411,8 +432,16 @@ static void tx_retire(struct chan_tx *tx)
  * (no data). 0 published (in its turn, behind staged copies still running),
  * 1 not yet: its copy is still running or failed (the channel failed then).
  */
+static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_err *err);
+
 static int tx_publish_direct(struct chan_tx *tx, struct tx_send *s)
 {
+	if (s->due_ns) { /* CHAN_RX_AT_DELIVERY: the copy starts at the delivery time */
+		if (now_ns() < s->due_ns)
+			return 1;
+		if (tx_start_direct(tx, s, NULL))
+			return 1;
+	}
 	int p = tx->dma->poll(tx->dma_ctx, s->ticket);
 	if (p < 0) {
 		side_fail(&tx->shm->tx, &tx->failed, &tx->ferr, NULL, -EIO,
@@ -489,8 +518,9 @@ static void tx_push(struct chan_tx *tx)
 			s->pushed += len;
 			s->started = 1;
 			d->flags = s->pushed == s->size ? CHAN_F_LAST : 0;
-			/* The model gates completion, not copying: only the last chunk carries it. */
-			d->ready_ns = d->flags ? s->ready_ns : 0;
+			/* Every chunk carries its arrival time: a receive posted
+			 * CHAN_RX_AT_DELIVERY copies none before it; completion reads the last's. */
+			d->ready_ns = chunk_ready(tx, s, s->pushed);
 			d->reserved = 0;
 			d->fault = 0;
 			d->post_us = d->flags && tx->fab ? chan_post_stamp(s->post_ns) : 0;
@@ -576,10 +606,10 @@ int chan_rx_set_where(struct chan_rx *rx, const char *where)
 	return 0;
 }
 
-/* Start a one-sided copy of a just-reserved send (the model's corruption included). */
-static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, uint64_t region, uint64_t roff,
-			   struct chan_err *err)
+/* Start the one-sided copy of a reserved send (the model's corruption included). */
+static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_err *err)
 {
+	uint64_t region = s->region, roff = s->roff;
 	if (!tx->where[0]) {
 		memcpy(tx->where, (const void *)tx->shm->rx_where, CHAN_WHERE_LEN);
 		tx->where[CHAN_WHERE_LEN - 1] = 0;
@@ -594,7 +624,7 @@ static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, uint64_t regio
 				 "the GPU copy engine refused a one-sided copy (values: region, "
 				 "errno)",
 				 region, (uint64_t)-rc);
-	s->direct = 1;
+	s->due_ns = 0;
 	tx->direct_busy++;
 	return 0;
 }
@@ -695,9 +725,17 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 		if (s->doomed)
 			s->done_ns = s->ready_ns;
 	}
-	if (region && tx_start_direct(tx, s, region, c.roff[b], err)) {
-		s->in_use = 0;
-		return tx->failed;
+	if (region) {
+		s->direct = 1;
+		s->region = region;
+		s->roff = c.roff[b];
+		/* A receive read as it fills: nothing lands before the model's delivery time. */
+		if ((c.flags & CHAN_RX_AT_DELIVERY) && tx->fab && s->ready_ns > s->post_ns)
+			s->due_ns = s->ready_ns;
+		else if (tx_start_direct(tx, s, err)) {
+			s->in_use = 0;
+			return tx->failed;
+		}
 	}
 	*req = (chan_req)(tx->next_msg % CHAN_MAX_SENDS);
 	tx->next_msg++;
@@ -800,12 +838,12 @@ failed:
 int chan_rx_post(struct chan_rx *rx, int n, void *const *data, const uint64_t *sizes,
 		 const int32_t *tags, chan_req *req, struct chan_err *err)
 {
-	return chan_rx_post_in(rx, n, data, sizes, tags, NULL, req, err);
+	return chan_rx_post_in(rx, n, data, sizes, tags, NULL, 0, req, err);
 }
 
 int chan_rx_post_in(struct chan_rx *rx, int n, void *const *data, const uint64_t *sizes,
-		    const int32_t *tags, const struct chan_region *regions, chan_req *req,
-		    struct chan_err *err)
+		    const int32_t *tags, const struct chan_region *regions, uint32_t flags,
+		    chan_req *req, struct chan_err *err)
 {
 	struct chan_shm *shm = rx->shm;
 	if (rx->failed) {
@@ -815,6 +853,8 @@ int chan_rx_post_in(struct chan_rx *rx, int n, void *const *data, const uint64_t
 	}
 	if (n < 1 || n > CHAN_MAX_RECVS || !req || !sizes || !data)
 		return fail(err, -EINVAL, "bad receive count", (uint64_t)n, CHAN_MAX_RECVS);
+	if (flags & ~(uint32_t)CHAN_RX_AT_DELIVERY)
+		return fail(err, -EINVAL, "unknown receive flags", flags, CHAN_RX_AT_DELIVERY);
 	for (int i = 0; i < n; i++)
 		if (sizes[i] && !data[i])
 			return fail(err, -EINVAL, "receive without a buffer", (uint64_t)i,
@@ -830,9 +870,11 @@ int chan_rx_post_in(struct chan_rx *rx, int n, void *const *data, const uint64_t
 	r->n = (uint32_t)n;
 	r->seq = rx->posted;
 	r->in_use = 1;
+	r->at_delivery = (flags & CHAN_RX_AT_DELIVERY) != 0;
 	struct chan_cts *c = &shm->cts[rx->posted % CHAN_MAX_REQS];
 	c->seq = rx->posted;
 	c->n = (uint32_t)n;
+	c->flags = flags;
 	for (int i = 0; i < n; i++) {
 		r->data[i] = data[i];
 		r->cap[i] = sizes[i];
@@ -929,6 +971,7 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 		return rx->failed;
 	}
 	int moved = rx->sub_tail != rx->tail ? rx_retire(rx) : 0;
+	int64_t now = 0;
 	for (;;) {
 		if (rx->sub_tail == rx->head_seen) {
 			rx->head_seen = ACQ(&shm->tx.head);
@@ -968,6 +1011,13 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 					 "sender has no GPU data path: SIMFABRIC_GPU differs between "
 					 "ranks?)",
 					 d->recv, d->msg);
+		if (r->at_delivery && d->ready_ns > 0 && !chan_inject_early) {
+			/* read as it fills: no byte before the model's delivery time */
+			if (!now)
+				now = now_ns();
+			if (now < d->ready_ns)
+				break;
+		}
 		r->sub[d->buf] += d->len;
 		if (d->flags & CHAN_F_LAST)
 			r->sub_last[d->buf] = 1;

@@ -69,7 +69,7 @@
 struct fst_view;
 
 #define CHAN_MAGIC 0x314e414843465353ULL /* "SSFCHAN1" little-endian */
-#define CHAN_VERSION 5
+#define CHAN_VERSION 6
 #define CHAN_MAX_RECVS 8	/* largest n of a grouped receive (maxRecvs) */
 #define CHAN_MAX_REQS 32	/* receives in flight per channel (NCCL_NET_MAX_REQUESTS) */
 #define CHAN_MAX_SENDS (CHAN_MAX_REQS * CHAN_MAX_RECVS) /* sends in flight */
@@ -98,6 +98,16 @@ enum chan_state {
 #define CHAN_F_FAIL 0x2 /* the model says the message fails (retries exhausted) at ready_ns */
 #define CHAN_F_DIRECT 0x4 /* one-sided: the sender wrote the whole message into the buffer */
 
+/*
+ * Receive flags (chan_rx_post_in, and the CTS's flags). CHAN_RX_AT_DELIVERY: the receiving
+ * application reads the buffer while it fills, not only after the receive completes (NCCL's
+ * LL and LL128 lines carry their own flags, which its kernels poll), so no byte of the
+ * message may land before the model says it arrived: the receiver copies each staged chunk no
+ * earlier than its arrival time, and a one-sided sender starts its copy at the delivery time.
+ * Other receives may fill early, as only their completion is seen.
+ */
+#define CHAN_RX_AT_DELIVERY 0x1
+
 #define CHAN_WHERE_LEN 64 /* the receiver's address for the sender's copy engine */
 #define CHAN_MAX_FLIPS 1024 /* corrupted bits applied per one-sided message (the first ones) */
 
@@ -105,7 +115,7 @@ enum chan_state {
 struct chan_cts {
 	uint64_t seq; /* receive sequence number on this channel (sanity stamp) */
 	uint32_t n;
-	uint32_t reserved;
+	uint32_t flags; /* CHAN_RX_AT_DELIVERY */
 	uint64_t sizes[CHAN_MAX_RECVS]; /* capacities */
 	int32_t tags[CHAN_MAX_RECVS];
 	uint64_t region[CHAN_MAX_RECVS]; /* exported region of each buffer; 0: host memory */
@@ -336,13 +346,13 @@ int chan_tx_test(struct chan_tx *tx, chan_req req, int *done, uint64_t *size,
 int chan_rx_post(struct chan_rx *rx, int n, void *const *data, const uint64_t *sizes,
 		 const int32_t *tags, chan_req *req, struct chan_err *err);
 /*
- * The same with each buffer's region (NULL: all host memory). A buffer with a
- * region is filled only one-sided; a staged chunk for it fails the channel
- * (-EPROTO), since the CPU may not be able to write it.
+ * The same with each buffer's region (NULL: all host memory) and flags (CHAN_RX_*; -EINVAL
+ * for others). A buffer with a region is filled only one-sided; a staged chunk for it fails
+ * the channel (-EPROTO), since the CPU may not be able to write it.
  */
 int chan_rx_post_in(struct chan_rx *rx, int n, void *const *data, const uint64_t *sizes,
-		    const int32_t *tags, const struct chan_region *regions, chan_req *req,
-		    struct chan_err *err);
+		    const int32_t *tags, const struct chan_region *regions, uint32_t flags,
+		    chan_req *req, struct chan_err *err);
 /* Progress, then report on one receive: on done, sizes[i] = bytes landed in buffer i. */
 int chan_rx_test(struct chan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 		 struct chan_err *err);
@@ -393,7 +403,7 @@ enum { CHAN_HOOK_CHECKED = 1, CHAN_HOOK_TX_ROUTE, CHAN_HOOK_RX_ROUTE };
  * CHAN_VERSION, then write the new figures here.
  */
 #define CHAN_LAYOUT(cond) _Static_assert(cond, "the channel's layout changed: bump CHAN_VERSION")
-CHAN_LAYOUT(CHAN_VERSION == 5 && sizeof(struct chan_shm) == 8128 &&
+CHAN_LAYOUT(CHAN_VERSION == 6 && sizeof(struct chan_shm) == 8128 &&
 	    offsetof(struct chan_shm, route) == 56 && offsetof(struct chan_shm, tx) == 192 &&
 	    offsetof(struct chan_shm, rx) == 256 && offsetof(struct chan_shm, tx_dead) == 320 &&
 	    offsetof(struct chan_shm, rx_where) == 336 && offsetof(struct chan_shm, cts) == 400);

@@ -90,10 +90,13 @@ struct tx_send {
 	uint32_t fault;	     /* the fault that dooms it, id + 1 */
 	uint8_t corrupt_set; /* a degrade fault sets the hops' corruption: corrupt_p */
 	uint32_t corrupt_p[MODEL_MAX_HOPS];
-	int64_t delay_ns;   /* what faults added before that */
-	uint64_t key_msg;   /* the model's message number, for the corruption draws */
-	uint8_t direct;	    /* one-sided: the copy engine writes the receiver's buffer */
-	uint64_t ticket;    /* direct: the copy engine's */
+	int64_t delay_ns; /* what faults added before that */
+	uint64_t key_msg; /* the model's message number, for the corruption draws */
+	uint8_t direct;	  /* one-sided: the copy engine writes the receiver's buffer */
+	uint64_t ticket;  /* direct: the copy engine's */
+	int64_t due_ns;	  /* direct, CHAN_RX_AT_DELIVERY: its copy starts then (0: started) */
+	uint64_t region;  /* direct: the receiver's region and the buffer's offset in it */
+	uint64_t roff;
 	uint64_t slot;	    /* direct: the slot of its descriptor (out once head passes it) */
 	uint64_t corrupt_k; /* the next packet the model corrupts (chunks are flipped in order) */
 	int64_t post_ns;    /* the time the model was asked for it (stamped on its last chunk) */
@@ -122,6 +125,7 @@ struct chan_tx {
 	struct fst_conn conn;
 	struct model_path mpath; /* the route, for the corruption draws */
 	uint32_t mtu;
+	uint64_t ps_per_byte; /* the route's slowest stage, picoseconds a byte (0: unlimited) */
 	/* Copies handed to the copy threads (sim/copyq.h): slots [head, sub_head) are filled
 	 * or being filled and published in order once their copies are done. */
 	uint64_t sub_head;
@@ -153,6 +157,7 @@ struct rx_recv {
 	uint8_t sub_last[CHAN_MAX_RECVS]; /* its last chunk is being copied */
 	uint8_t direct[CHAN_MAX_RECVS];	  /* the buffer has a region: filled one-sided only */
 	uint8_t doomed;			  /* a message of it fails at ready_ns */
+	uint8_t at_delivery;		  /* CHAN_RX_AT_DELIVERY: no chunk copied before its time */
 	uint32_t fail_link;
 	uint32_t fail_fault;
 	uint64_t fail_msg;

@@ -670,7 +670,8 @@ void xchan_tx_free(struct xchan_tx *tx)
 /* ---- receiver ------------------------------------------------------------------------------ */
 
 struct xrx_buf {
-	void *data;
+	void *data; /* where the transport puts the payload */
+	void *user; /* CHAN_RX_AT_DELIVERY: the caller's buffer, filled at delivery */
 	uint64_t cap, got;
 	int32_t tag;
 	uint8_t in;	  /* its message is here */
@@ -705,6 +706,10 @@ struct xchan_rx {
 	uint64_t peer_msgs;
 	int closing;
 	struct xrx_recv recvs[CHAN_MAX_REQS];
+	/* CHAN_RX_AT_DELIVERY receives' landing buffers, per receive slot and buffer, grown as
+	 * needed and kept for the next receive of the slot */
+	void *land[CHAN_MAX_REQS][CHAN_MAX_RECVS];
+	uint64_t land_cap[CHAN_MAX_REQS][CHAN_MAX_RECVS];
 	/* ACKs in arrival order: [ack_head, ack_tail) wait for the transport; a slot is free
 	 * again once the transport has sent it (twice the sends in flight: never short) */
 	uint64_t ack_head, ack_tail;
@@ -892,15 +897,30 @@ static int recv_busy(const struct xrx_recv *r)
 int xchan_rx_post(struct xchan_rx *rx, int n, void *const *data, const uint64_t *sizes,
 		  const int32_t *tags, chan_req *req, struct chan_err *err)
 {
-	return xchan_rx_post_w(rx, n, data, sizes, tags, NULL, req, err);
+	return xchan_rx_post_w(rx, n, data, sizes, tags, NULL, 0, req, err);
+}
+
+/* The landing buffer of slot q's buffer b, at least cap bytes; NULL if it cannot grow. */
+static void *rx_land(struct xchan_rx *rx, uint64_t q, int b, uint64_t cap)
+{
+	if (rx->land_cap[q][b] < cap) {
+		void *p = realloc(rx->land[q][b], cap);
+		if (!p)
+			return NULL;
+		rx->land[q][b] = p;
+		rx->land_cap[q][b] = cap;
+	}
+	return rx->land[q][b];
 }
 
 int xchan_rx_post_w(struct xchan_rx *rx, int n, void *const *data, const uint64_t *sizes,
-		    const int32_t *tags, const struct xchan_wkey *wkeys, chan_req *req,
-		    struct chan_err *err)
+		    const int32_t *tags, const struct xchan_wkey *wkeys, uint32_t flags,
+		    chan_req *req, struct chan_err *err)
 {
 	if (!rx || !req || n < 1 || n > CHAN_MAX_RECVS || !data || !sizes || !tags)
 		return fail(err, -EINVAL, "bad receive", (uint64_t)n, 0);
+	if (flags & ~(uint32_t)CHAN_RX_AT_DELIVERY)
+		return fail(err, -EINVAL, "unknown receive flags", flags, CHAN_RX_AT_DELIVERY);
 	for (int b = 0; b < n; b++)
 		if (sizes[b] && !data[b])
 			return fail(err, -EINVAL, "receive without a buffer", (uint64_t)b,
@@ -911,16 +931,28 @@ int xchan_rx_post_w(struct xchan_rx *rx, int n, void *const *data, const uint64_
 	if (rx->peer_closed)
 		return stick(&rx->failed, err, -ECONNRESET, "the sender closed the connection",
 			     rx->next_seq, 0);
-	struct xrx_recv *r = &rx->recvs[rx->next_seq % CHAN_MAX_REQS];
+	uint64_t q = rx->next_seq % CHAN_MAX_REQS;
+	struct xrx_recv *r = &rx->recvs[q];
 	if (recv_busy(r))
 		return fail(err, -EAGAIN, "too many receives in flight", CHAN_MAX_REQS, 0);
+	/* read as it fills (and only modelled fabrics have a delivery time): land elsewhere */
+	int land = (flags & CHAN_RX_AT_DELIVERY) && rx->c.model;
+	for (int b = 0; land && b < n; b++)
+		if (data[b] && sizes[b] && !rx_land(rx, q, b, sizes[b]))
+			return fail(err, -ENOMEM, "no memory to land a receive read as it fills",
+				    (uint64_t)b, sizes[b]);
 	*r = (struct xrx_recv){.seq = rx->next_seq, .n = (uint16_t)n};
 	r->cts = (struct xw_cts){.magic = XW_MAGIC, .n = (uint32_t)n, .seq = r->seq};
 	for (int b = 0; b < n; b++) {
 		r->b[b] = (struct xrx_buf){.data = data[b], .cap = sizes[b], .tag = tags[b]};
+		if (land && data[b] && sizes[b]) {
+			r->b[b].user = data[b];
+			r->b[b].data = rx->land[q][b];
+		}
 		r->cts.sizes[b] = sizes[b];
 		r->cts.tags[b] = tags[b];
-		if (wkeys && wkeys[b].ok && data[b] && sizes[b] && rx->c.net->write) {
+		if (wkeys && wkeys[b].ok && !r->b[b].user && data[b] && sizes[b] &&
+		    rx->c.net->write) {
 			r->b[b].writable = 1;
 			r->cts.writable |= 1u << b;
 			r->cts.wkey[b] = wkeys[b].key;
@@ -928,7 +960,7 @@ int xchan_rx_post_w(struct xchan_rx *rx, int n, void *const *data, const uint64_
 		}
 		uint32_t low = (uint32_t)(r->seq << 3 | (uint64_t)b);
 		rc = post_recv(&rx->c, xchan_tag(XCHAN_DATA, rx->c.conn, low), &r->b[b].hdr,
-			       sizeof(r->b[b].hdr), data[b] ? data[b] : NULL,
+			       sizeof(r->b[b].hdr), data[b] ? r->b[b].data : NULL,
 			       data[b] ? sizes[b] : 0, &r->b[b].op);
 		if (rc) { /* withdraw what is posted; the slot stays busy until they are back */
 			for (int k = 0; k < b; k++)
@@ -984,8 +1016,12 @@ int xchan_rx_test(struct xchan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 			return -ETIMEDOUT;
 		}
 		*done = 1;
-		for (int b = 0; sizes && b < r->n; b++)
-			sizes[b] = r->b[b].got;
+		for (int b = 0; b < r->n; b++) {
+			if (r->b[b].user && r->b[b].got) /* its delivery time: the bytes land */
+				memcpy(r->b[b].user, r->b[b].data, r->b[b].got);
+			if (sizes)
+				sizes[b] = r->b[b].got;
+		}
 		return 0;
 	}
 	if (rx->peer_closed && rx->msgs_in >= rx->peer_msgs) {
@@ -1043,6 +1079,10 @@ void xchan_rx_free(struct xchan_rx *rx)
 		ops[n++] = &rx->ack_op[i];
 	ops[n++] = &rx->ctl_out_op;
 	ops[n++] = &rx->ping_op;
-	if (drain_close(&rx->c, ops, n, rx->failed.code == -ECONNRESET))
+	if (drain_close(&rx->c, ops, n, rx->failed.code == -ECONNRESET)) {
+		for (int q = 0; q < CHAN_MAX_REQS; q++)
+			for (int b = 0; b < CHAN_MAX_RECVS; b++)
+				free(rx->land[q][b]);
 		free(rx);
+	}
 }

@@ -144,12 +144,15 @@ int xchan_tx_test(struct xchan_tx *tx, chan_req req, int *done, uint64_t *size,
 /* As chan_rx_post / chan_rx_test. */
 int xchan_rx_post(struct xchan_rx *rx, int n, void *const *data, const uint64_t *sizes,
 		  const int32_t *tags, chan_req *req, struct chan_err *err);
-/* As xchan_rx_post, with the buffers' write keys (n of them; NULL: none). A buffer with one must
- * stay open to writes (its registration not closed) until the receive is reported done; one
- * whose receive failed may still be written by the sender until its registration closes. */
+/* As xchan_rx_post, with the buffers' write keys (n of them; NULL: none) and flags (chan.h's
+ * CHAN_RX_*). A buffer with a key must stay open to writes (its registration not closed) until
+ * the receive is reported done; one whose receive failed may still be written by the sender
+ * until its registration closes. A receive posted CHAN_RX_AT_DELIVERY takes no writes: its
+ * messages land in a buffer of the endpoint's, copied into the caller's at the model's
+ * delivery time by the test that reports it done. -ENOMEM if that buffer cannot grow. */
 int xchan_rx_post_w(struct xchan_rx *rx, int n, void *const *data, const uint64_t *sizes,
-		    const int32_t *tags, const struct xchan_wkey *wkeys, chan_req *req,
-		    struct chan_err *err);
+		    const int32_t *tags, const struct xchan_wkey *wkeys, uint32_t flags,
+		    chan_req *req, struct chan_err *err);
 int xchan_rx_test(struct xchan_rx *rx, chan_req req, int *done, uint64_t *sizes,
 		  struct chan_err *err);
 /* Drive the endpoint (and the transport) without testing a request: the receive agent's

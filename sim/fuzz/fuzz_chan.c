@@ -87,6 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				where[i] = (struct chan_region){.id = w % 3, .off = (w >> 2) * 64};
 			}
 			if (nr < 64 && chan_rx_post_in(rx, n, bufs, caps, tags, (v >> 8) & 1 ? where : NULL,
+						       (uint32_t)(v >> 9) & 3, /* 2, 3: unknown */
 						       &rreq[nr], NULL) == 0)
 				nr++;
 			break;

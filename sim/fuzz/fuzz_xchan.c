@@ -107,7 +107,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					wk[b] = (struct xchan_wkey){
 						.key = key, .addr = raddr, .ok = 1};
 			}
-			rc = xchan_rx_post_w(rx, n, nr.bufs, caps, tags, wk, &q, &err);
+			/* 1: read as it fills (lands elsewhere when modelled); 2, 3: unknown */
+			uint32_t rflags = n == 1 ? take(&r, 1) % 4 : 0;
+			rc = xchan_rx_post_w(rx, n, nr.bufs, caps, tags, wk, rflags, &q, &err);
 			if (rc == 0) {
 				assert(q >= 0 && q < CHAN_MAX_REQS && !recvs[q].live);
 				recvs[q] = nr;

@@ -153,7 +153,7 @@ static void test_one_sided(void)
 	uint64_t cap = N, got = 0, sent = 0;
 	struct chan_region where = {.id = 2, .off = 4096};
 	chan_req r, s;
-	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &where, &r, NULL) == 0, "post");
+	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &where, 0, &r, NULL) == 0, "post");
 	CHECK(chan_tx_post(f.tx, src, N, 0, &s, NULL) == 0, "send");
 	CHECK(strcmp(f.dma.where, "proc-42") == 0, "the engine got the receiver's where: '%s'",
 	      f.dma.where);
@@ -189,8 +189,8 @@ static void test_mixed_order(void)
 		void *bufs[1] = {gpu ? mem + (size_t)k * N : host + (size_t)k * N};
 		uint64_t cap = N;
 		struct chan_region w = {.id = gpu ? 1 : 0, .off = (uint64_t)k * N};
-		CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, &r[k], NULL) == 0, "post %d",
-		      k);
+		CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, 0, &r[k], NULL) == 0,
+		      "post %d", k);
 		int rc;
 		do /* the staging ring (8 slots) fills up: let the receiver drain it */
 			rc = chan_tx_post(f.tx, src + (size_t)k * N, N - k, 0, &s[k], NULL);
@@ -237,7 +237,7 @@ static void test_mismatch(void)
 	struct chan_err e;
 	/* a tx without a copy engine, facing a GPU receive */
 	struct chan_tx *bare = NULL;
-	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, &r, NULL) == 0, "post");
+	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, 0, &r, NULL) == 0, "post");
 	chan_tx_free(f.tx);
 	f.tx = NULL;
 	void *b2 = NULL;
@@ -248,7 +248,7 @@ static void test_mismatch(void)
 	CHECK(chan_format(b2, len2, &g, 6) == 0 && chan_tx_new(b2, len2, &bare) == 0 &&
 		      chan_rx_new(b2, len2, &rx2) == 0,
 	      "second channel");
-	CHECK(chan_rx_post_in(rx2, 1, bufs, &cap, NULL, &w, &r, NULL) == 0, "post 2");
+	CHECK(chan_rx_post_in(rx2, 1, bufs, &cap, NULL, &w, 0, &r, NULL) == 0, "post 2");
 	CHECK(chan_tx_post(bare, src, 8, 0, &s, &e) == -EPROTO &&
 		      strstr(e.what, "no GPU data path"),
 	      "no engine: %s", e.what);
@@ -289,7 +289,7 @@ static void test_hostile(void)
 		struct chan_region w = {.id = which ? 1 : 0, .off = 0};
 		chan_req r;
 		struct chan_err e = {0};
-		CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, &r, NULL) == 0, "post");
+		CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, 0, &r, NULL) == 0, "post");
 		struct chan_shm *shm = f.base;
 		struct chan_desc *d = (struct chan_desc *)((uint8_t *)f.base + shm->desc_off);
 		*d = (struct chan_desc){.msg = 0,
@@ -318,7 +318,7 @@ static void test_engine_failures(void)
 	struct chan_region w = {.id = 1, .off = 0};
 	chan_req r, s;
 	struct chan_err e;
-	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, &r, NULL) == 0, "post");
+	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, 0, &r, NULL) == 0, "post");
 	f.dma.fail_poll = -EFAULT;
 	CHECK(chan_tx_post(f.tx, src, 8, 0, &s, NULL) == 0, "send");
 	int done = 0;
@@ -330,7 +330,7 @@ static void test_engine_failures(void)
 	fix_up(&f, 4);
 	mem = region(&f, 1, 64);
 	bufs[0] = mem;
-	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, &r, NULL) == 0, "post");
+	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, 0, &r, NULL) == 0, "post");
 	f.dma.fail_start = -ERANGE;
 	CHECK(chan_tx_post(f.tx, src, 8, 0, &s, &e) == -EIO && e.value[1] == ERANGE,
 	      "a refused copy fails at post: %d", e.code);
@@ -343,6 +343,41 @@ static void test_engine_failures(void)
  * send time, the receive never before its delivery time, and a corrupting
  * link flips exactly the bits it flips on the staged path.
  */
+/* A NIC with RC's retries, for the modelled tests (resolve it with their links). */
+static const struct model_nic test_nic = {.o_send_ns = 300,
+					  .o_recv_ns = 300,
+					  .ack_proc_ns = 200,
+					  .timeout_exp = 10,
+					  .retry_count = 7,
+					  .timeout_scale_ppm = 1000000};
+
+/* A fabric state of links[2] (resolved) and a channel routed over both, in f. */
+struct mfab {
+	void *base;
+	size_t len;
+	struct fst_view *v;
+};
+
+static void fix_up_modelled(struct fix *f, struct mfab *m, const struct model_link *links,
+			    const struct model_nic *nic, uint64_t seed)
+{
+	m->v = fenv_map(2, links, 2, seed, &m->base, &m->len);
+	fix_up(f, 4);
+	struct model_path p = {.nhops = 2, .switching = MODEL_CUT_THROUGH};
+	p.link_id[1] = 1;
+	p.hop[0] = &m->v->links[0];
+	p.hop[1] = &m->v->links[1];
+	CHECK(chan_set_route(f->base, &p, 0, nic, 0, 1) == 0 &&
+		      chan_tx_set_fabric(f->tx, m->v) == 0 && chan_rx_set_fabric(f->rx, m->v) == 0,
+	      "route");
+}
+
+static void fix_down_modelled(struct fix *f, struct mfab *m)
+{
+	fix_down(f);
+	fenv_unmap(m->v, m->base, m->len);
+}
+
 static void test_modelled(void)
 {
 	struct model_link links[2];
@@ -354,36 +389,21 @@ static void test_modelled(void)
 		links[i].hdr_bytes = 64;
 	}
 	links[1].corrupt_p = MODEL_PROB_ONE / 2;
-	struct model_nic nic = {.o_send_ns = 300,
-				.o_recv_ns = 300,
-				.ack_proc_ns = 200,
-				.timeout_exp = 10,
-				.retry_count = 7,
-				.timeout_scale_ppm = 1000000};
+	struct model_nic nic = test_nic;
 	fenv_resolve(links, 2, &nic);
 	enum { N = 65536 };
 	static uint8_t src[N], out[2][N];
 	fill(src, N, 4);
 	for (int direct = 0; direct < 2; direct++) {
-		void *fb;
-		size_t flen;
-		struct fst_view *v = fenv_map(2, links, 2, 77, &fb, &flen);
 		struct fix f;
-		fix_up(&f, 4);
-		struct model_path p = {.nhops = 2, .switching = MODEL_CUT_THROUGH};
-		p.link_id[0] = 0;
-		p.link_id[1] = 1;
-		p.hop[0] = &v->links[0];
-		p.hop[1] = &v->links[1];
-		CHECK(chan_set_route(f.base, &p, 0, &nic, 0, 1) == 0 &&
-			      chan_tx_set_fabric(f.tx, v) == 0 && chan_rx_set_fabric(f.rx, v) == 0,
-		      "route");
+		struct mfab mf;
+		fix_up_modelled(&f, &mf, links, &nic, 77);
 		uint8_t *mem = region(&f, 1, N);
 		void *bufs[1] = {direct ? (void *)mem : (void *)out[0]};
 		uint64_t cap = N;
 		struct chan_region w = {.id = direct ? 1 : 0};
 		chan_req r, s;
-		CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, &r, NULL) == 0, "post");
+		CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, 0, &r, NULL) == 0, "post");
 		CHECK(chan_tx_post(f.tx, src, N, 0, &s, NULL) == 0, "send");
 		struct chan_times t;
 		chan_tx_times(f.tx, s, &t);
@@ -406,8 +426,7 @@ static void test_modelled(void)
 			memcpy(out[1], mem, N);
 			CHECK(f.dma.flips > 0, "the model corrupted some packets");
 		}
-		fix_down(&f);
-		fenv_unmap(v, fb, flen);
+		fix_down_modelled(&f, &mf);
 	}
 	int diff[2] = {0, 0}, same = 1;
 	for (int i = 0; i < N; i++) {
@@ -420,9 +439,87 @@ static void test_modelled(void)
 	CHECK(memcmp(out[0], src, N) != 0, "and some were");
 }
 
+/*
+ * A receive read as it fills (CHAN_RX_AT_DELIVERY: NCCL's LL and LL128) gets no byte before the
+ * model's delivery time, staged (the receiver holds its chunks) or one-sided (the sender holds
+ * its copy); a plain receive may fill early, and on a 2 x 3 ms route it does: without the flag
+ * the same check fails, so the test can.
+ */
+static void test_at_delivery(void)
+{
+	struct model_link links[2];
+	memset(links, 0, sizeof(links));
+	for (int i = 0; i < 2; i++) {
+		links[i].rate_bps = 10000000000ull;
+		links[i].latency_ns =
+			3000000; /* the message is 6 ms away: far above any poll gap */
+		links[i].mtu = 4096;
+		links[i].hdr_bytes = 64;
+	}
+	struct model_nic nic = test_nic;
+	fenv_resolve(links, 2, &nic);
+	enum { N = 10000 }; /* 3 chunks of a 4-slot x 4 KiB ring */
+	static uint8_t src[N], host[N];
+	fill(src, N, 9);
+	for (int direct = 0; direct < 2; direct++)
+		for (int flag = 0; flag < 2; flag++) {
+			struct fix f;
+			struct mfab mf;
+			fix_up_modelled(&f, &mf, links, &nic, 78);
+			uint8_t *mem = direct ? region(&f, 1, N) : host;
+			memset(mem, 0xee, N);
+			void *bufs[1] = {mem};
+			uint64_t cap = N;
+			struct chan_region w = {.id = direct ? 1 : 0};
+			chan_req r, s;
+			CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w,
+					      flag ? CHAN_RX_AT_DELIVERY : 0, &r, NULL) == 0,
+			      "post");
+			CHECK(chan_tx_post(f.tx, src, N, 0, &s, NULL) == 0, "send");
+			struct chan_times t;
+			chan_tx_times(f.tx, s, &t);
+			int sd = 0, rd = 0;
+			/* when byte 0 (the first chunk) and byte N - 1 (the last) were first seen */
+			int64_t seen[2] = {0, 0}, rdone_at = 0, deadline = mono_ns() + 5000000000LL;
+			while ((!sd || !rd) && mono_ns() < deadline) {
+				if (!sd && chan_tx_test(f.tx, s, &sd, NULL, NULL) != 0)
+					break;
+				if (!rd && chan_rx_test(f.rx, r, &rd, NULL, NULL) != 0)
+					break;
+				if (rd && !rdone_at)
+					rdone_at = mono_ns();
+				/* read, then the clock: a byte seen landed no later than that */
+				int landed[2] = {mem[0] != 0xee, mem[N - 1] != 0xee};
+				int64_t now = mono_ns();
+				for (int k = 0; k < 2; k++)
+					if (landed[k] && !seen[k])
+						seen[k] = now;
+			}
+			CHECK(sd && rd && memcmp(mem, src, N) == 0,
+			      "delivered exact (direct %d, flag %d)", direct, flag);
+			CHECK(t.ready_ns > 0 && rdone_at >= t.ready_ns, "completion never early");
+			/* staged, the first chunk (4096 B) streams in (N - 4096) byte times (800 ps at
+			 * 10 Gb/s) before the last; one-sided, the whole message lands at once */
+			int64_t first_due = direct ? t.ready_ns
+						   : t.ready_ns - (N - 4096) * 800 / 1000;
+			if (flag)
+				CHECK(seen[0] >= first_due && seen[1] >= t.ready_ns,
+				      "landed before the model's arrival times (direct %d): first "
+				      "chunk %" PRId64 " ns, last %" PRId64 " ns early",
+				      direct, first_due - seen[0], t.ready_ns - seen[1]);
+			else
+				CHECK(seen[0] && seen[0] < t.ready_ns - 1000000,
+				      "a plain receive fills at once (direct %d: %" PRId64
+				      " us before the delivery time)",
+				      direct, (t.ready_ns - seen[0]) / 1000);
+			fix_down_modelled(&f, &mf);
+		}
+}
+
 static const struct check_case cases[] = {
-	CHECK_CASE(test_one_sided), CHECK_CASE(test_mixed_order),     CHECK_CASE(test_mismatch),
-	CHECK_CASE(test_hostile),   CHECK_CASE(test_engine_failures), CHECK_CASE(test_modelled),
+	CHECK_CASE(test_one_sided),   CHECK_CASE(test_mixed_order),	CHECK_CASE(test_mismatch),
+	CHECK_CASE(test_hostile),     CHECK_CASE(test_engine_failures), CHECK_CASE(test_modelled),
+	CHECK_CASE(test_at_delivery),
 };
 
 CHECK_MAIN(cases)

@@ -631,7 +631,7 @@ static void writes_exact_over(uint64_t shuffle, int eagain, uint64_t write_min, 
 		int32_t tags[1] = {3};
 		struct xchan_wkey wk[1] = {{.key = key, .addr = raddr + off, .ok = 1}};
 		chan_req rq, sq;
-		CHECK(xchan_rx_post_w(p->rx, 1, bufs, cap, tags, wk, &rq, NULL) == 0, "rx post");
+		CHECK(xchan_rx_post_w(p->rx, 1, bufs, cap, tags, wk, 0, &rq, NULL) == 0, "rx post");
 		int64_t t0 = mono_ns();
 		CHECK(send_post(p, s, n, 3, &sq) == 0, "tx post %llu B", (unsigned long long)n);
 		CHECK(recv_wait(p, rq, got, NULL) == 0 && got[0] == n, "recv %llu B: got %llu",
@@ -696,7 +696,7 @@ static void test_writes_and_messages_mixed_in_grouped_receives(void)
 				.addr = raddr + (uint64_t)((uint8_t *)dst[r][b] - (uint8_t *)dst),
 				.ok = (b + r) % 3 != 0};
 		}
-		CHECK(xchan_rx_post_w(p->rx, N, bufs, cap, tags, wk, &rq[r], NULL) == 0, "rx %d",
+		CHECK(xchan_rx_post_w(p->rx, N, bufs, cap, tags, wk, 0, &rq[r], NULL) == 0, "rx %d",
 		      r);
 		for (int b = 0; b < N; b++) {
 			int t = (b * 3 + r) % N;
@@ -746,8 +746,8 @@ static void test_a_refused_write_fails_the_sender(void)
 	CHECK(p->e[1].net.mr_open(&p->e[1], d, sizeof(d), &key, &raddr, &mr) == 0, "mr");
 	chan_req rq, sq;
 	struct xchan_wkey wk = {.key = key, .addr = raddr, .ok = 1};
-	CHECK(xchan_rx_post_w(p->rx, 1, (void *[]){d}, (uint64_t[]){300}, (int32_t[]){0}, &wk, &rq,
-			      NULL) == 0,
+	CHECK(xchan_rx_post_w(p->rx, 1, (void *[]){d}, (uint64_t[]){300}, (int32_t[]){0}, &wk, 0,
+			      &rq, NULL) == 0,
 	      "rx post");
 	p->e[1].net.mr_close(&p->e[1], mr);
 	struct chan_err e = {0};
@@ -798,6 +798,71 @@ static void test_a_forged_written_header_is_refused(void)
 }
 
 /* ---- limits and misuse --------------------------------------------------------------------- */
+
+/*
+ * A receive read as it fills (CHAN_RX_AT_DELIVERY: NCCL's LL and LL128) gets no byte before the
+ * model's delivery time and takes no writes; the same receive without the flag takes the write
+ * and fills at once, 3 ms early (so the check can fail). Exact either way.
+ */
+static void test_a_receive_read_as_it_fills_gets_no_byte_before_its_time(void)
+{
+	enum { N = 65536 };
+	struct fake_model m = {.lat_ns = 3000000, .ack_ns = 1000000};
+	struct pair *p = pair_new_w(0x51, 0, &fake_model, &m, 4096);
+	uint8_t *a = malloc(N), *s = malloc(N);
+	uint64_t key = 0, raddr = 0;
+	void *mr = NULL;
+	CHECK(p->e[1].net.mr_open(&p->e[1], a, N, &key, &raddr, &mr) == 0, "mr_open");
+	for (int flag = 0; flag < 2; flag++) {
+		fill(s, N, 60u + (uint32_t)flag);
+		memset(a, 0xee, N);
+		void *bufs[1] = {a};
+		uint64_t cap[1] = {N}, got[1] = {0};
+		int32_t tags[1] = {2};
+		struct xchan_wkey wk[1] = {{.key = key, .addr = raddr, .ok = 1}};
+		uint64_t writes = p->w.writes;
+		chan_req rq, sq;
+		CHECK(xchan_rx_post_w(p->rx, 1, bufs, cap, tags, wk, flag ? CHAN_RX_AT_DELIVERY : 0,
+				      &rq, NULL) == 0,
+		      "rx post");
+		CHECK(send_post(p, s, N, 2, &sq) == 0, "tx post");
+		int done = 0;
+		int64_t first_byte = 0, deadline = mono_ns() + 5000000000LL;
+		while (!done && mono_ns() < deadline) {
+			if (xchan_rx_test(p->rx, rq, &done, got, NULL) ||
+			    xchan_tx_progress(p->tx, NULL))
+				break;
+			int landed = 0; /* read, then the clock */
+			for (int i = 0; i < N && !landed; i += 1021)
+				landed = a[i] != 0xee;
+			if (landed && !first_byte)
+				first_byte = mono_ns();
+		}
+		CHECK(done && got[0] == N && memcmp(a, s, N) == 0, "exact (flag %d)", flag);
+		CHECK(send_wait(p, sq, NULL, NULL) == 0, "send (flag %d)", flag);
+		if (flag)
+			CHECK(first_byte >= m.last_ready && p->w.writes == writes,
+			      "a byte landed %lld us before the model's delivery time (writes "
+			      "%llu)",
+			      (long long)(m.last_ready - first_byte) / 1000,
+			      (unsigned long long)(p->w.writes - writes));
+		else
+			CHECK(first_byte && first_byte < m.last_ready - 1000000 &&
+				      p->w.writes == writes + 1,
+			      "a plain receive takes the write at once (%lld us early)",
+			      (long long)(m.last_ready - first_byte) / 1000);
+	}
+	chan_req rq;
+	struct chan_err e;
+	CHECK(xchan_rx_post_w(p->rx, 1, (void *[]){a}, (uint64_t[]){N}, (int32_t[]){0}, NULL, 2,
+			      &rq, &e) == -EINVAL &&
+		      strstr(e.what, "unknown receive flags"),
+	      "unknown flags refused");
+	p->e[1].net.mr_close(&p->e[1], mr);
+	pair_free(p);
+	free(a);
+	free(s);
+}
 
 static void test_limits_and_misuse(void)
 {
@@ -851,6 +916,7 @@ static void test_limits_and_misuse(void)
 }
 
 static const struct check_case cases[] = {
+	CHECK_CASE(test_a_receive_read_as_it_fills_gets_no_byte_before_its_time),
 	CHECK_CASE(test_exact_at_every_size),
 	CHECK_CASE(test_grouped_receives_and_many_in_flight),
 	CHECK_CASE(test_a_send_fills_the_head_receive_only),

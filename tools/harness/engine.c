@@ -270,8 +270,10 @@ int eng_irecv(struct eng_conn *c, int n, void **data, size_t *sizes, int *tags, 
 	op->size = total;
 	op->tag = tags ? tags[0] : 0;
 	op->seq = c->nposted;
-	/* NCCL preloads the optional-completion hint for single receives (v9+ see it; the
-	 * adapter clears it for v8 as NCCL's shim does); grouped slots hold a stale value. */
+	/* NCCL preloads the optional-completion hint for its single LL and LL128 receives (v9+
+	 * see it; the adapter clears it for v8 as NCCL's shim does), which the plugin then fills
+	 * no earlier than the model's arrival times; the harness marks every single receive so,
+	 * the strictest placement. Grouped slots hold a stale value. */
 	req = n == 1 ? (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION : ENG_POISON_REQ;
 	rc = pl_irecv(c->comm, n, data, sz, tags, mh, &req);
 	if (rc != ncclSuccess) {
