@@ -356,7 +356,7 @@ FORMAT_CLEAN := docs/examples/buggy-plugin.c plugin/client.h plugin/net.h plugin
 	plugin/test/check_cudadrv.c plugin/test/test_gpu_export.c sim/test/test_chan_direct.c \
 	plugin/ncclenv.c plugin/ncclenv.h plugin/test/test_ncclenv.c \
 	sim/scn/units.c sim/scn/units.h sim/core/units.h sim/test/test_units.c sim/fuzz/fuzz_units.c \
-	sim/test/test_fault_proc.c tools/harness/launched.c sim/test/fspec.h sim/test/mfix.h \
+	sim/test/test_fault_proc.c tools/harness/launched.c tools/harness/landing.c sim/test/fspec.h sim/test/mfix.h \
 	sim/core/chan_int.h sim/core/chan_shm.c sim/core/chan_watch.c sim/core/model_int.h \
 	sim/scn/fabric_int.h sim/fuzz/fuzz_err.h tools/common/sendall.h \
 	sim/core/xnet.h sim/core/xchan.h sim/core/xchan.c sim/test/xnet_fake.h sim/test/test_xchan.c \

@@ -245,6 +245,7 @@ void t_daemon_death(struct hx_test *t);
 void t_bench(struct hx_test *t);
 void t_flows(struct hx_test *t);
 void t_faults(struct hx_test *t);
+void t_landing(struct hx_test *t);
 
 /* ---- plugin adapter (plugin_abi.c) --------------------------------------------- */
 

@@ -62,6 +62,9 @@ const struct hx_test_def hx_tests[] = {
 	{"faults", t_faults, HX_T_NAMED,
 	 "(on request) a ring of timed messages under the scenario's faults: exact data, "
 	 "or the error --fault-expect says"},
+	{"landing", t_landing, HX_T_NAMED,
+	 "(on request) when a receive's bytes appear: rank 0 sends --fault-bytes to rank 1, who "
+	 "reads the buffer while it tests"},
 	{"unload", t_unload, HX_T_INTERNAL, "finalize, check helper threads are gone, dlclose"},
 };
 const int hx_ntests = (int)(sizeof(hx_tests) / sizeof(hx_tests[0]));
