@@ -210,9 +210,11 @@ int chan_tx_set_fabric(struct chan_tx *tx, struct fst_view *fab)
 }
 
 /*
- * When the bytes up to end of a message have arrived, for a receive read as it fills: the last
- * byte at the model's delivery time, each one before it a byte time of the route's slowest
- * stage earlier (the message streams in at that rate), never before the post.
+ * A chunk's stamp for the receiver: the last chunk's is the message's delivery time (its
+ * completion; its bytes arrived o_recv before, when the NIC wrote them); an earlier chunk's is
+ * when its own last byte arrived, for a receive read as it fills: a byte time of the route's
+ * slowest stage earlier for each byte after it (the message streams in at that rate), never
+ * before the post. 0 on the ideal fabric.
  */
 static int64_t chunk_ready(const struct chan_tx *tx, const struct tx_send *s, uint64_t end)
 {
@@ -220,7 +222,7 @@ static int64_t chunk_ready(const struct chan_tx *tx, const struct tx_send *s, ui
 		return s->ready_ns;
 	unsigned __int128 ps = (unsigned __int128)(s->size - end) * tx->ps_per_byte;
 	int64_t early = ps / 1000 > (unsigned __int128)INT64_MAX ? INT64_MAX : (int64_t)(ps / 1000);
-	return s->ready_ns - s->post_ns > early ? s->ready_ns - early : s->post_ns;
+	return s->arrive_ns - s->post_ns > early ? s->arrive_ns - early : s->post_ns;
 }
 
 int chan_rx_set_fabric(struct chan_rx *rx, struct fst_view *fab)
@@ -706,6 +708,7 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 		}
 		/* 0 stays "no gate" for the receiver: a real time is never 0. */
 		s->ready_ns = m.recv_done_ns > 0 ? m.recv_done_ns : 1;
+		s->arrive_ns = m.arrive_ns > 0 && m.arrive_ns <= s->ready_ns ? m.arrive_ns : s->ready_ns;
 		s->done_ns = m.send_done_ns;
 		s->doomed = (uint8_t)(m.failed != 0);
 		s->timeouts = m.timeouts;
@@ -730,8 +733,8 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 		s->region = region;
 		s->roff = c.roff[b];
 		/* A receive read as it fills: nothing lands before the model's delivery time. */
-		if ((c.flags & CHAN_RX_AT_DELIVERY) && tx->fab && s->ready_ns > s->post_ns)
-			s->due_ns = s->ready_ns;
+		if ((c.flags & CHAN_RX_AT_DELIVERY) && tx->fab && s->arrive_ns > s->post_ns)
+			s->due_ns = s->arrive_ns;
 		else if (tx_start_direct(tx, s, err)) {
 			s->in_use = 0;
 			return tx->failed;
@@ -905,7 +908,8 @@ static void rx_account(struct chan_rx *rx, const struct chan_desc *d)
 		rx->msgs++;
 		if (d->ready_ns > r->ready_ns)
 			r->ready_ns = d->ready_ns;
-		chan_rx_note_floor(rx, r, d);
+		if (r->floor_msg != d->msg + 1)
+			chan_rx_note_floor(rx, r, d);
 		if (d->flags & CHAN_F_FAIL) {
 			r->doomed = 1;
 			r->fail_link = d->reserved;
@@ -982,6 +986,12 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 			return side_fail(&shm->rx, &rx->failed, &rx->ferr, err, -EPROTO,
 					 "sender published more slots than exist",
 					 rx->head_seen - rx->tail, rx->mask + 1);
+		if (rx->gate_ns && rx->gate_slot == rx->sub_tail) {
+			/* held back (below): not due yet, nothing to read again */
+			if (now < rx->gate_ns && (now = now_ns()) < rx->gate_ns)
+				break;
+			rx->gate_ns = 0; /* due: read, checked and gated afresh below */
+		}
 		uint32_t i = (uint32_t)(rx->sub_tail & rx->mask);
 		/* A local copy: the peer could rewrite the shared one between check and use. */
 		struct chan_desc dcopy;
@@ -1011,12 +1021,22 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 					 "sender has no GPU data path: SIMFABRIC_GPU differs between "
 					 "ranks?)",
 					 d->recv, d->msg);
-		if (r->at_delivery && d->ready_ns > 0 && !chan_inject_early) {
-			/* read as it fills: no byte before the model's delivery time */
-			if (!now)
-				now = now_ns();
-			if (now < d->ready_ns)
+		/* read as it fills: no byte before its arrival (the last chunk's, o_recv before
+		 * the completion its stamp gives; the clock read afresh only when the last
+		 * reading was before it) */
+		int64_t due = d->ready_ns - (d->flags & CHAN_F_LAST ? rx->route.nic.o_recv_ns : 0);
+		if (r->at_delivery && d->ready_ns > 0 && !chan_inject_early && now < due) {
+			now = now_ns();
+			if (now < due) {
+				rx->gate_slot = rx->sub_tail;
+				rx->gate_ns = due;
+				/* its floor now, not on the way to its completion */
+				if ((d->flags & CHAN_F_LAST) && r->floor_msg != d->msg + 1) {
+					chan_rx_note_floor(rx, r, d);
+					r->floor_msg = d->msg + 1;
+				}
 				break;
+			}
 		}
 		r->sub[d->buf] += d->len;
 		if (d->flags & CHAN_F_LAST)
