@@ -282,11 +282,11 @@ def test_03_15_a_receive_read_as_it_fills_gets_no_byte_before_the_model(harness,
                                                                          marked):
     """NCCL marks its LL and LL128 receives (the optional-completion hint: their kernels read
     the lines as they land), and the plugin places none of their bytes before the model says
-    they arrived: over two 20 ms hops, none in the first 40 ms after the send (30 here: the
+    they arrived: over two 50 ms hops, none in the first 100 ms after the send (80 here: the
     ranks leave their barrier a little apart). NCCL's v8 shim clears the mark, so there the
-    receive fills as soon as the data path can, well within 15 ms: the check can fail."""
+    receive fills as soon as the data path can, well within 40 ms: the check can fail."""
     sc = tmp_path / "far.yaml"
-    sc.write_text("fabric:\n  defaults:\n    link: {rate_gbps: 10, latency_ns: 20000000}\n"
+    sc.write_text("fabric:\n  defaults:\n    link: {rate_gbps: 10, latency_ns: 50000000}\n"
                   "  nodes: {count: 2, name: \"node{i}\"}\n  switches: [{name: sw0}]\n"
                   "  links:\n    - {ends: [[node0, node1], sw0]}\n")
     f = fabric_factory(args=["--scenario", str(sc)], name="far")
@@ -296,8 +296,8 @@ def test_03_15_a_receive_read_as_it_fills_gets_no_byte_before_the_model(harness,
     m = [t["metrics"] for t in r.tests("landing") if "first_byte_s" in t["metrics"]]
     assert len(m) == 1 and m[0]["exact"], r.report()
     first, done = m[0]["first_byte_s"], m[0]["done_s"]
-    assert done >= 0.030, (m, r.report())  # the completion was always gated
+    assert done >= 0.080, (m, r.report())  # the completion was always gated
     if marked:
-        assert first >= 0.030, (m, r.report())
+        assert first >= 0.080, (m, r.report())
     else:
-        assert first < 0.015, (m, r.report())
+        assert first < 0.040, (m, r.report())

@@ -220,6 +220,10 @@ static int64_t chunk_ready(const struct chan_tx *tx, const struct tx_send *s, ui
 {
 	if (!s->ready_ns || end >= s->size)
 		return s->ready_ns;
+	if (tx->mtu) /* the model delivers whole packets: the one this chunk ends in */
+		end = (end + tx->mtu - 1) / tx->mtu * tx->mtu;
+	if (end >= s->size)
+		return s->arrive_ns;
 	unsigned __int128 ps = (unsigned __int128)(s->size - end) * tx->ps_per_byte;
 	int64_t early = ps / 1000 > (unsigned __int128)INT64_MAX ? INT64_MAX : (int64_t)(ps / 1000);
 	return s->arrive_ns - s->post_ns > early ? s->arrive_ns - early : s->post_ns;
@@ -444,7 +448,7 @@ static int tx_publish_direct(struct chan_tx *tx, struct tx_send *s)
 		if (tx_start_direct(tx, s, NULL))
 			return 1;
 	}
-	int p = tx->dma->poll(tx->dma_ctx, s->ticket);
+	int p = s->nocopy ? 1 : tx->dma->poll(tx->dma_ctx, s->ticket);
 	if (p < 0) {
 		side_fail(&tx->shm->tx, &tx->failed, &tx->ferr, NULL, -EIO,
 			  "the GPU copy engine failed a one-sided copy (values: message, errno)",
@@ -467,7 +471,8 @@ static int tx_publish_direct(struct chan_tx *tx, struct tx_send *s)
 	s->pushed = s->size;
 	s->started = 1;
 	s->slot = tx->sub_head;
-	tx->direct_busy--;
+	if (!s->nocopy)
+		tx->direct_busy--;
 	tx->bytes += s->size;
 	if (tx->pool && tx->sub_head != tx->head) {
 		/* staged copies ahead of it are still running: published in its turn */
@@ -732,8 +737,12 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 		s->direct = 1;
 		s->region = region;
 		s->roff = c.roff[b];
-		/* A receive read as it fills: nothing lands before the model's delivery time. */
-		if ((c.flags & CHAN_RX_AT_DELIVERY) && tx->fab && s->arrive_ns > s->post_ns)
+		/* A receive read as it fills: nothing lands before the model's arrival time, and
+		 * a message the model fails (lost for good) never lands. */
+		int held = (c.flags & CHAN_RX_AT_DELIVERY) && tx->fab;
+		if (held && s->doomed)
+			s->nocopy = 1;
+		else if (held && s->arrive_ns > s->post_ns)
 			s->due_ns = s->arrive_ns;
 		else if (tx_start_direct(tx, s, err)) {
 			s->in_use = 0;

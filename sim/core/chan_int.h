@@ -96,6 +96,7 @@ struct tx_send {
 	uint8_t direct;	  /* one-sided: the copy engine writes the receiver's buffer */
 	uint64_t ticket;  /* direct: the copy engine's */
 	int64_t due_ns;	  /* direct, CHAN_RX_AT_DELIVERY: its copy starts then (0: started) */
+	uint8_t nocopy;	  /* direct, CHAN_RX_AT_DELIVERY, doomed: its bytes never land */
 	uint64_t region;  /* direct: the receiver's region and the buffer's offset in it */
 	uint64_t roff;
 	uint64_t slot;	    /* direct: the slot of its descriptor (out once head passes it) */

@@ -25,6 +25,7 @@
 #include "tools/harness/harness.h"
 
 #define ENG_POISON_REQ ((void *)(uintptr_t)0x5afe0bad0001ULL)
+#define ENG_LL_STEP_BYTES (64u << 10) /* NCCL's LL steps: 512 KiB of lines over NCCL_STEPS */
 #define ENG_DONE_POISON 0x5A5A5A5A
 #define ENG_SIZE_POISON (-1515870811) /* 0xA5A5A5A5 */
 #define ENG_MAX_GROUPS 64
@@ -272,9 +273,12 @@ int eng_irecv(struct eng_conn *c, int n, void **data, size_t *sizes, int *tags, 
 	op->seq = c->nposted;
 	/* NCCL preloads the optional-completion hint for its single LL and LL128 receives (v9+
 	 * see it; the adapter clears it for v8 as NCCL's shim does), which the plugin then fills
-	 * no earlier than the model's arrival times; the harness marks every single receive so,
-	 * the strictest placement. Grouped slots hold a stale value. */
-	req = n == 1 ? (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION : ENG_POISON_REQ;
+	 * no earlier than the model's arrival times. The harness marks the single receives that
+	 * could be LL's (an LL step holds 64 KiB), or all with e->mark_all; larger ones are
+	 * Simple's, whose slot holds a stale value, as grouped slots do. */
+	req = n == 1 && (e->mark_all || total <= ENG_LL_STEP_BYTES)
+		? (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION
+		: ENG_POISON_REQ;
 	rc = pl_irecv(c->comm, n, data, sz, tags, mh, &req);
 	if (rc != ncclSuccess) {
 		op->state = ENG_OP_FAILED;

@@ -472,6 +472,7 @@ struct eng {
 	int yield_after;      /* idle passes before sched_yield (0: never yield) */
 	int expect_errors;    /* 1: plugin errors are results, not failures */
 	int quiet_timeout;    /* 1: the caller reports timeouts */
+	int mark_all;	      /* 1: mark every single receive as NCCL marks LL's (eng_irecv) */
 	unsigned long ntests, nblocked, npasses, nfailed;
 	unsigned idle;
 	double last_abort_check;

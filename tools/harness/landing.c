@@ -4,8 +4,8 @@
  *
  * NCCL's LL and LL128 kernels read their receive buffers while they fill, so the plugin must
  * not place a byte of such a receive before the model says it arrived (sim/core/chan.h,
- * CHAN_RX_AT_DELIVERY; NCCL marks them with its optional-completion hint, which this harness
- * preloads for every single receive of API v9 and later, and NCCL's v8 shim clears). Rank 1
+ * CHAN_RX_AT_DELIVERY; NCCL marks them with its optional-completion hint, which this test
+ * preloads for its receive with API v9 and later, and NCCL's v8 shim clears). Rank 1
  * posts one receive of --fault-bytes from rank 0, both ranks meet at a barrier, rank 0 sends,
  * and rank 1 tests it and reads its buffer in turn. Metrics (rank 1, seconds after the
  * barrier): first_byte_s (a byte of the buffer first seen changed; read before the clock, so
@@ -28,6 +28,7 @@ void t_landing(struct hx_test *t)
 
 	memset(&op, 0, sizeof(op));
 	eng_init(&e, t, "landing");
+	e.mark_all = 1; /* --fault-bytes may be more than an LL step */
 	if (t_ring_open(&e, &ls) < 0)
 		goto out;
 	struct eng_conn *sc = t_ring_send(&ls), *rc = t_ring_recv(&ls);
