@@ -531,8 +531,9 @@ static void tx_push(struct chan_tx *tx)
 			d->reserved = 0;
 			d->fault = 0;
 			d->post_us = d->flags && tx->fab ? chan_post_stamp(s->post_ns) : 0;
-			if (d->flags && s->doomed) {
+			if (s->doomed) /* on every chunk: a receive read as it fills takes none */
 				d->flags |= CHAN_F_FAIL;
+			if (d->flags == (CHAN_F_LAST | CHAN_F_FAIL)) {
 				d->reserved = s->fail_link; /* for the receiver's message */
 				d->fault = s->fault;
 			}
@@ -1052,22 +1053,24 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 			r->sub_last[d->buf] = 1;
 		uint8_t *dst = r->data[d->buf] + d->offset;
 		const uint8_t *src = rx->slots + (size_t)i * rx->slot_bytes;
-		if (rx->pool && (d->len >= COPYQ_MIN_BYTES || rx->sub_tail != rx->tail)) {
+		/* a message the model fails never lands in a receive read as it fills */
+		uint32_t clen = r->at_delivery && (d->flags & CHAN_F_FAIL) ? 0 : d->len;
+		if (rx->pool && (clen >= COPYQ_MIN_BYTES || rx->sub_tail != rx->tail)) {
 			/* A big chunk goes to a copy thread; a small one behind it is copied now
 			 * but counted in its turn. */
 			struct copyq_job *j = &rx->jobs[i];
 			rx->pend[i] = dcopy;
-			*j = (struct copyq_job){.dst = dst, .src = src, .len = d->len, .fn = copy_out};
-			if (d->len < COPYQ_MIN_BYTES || copyq_submit(j) != 0) {
-				if (d->len)
-					copy_out(dst, src, d->len);
+			*j = (struct copyq_job){.dst = dst, .src = src, .len = clen, .fn = copy_out};
+			if (clen < COPYQ_MIN_BYTES || copyq_submit(j) != 0) {
+				if (clen)
+					copy_out(dst, src, clen);
 				atomic_store_explicit(&j->state, 2, memory_order_relaxed);
 			}
 			rx->sub_tail++;
 			continue;
 		}
-		if (d->len)
-			copy_out(dst, src, d->len);
+		if (clen)
+			copy_out(dst, src, clen);
 		rx->sub_tail++;
 		rx_account(rx, d);
 		moved = 1;

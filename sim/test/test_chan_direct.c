@@ -439,6 +439,22 @@ static void test_modelled(void)
 	CHECK(memcmp(out[0], src, N) != 0, "and some were");
 }
 
+/* A receive of n bytes into host (staged) or region 1 (one-sided), read as it fills or not,
+ * poisoned with 0xee, and the send of src into it. Returns the buffer. */
+static uint8_t *post_one(struct fix *f, int direct, int flag, uint8_t *host, const uint8_t *src,
+			 uint64_t n, chan_req *r, chan_req *s)
+{
+	uint8_t *mem = direct ? region(f, 1, n) : host;
+	memset(mem, 0xee, n);
+	void *bufs[1] = {mem};
+	struct chan_region w = {.id = direct ? 1 : 0};
+	CHECK(chan_rx_post_in(f->rx, 1, bufs, &n, NULL, &w, flag ? CHAN_RX_AT_DELIVERY : 0, r,
+			      NULL) == 0,
+	      "post");
+	CHECK(chan_tx_post(f->tx, src, n, 0, s, NULL) == 0, "send");
+	return mem;
+}
+
 /*
  * A receive read as it fills (CHAN_RX_AT_DELIVERY: NCCL's LL and LL128) gets no byte before the
  * model's delivery time, staged (the receiver holds its chunks) or one-sided (the sender holds
@@ -465,16 +481,8 @@ static void test_at_delivery(void)
 			struct fix f;
 			struct mfab mf;
 			fix_up_modelled(&f, &mf, links, &nic, 78);
-			uint8_t *mem = direct ? region(&f, 1, N) : host;
-			memset(mem, 0xee, N);
-			void *bufs[1] = {mem};
-			uint64_t cap = N;
-			struct chan_region w = {.id = direct ? 1 : 0};
 			chan_req r, s;
-			CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w,
-					      flag ? CHAN_RX_AT_DELIVERY : 0, &r, NULL) == 0,
-			      "post");
-			CHECK(chan_tx_post(f.tx, src, N, 0, &s, NULL) == 0, "send");
+			uint8_t *mem = post_one(&f, direct, flag, host, src, N, &r, &s);
 			struct chan_times t;
 			chan_tx_times(f.tx, s, &t);
 			int sd = 0, rd = 0;
@@ -516,10 +524,67 @@ static void test_at_delivery(void)
 		}
 }
 
+/*
+ * A message the model fails (every packet lost: retries exhausted) never lands in a receive read
+ * as it fills, staged or one-sided (whose copy is not even started); a plain receive takes its
+ * bytes as they come, and fails all the same.
+ */
+static void test_at_delivery_failed_message(void)
+{
+	struct model_link links[2];
+	memset(links, 0, sizeof(links));
+	for (int i = 0; i < 2; i++) {
+		links[i].rate_bps = 10000000000ull;
+		links[i].latency_ns = 1000;
+		links[i].mtu = 4096;
+		links[i].hdr_bytes = 64;
+	}
+	links[0].loss.kind = MODEL_LOSS_BERNOULLI;
+	links[0].loss.p[0] = UINT32_MAX; /* every packet, every retry */
+	struct model_nic nic = test_nic;
+	nic.timeout_exp = 4; /* a few ms for the retries to run out */
+	nic.retry_count = 2;
+	fenv_resolve(links, 2, &nic);
+	enum { N = 10000 };
+	static uint8_t src[N], host[N];
+	fill(src, N, 11);
+	for (int direct = 0; direct < 2; direct++)
+		for (int flag = 0; flag < 2; flag++) {
+			struct fix f;
+			struct mfab mf;
+			fix_up_modelled(&f, &mf, links, &nic, 79);
+			chan_req r, s;
+			uint8_t *mem = post_one(&f, direct, flag, host, src, N, &r, &s);
+			int sd = 0, rd = 0, src_ = 0, rrc = 0;
+			int64_t deadline = mono_ns() + 5000000000LL;
+			while ((!src_ || !rrc) && mono_ns() < deadline) {
+				if (!src_)
+					src_ = chan_tx_test(f.tx, s, &sd, NULL, NULL);
+				if (!rrc)
+					rrc = chan_rx_test(f.rx, r, &rd, NULL, NULL);
+			}
+			CHECK(src_ == -ETIMEDOUT && rrc == -ETIMEDOUT && !sd && !rd,
+			      "both ends fail (direct %d, flag %d): %d %d", direct, flag, src_,
+			      rrc);
+			int landed = 0;
+			for (int i = 0; i < N; i++)
+				landed += mem[i] != 0xee;
+			if (flag)
+				CHECK(landed == 0 && (!direct || f.dma.started == 0),
+				      "a failed message landed (direct %d): %d bytes, %d copies",
+				      direct, landed, f.dma.started);
+			else
+				CHECK(landed > 0, "a plain receive took the bytes (direct %d)",
+				      direct);
+			fix_down_modelled(&f, &mf);
+		}
+}
+
 static const struct check_case cases[] = {
-	CHECK_CASE(test_one_sided),   CHECK_CASE(test_mixed_order),	CHECK_CASE(test_mismatch),
-	CHECK_CASE(test_hostile),     CHECK_CASE(test_engine_failures), CHECK_CASE(test_modelled),
-	CHECK_CASE(test_at_delivery),
+	CHECK_CASE(test_one_sided),	  CHECK_CASE(test_mixed_order),
+	CHECK_CASE(test_mismatch),	  CHECK_CASE(test_hostile),
+	CHECK_CASE(test_engine_failures), CHECK_CASE(test_modelled),
+	CHECK_CASE(test_at_delivery),	  CHECK_CASE(test_at_delivery_failed_message),
 };
 
 CHECK_MAIN(cases)
