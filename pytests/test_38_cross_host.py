@@ -2274,3 +2274,41 @@ def test_38_65_payloads_go_as_writes_into_the_receivers_buffers_and_stay_exact(
     else:  # sizes and allreduce up to 4 MiB: many payloads past the threshold, not all
         assert 0 < written < total, (written, total, r.report())
 
+
+
+FAR_2 = """fabric:
+  defaults:
+    link: {rate_gbps: 10, latency_ns: 50000000}
+  nodes: {count: 2, name: "node{i}"}
+  switches: [{name: sw0}]
+  links:
+    - {ends: [[node0, node1], sw0]}
+"""
+
+
+@pytest.mark.parametrize("version,marked", [(12, True), (8, False)])
+def test_38_66_a_receive_read_as_it_fills_gets_no_byte_before_the_model_across_hosts(
+        sf_env, tmp_path, version, marked):
+    """Across two local hosts, a receive NCCL marks (LL, LL128: read as it fills) takes no write
+    and lands in the endpoint's buffer until the model's delivery time: nothing in the first
+    80 ms of a 100 ms path. NCCL's v8 shim clears the mark: the 200 KiB then go as a write into
+    the buffer as soon as the hosts' network carries them, well within 40 ms."""
+    scn = tmp_path / "far.yaml"
+    scn.write_text(FAR_2)
+    jpath = str(tmp_path / "landing.json")
+    p = harness_on_local_hosts(sf_env, tmp_path / "run", scn, 2, 2,
+                               ["--tests", "landing", "--fault-bytes", "200K", "--api-version",
+                                str(version), "--json", jpath], timeout=120)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    with open(jpath) as f:
+        j = json.load(f)
+    m = [t["metrics"] for t in j["tests"] if t["name"] == "landing" and
+         "first_byte_s" in t.get("metrics", {})]
+    assert len(m) == 1 and m[0]["exact"], (j, out)
+    first, done = m[0]["first_byte_s"], m[0]["done_s"]
+    assert done >= 0.080, (m, out)
+    if marked:
+        assert first >= 0.080, (m, out)
+    else:
+        assert first < 0.040, (m, out)
