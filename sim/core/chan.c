@@ -210,6 +210,15 @@ int chan_tx_set_fabric(struct chan_tx *tx, struct fst_view *fab)
 }
 
 /*
+ * When a message's last byte reached the receiver, for a receive read as it fills: its
+ * completion less o_recv (model.c's model_message). The one rule both ends use.
+ */
+static inline int64_t arrival_ns(int64_t ready_ns, const struct model_nic *nic)
+{
+	return ready_ns - nic->o_recv_ns;
+}
+
+/*
  * A chunk's stamp for the receiver: the last chunk's is the message's delivery time (its
  * completion; its bytes arrived o_recv before, when the NIC wrote them); an earlier chunk's is
  * when its own last byte arrived, for a receive read as it fills: a byte time of the route's
@@ -222,11 +231,12 @@ static int64_t chunk_ready(const struct chan_tx *tx, const struct tx_send *s, ui
 		return s->ready_ns;
 	if (tx->mtu) /* the model delivers whole packets: the one this chunk ends in */
 		end = (end + tx->mtu - 1) / tx->mtu * tx->mtu;
+	int64_t arrive = arrival_ns(s->ready_ns, &tx->conn.nic);
 	if (end >= s->size)
-		return s->arrive_ns;
+		return arrive;
 	unsigned __int128 ps = (unsigned __int128)(s->size - end) * tx->ps_per_byte;
 	int64_t early = ps / 1000 > (unsigned __int128)INT64_MAX ? INT64_MAX : (int64_t)(ps / 1000);
-	return s->arrive_ns - s->post_ns > early ? s->arrive_ns - early : s->post_ns;
+	return arrive - s->post_ns > early ? arrive - early : s->post_ns;
 }
 
 int chan_rx_set_fabric(struct chan_rx *rx, struct fst_view *fab)
@@ -433,13 +443,34 @@ static void tx_retire(struct chan_tx *tx)
 	}
 }
 
+/* Start the one-sided copy of a reserved send (the model's corruption included). */
+static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_err *err)
+{
+	uint64_t region = s->region, roff = s->roff;
+	if (!tx->where[0]) {
+		memcpy(tx->where, (const void *)tx->shm->rx_where, CHAN_WHERE_LEN);
+		tx->where[CHAN_WHERE_LEN - 1] = 0;
+	}
+	struct flip_list fl = {.v = tx->flips, .n = 0};
+	if (s->corrupted && tx->fab)
+		corrupt_each(tx, s, 0, s->size, flip_add, &fl);
+	int rc = tx->dma->start(tx->dma_ctx, tx->where, region, roff, s->data, s->size, fl.v, fl.n,
+				&s->ticket);
+	if (rc)
+		return side_fail(&tx->shm->tx, &tx->failed, &tx->ferr, err, -EIO,
+				 "the GPU copy engine refused a one-sided copy (values: region, "
+				 "errno)",
+				 region, (uint64_t)-rc);
+	s->due_ns = 0;
+	tx->direct_busy++;
+	return 0;
+}
+
 /*
  * A one-sided send whose copy is done takes one slot for its descriptor
  * (no data). 0 published (in its turn, behind staged copies still running),
  * 1 not yet: its copy is still running or failed (the channel failed then).
  */
-static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_err *err);
-
 static int tx_publish_direct(struct chan_tx *tx, struct tx_send *s)
 {
 	if (s->due_ns) { /* CHAN_RX_AT_DELIVERY: the copy starts at the delivery time */
@@ -614,29 +645,6 @@ int chan_rx_set_where(struct chan_rx *rx, const char *where)
 	return 0;
 }
 
-/* Start the one-sided copy of a reserved send (the model's corruption included). */
-static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_err *err)
-{
-	uint64_t region = s->region, roff = s->roff;
-	if (!tx->where[0]) {
-		memcpy(tx->where, (const void *)tx->shm->rx_where, CHAN_WHERE_LEN);
-		tx->where[CHAN_WHERE_LEN - 1] = 0;
-	}
-	struct flip_list fl = {.v = tx->flips, .n = 0};
-	if (s->corrupted && tx->fab)
-		corrupt_each(tx, s, 0, s->size, flip_add, &fl);
-	int rc = tx->dma->start(tx->dma_ctx, tx->where, region, roff, s->data, s->size, fl.v, fl.n,
-				&s->ticket);
-	if (rc)
-		return side_fail(&tx->shm->tx, &tx->failed, &tx->ferr, err, -EIO,
-				 "the GPU copy engine refused a one-sided copy (values: region, "
-				 "errno)",
-				 region, (uint64_t)-rc);
-	s->due_ns = 0;
-	tx->direct_busy++;
-	return 0;
-}
-
 int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_t tag,
 		     enum chan_mem src_mem, chan_req *req, struct chan_err *err)
 {
@@ -714,7 +722,6 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 		}
 		/* 0 stays "no gate" for the receiver: a real time is never 0. */
 		s->ready_ns = m.recv_done_ns > 0 ? m.recv_done_ns : 1;
-		s->arrive_ns = m.arrive_ns > 0 && m.arrive_ns <= s->ready_ns ? m.arrive_ns : s->ready_ns;
 		s->done_ns = m.send_done_ns;
 		s->doomed = (uint8_t)(m.failed != 0);
 		s->timeouts = m.timeouts;
@@ -741,10 +748,11 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 		/* A receive read as it fills: nothing lands before the model's arrival time, and
 		 * a message the model fails (lost for good) never lands. */
 		int held = (c.flags & CHAN_RX_AT_DELIVERY) && tx->fab;
+		int64_t arrive = held ? arrival_ns(s->ready_ns, &tx->conn.nic) : 0;
 		if (held && s->doomed)
 			s->nocopy = 1;
-		else if (held && s->arrive_ns > s->post_ns)
-			s->due_ns = s->arrive_ns;
+		else if (held && arrive > s->post_ns)
+			s->due_ns = arrive;
 		else if (tx_start_direct(tx, s, err)) {
 			s->in_use = 0;
 			return tx->failed;
@@ -996,12 +1004,6 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 			return side_fail(&shm->rx, &rx->failed, &rx->ferr, err, -EPROTO,
 					 "sender published more slots than exist",
 					 rx->head_seen - rx->tail, rx->mask + 1);
-		if (rx->gate_ns && rx->gate_slot == rx->sub_tail) {
-			/* held back (below): not due yet, nothing to read again */
-			if (now < rx->gate_ns && (now = now_ns()) < rx->gate_ns)
-				break;
-			rx->gate_ns = 0; /* due: read, checked and gated afresh below */
-		}
 		uint32_t i = (uint32_t)(rx->sub_tail & rx->mask);
 		/* A local copy: the peer could rewrite the shared one between check and use. */
 		struct chan_desc dcopy;
@@ -1031,15 +1033,13 @@ int chan_rx_progress(struct chan_rx *rx, struct chan_err *err)
 					 "sender has no GPU data path: SIMFABRIC_GPU differs between "
 					 "ranks?)",
 					 d->recv, d->msg);
-		/* read as it fills: no byte before its arrival (the last chunk's, o_recv before
-		 * the completion its stamp gives; the clock read afresh only when the last
-		 * reading was before it) */
-		int64_t due = d->ready_ns - (d->flags & CHAN_F_LAST ? rx->route.nic.o_recv_ns : 0);
+		/* read as it fills: no byte before its arrival (the clock read afresh only when
+		 * the last reading was before it) */
+		int64_t due = d->flags & CHAN_F_LAST ? arrival_ns(d->ready_ns, &rx->route.nic)
+						     : d->ready_ns;
 		if (r->at_delivery && d->ready_ns > 0 && !chan_inject_early && now < due) {
 			now = now_ns();
 			if (now < due) {
-				rx->gate_slot = rx->sub_tail;
-				rx->gate_ns = due;
 				/* its floor now, not on the way to its completion */
 				if ((d->flags & CHAN_F_LAST) && r->floor_msg != d->msg + 1) {
 					chan_rx_note_floor(rx, r, d);

@@ -82,9 +82,8 @@ struct tx_send {
 	uint8_t started; /* first chunk pushed (a 0-byte send has one chunk) */
 	uint8_t doomed;	 /* the model says it fails at done_ns */
 	int32_t tag;
-	int64_t ready_ns;  /* modelled: the receive completes, 0 on the ideal fabric */
-	int64_t arrive_ns; /* modelled: its last byte is at the receiver (ready_ns less o_recv) */
-	int64_t done_ns;   /* modelled: the send completes (or fails, if doomed) */
+	int64_t ready_ns; /* modelled: the receive completes, 0 on the ideal fabric */
+	int64_t done_ns;  /* modelled: the send completes (or fails, if doomed) */
 	uint32_t timeouts;
 	uint32_t fail_link;
 	uint32_t corrupted;  /* packets the model corrupts: bits flipped in the staged copy */
@@ -188,8 +187,6 @@ struct chan_rx {
 	struct chan_err ferr;
 	struct fst_view *fab;	 /* NULL: the ideal fabric */
 	uint32_t last_link;	 /* the route's last hop: where lateness is recorded */
-	uint64_t gate_slot;	 /* CHAN_RX_AT_DELIVERY: the slot held back until gate_ns */
-	int64_t gate_ns;	 /* (0: none), so that polls before then cost one clock read */
 	struct chan_route route; /* copied from the region once and checked, at set_fabric */
 	/* Copies handed to the copy threads: slots [tail, sub_tail) are being copied out and
 	 * are counted (and freed for the sender) in order once done. */
