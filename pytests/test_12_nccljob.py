@@ -457,8 +457,9 @@ def test_12_18_check_2_catches_a_wrong_result_in_an_earlier_iteration(nccljob, t
 
 def test_12_20_timing_each_measures_a_straggler_as_a_stall(nccljob, tmp_path):
     """--inject R:slow starts rank R's middle timed iteration 20 ms late; --timing each gives
-    every result max_us, stalls (iterations over the median + 1 ms) and stall_us (their excess,
-    summed): the 20 ms must show, never less. --timing loop has no per-iteration times."""
+    every result max_us, stalls (iterations over the median + 5 ms, and their neighbours over
+    it + 1 ms) and stall_us (their excess, summed): the 20 ms must show, never less. --timing
+    loop has no per-iteration times."""
     for d in ("each", "loop"):
         (tmp_path / d).mkdir()
     args = ["--dry-run", "--coll", "allreduce", "--sizes", "64", "--warmup", "1", "--iters", "9",
@@ -472,6 +473,22 @@ def test_12_20_timing_each_measures_a_straggler_as_a_stall(nccljob, tmp_path):
     assert j.rcs() == [0, 0], j.report()
     r = j.json()["results"][0]
     assert "stalls" not in r and r["time_us"] * 9 >= 20000, r
+
+
+def test_12_21_a_busy_hosts_hiccups_are_not_stalls(nccljob, tmp_path):
+    """--inject R:noisy: the 20 ms straggler, and every 7th iteration 2 ms late besides, as a
+    busy host runs (an H100 under MPS had 9 to 142 iterations of 1500 over the median + 1 ms,
+    and test_14_02's straggler measured as 22 stalls). The straggler is measured, the hiccups
+    are not: counted (a bare 1 ms threshold), 41 iterations would show 7 stalls and 32 ms."""
+    args = ["--dry-run", "--coll", "allreduce", "--sizes", "64", "--warmup", "1", "--iters",
+            "41", "--timing", "each", "--inject", "1:noisy"]
+    j = Job(nccljob, 2, args, tmp_path)
+    assert j.rcs() == [0, 0], j.report()
+    r = j.json()["results"][0]
+    # 19: the sleep, never shorter; 26: a loaded machine's own stretch of the straggler's
+    # neighbours, far below the 6 hiccups' 12 ms
+    assert 1 <= r["stalls"] <= 3 and 19000 <= r["stall_us"] <= 26000, r
+    assert r["max_us"] >= 20000, r
 
 
 @pytest.mark.gpu

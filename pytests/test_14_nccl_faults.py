@@ -119,7 +119,9 @@ def test_14_02_a_flap_shorter_than_the_budget_only_slows_the_job(nccl_gpu, tmp_p
                                   "extra_s": extra, "model_extra_s": model})
     # Each window holds the ring for per_window: a collective cannot complete while one of its
     # messages waits for its retry. The job times every iteration: the stalled ones stand out
-    # (over the median + 1 ms) and their excess, summed, is the stall itself. The difference of
+    # (over the median + 5 ms, with their neighbours over + 1 ms; a busy host's scattered
+    # hiccups are not counted: on an H100 the base run's straggler once measured as 142
+    # iterations over + 1 ms) and their excess, summed, is the stall itself. The difference of
     # two runs' means was measured before, and 1500 iterations' drift (34 ms on the H200) hid
     # the 63 ms it was meant to check. NCCL may be between two messages when a window opens
     # (it stalls at its next post) or just finishing one: an iteration either way per window.

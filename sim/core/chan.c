@@ -517,6 +517,27 @@ static int tx_publish_direct(struct chan_tx *tx, struct tx_send *s)
 	return 0;
 }
 
+/*
+ * Start the held one-sided copies behind s that have come due. Each waits for its own arrival
+ * only, never for the copy ahead of it to be seen done: several LL steps of one hop would
+ * otherwise land a copy's latency apart, one after another. (The copy engine keeps the order in
+ * which they start; descriptors still go out in message order.)
+ */
+static void tx_start_due(struct chan_tx *tx, const struct tx_send *s)
+{
+	int64_t now = 0;
+	for (uint64_t m = s->msg + 1; m < tx->next_msg && !tx->failed; m++) {
+		struct tx_send *t = &tx->sends[m % CHAN_MAX_SENDS];
+		if (!t->direct || !t->due_ns)
+			continue; /* staged, started, or never to land */
+		if (!now)
+			now = now_ns();
+		if (now < t->due_ns)
+			break; /* one connection's arrivals keep their order */
+		tx_start_direct(tx, t, NULL);
+	}
+}
+
 /* Copy as much of the pending sends into staging as the ring has room for. */
 static void tx_push(struct chan_tx *tx)
 {
@@ -538,8 +559,11 @@ static void tx_push(struct chan_tx *tx)
 					goto out;
 			}
 			if (s->direct) {
-				if (tx_publish_direct(tx, s))
-					goto out; /* its copy is still running, or failed */
+				if (tx_publish_direct(tx, s)) {
+					/* its copy is still running (or not due, or failed) */
+					tx_start_due(tx, s);
+					goto out;
+				}
 				continue;
 			}
 			uint64_t left = s->size - s->pushed;

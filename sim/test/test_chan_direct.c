@@ -25,11 +25,13 @@ struct fake_dma {
 	uint8_t *reg[NREG + 1]; /* region id -> memory (id 0 unused) */
 	uint64_t reg_len[NREG + 1];
 	int polls_needed; /* polls before a copy is reported done */
+	int hold;	  /* while set, no copy is reported done */
 	int fail_start;	  /* start returns this (negative errno) */
 	int fail_poll;	  /* poll returns this */
 	int polls[CHAN_MAX_SENDS * 4];
 	uint64_t next;
 	int started, drained;
+	int64_t started_at[8]; /* when the first copies started (CLOCK_MONOTONIC ns) */
 	uint32_t flips;
 	char where[CHAN_WHERE_LEN];
 };
@@ -49,6 +51,11 @@ static int fake_start(void *ctx, const char *where, uint64_t region, uint64_t of
 	for (uint32_t k = 0; k < nflips; k++)
 		d->reg[region][off + flips[k].off] ^= flips[k].mask;
 	d->flips += nflips;
+	if (d->started < 8) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		d->started_at[d->started] = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	}
 	*ticket = d->next++;
 	d->polls[*ticket % (sizeof(d->polls) / sizeof(d->polls[0]))] = 0;
 	d->started++;
@@ -61,7 +68,7 @@ static int fake_poll(void *ctx, uint64_t ticket)
 	if (d->fail_poll)
 		return d->fail_poll;
 	int *p = &d->polls[ticket % (sizeof(d->polls) / sizeof(d->polls[0]))];
-	return ++*p > d->polls_needed;
+	return ++*p > d->polls_needed && !d->hold;
 }
 
 static void fake_drain(void *ctx)
@@ -580,11 +587,85 @@ static void test_at_delivery_failed_message(void)
 		}
 }
 
+/*
+ * Held one-sided copies (CHAN_RX_AT_DELIVERY) each start at their own arrival, not once the copy
+ * ahead of them is seen done: with the first copy still running, the second starts all the same,
+ * and neither before its arrival time.
+ */
+static void test_at_delivery_copies_overlap(void)
+{
+	struct model_link links[2];
+	memset(links, 0, sizeof(links));
+	for (int i = 0; i < 2; i++) {
+		links[i].rate_bps = 10000000000ull;
+		links[i].latency_ns = 1000000; /* 2 ms away */
+		links[i].mtu = 4096;
+		links[i].hdr_bytes = 64;
+	}
+	struct model_nic nic = test_nic;
+	fenv_resolve(links, 2, &nic);
+	enum { N = 1000 };
+	static uint8_t src[2][N];
+	fill(src[0], N, 12);
+	fill(src[1], N, 13);
+	struct fix f;
+	struct mfab mf;
+	fix_up_modelled(&f, &mf, links, &nic, 80);
+	uint8_t *mem = region(&f, 1, 2 * N);
+	chan_req r[2], s[2];
+	struct chan_times t[2];
+	for (int i = 0; i < 2; i++) {
+		void *bufs[1] = {mem + i * N};
+		uint64_t cap = N;
+		struct chan_region w = {.id = 1, .off = (uint64_t)i * N};
+		CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, CHAN_RX_AT_DELIVERY, &r[i],
+				      NULL) == 0,
+		      "post %d", i);
+		CHECK(chan_tx_post(f.tx, src[i], N, 0, &s[i], NULL) == 0, "send %d", i);
+		chan_tx_times(f.tx, s[i], &t[i]);
+	}
+	f.dma.hold = 1; /* the first copy runs until let go */
+	int64_t last_due = t[1].ready_ns - nic.o_recv_ns;
+	int d0 = 0, rc = 0;
+	while (mono_ns() < last_due + 1000000 && rc == 0 && !d0)
+		rc = chan_tx_test(f.tx, s[0], &d0, NULL, NULL);
+	CHECK(rc == 0 && !d0, "the first send waits for its copy (rc %d, done %d)", rc, d0);
+	CHECK(f.dma.started == 2,
+	      "both copies started, the first still running: %d started 1 ms after the second's "
+	      "arrival",
+	      f.dma.started);
+	for (int i = 0; i < 2 && i < f.dma.started; i++)
+		CHECK(f.dma.started_at[i] >= t[i].ready_ns - nic.o_recv_ns,
+		      "copy %d started %" PRId64 " ns before its arrival", i,
+		      t[i].ready_ns - nic.o_recv_ns - f.dma.started_at[i]);
+	f.dma.hold = 0;
+	int sd[2] = {0, 0}, rd[2] = {0, 0};
+	int64_t deadline = mono_ns() + 5000000000LL;
+	while (!(sd[0] && sd[1] && rd[0] && rd[1]) && mono_ns() < deadline)
+		for (int i = 0; i < 2; i++) {
+			if (!sd[i])
+				CHECK(chan_tx_test(f.tx, s[i], &sd[i], NULL, NULL) == 0, "test %d",
+				      i);
+			if (!rd[i])
+				CHECK(chan_rx_test(f.rx, r[i], &rd[i], NULL, NULL) == 0, "test %d",
+				      i);
+		}
+	CHECK(sd[0] && sd[1] && rd[0] && rd[1] && memcmp(mem, src[0], N) == 0 &&
+		      memcmp(mem + N, src[1], N) == 0,
+	      "both delivered exact");
+	fix_down_modelled(&f, &mf);
+}
+
 static const struct check_case cases[] = {
-	CHECK_CASE(test_one_sided),	  CHECK_CASE(test_mixed_order),
-	CHECK_CASE(test_mismatch),	  CHECK_CASE(test_hostile),
-	CHECK_CASE(test_engine_failures), CHECK_CASE(test_modelled),
-	CHECK_CASE(test_at_delivery),	  CHECK_CASE(test_at_delivery_failed_message),
+	CHECK_CASE(test_one_sided),
+	CHECK_CASE(test_mixed_order),
+	CHECK_CASE(test_mismatch),
+	CHECK_CASE(test_hostile),
+	CHECK_CASE(test_engine_failures),
+	CHECK_CASE(test_modelled),
+	CHECK_CASE(test_at_delivery),
+	CHECK_CASE(test_at_delivery_failed_message),
+	CHECK_CASE(test_at_delivery_copies_overlap),
 };
 
 CHECK_MAIN(cases)

@@ -474,8 +474,8 @@ static int wait_event(struct nj_job *j, cudaEvent_t ev, const char *what, struct
  * no more than 2 x NJ_WINDOW queued at a time. each == 1: events, enqueue and
  * wait around every one.
  */
-int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each, int slow_at,
-	    double *gpu_us, double *each_us, struct nj_fail *f)
+int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each,
+	    const struct nj_late *late, double *gpu_us, double *each_us, struct nj_fail *f)
 {
 	char what[160];
 	int i;
@@ -486,8 +486,9 @@ int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each, int 
 	for (i = 0; i < iters; i++) {
 		if ((each || i == 0) && record(j, j->dev->ev0, f) < 0)
 			return -1;
-		if (i == slow_at) /* a straggler: the GPU waits for this launch, the peers with it */
-			usleep(NJ_SLOW_US);
+		unsigned late_us = nj_late_us(late, i);
+		if (late_us) /* a straggler: the GPU waits for this launch, the peers with it */
+			usleep(late_us);
 		if (launch(j, s, f) < 0)
 			return -1;
 		if (!each && i + 1 < iters) {

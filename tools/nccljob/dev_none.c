@@ -49,10 +49,10 @@ int dev_poison(struct nj_job *j, size_t bytes, struct nj_fail *f)
 	return no_device(j, f);
 }
 
-int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each, int slow_at,
-	    double *us, double *each_us, struct nj_fail *f)
+int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each,
+	    const struct nj_late *late, double *us, double *each_us, struct nj_fail *f)
 {
-	(void)s, (void)iters, (void)each, (void)slow_at, (void)us, (void)each_us;
+	(void)s, (void)iters, (void)each, (void)late, (void)us, (void)each_us;
 	return no_device(j, f);
 }
 

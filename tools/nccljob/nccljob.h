@@ -29,8 +29,12 @@
 #define NJ_ABORT_BOUND_S 20.0   /* how long ncclCommAbort may take before the watchdog */
 #define NJ_STEP_GRACE_S 10.0    /* how much longer than --op-timeout-s a peer may report late */
 #define NJ_SLOW_US 20000         /* --inject R:slow: how late rank R starts one iteration */
-#define NJ_STALL_US 1000.0      /* an iteration this much over the median stalled (a fault's
-                                   retry, a flap): a host's hiccups stay below it */
+#define NJ_HICCUP_US 2000        /* --inject R:noisy: how late it starts every NJ_HICCUP_EVERY */
+#define NJ_HICCUP_EVERY 7
+#define NJ_STALL_US 5000.0      /* an iteration this much over the median holds a stall (a
+                                   fault's retry, a flap, a straggler) */
+#define NJ_STALL_EDGE_US 1000.0 /* ...and its neighbours this much over it, the part of the stall
+                                   that fell into them; scattered ones are the host's hiccups */
 #define NJ_LOSS_GRACE_S 10.0    /* --on-peer-loss shrink: how long rank 0 waits, after a failure,
                                    for a lost rank's connection to close (a killed process's
                                    closes at once; a failure with no rank gone is fatal) */
@@ -139,8 +143,9 @@ struct nj_result {
 	int32_t checks;       /* how many times the output was checked */
 	double time_us;       /* per iteration */
 	double wall_us;       /* per iteration, host clock, enqueue to completion */
-	/* --timing each: the slowest iteration, and the iterations that stalled (took more
-	 * than the median + NJ_STALL_US): how many, and their time beyond the median, summed */
+	/* --timing each: the slowest iteration, and the iterations that stalled (over the
+	 * median + NJ_STALL_US, or + NJ_STALL_EDGE_US next to one): how many, and their time
+	 * beyond the median, summed */
 	double max_us;
 	double stall_us;
 	int32_t stalls;
@@ -288,6 +293,7 @@ enum nj_inject {
 	NJ_INJ_STUCK,
 	NJ_INJ_FLIP, /* one element of the first warm-up iteration's output, once */
 	NJ_INJ_SLOW, /* the middle timed iteration starts NJ_SLOW_US late on that rank */
+	NJ_INJ_NOISY, /* that, and every NJ_HICCUP_EVERY-th NJ_HICCUP_US late: a busy host */
 	NJ_NINJ
 };
 
@@ -374,11 +380,30 @@ int dev_comm_init(struct nj_job *j, const uint8_t id[NJ_ID_BYTES], struct nj_fai
 int dev_upload(struct nj_job *j, size_t bytes, struct nj_fail *f);
 int dev_poison(struct nj_job *j, size_t bytes, struct nj_fail *f);
 /* each_us (with each, or NULL): every iteration's own time, iters of them. */
-/* slow_at: the iteration that starts NJ_SLOW_US late (--inject R:slow), or -1. */
-int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each, int slow_at,
-	    double *gpu_us, double *each_us, struct nj_fail *f);
-/* The stall figures of n iteration times (sorted in place): see struct nj_result. */
-void nj_stalls(double *us, int n, struct nj_result *r);
+/* late: how late each iteration starts on this rank (--inject R:slow, R:noisy), or NULL. */
+struct nj_late;
+int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each,
+	    const struct nj_late *late, double *gpu_us, double *each_us, struct nj_fail *f);
+/* The stall figures of n iteration times, in their order: see struct nj_result. */
+void nj_stalls(const double *us, int n, struct nj_result *r);
+
+/* --inject R:slow and R:noisy on rank R's timed loop. */
+struct nj_late {
+	int slow_at; /* this iteration starts NJ_SLOW_US late (the middle one), or -1 */
+	int noisy;   /* and every NJ_HICCUP_EVERY-th NJ_HICCUP_US late, none next to slow_at */
+};
+
+/* How late iteration i starts, in microseconds. */
+static inline unsigned nj_late_us(const struct nj_late *l, int i)
+{
+	if (!l || i < 0)
+		return 0;
+	if (i == l->slow_at)
+		return NJ_SLOW_US;
+	if (l->noisy && i % NJ_HICCUP_EVERY == 3 && (i < l->slow_at - 1 || i > l->slow_at + 1))
+		return NJ_HICCUP_US;
+	return 0;
+}
 int dev_download(struct nj_job *j, size_t bytes, struct nj_fail *f);
 /* Flip the low bits of element i of the output on the GPU (--inject R:flip). */
 int dev_flip(struct nj_job *j, size_t i, struct nj_fail *f);

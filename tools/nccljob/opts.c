@@ -55,7 +55,8 @@ static const char usage_text[] =
 	"                       difference / iters, so small sizes are not dominated by the host.\n"
 	"                       each: events and a wait around every iteration (time = their mean;\n"
 	"                       the result also gives max_us and the stalls: iterations over the\n"
-	"                       median + 1 ms, stall_us their excess over it, summed)\n"
+	"                       median + 5 ms, and their neighbours over it + 1 ms; stall_us their\n"
+	"                       excess over it, summed)\n"
 	"  --check 0|1|2        0: no checks. 1 (default): the output of the last warm-up\n"
 	"                       iteration and the output after the timed ones, each run into a\n"
 	"                       poisoned output buffer, all elements compared bit for bit with\n"
@@ -112,7 +113,8 @@ static const char usage_text[] =
 	"                       after it overwrite it, so with --warmup 2 or more only --check 2\n"
 	"                       sees it), slow (a straggler: the middle timed iteration starts\n"
 	"                       20 ms late on rank R, and the others wait for it; --timing each\n"
-	"                       shows it as a stall), nccl\n"
+	"                       shows it as a stall), noisy (slow, and every 7th iteration 2 ms\n"
+	"                       late, as a busy host: not stalls), nccl\n"
 	"                       (--dry-run only: a made-up ncclRemoteError)\n"
 	"  -h, --help           this text\n"
 	"  --version            the program's and NCCL's versions\n"
@@ -255,7 +257,7 @@ static int parse_inject(struct nj_opts *o, const char *s)
 	static const char *const kinds[NJ_NINJ] = {
 		[NJ_INJ_SETUP] = "setup", [NJ_INJ_EXIT] = "exit", [NJ_INJ_HANG] = "hang",
 		[NJ_INJ_DATA] = "data",   [NJ_INJ_NCCL] = "nccl", [NJ_INJ_STUCK] = "stuck",
-		[NJ_INJ_FLIP] = "flip",	  [NJ_INJ_SLOW] = "slow",
+		[NJ_INJ_FLIP] = "flip",	  [NJ_INJ_SLOW] = "slow",   [NJ_INJ_NOISY] = "noisy",
 	};
 	char what[16] = "";
 	int r, step = 0, n, k;
@@ -267,8 +269,8 @@ static int parse_inject(struct nj_opts *o, const char *s)
 		if (!strcmp(what, kinds[k]))
 			break;
 	if (k == NJ_NINJ)
-		return bad("--inject: '%s': WHAT is setup, exit, hang, stuck, data, flip, slow or "
-			   "nccl",
+		return bad("--inject: '%s': WHAT is setup, exit, hang, stuck, data, flip, slow, "
+			   "noisy or nccl",
 			   what);
 	o->inject_rank = r;
 	o->inject_kind = k;
