@@ -443,26 +443,73 @@ static void tx_retire(struct chan_tx *tx)
 	}
 }
 
-/* Start the one-sided copy of a reserved send (the model's corruption included). */
-static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_err *err)
+/*
+ * Where a held copy's next piece ends: pieces of an eighth of the message, CHAN_PIECE_MIN at
+ * least, on whole packets; the last takes what is left. A message the model corrupts goes
+ * whole (its flips are drawn over the message, for one copy).
+ */
+static uint64_t piece_end(const struct chan_tx *tx, const struct tx_send *s)
 {
-	uint64_t region = s->region, roff = s->roff;
+	uint64_t len = s->size / CHAN_PIECES_MAX;
+	if (len < CHAN_PIECE_MIN)
+		len = CHAN_PIECE_MIN;
+	if (tx->mtu)
+		len = (len + tx->mtu - 1) / tx->mtu * tx->mtu;
+	if (s->corrupted || s->size - s->started_bytes <= len || s->pieces + 1 >= CHAN_PIECES_MAX)
+		return s->size;
+	return s->started_bytes + len;
+}
+
+/* Start the copy of a send's bytes [started_bytes, end) (the model's corruption included). */
+static int tx_start_piece(struct chan_tx *tx, struct tx_send *s, uint64_t end,
+			  struct chan_err *err)
+{
+	uint64_t region = s->region, off = s->started_bytes;
 	if (!tx->where[0]) {
 		memcpy(tx->where, (const void *)tx->shm->rx_where, CHAN_WHERE_LEN);
 		tx->where[CHAN_WHERE_LEN - 1] = 0;
 	}
 	struct flip_list fl = {.v = tx->flips, .n = 0};
-	if (s->corrupted && tx->fab)
+	if (s->corrupted && tx->fab) /* whole: piece_end */
 		corrupt_each(tx, s, 0, s->size, flip_add, &fl);
-	int rc = tx->dma->start(tx->dma_ctx, tx->where, region, roff, s->data, s->size, fl.v, fl.n,
-				&s->ticket);
+	int rc = tx->dma->start(tx->dma_ctx, tx->where, region, s->roff + off, s->data + off,
+				end - off, fl.v, fl.n, &s->ticket[s->pieces]);
 	if (rc)
 		return side_fail(&tx->shm->tx, &tx->failed, &tx->ferr, err, -EIO,
 				 "the GPU copy engine refused a one-sided copy (values: region, "
 				 "errno)",
 				 region, (uint64_t)-rc);
+	if (!s->pieces)
+		tx->direct_busy++;
+	s->pieces++;
+	s->started_bytes = end;
+	return 0;
+}
+
+/*
+ * Start the one-sided copies of a reserved send that may start: all of it at once, or for a
+ * held one (a receive read as it fills) each piece whose last byte has arrived, s->due_ns then
+ * saying when the next one's does (0: all started). 0, or the channel's failure.
+ */
+static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_err *err)
+{
+	int64_t now = 0;
+	while (s->started_bytes < s->size || !s->pieces) {
+		uint64_t end = s->held ? piece_end(tx, s) : s->size;
+		if (s->held) {
+			int64_t due = end < s->size ? chunk_ready(tx, s, end)
+						    : arrival_ns(s->ready_ns, &tx->conn.nic);
+			if (!now)
+				now = now_ns();
+			if (now < due) {
+				s->due_ns = due;
+				return 0;
+			}
+		}
+		if (tx_start_piece(tx, s, end, err))
+			return tx->failed;
+	}
 	s->due_ns = 0;
-	tx->direct_busy++;
 	return 0;
 }
 
@@ -473,21 +520,25 @@ static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_er
  */
 static int tx_publish_direct(struct chan_tx *tx, struct tx_send *s)
 {
-	if (s->due_ns) { /* CHAN_RX_AT_DELIVERY: the copy starts at the delivery time */
+	if (s->due_ns) { /* CHAN_RX_AT_DELIVERY: its pieces start at their arrivals */
 		if (now_ns() < s->due_ns)
 			return 1;
-		if (tx_start_direct(tx, s, NULL))
+		if (tx_start_direct(tx, s, NULL) || s->due_ns)
 			return 1;
 	}
-	int p = s->nocopy ? 1 : tx->dma->poll(tx->dma_ctx, s->ticket);
-	if (p < 0) {
-		side_fail(&tx->shm->tx, &tx->failed, &tx->ferr, NULL, -EIO,
-			  "the GPU copy engine failed a one-sided copy (values: message, errno)",
-			  s->msg, (uint64_t)-p);
-		return 1;
+	while (!s->nocopy && s->polled < s->pieces) {
+		int p = tx->dma->poll(tx->dma_ctx, s->ticket[s->polled]);
+		if (p < 0) {
+			side_fail(&tx->shm->tx, &tx->failed, &tx->ferr, NULL, -EIO,
+				  "the GPU copy engine failed a one-sided copy (values: message, "
+				  "errno)",
+				  s->msg, (uint64_t)-p);
+			return 1;
+		}
+		if (p == 0)
+			return 1;
+		s->polled++;
 	}
-	if (p == 0)
-		return 1;
 	uint32_t i = (uint32_t)(tx->sub_head & tx->mask);
 	struct chan_desc *d = &tx->desc[i];
 	*d = (struct chan_desc){.msg = s->msg, .recv = s->recv, .offset = 0, .total = s->size,
@@ -532,9 +583,8 @@ static void tx_start_due(struct chan_tx *tx, const struct tx_send *s)
 			continue; /* staged, started, or never to land */
 		if (!now)
 			now = now_ns();
-		if (now < t->due_ns)
-			break; /* one connection's arrivals keep their order */
-		tx_start_direct(tx, t, NULL);
+		if (now >= t->due_ns)
+			tx_start_direct(tx, t, NULL);
 	}
 }
 
@@ -771,12 +821,9 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 		s->roff = c.roff[b];
 		/* A receive read as it fills: nothing lands before the model's arrival time, and
 		 * a message the model fails (lost for good) never lands. */
-		int held = (c.flags & CHAN_RX_AT_DELIVERY) && tx->fab;
-		int64_t arrive = held ? arrival_ns(s->ready_ns, &tx->conn.nic) : 0;
-		if (held && s->doomed)
+		s->held = (c.flags & CHAN_RX_AT_DELIVERY) && tx->fab;
+		if (s->held && s->doomed)
 			s->nocopy = 1;
-		else if (held && arrive > s->post_ns)
-			s->due_ns = arrive;
 		else if (tx_start_direct(tx, s, err)) {
 			s->in_use = 0;
 			return tx->failed;

@@ -284,6 +284,16 @@ struct chan_flip {
 };
 
 /*
+ * A one-sided message into a receive read as it fills (CHAN_RX_AT_DELIVERY) on a modelled
+ * fabric streams in as on the wire: in up to CHAN_PIECES_MAX copies of CHAN_PIECE_MIN bytes or
+ * more, each started at the arrival of its last byte, so that NCCL's kernel reads the first
+ * lines of a large LL128 step while the rest is in flight (a NIC writes each packet as it
+ * comes), not all of them at the message's end. Other messages go in one copy.
+ */
+#define CHAN_PIECES_MAX 8
+#define CHAN_PIECE_MIN (64u << 10)
+
+/*
  * The sender's copy engine (plugin/gpu_copy.c on CUDA; a memcpy stand-in in the
  * unit tests). Called from the thread that drives the tx endpoint; never
  * blocks but in drain. Errors are negative errno values; a failed copy fails

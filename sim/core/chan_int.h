@@ -93,8 +93,13 @@ struct tx_send {
 	int64_t delay_ns; /* what faults added before that */
 	uint64_t key_msg; /* the model's message number, for the corruption draws */
 	uint8_t direct;	  /* one-sided: the copy engine writes the receiver's buffer */
-	uint64_t ticket;  /* direct: the copy engine's */
-	int64_t due_ns;	  /* direct, CHAN_RX_AT_DELIVERY: its copy starts then (0: started) */
+	uint8_t held;	  /* direct: into a receive read as it fills, on a modelled fabric */
+	uint8_t pieces;	  /* direct: copies started (held ones stream in CHAN_PIECES_MAX) */
+	uint8_t polled;	  /* direct: of which seen done */
+	uint64_t ticket[CHAN_PIECES_MAX]; /* direct: the copy engine's, a piece each */
+	uint64_t started_bytes;		  /* direct: the message's bytes whose copies started */
+	int64_t due_ns; /* direct, CHAN_RX_AT_DELIVERY: the next piece's copy starts then (0: all
+			   started) */
 	uint8_t nocopy;	  /* direct, CHAN_RX_AT_DELIVERY, doomed: its bytes never land */
 	uint64_t region;  /* direct: the receiver's region and the buffer's offset in it */
 	uint64_t roff;
