@@ -131,13 +131,15 @@ def test_14_02_a_flap_shorter_than_the_budget_only_slows_the_job(nccl_gpu, tmp_p
     # iteration NCCL may have been between two messages in.
     early = windows * 2 * it_us / 1e6 + 0.002
     # Not a retry too many: no iteration holds more than one window's stall (they are 60 ms
-    # apart) and half a T_o, which a retry too many in any one window would pass (per_window +
-    # T_o); over the five, half a T_o each. The real machine adds to a stall what it takes to
-    # get going again after one (on an H100: 66.6 ms for the model's 62.9, 7 stalled
-    # iterations, the longest 12.8 ms): that is not the model's, and the bound leaves it room.
+    # apart) and 0.9 T_o, which a retry too many in any one window would pass (per_window +
+    # T_o, and the iteration's own time); over the five, half a T_o each. The real machine adds
+    # to a stall what it takes to get going again after one (on an H100: 66.6 ms for the
+    # model's 62.9, 7 stalled iterations, the longest 12.8 ms; on a busier one the longest was
+    # 15.7 ms, 3.1 ms over the window, with the five windows' sum inside the bound): that is
+    # not the model's, and the bound leaves it room.
     late = windows * T_O / 2e9
-    assert flap["max_us"] <= (per_window + T_O / 2) / 1e3, (
-        "an iteration took %.1f ms: more than a window's %d retries (%.1f ms) and half a "
+    assert flap["max_us"] <= (per_window + 0.9 * T_O) / 1e3, (
+        "an iteration took %.1f ms: more than a window's %d retries (%.1f ms) and 0.9 of a "
         "timeout" % (flap["max_us"] / 1e3, per_window // T_O, per_window / 1e6), report)
     assert model - early <= extra <= model + late, (
         "stalled %.1f ms in %d iteration(s), the model says %.1f ms (-%.1f, +%.1f ms)" % (
