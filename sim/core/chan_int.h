@@ -98,10 +98,10 @@ struct tx_send {
 	uint8_t polled;	  /* direct: of which seen done */
 	uint64_t ticket[CHAN_PIECES_MAX]; /* direct: the copy engine's, a piece each */
 	uint64_t started_bytes;		  /* direct: the message's bytes whose copies started */
-	int64_t due_ns; /* direct, CHAN_RX_AT_DELIVERY: the next piece's copy starts then (0: all
+	int64_t due_ns;	 /* direct, CHAN_RX_AT_DELIVERY: the next piece's copy starts then (0: all
 			   started) */
-	uint8_t nocopy;	  /* direct, CHAN_RX_AT_DELIVERY, doomed: its bytes never land */
-	uint64_t region;  /* direct: the receiver's region and the buffer's offset in it */
+	uint8_t nocopy;	 /* direct, CHAN_RX_AT_DELIVERY, doomed: its bytes never land */
+	uint64_t region; /* direct: the receiver's region and the buffer's offset in it */
 	uint64_t roff;
 	uint64_t slot;	    /* direct: the slot of its descriptor (out once head passes it) */
 	uint64_t corrupt_k; /* the next packet the model corrupts (chunks are flipped in order) */
