@@ -770,6 +770,10 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 				 "the receiver posted GPU memory but this sender has no GPU data "
 				 "path (SIMFABRIC_GPU differs between ranks?)",
 				 region, c.roff[b]);
+	if (region && c.roff[b] > UINT64_MAX - size) /* a piece's offset must not wrap */
+		return side_fail(&shm->tx, &tx->failed, &tx->ferr, err, -EPROTO,
+				 "corrupt receive post: the buffer's offset in its region overflows",
+				 c.roff[b], size);
 	if (!region && src_mem == CHAN_MEM_DEVICE)
 		return side_fail(&shm->tx, &tx->failed, &tx->ferr, err, -EPROTO,
 				 "a send from GPU memory into a receive in host memory (the "

@@ -315,6 +315,24 @@ static void test_hostile(void)
 	}
 }
 
+/* A receive whose buffer offset would wrap a piece's offset past 2^64: the send fails. */
+static void test_offset_overflow(void)
+{
+	struct fix f;
+	fix_up(&f, 4);
+	uint8_t *mem = region(&f, 1, 64), src[8] = {0};
+	void *bufs[1] = {mem};
+	uint64_t cap = 64;
+	struct chan_region w = {.id = 1, .off = UINT64_MAX - 4};
+	chan_req r, s;
+	struct chan_err e = {0};
+	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, 0, &r, NULL) == 0, "post");
+	CHECK(chan_tx_post(f.tx, src, sizeof(src), 0, &s, &e) == -EPROTO && e.what &&
+		      strstr(e.what, "offset in its region overflows") && f.dma.started == 0,
+	      "%s", e.what ? e.what : "(none)");
+	fix_down(&f);
+}
+
 static void test_engine_failures(void)
 {
 	struct fix f;
@@ -720,6 +738,7 @@ static const struct check_case cases[] = {
 	CHECK_CASE(test_mixed_order),
 	CHECK_CASE(test_mismatch),
 	CHECK_CASE(test_hostile),
+	CHECK_CASE(test_offset_overflow),
 	CHECK_CASE(test_engine_failures),
 	CHECK_CASE(test_modelled),
 	CHECK_CASE(test_at_delivery),
