@@ -315,18 +315,25 @@ static void test_hostile(void)
 	}
 }
 
+/* A receive of 64 bytes into region 1 (made here) at offset off. */
+static void post_region(struct fix *f, uint64_t off, chan_req *r)
+{
+	uint8_t *mem = region(f, 1, 64);
+	void *bufs[1] = {mem};
+	uint64_t cap = 64;
+	struct chan_region w = {.id = 1, .off = off};
+	CHECK(chan_rx_post_in(f->rx, 1, bufs, &cap, NULL, &w, 0, r, NULL) == 0, "post");
+}
+
 /* A receive whose buffer offset would wrap a piece's offset past 2^64: the send fails. */
 static void test_offset_overflow(void)
 {
 	struct fix f;
 	fix_up(&f, 4);
-	uint8_t *mem = region(&f, 1, 64), src[8] = {0};
-	void *bufs[1] = {mem};
-	uint64_t cap = 64;
-	struct chan_region w = {.id = 1, .off = UINT64_MAX - 4};
+	uint8_t src[8] = {0};
 	chan_req r, s;
 	struct chan_err e = {0};
-	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, 0, &r, NULL) == 0, "post");
+	post_region(&f, UINT64_MAX - 4, &r);
 	CHECK(chan_tx_post(f.tx, src, sizeof(src), 0, &s, &e) == -EPROTO && e.what &&
 		      strstr(e.what, "offset in its region overflows") && f.dma.started == 0,
 	      "%s", e.what ? e.what : "(none)");
@@ -337,13 +344,10 @@ static void test_engine_failures(void)
 {
 	struct fix f;
 	fix_up(&f, 4);
-	uint8_t *mem = region(&f, 1, 64), src[64] = {0};
-	void *bufs[1] = {mem};
-	uint64_t cap = 64;
-	struct chan_region w = {.id = 1, .off = 0};
+	uint8_t src[64] = {0};
 	chan_req r, s;
 	struct chan_err e;
-	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, 0, &r, NULL) == 0, "post");
+	post_region(&f, 0, &r);
 	f.dma.fail_poll = -EFAULT;
 	CHECK(chan_tx_post(f.tx, src, 8, 0, &s, NULL) == 0, "send");
 	int done = 0;
@@ -353,9 +357,7 @@ static void test_engine_failures(void)
 	fix_down(&f);
 
 	fix_up(&f, 4);
-	mem = region(&f, 1, 64);
-	bufs[0] = mem;
-	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, 0, &r, NULL) == 0, "post");
+	post_region(&f, 0, &r);
 	f.dma.fail_start = -ERANGE;
 	CHECK(chan_tx_post(f.tx, src, 8, 0, &s, &e) == -EIO && e.value[1] == ERANGE,
 	      "a refused copy fails at post: %d", e.code);
