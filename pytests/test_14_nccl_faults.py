@@ -93,7 +93,10 @@ def test_14_02_a_flap_shorter_than_the_budget_only_slows_the_job(nccl_gpu, tmp_p
     base_r, base = job(nccl_gpu, tmp_path, "base", "", iters=iters, extra=["--inject", "0:slow"])
     assert base and base["status"] == "ok", base_r.summary() + base_r.logs()
     b = base["results"][0]
-    assert 1 <= b["stalls"] <= 2 and 19000 <= b["stall_us"] <= 23000 + 2 * b["time_us"], b
+    # its largest stall episode is the straggler's: 20 ms, never less; not counted twice (40).
+    # A busy H100 added its own: hiccups over 5 ms (7 stalled iterations), and 7 ms more on the
+    # straggler's own (27 ms). Those are the machine's; the bound leaves them room.
+    assert b["stall_episodes"] >= 1 and 19000 <= b["stall_top_us"][0] <= 30000, b
     down_ns, windows = 10000000, 5  # 10 ms < 29.4 ms budget: the 3rd retry gets through
     # The timed loop must outlast the last window, 240 ms after the first: 1500 iterations of
     # the H100's 118 us ended before it (4 stalls of 5, 50.3 ms of 62.9). So as many as last
@@ -113,7 +116,9 @@ def test_14_02_a_flap_shorter_than_the_budget_only_slows_the_job(nccl_gpu, tmp_p
     # ceil(10 ms / T_o) = 3 timeouts, 12.6 ms; the job waits for about that, once per window
     per_window = -(-down_ns // T_O) * T_O
     flap, it_us = res["results"][0], b["time_us"]
-    extra = flap["stall_us"] / 1e6
+    # the five largest episodes: one a window (they are 60 ms apart); a busy host's smaller
+    # ones beside them are not the fault's
+    extra = sum(flap["stall_top_us"][:windows]) / 1e6
     model = windows * per_window / 1e9
     save("nccl-fault-flap.json", {"base": base["results"], "flap": res["results"], "fault": fl,
                                   "extra_s": extra, "model_extra_s": model})
@@ -121,12 +126,14 @@ def test_14_02_a_flap_shorter_than_the_budget_only_slows_the_job(nccl_gpu, tmp_p
     # messages waits for its retry. The job times every iteration: the stalled ones stand out
     # (over the median + 5 ms, with their neighbours over + 1 ms; a busy host's scattered
     # hiccups are not counted: on an H100 the base run's straggler once measured as 142
-    # iterations over + 1 ms) and their excess, summed, is the stall itself. The difference of
+    # iterations over + 1 ms), each window's in one episode, and the five largest episodes'
+    # excess, summed, is the stall itself (a busy host's rare hiccup over 5 ms is one more,
+    # smaller, episode: seven of them in one H100 run). The difference of
     # two runs' means was measured before, and 1500 iterations' drift (34 ms on the H200) hid
     # the 63 ms it was meant to check. NCCL may be between two messages when a window opens
     # (it stalls at its next post) or just finishing one: an iteration either way per window.
     # One retry too many or too few per window is T_o (4.2 ms, 21 ms over five windows).
-    assert 1 <= flap["stalls"] <= 2 * windows, (flap, report)
+    assert flap["stall_episodes"] >= windows, (flap, report)
     # Never earlier than the model: five windows cannot cost less than their retries, less the
     # iteration NCCL may have been between two messages in.
     early = windows * 2 * it_us / 1e6 + 0.002

@@ -338,10 +338,26 @@ static int cmp_double(const void *a, const void *b)
  * on an H100 under MPS, 9 to 142 iterations of 1500 over + 1 ms, which a bare threshold
  * counted as stalls (test_14_02's straggler measured as 22 of them); they are not counted.
  */
+/* An episode's excess into the top list, largest first. */
+static void top_add(struct nj_result *r, double x)
+{
+	int k = r->episodes < NJ_TOP_STALLS ? r->episodes : NJ_TOP_STALLS;
+	if (k == NJ_TOP_STALLS && x <= r->top_us[k - 1])
+		return;
+	if (k == NJ_TOP_STALLS)
+		k--;
+	while (k > 0 && r->top_us[k - 1] < x) {
+		r->top_us[k] = r->top_us[k - 1];
+		k--;
+	}
+	r->top_us[k] = x;
+}
+
 void nj_stalls(const double *us, int n, struct nj_result *r)
 {
 	r->max_us = r->stall_us = 0;
-	r->stalls = 0;
+	r->stalls = r->episodes = 0;
+	memset(r->top_us, 0, sizeof(r->top_us));
 	if (n <= 0)
 		return;
 	double *v = malloc((size_t)n * sizeof(*v));
@@ -352,6 +368,7 @@ void nj_stalls(const double *us, int n, struct nj_result *r)
 	double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 	r->max_us = v[n - 1];
 	free(v);
+	double ep = 0; /* the episode running, 0: none */
 	for (int i = 0; i < n; i++) {
 		int big = us[i] > med + NJ_STALL_US;
 		int edge = us[i] > med + NJ_STALL_EDGE_US &&
@@ -360,7 +377,16 @@ void nj_stalls(const double *us, int n, struct nj_result *r)
 		if (big || edge) {
 			r->stall_us += us[i] - med;
 			r->stalls++;
+			ep += us[i] - med;
+		} else if (ep > 0) {
+			top_add(r, ep);
+			r->episodes++;
+			ep = 0;
 		}
+	}
+	if (ep > 0) {
+		top_add(r, ep);
+		r->episodes++;
 	}
 }
 

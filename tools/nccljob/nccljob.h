@@ -31,10 +31,12 @@
 #define NJ_SLOW_US 20000         /* --inject R:slow: how late rank R starts one iteration */
 #define NJ_HICCUP_US 2000        /* --inject R:noisy: how late it starts every NJ_HICCUP_EVERY */
 #define NJ_HICCUP_EVERY 7
+#define NJ_BIG_HICCUP_US 8000    /* ...but the first, a rare big one: an episode of its own */
 #define NJ_STALL_US 5000.0      /* an iteration this much over the median holds a stall (a
                                    fault's retry, a flap, a straggler) */
 #define NJ_STALL_EDGE_US 1000.0 /* ...and its neighbours this much over it, the part of the stall
                                    that fell into them; scattered ones are the host's hiccups */
+#define NJ_TOP_STALLS 8          /* the largest stall episodes a result names */
 #define NJ_LOSS_GRACE_S 10.0    /* --on-peer-loss shrink: how long rank 0 waits, after a failure,
                                    for a lost rank's connection to close (a killed process's
                                    closes at once; a failure with no rank gone is fatal) */
@@ -149,6 +151,11 @@ struct nj_result {
 	double max_us;
 	double stall_us;
 	int32_t stalls;
+	/* ...and the episodes (runs of stalled iterations back to back: one stall each): how
+	 * many, and the largest excesses, largest first (a fault's windows, a straggler; a busy
+	 * host's rare big hiccup is one more, and smaller, episode) */
+	int32_t episodes;
+	double top_us[NJ_TOP_STALLS];
 	int32_t cranks;       /* the communicator's size this step ran on */
 	int32_t gen;          /* the sender's shrinks so far: a RESULT from before one is stale */
 	int32_t pad_;
@@ -390,7 +397,8 @@ void nj_stalls(const double *us, int n, struct nj_result *r);
 /* --inject R:slow and R:noisy on rank R's timed loop. */
 struct nj_late {
 	int slow_at; /* this iteration starts NJ_SLOW_US late (the middle one), or -1 */
-	int noisy;   /* and every NJ_HICCUP_EVERY-th NJ_HICCUP_US late, none next to slow_at */
+	int noisy;   /* and every NJ_HICCUP_EVERY-th NJ_HICCUP_US late (the first
+			NJ_BIG_HICCUP_US), none next to slow_at */
 };
 
 /* How late iteration i starts, in microseconds. */
@@ -401,7 +409,7 @@ static inline unsigned nj_late_us(const struct nj_late *l, int i)
 	if (i == l->slow_at)
 		return NJ_SLOW_US;
 	if (l->noisy && i % NJ_HICCUP_EVERY == 3 && (i < l->slow_at - 1 || i > l->slow_at + 1))
-		return NJ_HICCUP_US;
+		return i == 3 ? NJ_BIG_HICCUP_US : NJ_HICCUP_US;
 	return 0;
 }
 int dev_download(struct nj_job *j, size_t bytes, struct nj_fail *f);

@@ -194,6 +194,11 @@ static void write_result(struct jw *w, const struct nj_job *j, int si)
 		jw_num(w, "max_us", res[worst].max_us);
 		jw_num(w, "stall_us", res[worst].stall_us);
 		jw_int(w, "stalls", res[worst].stalls);
+		jw_int(w, "stall_episodes", res[worst].episodes);
+		jw_open(w, "stall_top_us", '[');
+		for (int k = 0; k < res[worst].episodes && k < NJ_TOP_STALLS; k++)
+			jw_num(w, NULL, res[worst].top_us[k]);
+		jw_close(w, ']');
 	}
 	jw_num(w, "algbw_gbps", algbw);
 	jw_num(w, "busbw_gbps", algbw * factor);
