@@ -481,7 +481,7 @@ static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off
 			tx_leave(pushed);
 		return -ERANGE;
 	}
-	uint32_t slot = (uint32_t)(t->next_ticket % CHAN_MAX_SENDS);
+	uint32_t slot = (uint32_t)(t->next_ticket % SFGPU_TICKETS);
 	t->kseq[slot] = 0;
 	t->t_start[slot] = 0; /* stamped by the first poll: keeps the clock off this path */
 	t->len[slot] = len;
@@ -557,7 +557,7 @@ static cu_result batch_state(struct sfgpu_tx *t, uint32_t slot, int *failed)
 static int dma_poll(void *ctx, uint64_t ticket)
 {
 	struct sfgpu_tx *t = ctx;
-	uint32_t slot = (uint32_t)(ticket % CHAN_MAX_SENDS);
+	uint32_t slot = (uint32_t)(ticket % SFGPU_TICKETS);
 	cu_result r;
 	if (t->kseq[slot])
 		r = kern_done(t->kern, t->kseq[slot]) ? CU_SUCCESS : CU_ERROR_NOT_READY;
@@ -658,7 +658,7 @@ void sfgpu_tx_free(struct sfgpu_tx *t)
 		G.cu.StreamSynchronize(t->stream);
 	int leak = t->kern && t->kern_last && kern_wait(t->kern, t->kern_last);
 	if (t->stream && tx_enter(t, 0, &pushed) == 0) {
-		for (int i = 0; i < CHAN_MAX_SENDS; i++)
+		for (int i = 0; i < SFGPU_TICKETS; i++)
 			if (t->ev[i])
 				G.cu.EventDestroy(t->ev[i]);
 		tx_leave(pushed);

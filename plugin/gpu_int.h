@@ -110,6 +110,10 @@ struct gqueue {
 #define BATCH_QUEUED UINT64_MAX	      /* batch[]: waiting in the queue */
 #define BATCH_FAILED (UINT64_MAX - 1) /* batch[]: its batch call failed */
 
+/* Copies in flight on one sendComm: a send's pieces each (sim/core/chan.h, CHAN_PIECES_MAX),
+ * so that two unfinished tickets never share a slot. */
+#define SFGPU_TICKETS (CHAN_MAX_SENDS * CHAN_PIECES_MAX)
+
 struct sfgpu_tx {
 	struct sfgpu_tx *next; /* in G.txs */
 	cu_ctx ctx;	       /* where its stream and events are: its copy context (copy_stream) */
@@ -118,14 +122,14 @@ struct sfgpu_tx {
 	uint64_t done_ticket;  /* every copy before this ticket has completed */
 	uint64_t next_ticket;
 	struct gqueue *q; /* its stream's queue (NULL: no batch call, every copy alone) */
-	cu_event ev[CHAN_MAX_SENDS];
+	cu_event ev[SFGPU_TICKETS];
 	/* per slot: the batch its copy went out in (0: alone, with ev[slot]), or BATCH_* */
-	uint64_t batch[CHAN_MAX_SENDS];
-	int64_t t_start[CHAN_MAX_SENDS]; /* per event slot: when its copy was issued (ns) */
-	uint64_t len[CHAN_MAX_SENDS];
-	uint64_t kseq[CHAN_MAX_SENDS]; /* per event slot: the kernel's seq of a small copy, or 0 */
-	struct gkern *kern;	       /* the small-copy kernel of its context, or NULL */
-	uint64_t kern_last;	       /* the seq of its last small copy */
+	uint64_t batch[SFGPU_TICKETS];
+	int64_t t_start[SFGPU_TICKETS]; /* per event slot: when its copy was issued (ns) */
+	uint64_t len[SFGPU_TICKETS];
+	uint64_t kseq[SFGPU_TICKETS]; /* per event slot: the kernel's seq of a small copy, or 0 */
+	struct gkern *kern;	      /* the small-copy kernel of its context, or NULL */
+	uint64_t kern_last;	      /* the seq of its last small copy */
 	int slow_warned;
 	int nimp;
 	struct {

@@ -486,16 +486,16 @@ def test_12_21_a_busy_hosts_hiccups_are_not_stalls(nccljob, tmp_path):
     j = Job(nccljob, 2, args, tmp_path)
     assert j.rcs() == [0, 0], j.report()
     r = j.json()["results"][0]
-    # 27: the sleeps, never shorter; 34: a loaded machine's own stretch of them and their
-    # neighbours, below the 5 small hiccups' 10 ms
-    assert 2 <= r["stalls"] <= 5 and 27000 <= r["stall_us"] <= 34000, r
-    assert r["max_us"] >= 20000, r
-    # two episodes named with their excess, largest first (a small hiccup a loaded machine
-    # stretched past 5 ms would be one more, after them)
+    # two episodes named with their excess, largest first, never shorter than the sleeps
     top = r["stall_top_us"]
     assert r["stall_episodes"] >= 2 and len(top) == min(r["stall_episodes"], 8), r
     assert 19000 <= top[0] <= 26000 and 7000 <= top[1] <= 14000, r
-    assert top == sorted(top, reverse=True), r
+    assert top == sorted(top, reverse=True) and r["max_us"] >= 20000, r
+    # the small hiccups are not counted: any episode more is one a loaded machine stretched
+    # past 5 ms (a bare 1 ms threshold names the 2 ms ones); stall_us is the episodes' sum
+    assert all(x > 5000 for x in top[2:]), r
+    if r["stall_episodes"] <= 8:
+        assert abs(sum(top) - r["stall_us"]) < 1, r
 
 
 @pytest.mark.gpu

@@ -445,7 +445,7 @@ static void tx_retire(struct chan_tx *tx)
 
 /*
  * Where a held copy's next piece ends: pieces of an eighth of the message, CHAN_PIECE_MIN at
- * least, on whole packets; the last takes what is left. A message the model corrupts goes
+ * least, on whole packets; the last takes what is left (under two pieces). A message the model corrupts goes
  * whole (its flips are drawn over the message, for one copy).
  */
 static uint64_t piece_end(const struct chan_tx *tx, const struct tx_send *s)
@@ -455,7 +455,9 @@ static uint64_t piece_end(const struct chan_tx *tx, const struct tx_send *s)
 		len = CHAN_PIECE_MIN;
 	if (tx->mtu)
 		len = (len + tx->mtu - 1) / tx->mtu * tx->mtu;
-	if (s->corrupted || s->size - s->started_bytes <= len || s->pieces + 1 >= CHAN_PIECES_MAX)
+	/* the last piece takes a remainder under len too: no piece is smaller than len */
+	if (s->corrupted || s->size - s->started_bytes < 2 * len ||
+	    s->pieces + 1 >= CHAN_PIECES_MAX)
 		return s->size;
 	return s->started_bytes + len;
 }
@@ -605,8 +607,15 @@ static void tx_push(struct chan_tx *tx)
 					return;
 				}
 				tx->tail_seen = t;
-				if (tx->sub_head - tx->tail_seen > tx->mask)
+				if (tx->sub_head - tx->tail_seen > tx->mask) {
+					/* a descriptor waits for a slot; a copy does not */
+					if (s->direct) {
+						if (s->due_ns && now_ns() >= s->due_ns)
+							tx_start_direct(tx, s, NULL);
+						tx_start_due(tx, s);
+					}
 					goto out;
+				}
 			}
 			if (s->direct) {
 				if (tx_publish_direct(tx, s)) {
@@ -829,6 +838,8 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 		if (s->held && s->doomed)
 			s->nocopy = 1;
 		else if (tx_start_direct(tx, s, err)) {
+			if (s->pieces) /* none may read the caller's buffer once it is told no */
+				tx->dma->drain(tx->dma_ctx);
 			s->in_use = 0;
 			return tx->failed;
 		}

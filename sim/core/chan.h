@@ -297,7 +297,8 @@ struct chan_flip {
  * The sender's copy engine (plugin/gpu_copy.c on CUDA; a memcpy stand-in in the
  * unit tests). Called from the thread that drives the tx endpoint; never
  * blocks but in drain. Errors are negative errno values; a failed copy fails
- * the message (-EIO to the caller).
+ * the message (-EIO to the caller). Up to CHAN_MAX_SENDS * CHAN_PIECES_MAX
+ * tickets may be unfinished at once.
  */
 struct chan_dma {
 	/*

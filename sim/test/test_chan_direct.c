@@ -27,6 +27,7 @@ struct fake_dma {
 	int polls_needed; /* polls before a copy is reported done */
 	int hold;	  /* while set, no copy is reported done */
 	int fail_start;	  /* start returns this (negative errno) */
+	int fail_at;	  /* the fail_at-th start (from 1) returns -EIO */
 	int fail_poll;	  /* poll returns this */
 	int polls[CHAN_MAX_SENDS * 4];
 	uint64_t next;
@@ -44,6 +45,8 @@ static int fake_start(void *ctx, const char *where, uint64_t region, uint64_t of
 	snprintf(d->where, sizeof(d->where), "%s", where);
 	if (d->fail_start)
 		return d->fail_start;
+	if (d->fail_at && d->started + 1 == d->fail_at)
+		return -EIO;
 	if (region == 0 || region > NREG || off > d->reg_len[region] ||
 	    len > d->reg_len[region] - off)
 		return -ERANGE;
@@ -378,6 +381,18 @@ static const struct model_nic test_nic = {.o_send_ns = 300,
 					  .retry_count = 7,
 					  .timeout_scale_ppm = 1000000};
 
+/* Two links of a route, rate_bps and latency_ns each, 4 KiB packets with 64 B headers. */
+static void two_links(struct model_link links[2], uint64_t rate_bps, int64_t latency_ns)
+{
+	memset(links, 0, 2 * sizeof(links[0]));
+	for (int i = 0; i < 2; i++) {
+		links[i].rate_bps = rate_bps;
+		links[i].latency_ns = latency_ns;
+		links[i].mtu = 4096;
+		links[i].hdr_bytes = 64;
+	}
+}
+
 /* A fabric state of links[2] (resolved) and a channel routed over both, in f. */
 struct mfab {
 	void *base;
@@ -408,13 +423,7 @@ static void fix_down_modelled(struct fix *f, struct mfab *m)
 static void test_modelled(void)
 {
 	struct model_link links[2];
-	memset(links, 0, sizeof(links));
-	for (int i = 0; i < 2; i++) {
-		links[i].rate_bps = 1000000000ull; /* 1 Gb/s: 64 KiB take ~0.5 ms */
-		links[i].latency_ns = 20000;
-		links[i].mtu = 4096;
-		links[i].hdr_bytes = 64;
-	}
+	two_links(links, 1000000000ull, 20000); /* 1 Gb/s: 64 KiB take ~0.5 ms */
 	links[1].corrupt_p = MODEL_PROB_ONE / 2;
 	struct model_nic nic = test_nic;
 	fenv_resolve(links, 2, &nic);
@@ -491,13 +500,7 @@ static uint8_t *post_one(struct fix *f, int direct, int flag, uint8_t *host, con
 static void test_at_delivery(void)
 {
 	struct model_link links[2];
-	memset(links, 0, sizeof(links));
-	for (int i = 0; i < 2; i++) {
-		links[i].rate_bps = 10000000000ull;
-		links[i].latency_ns = 10000000; /* 20 ms away: far above any poll gap */
-		links[i].mtu = 4096;
-		links[i].hdr_bytes = 64;
-	}
+	two_links(links, 10000000000ull, 10000000); /* 20 ms away: far above any poll gap */
 	struct model_nic nic = test_nic;
 	fenv_resolve(links, 2, &nic);
 	enum { N = 10000 }; /* 3 chunks of a 4-slot x 4 KiB ring */
@@ -559,13 +562,7 @@ static void test_at_delivery(void)
 static void test_at_delivery_failed_message(void)
 {
 	struct model_link links[2];
-	memset(links, 0, sizeof(links));
-	for (int i = 0; i < 2; i++) {
-		links[i].rate_bps = 10000000000ull;
-		links[i].latency_ns = 1000;
-		links[i].mtu = 4096;
-		links[i].hdr_bytes = 64;
-	}
+	two_links(links, 10000000000ull, 1000);
 	links[0].loss.kind = MODEL_LOSS_BERNOULLI;
 	links[0].loss.p[0] = UINT32_MAX; /* every packet, every retry */
 	struct model_nic nic = test_nic;
@@ -615,13 +612,7 @@ static void test_at_delivery_failed_message(void)
 static void test_at_delivery_copies_overlap(void)
 {
 	struct model_link links[2];
-	memset(links, 0, sizeof(links));
-	for (int i = 0; i < 2; i++) {
-		links[i].rate_bps = 10000000000ull;
-		links[i].latency_ns = 1000000; /* 2 ms away */
-		links[i].mtu = 4096;
-		links[i].hdr_bytes = 64;
-	}
+	two_links(links, 10000000000ull, 1000000); /* 2 ms away */
 	struct model_nic nic = test_nic;
 	fenv_resolve(links, 2, &nic);
 	enum { N = 1000 };
@@ -687,13 +678,7 @@ static void test_at_delivery_copies_overlap(void)
 static void test_at_delivery_streams_in_pieces(void)
 {
 	struct model_link links[2];
-	memset(links, 0, sizeof(links));
-	for (int i = 0; i < 2; i++) {
-		links[i].rate_bps = 250000000ull; /* 32 ns a byte: 2 MiB take 67 ms */
-		links[i].latency_ns = 1000000;
-		links[i].mtu = 4096;
-		links[i].hdr_bytes = 64;
-	}
+	two_links(links, 250000000ull, 1000000); /* 32 ns a byte: 2 MiB take 67 ms */
 	struct model_nic nic = test_nic;
 	fenv_resolve(links, 2, &nic);
 	enum { N = 2 << 20, PIECE = N / CHAN_PIECES_MAX };
@@ -735,6 +720,131 @@ static void test_at_delivery_streams_in_pieces(void)
 	fix_down_modelled(&f, &mf);
 }
 
+/* A modelled channel over two 1 Gb/s links 1 ms long (8 ns a byte), for the piece tests. */
+static void fix_up_slow(struct fix *f, struct mfab *m, struct model_nic *nic, uint64_t seed)
+{
+	struct model_link links[2];
+	two_links(links, 1000000000ull, 1000000);
+	*nic = test_nic;
+	fenv_resolve(links, 2, nic);
+	fix_up_modelled(f, m, links, nic, seed);
+}
+
+/* Test both ends until done or failed (10 s at most): the send's and the receive's codes. */
+static void run_both(struct fix *f, chan_req s, chan_req r, int *src, int *rrc)
+{
+	int sd = 0, rd = 0;
+	*src = *rrc = 0;
+	int64_t deadline = mono_ns() + 10000000000LL;
+	while ((!(sd || *src) || !(rd || *rrc)) && mono_ns() < deadline) {
+		if (!sd && !*src)
+			*src = chan_tx_test(f->tx, s, &sd, NULL, NULL);
+		if (!rd && !*rrc)
+			*rrc = chan_rx_test(f->rx, r, &rd, NULL, NULL);
+	}
+	if (!*src && !sd)
+		*src = -ETIME;
+	if (!*rrc && !rd)
+		*rrc = -ETIME;
+}
+
+/*
+ * Pieces at the edges: a message just over a piece boundary ends in one larger piece, never a
+ * sliver (448 KiB + 1 in 7, 64 KiB + 1 and 3 bytes in one), each exact and none early; a copy
+ * refused at the fourth piece fails the send and the receive, and what started is drained.
+ */
+static void test_at_delivery_piece_edges(void)
+{
+	static const struct {
+		uint64_t n;
+		int pieces;
+	} cases[] = {{(448u << 10) + 1, 7}, {(64u << 10) + 1, 1}, {3, 1}};
+	static uint8_t src[(448u << 10) + 1];
+	fill(src, sizeof(src), 15);
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct fix f;
+		struct mfab mf;
+		struct model_nic nic;
+		fix_up_slow(&f, &mf, &nic, 82);
+		chan_req r, s;
+		uint8_t *mem = post_one(&f, 1, 1, NULL, src, cases[c].n, &r, &s);
+		struct chan_times t;
+		chan_tx_times(f.tx, s, &t);
+		int src_rc, rrc;
+		run_both(&f, s, r, &src_rc, &rrc);
+		CHECK(src_rc == 0 && rrc == 0 && memcmp(mem, src, cases[c].n) == 0,
+		      "%" PRIu64 " B delivered exact (%d, %d)", cases[c].n, src_rc, rrc);
+		CHECK(f.dma.started == cases[c].pieces, "%" PRIu64 " B in %d pieces, not %d",
+		      cases[c].n, f.dma.started, cases[c].pieces);
+		/* the first piece's last byte: one piece of 64 KiB, or the whole message */
+		uint64_t first_end = cases[c].pieces > 1 ? 64u << 10 : cases[c].n;
+		int64_t due = t.ready_ns - nic.o_recv_ns - (int64_t)(cases[c].n - first_end) * 8;
+		CHECK(f.dma.started_at[0] >= due, "%" PRIu64 " B: first piece %" PRId64 " ns early",
+		      cases[c].n, due - f.dma.started_at[0]);
+		fix_down_modelled(&f, &mf);
+	}
+	struct fix f;
+	struct mfab mf;
+	struct model_nic nic;
+	fix_up_slow(&f, &mf, &nic, 83);
+	f.dma.fail_at = 4;
+	chan_req r, s;
+	post_one(&f, 1, 1, NULL, src, 448u << 10, &r, &s);
+	int src_rc, rrc;
+	run_both(&f, s, r, &src_rc, &rrc);
+	CHECK(src_rc == -EIO && rrc == -ECONNRESET && f.dma.started == 3,
+	      "a refused fourth piece fails both ends: %d %d, %d started", src_rc, rrc,
+	      f.dma.started);
+	fix_down_modelled(&f, &mf);
+	CHECK(f.dma.drained == 1, "the pieces started were drained (%d)", f.dma.drained);
+}
+
+/*
+ * A full staging ring holds a one-sided send's descriptor, not its copies: with 4 descriptors
+ * out and none taken by the receiver, a held 512 KiB send still starts its 8 pieces as they
+ * arrive, and completes once the receiver frees a slot.
+ */
+static void test_at_delivery_pieces_need_no_slot(void)
+{
+	struct fix f;
+	struct mfab mf;
+	struct model_nic nic;
+	fix_up_slow(&f, &mf, &nic, 84);
+	enum { N = 512u << 10, SMALL = 64 };
+	static uint8_t src[N];
+	fill(src, N, 16);
+	uint8_t *mem = region(&f, 1, N + 4 * SMALL);
+	chan_req r[5], s[5];
+	for (int i = 0; i < 5; i++) {
+		void *bufs[1] = {mem + (i == 4 ? 4 * SMALL : (uint64_t)i * SMALL)};
+		uint64_t cap = i == 4 ? N : SMALL;
+		struct chan_region w = {.id = 1, .off = i == 4 ? 4 * SMALL : (uint64_t)i * SMALL};
+		CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w,
+				      i == 4 ? CHAN_RX_AT_DELIVERY : 0, &r[i], NULL) == 0,
+		      "post %d", i);
+		CHECK(chan_tx_post(f.tx, src, i == 4 ? N : SMALL, 0, &s[i], NULL) == 0, "send %d",
+		      i);
+	}
+	struct chan_times t;
+	chan_tx_times(f.tx, s[4], &t);
+	int64_t until = t.ready_ns - nic.o_recv_ns + 1000000;
+	int done = 0;
+	while (mono_ns() < until)
+		CHECK(chan_tx_test(f.tx, s[4], &done, NULL, NULL) == 0 && !done,
+		      "waits for a slot");
+	CHECK(chan_tx_test(f.tx, s[4], &done, NULL, NULL) == 0 && !done, "still waits");
+	CHECK(atomic_load(&((struct chan_shm *)f.base)->tx.head) == 4, "the ring is full");
+	CHECK(f.dma.started == 4 + CHAN_PIECES_MAX, "the held send's pieces started: %d of %d",
+	      f.dma.started - 4, CHAN_PIECES_MAX);
+	for (int i = 0; i < 5; i++) {
+		int src_rc, rrc;
+		run_both(&f, s[i], r[i], &src_rc, &rrc);
+		CHECK(src_rc == 0 && rrc == 0, "message %d delivered (%d, %d)", i, src_rc, rrc);
+	}
+	CHECK(memcmp(mem + 4 * SMALL, src, N) == 0, "exact");
+	fix_down_modelled(&f, &mf);
+}
+
 static const struct check_case cases[] = {
 	CHECK_CASE(test_one_sided),
 	CHECK_CASE(test_mixed_order),
@@ -747,6 +857,8 @@ static const struct check_case cases[] = {
 	CHECK_CASE(test_at_delivery_failed_message),
 	CHECK_CASE(test_at_delivery_copies_overlap),
 	CHECK_CASE(test_at_delivery_streams_in_pieces),
+	CHECK_CASE(test_at_delivery_piece_edges),
+	CHECK_CASE(test_at_delivery_pieces_need_no_slot),
 };
 
 CHECK_MAIN(cases)

@@ -361,8 +361,10 @@ void nj_stalls(const double *us, int n, struct nj_result *r)
 	if (n <= 0)
 		return;
 	double *v = malloc((size_t)n * sizeof(*v));
-	if (!v)
-		return; /* no figures rather than wrong ones */
+	if (!v) {
+		r->stalls = -1; /* not measured (no memory), rather than "none" */
+		return;
+	}
 	memcpy(v, us, (size_t)n * sizeof(*v));
 	qsort(v, (size_t)n, sizeof(*v), cmp_double);
 	double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;

@@ -147,7 +147,7 @@ struct nj_result {
 	double wall_us;       /* per iteration, host clock, enqueue to completion */
 	/* --timing each: the slowest iteration, and the iterations that stalled (over the
 	 * median + NJ_STALL_US, or + NJ_STALL_EDGE_US next to one): how many, and their time
-	 * beyond the median, summed */
+	 * beyond the median, summed; stalls -1: not measured (out of memory) */
 	double max_us;
 	double stall_us;
 	int32_t stalls;
