@@ -9,7 +9,10 @@
  * outside its own buffers and the region; ASan checks that. Both the inline
  * copies and the copy threads' path run (SIMFABRIC_COPY_THREADS=1 when unset),
  * and one-sided delivery too: receives into two "regions" (host buffers that a
- * stand-in copy engine writes, checking every range as the GPU one must).
+ * stand-in copy engine writes, checking every range as the GPU one must), on the
+ * ideal fabric or a modelled one (a 2-link route whose rate, latency and loss the
+ * input picks), where receives read as they fill hold their bytes to the model's
+ * arrival times and large one-sided ones stream in pieces.
  *
  * fuzz-libs: sim/core/chan_shm.c sim/core/chan_watch.c sim/core/model.c sim/core/model_rand.c sim/core/fstate.c sim/core/fstate_fault.c sim/core/fault.c sim/core/copyq.c -lpthread
  */
@@ -18,9 +21,10 @@
 #include <stdio.h>
 
 #include "sim/fuzz/fuzz_input.h"
+#include "sim/test/fenv.h"
 
 /* The stand-in copy engine: regions 1 and 2; copies land at start, are "done" every other poll. */
-#define FZ_REGION 4096
+#define FZ_REGION (256u << 10) /* room for a one-sided message of several pieces */
 static uint8_t fz_region[3][FZ_REGION];
 static int fz_start(void *ctx, const char *where, uint64_t region, uint64_t off, const void *src,
 		    uint64_t len, const struct chan_flip *flips, uint32_t nflips, uint64_t *ticket)
@@ -51,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	setenv("SIMFABRIC_COPY_THREADS", "1", 0); /* the copy threads too, not only inline copies */
-	static uint8_t src[3 * 4096], dst[CHAN_MAX_REQS][CHAN_MAX_RECVS][256];
+	static uint8_t src[FZ_REGION + 1], dst[CHAN_MAX_REQS][CHAN_MAX_RECVS][256];
 	struct rd r = {data, size};
 	struct chan_geom g = {.slot_bytes = 4096, .nslots = 2u << (take(&r, 1) % 3)};
 	size_t len = chan_shm_bytes(&g);
@@ -66,10 +70,40 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int direct = take(&r, 1) & 1; /* the sender has a copy engine */
 	if (direct && chan_tx_set_dma(tx, &fz_dma, NULL))
 		abort();
+	uint32_t fabric = take(&r, 1); /* odd: a modelled route of 2 links */
+	struct fst_view *fv = NULL;
+	void *fbase = NULL;
+	size_t flen = 0;
+	if (fabric & 1) {
+		struct model_link links[2];
+		memset(links, 0, sizeof(links));
+		for (int i = 0; i < 2; i++) {
+			links[i].rate_bps = 1000000000ull << (fabric >> 1 & 7); /* 1 to 128 Gb/s */
+			links[i].latency_ns = fabric >> 4 & 3 ? 1000 * (fabric >> 4 & 3) : 0;
+			links[i].mtu = 4096;
+			links[i].hdr_bytes = 64;
+		}
+		if (fabric & 0x40) { /* every packet lost: messages fail */
+			links[1].loss.kind = MODEL_LOSS_BERNOULLI;
+			links[1].loss.p[0] = UINT32_MAX;
+		}
+		struct model_nic nic = {.o_send_ns = 300, .o_recv_ns = 300, .ack_proc_ns = 200,
+					.timeout_exp = 1, .retry_count = 1,
+					.timeout_scale_ppm = 1000000};
+		fenv_resolve(links, 2, &nic);
+		fv = fenv_map(2, links, 2, fabric, &fbase, &flen);
+		struct model_path p = {.nhops = 2, .switching = MODEL_CUT_THROUGH};
+		p.link_id[1] = 1;
+		p.hop[0] = &fv->links[0];
+		p.hop[1] = &fv->links[1];
+		if (chan_set_route(shm, &p, 0, &nic, 0, 1) || chan_tx_set_fabric(tx, fv) ||
+		    chan_rx_set_fabric(rx, fv))
+			abort();
+	}
 	chan_req sreq[64], rreq[64];
 	int ns = 0, nr = 0;
 	while (r.n) {
-		uint32_t op = take(&r, 1) % 8, v = take(&r, 2);
+		uint32_t op = take(&r, 1) % 8, v = take(&r, 3);
 		int done;
 		uint64_t sz[CHAN_MAX_RECVS];
 		switch (op) {
@@ -79,14 +113,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			uint64_t caps[CHAN_MAX_RECVS];
 			int32_t tags[CHAN_MAX_RECVS];
 			struct chan_region where[CHAN_MAX_RECVS];
+			int regions = (v >> 8) & 1;
 			for (int i = 0; i < n; i++) {
 				bufs[i] = dst[nr % CHAN_MAX_REQS][i];
-				caps[i] = take(&r, 1);
 				tags[i] = (int32_t)(take(&r, 1) % 4);
 				uint32_t w = take(&r, 1); /* a region, or host memory */
 				where[i] = (struct chan_region){.id = w % 3, .off = (w >> 2) * 64};
+				/* a host buffer holds 256 bytes; a region's range is the copy engine's
+				 * to check */
+				caps[i] = regions && where[i].id ? take(&r, 3) % (FZ_REGION + 1)
+								 : take(&r, 1);
 			}
-			if (nr < 64 && chan_rx_post_in(rx, n, bufs, caps, tags, (v >> 8) & 1 ? where : NULL,
+			if (nr < 64 && chan_rx_post_in(rx, n, bufs, caps, tags, regions ? where : NULL,
 						       (uint32_t)(v >> 9) & 3, /* 2, 3: unknown */
 						       &rreq[nr], NULL) == 0)
 				nr++;
@@ -134,5 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	chan_tx_free(tx);
 	chan_rx_free(rx);
 	free(base);
+	if (fv)
+		fenv_unmap(fv, fbase, flen);
 	return 0;
 }
