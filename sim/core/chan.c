@@ -571,15 +571,16 @@ static int tx_publish_direct(struct chan_tx *tx, struct tx_send *s)
 }
 
 /*
- * Start the held one-sided copies behind s that have come due. Each waits for its own arrival
- * only, never for the copy ahead of it to be seen done: several LL steps of one hop would
- * otherwise land a copy's latency apart, one after another. (The copy engine keeps the order in
- * which they start; descriptors still go out in message order.)
+ * Start the held one-sided copies of s and of the sends behind it that have come due, while s
+ * cannot be published. Each waits for its own arrival only, never for the copy ahead of it to
+ * be seen done (several LL steps of one hop would otherwise land a copy's latency apart, one
+ * after another), nor for a staging slot, which only its descriptor needs. (The copy engine
+ * keeps the order in which they start; descriptors still go out in message order.)
  */
 static void tx_start_due(struct chan_tx *tx, const struct tx_send *s)
 {
 	int64_t now = 0;
-	for (uint64_t m = s->msg + 1; m < tx->next_msg && !tx->failed; m++) {
+	for (uint64_t m = s->msg; m < tx->next_msg && !tx->failed; m++) {
 		struct tx_send *t = &tx->sends[m % CHAN_MAX_SENDS];
 		if (!t->direct || !t->due_ns)
 			continue; /* staged, started, or never to land */
@@ -608,12 +609,8 @@ static void tx_push(struct chan_tx *tx)
 				}
 				tx->tail_seen = t;
 				if (tx->sub_head - tx->tail_seen > tx->mask) {
-					/* a descriptor waits for a slot; a copy does not */
-					if (s->direct) {
-						if (s->due_ns && now_ns() >= s->due_ns)
-							tx_start_direct(tx, s, NULL);
+					if (s->direct)
 						tx_start_due(tx, s);
-					}
 					goto out;
 				}
 			}

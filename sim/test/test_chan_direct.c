@@ -491,6 +491,24 @@ static uint8_t *post_one(struct fix *f, int direct, int flag, uint8_t *host, con
 	return mem;
 }
 
+/* Test both ends until done or failed (10 s at most): the send's and the receive's codes. */
+static void run_both(struct fix *f, chan_req s, chan_req r, int *src, int *rrc)
+{
+	int sd = 0, rd = 0;
+	*src = *rrc = 0;
+	int64_t deadline = mono_ns() + 10000000000LL;
+	while ((!(sd || *src) || !(rd || *rrc)) && mono_ns() < deadline) {
+		if (!sd && !*src)
+			*src = chan_tx_test(f->tx, s, &sd, NULL, NULL);
+		if (!rd && !*rrc)
+			*rrc = chan_rx_test(f->rx, r, &rd, NULL, NULL);
+	}
+	if (!*src && !sd)
+		*src = -ETIME;
+	if (!*rrc && !rd)
+		*rrc = -ETIME;
+}
+
 /*
  * A receive read as it fills (CHAN_RX_AT_DELIVERY: NCCL's LL and LL128) gets no byte before the
  * model's delivery time, staged (the receiver holds its chunks) or one-sided (the sender holds
@@ -579,15 +597,9 @@ static void test_at_delivery_failed_message(void)
 			fix_up_modelled(&f, &mf, links, &nic, 79);
 			chan_req r, s;
 			uint8_t *mem = post_one(&f, direct, flag, host, src, N, &r, &s);
-			int sd = 0, rd = 0, src_ = 0, rrc = 0;
-			int64_t deadline = mono_ns() + 5000000000LL;
-			while ((!src_ || !rrc) && mono_ns() < deadline) {
-				if (!src_)
-					src_ = chan_tx_test(f.tx, s, &sd, NULL, NULL);
-				if (!rrc)
-					rrc = chan_rx_test(f.rx, r, &rd, NULL, NULL);
-			}
-			CHECK(src_ == -ETIMEDOUT && rrc == -ETIMEDOUT && !sd && !rd,
+			int src_, rrc;
+			run_both(&f, s, r, &src_, &rrc);
+			CHECK(src_ == -ETIMEDOUT && rrc == -ETIMEDOUT,
 			      "both ends fail (direct %d, flag %d): %d %d", direct, flag, src_,
 			      rrc);
 			int landed = 0;
@@ -728,24 +740,6 @@ static void fix_up_slow(struct fix *f, struct mfab *m, struct model_nic *nic, ui
 	*nic = test_nic;
 	fenv_resolve(links, 2, nic);
 	fix_up_modelled(f, m, links, nic, seed);
-}
-
-/* Test both ends until done or failed (10 s at most): the send's and the receive's codes. */
-static void run_both(struct fix *f, chan_req s, chan_req r, int *src, int *rrc)
-{
-	int sd = 0, rd = 0;
-	*src = *rrc = 0;
-	int64_t deadline = mono_ns() + 10000000000LL;
-	while ((!(sd || *src) || !(rd || *rrc)) && mono_ns() < deadline) {
-		if (!sd && !*src)
-			*src = chan_tx_test(f->tx, s, &sd, NULL, NULL);
-		if (!rd && !*rrc)
-			*rrc = chan_rx_test(f->rx, r, &rd, NULL, NULL);
-	}
-	if (!*src && !sd)
-		*src = -ETIME;
-	if (!*rrc && !rd)
-		*rrc = -ETIME;
 }
 
 /*

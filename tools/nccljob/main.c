@@ -329,15 +329,6 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/*
- * A fault's stall shows as a few iterations far over the rest: their excess over the median,
- * summed, measures it directly, where a difference of two runs' means would add both runs'
- * drift over every iteration (several ms over 1500 of them). A stall is an iteration over the
- * median + NJ_STALL_US, with its neighbours over + NJ_STALL_EDGE_US (a stall NCCL met between
- * two iterations falls into both). A busy host adds its own, a millisecond or two, scattered:
- * on an H100 under MPS, 9 to 142 iterations of 1500 over + 1 ms, which a bare threshold
- * counted as stalls (test_14_02's straggler measured as 22 of them); they are not counted.
- */
 /* An episode's excess into the top list, largest first. */
 static void top_add(struct nj_result *r, double x)
 {
@@ -353,6 +344,15 @@ static void top_add(struct nj_result *r, double x)
 	r->top_us[k] = x;
 }
 
+/*
+ * A fault's stall shows as a few iterations far over the rest: their excess over the median,
+ * summed, measures it directly, where a difference of two runs' means would add both runs'
+ * drift over every iteration (several ms over 1500 of them). A stall is an iteration over the
+ * median + NJ_STALL_US, with its neighbours over + NJ_STALL_EDGE_US (a stall NCCL met between
+ * two iterations falls into both). A busy host adds its own, a millisecond or two, scattered:
+ * on an H100 under MPS, 9 to 142 iterations of 1500 over + 1 ms, which a bare threshold
+ * counted as stalls (test_14_02's straggler measured as 22 of them); they are not counted.
+ */
 void nj_stalls(const double *us, int n, struct nj_result *r)
 {
 	r->max_us = r->stall_us = 0;

@@ -386,14 +386,6 @@ int dev_unique_id(struct nj_job *j, uint8_t id[NJ_ID_BYTES], struct nj_fail *f);
 int dev_comm_init(struct nj_job *j, const uint8_t id[NJ_ID_BYTES], struct nj_fail *f);
 int dev_upload(struct nj_job *j, size_t bytes, struct nj_fail *f);
 int dev_poison(struct nj_job *j, size_t bytes, struct nj_fail *f);
-/* each_us (with each, or NULL): every iteration's own time, iters of them. */
-/* late: how late each iteration starts on this rank (--inject R:slow, R:noisy), or NULL. */
-struct nj_late;
-int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each,
-	    const struct nj_late *late, double *gpu_us, double *each_us, struct nj_fail *f);
-/* The stall figures of n iteration times, in their order: see struct nj_result. */
-void nj_stalls(const double *us, int n, struct nj_result *r);
-
 /* --inject R:slow and R:noisy on rank R's timed loop. */
 struct nj_late {
 	int slow_at; /* this iteration starts NJ_SLOW_US late (the middle one), or -1 */
@@ -412,6 +404,13 @@ static inline unsigned nj_late_us(const struct nj_late *l, int i)
 		return i == 3 ? NJ_BIG_HICCUP_US : NJ_HICCUP_US;
 	return 0;
 }
+
+/* late: how late each iteration starts on this rank (--inject R:slow, R:noisy), or NULL;
+ * each_us (with each, or NULL): every iteration's own time, iters of them. */
+int dev_run(struct nj_job *j, const struct nj_step *s, int iters, int each,
+	    const struct nj_late *late, double *gpu_us, double *each_us, struct nj_fail *f);
+/* The stall figures of n iteration times, in their order: see struct nj_result. */
+void nj_stalls(const double *us, int n, struct nj_result *r);
 int dev_download(struct nj_job *j, size_t bytes, struct nj_fail *f);
 /* Flip the low bits of element i of the output on the GPU (--inject R:flip). */
 int dev_flip(struct nj_job *j, size_t i, struct nj_fail *f);
