@@ -344,7 +344,8 @@ deb: all
 # list once it is formatted (`clang-format -i FILE`, in a commit of its own). `make format`
 # formats them all.
 FORMAT_SRC := $(shell git ls-files '*.[ch]' 2>/dev/null)
-FORMAT_CLEAN := docs/examples/buggy-plugin.c tools/bench/copy_rate.c plugin/client.h plugin/net.h plugin/plog.h \
+FORMAT_CLEAN := docs/examples/buggy-plugin.c tools/bench/copy_rate.c \
+	tools/bench/test/fake_libcuda.c plugin/client.h plugin/net.h plugin/plog.h \
 	plugin/plugin.c plugin/prof.c plugin/trace.h sim/core/jsonw.h \
 	sim/core/fstate_fault.c sim/core/fstate_int.h sim/dlist.h sim/fabmon.c sim/fabmon.h sim/log.c \
 	sim/log.h sim/sock.c sim/sock.h sim/srv_int.h \
@@ -426,9 +427,12 @@ $(CUDADRV_CHECK): plugin/test/check_cudadrv.c plugin/cudadrv.h | depcheck
 # simfabric-copy-rate (tools/bench/copy_rate.c): how many small copies a second the GPU runs
 # from one process or several (docs/gpu-path.md, "Why LL is slow at 4 ranks"). It loads CUDA's
 # driver when it runs, so it builds wherever cuda.h is, and says so where there is no driver.
+# Its tests run it over a stand-in for the driver where there is no GPU
+# (tools/bench/test/fake_libcuda.c, as build/test/fake-cuda/libcuda.so.1).
 COPY_RATE := $(B)/simfabric-copy-rate
+FAKE_CUDA := $(B)/test/fake-cuda/libcuda.so.1
 ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
-all tools: $(COPY_RATE)
+all tools: $(COPY_RATE) $(FAKE_CUDA)
 endif
 .PHONY: copy-rate
 copy-rate: $(COPY_RATE)
@@ -436,6 +440,11 @@ $(COPY_RATE): tools/bench/copy_rate.c | depcheck
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CCLD    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -isystem $(CUDA_HOME)/include $(LDFLAGS) -o $@ $< -ldl
+$(FAKE_CUDA): tools/bench/test/fake_libcuda.c | depcheck
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CCLD    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -isystem $(CUDA_HOME)/include -fPIC -shared \
+		-Wl,-soname,libcuda.so.1 $(LDFLAGS) -o $@ $<
 
 .PHONY: nccljob
 all tools: nccljob

@@ -1,14 +1,17 @@
 # SPDX-License-Identifier: MIT
 """simfabric-copy-rate (tools/bench/copy_rate.c): how many small copies a second the GPU runs,
 from one process or several (docs/gpu-path.md, "Why LL is slow at 4 ranks"). Its options fail
-with the option and value named; without CUDA's driver it says so; on a GPU every mode runs and
-reports a rate per process."""
+with the option and value named; without CUDA's driver it says so; over a stand-in for the
+driver (tools/bench/test/fake_libcuda.c: copies on the CPU) every mode runs, a copy that lands
+wrong fails it, and a process that cannot start ends the run; on a GPU every mode runs."""
 import ctypes
 import os
 import re
 import subprocess
 
 import pytest
+
+import simfabric_pytest
 
 
 
@@ -19,8 +22,22 @@ def _prog(sf_env):
     return p
 
 
-def _run(argv, timeout=60):
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+def _run(argv, timeout=60, env=None):
+    e = dict(os.environ)
+    e.pop("FAKE_CUDA_FAIL", None)
+    e.update(env or {})
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=e)
+
+
+def _fake(sf_env, fail=None):
+    """The environment that loads the stand-in driver (and makes it fail so, if fail)."""
+    lib = os.path.join(sf_env.build, "test", "fake-cuda")
+    if not os.path.exists(os.path.join(lib, "libcuda.so.1")):
+        pytest.skip("%s/libcuda.so.1 is not built (needs cuda.h at build time)" % lib)
+    env = {"LD_LIBRARY_PATH": lib + os.pathsep + os.environ.get("LD_LIBRARY_PATH", "")}
+    if fail:
+        env["FAKE_CUDA_FAIL"] = fail
+    return env
 
 
 def _has_driver():
@@ -65,13 +82,45 @@ LINE = re.compile(r"^pid \d+\s+(\S+)\s+(\d+) B(?: x 8)? x (\d+): issue [\d.]+ us
                   r"each \((\d+) copies/s, [\d.]+ GB/s\); one alone, post to done: ([\d.]+) us$")
 
 
+MODES = ["h2d", "d2d", "sep", "gather", "pageable"]
+
+
+def _lines(p, mode, count):
+    """The per-process result lines of a run, each checked against what was asked."""
+    lines = [m for m in (LINE.match(x) for x in p.stdout.splitlines()) if m]
+    for m in lines:
+        assert m.group(1) == mode and m.group(2) == "8192" and m.group(3) == str(count)
+        assert int(m.group(4)) > 0 and float(m.group(5)) > 0, m.group(0)
+    return lines
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_39_03_every_mode_runs_over_a_stand_in_driver(sf_env, mode):
+    p = _run([_prog(sf_env), "--procs", "2", "--mode", mode, "--bytes", "8192", "--count",
+              "40"], env=_fake(sf_env))
+    assert p.returncode == 0 and len(_lines(p, mode, 40)) == 2, (p.returncode, p.stdout,
+                                                                 p.stderr)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_39_04_a_copy_that_lands_wrong_fails_the_run(sf_env, mode):
+    p = _run([_prog(sf_env), "--mode", mode, "--count", "20"], env=_fake(sf_env, "corrupt"))
+    assert p.returncode == 3 and "not its source's" in p.stderr, (p.returncode, p.stderr)
+
+
+def test_39_05_a_process_that_cannot_start_ends_the_run(sf_env):
+    p = _run([_prog(sf_env), "--procs", "3", "--count", "20"], env=_fake(sf_env, "init"),
+             timeout=30)
+    assert p.returncode == 2 and "3 of 3 processes did not get ready" in p.stderr and \
+        "cuInit" in p.stderr, (p.returncode, p.stderr)
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", ["h2d", "d2d", "sep", "gather", "pageable"])
-def test_39_03_every_mode_runs_on_a_gpu(sf_nccl_gpu, sf_env, mode):
+@pytest.mark.parametrize("mode", MODES)
+def test_39_06_every_mode_runs_on_a_gpu(sf_env, mode):
+    if not simfabric_pytest._sflaunch().ranks.gpu_ids():
+        pytest.skip("needs an NVIDIA GPU (nvidia-smi lists none, or is not here)")
     p = _run([_prog(sf_env), "--procs", "2", "--mode", mode, "--bytes", "8192", "--count",
               "200"], timeout=150)
-    lines = [m for m in (LINE.match(x) for x in p.stdout.splitlines()) if m]
-    assert p.returncode == 0 and len(lines) == 2, (p.returncode, p.stdout, p.stderr)
-    for m in lines:
-        assert m.group(1) == mode and m.group(2) == "8192" and m.group(3) == "200"
-        assert int(m.group(4)) > 0 and float(m.group(5)) > 0, m.group(0)
+    assert p.returncode == 0 and len(_lines(p, mode, 200)) == 2, (p.returncode, p.stdout,
+                                                                  p.stderr)
