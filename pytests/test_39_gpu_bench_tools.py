@@ -1,10 +1,16 @@
 # SPDX-License-Identifier: MIT
-"""simfabric-copy-rate (tools/bench/copy_rate.c): how many small copies a second the GPU runs,
+"""The GPU path's measuring tools, where they can be checked without a GPU.
+
+simfabric-copy-rate (tools/bench/copy_rate.c): how many small copies a second the GPU runs,
 from one process or several (docs/gpu-path.md, "Why LL is slow at 4 ranks"). Its options fail
 with the option and value named; without CUDA's driver it says so; over a stand-in for the
 driver (tools/bench/test/fake_libcuda.c: copies on the CPU) every mode runs, a copy that lands
-wrong fails it, and a process that cannot start ends the run; on a GPU every mode runs."""
+wrong fails it, and a process that cannot start ends the run; on a GPU every mode runs.
+
+bench_nccl.py's floor: a modelled size whose model time is below the same run's ideal-fabric
+time for that size is named, with the most it can reach."""
 import ctypes
+import importlib.util
 import os
 import re
 import subprocess
@@ -124,3 +130,25 @@ def test_39_06_every_mode_runs_on_a_gpu(sf_env, mode):
               "200"], timeout=150)
     assert p.returncode == 0 and len(_lines(p, mode, 200)) == 2, (p.returncode, p.stdout,
                                                                   p.stderr)
+
+
+def _bench_nccl():
+    path = os.path.join(simfabric_pytest.ROOT, "tools", "bench", "bench_nccl.py")
+    spec = importlib.util.spec_from_file_location("bench_nccl", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_39_07_the_bench_names_sizes_below_the_machines_floor():
+    b = _bench_nccl()
+    ideal = {1 << 20: {"time_us": 77.4}, 4 << 20: {"time_us": 145.1}}
+    rows = [{"bytes": 1 << 20, "model_us": 22.6}, {"bytes": 4 << 20, "model_us": 145.1},
+            {"bytes": 16 << 20, "model_us": 340.0}]
+    note = b.floor_note(rows, ideal)
+    assert note == ("; the model's time is below this machine's own over the ideal fabric at "
+                    "1 MiB (model 22.6 us, ideal 77.4 us: at most 0.29x)"), note
+    assert [x["below_floor"] for x in rows] == [True, False, False]
+    assert rows[0]["bound"] == pytest.approx(22.6 / 77.4) and rows[1]["bound"] == 1.0
+    assert rows[2]["ideal_us"] is None and rows[2]["bound"] is None  # not in the sweep
+    assert b.floor_note([{"bytes": 1 << 20, "model_us": 80.0}], ideal) == ""
