@@ -223,22 +223,30 @@ static int one_process(enum mode mode, size_t bytes, unsigned count, int ready, 
 	check(d_cuDeviceGet(&dev, 0), "cuDeviceGet");
 	check(d_cuDevicePrimaryCtxRetain(&ctx, dev), "the primary context");
 	check(d_cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+	/* only what the mode copies from: 64 processes of one mode hold no other's buffers */
 	check(d_cuMemAlloc(&r.dst, AREA), "cuMemAlloc");
-	check(d_cuMemAlloc(&r.dsrc, AREA), "cuMemAlloc");
-	check(d_cuMemAlloc(&r.dstage, (size_t)GROUP * bytes), "cuMemAlloc");
-	check(d_cuMemHostAlloc((void **)&r.hpin, AREA, 0), "cuMemHostAlloc");
-	check(d_cuMemHostAlloc((void **)&r.hstage, (size_t)NSTAGE * GROUP * bytes, 0),
-	      "cuMemHostAlloc");
-	r.hpage = malloc(AREA);
-	if (!r.hpage) {
-		fprintf(stderr, "copy_rate: out of memory\n");
-		return 2;
+	if (mode == M_PAGEABLE) {
+		r.hpage = malloc(AREA);
+		if (!r.hpage) {
+			fprintf(stderr, "copy_rate: out of memory\n");
+			return 2;
+		}
+		for (size_t x = 0; x < AREA; x++)
+			r.hpage[x] = (char)pattern(x, 2);
+	} else {
+		check(d_cuMemHostAlloc((void **)&r.hpin, AREA, 0), "cuMemHostAlloc");
+		for (size_t x = 0; x < AREA; x++)
+			r.hpin[x] = (char)pattern(x, 1);
 	}
-	for (size_t x = 0; x < AREA; x++) {
-		r.hpin[x] = (char)pattern(x, 1);
-		r.hpage[x] = (char)pattern(x, 2);
+	if (mode == M_D2D) {
+		check(d_cuMemAlloc(&r.dsrc, AREA), "cuMemAlloc");
+		check(d_cuMemcpyHtoD(r.dsrc, r.hpin, AREA), "filling the device source");
 	}
-	check(d_cuMemcpyHtoD(r.dsrc, r.hpin, AREA), "filling the device source");
+	if (mode == M_GATHER) {
+		check(d_cuMemAlloc(&r.dstage, (size_t)GROUP * bytes), "cuMemAlloc");
+		check(d_cuMemHostAlloc((void **)&r.hstage, (size_t)NSTAGE * GROUP * bytes, 0),
+		      "cuMemHostAlloc");
+	}
 	r.at.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
 	r.at.flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE; /* as the plugin asks */
 	check(d_cuCtxGetStreamPriorityRange(&lo, &hi), "cuCtxGetStreamPriorityRange");
