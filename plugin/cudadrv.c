@@ -64,6 +64,7 @@ static const struct slot optional[] = {
 	CUDRV_SLOT(LaunchKernel, "cuLaunchKernel"),
 	CUDRV_SLOT(MemHostAlloc, "cuMemHostAlloc"),
 	CUDRV_SLOT(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"),
+	CUDRV_SLOT(StreamWaitValue32, "cuStreamWaitValue32_v2"),
 };
 
 int cudadrv_load(struct cudrv *cu, int only_if_loaded, char *why, size_t cap)

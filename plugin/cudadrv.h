@@ -16,6 +16,7 @@
 #define SF_CUDADRV_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef int cu_result;		      /* CUresult: 0 success */
 typedef unsigned long long cu_ptr;    /* CUdeviceptr */
@@ -31,6 +32,7 @@ typedef struct cu_func_st *cu_function;
 #define CU_ERROR_NOT_READY 600
 #define CU_IPC_HANDLE_BYTES 64
 #define CU_MEMHOSTALLOC_DEVICEMAP_ 0x02
+#define CU_STREAM_WAIT_VALUE_GEQ_ 0 /* (int32_t)(*addr - value) >= 0: wraps safely */
 
 struct cu_ipc_handle { /* CUipcMemHandle */
 	unsigned char data[CU_IPC_HANDLE_BYTES];
@@ -136,6 +138,8 @@ struct cudrv {
 				  void **params, void **extra);
 	cu_result (*MemHostAlloc)(void **p, size_t size, unsigned flags);
 	cu_result (*MemHostGetDevicePointer)(cu_ptr *d, void *p, unsigned flags);
+	/* Optional: armed copies (SIMFABRIC_GPU_ARM) wait on a host-mapped word. */
+	cu_result (*StreamWaitValue32)(cu_stream s, cu_ptr addr, uint32_t value, unsigned flags);
 };
 
 /*

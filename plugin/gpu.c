@@ -100,6 +100,21 @@ static void setup_once(void)
 		return;
 	if (env_either("SIMFABRIC_GPU_ISSUER", "thread", "sender", &G.sender_issues))
 		return;
+	static const char *const arm_words[] = {"off", "pieces", "whole", NULL};
+	int arm = 0;
+	if (sfenv_word("SIMFABRIC_GPU_ARM", getenv("SIMFABRIC_GPU_ARM"), arm_words, &arm,
+		       G.setup_why, sizeof(G.setup_why))) {
+		G.setup_err = -EINVAL;
+		return;
+	}
+	G.arm_off = arm == 0;
+	sfgpu_dma.arm_whole = arm == 2;
+	if (G.arm_off) /* the channel then never asks: held pieces start at their times */
+		sfgpu_dma.arm = NULL, sfgpu_dma.fire = NULL;
+	uint64_t ahead_us = SFGPU_ARM_AHEAD_NS / 1000;
+	if (env_count("SIMFABRIC_GPU_ARM_AHEAD_US", "a number of microseconds", 1000000, &ahead_us))
+		return;
+	sfgpu_dma.arm_ahead_ns = (int64_t)ahead_us * 1000;
 	char why[160];
 	int rc = cudadrv_load(&G.cu, !want_on, why, sizeof(why));
 	if (rc == 0) {
@@ -153,14 +168,19 @@ static void setup_once(void)
 		(void)copy_stream(cur, 0, &ctx_ignored, &ignored, why2, sizeof(why2));
 	snprintf(G.describe, sizeof(G.describe),
 		 "on (one-sided copies into the receiver's GPU memory; driver %d, compute "
-		 "capability %d.x, cuMem POSIX-fd export %s; copy context %s, copy engine %s)",
+		 "capability %d.x, cuMem POSIX-fd export %s; copy context %s, copy engine %s; "
+		 "held copies %s)",
 		 drv, major, vmm && fd ? "yes" : "no, cudaMalloc memory only",
 		 G.copy_ctx == COPY_CTX_OWN	      ? "own"
 			 : G.copy_ctx == COPY_CTX_APP ? "the application's"
 						      : "auto (own under MPS)",
 		 G.cu.MemcpyBatchAsync2 || G.cu.MemcpyBatchAsync1 ? "asked for (batch copy hint)"
 								  : "not asked for (driver < "
-								    "12.8)");
+								    "12.8)",
+		 G.arm_off			  ? "start at their arrival (SIMFABRIC_GPU_ARM=off)"
+			 : G.cu.StreamWaitValue32 ? "armed ahead in our own context"
+						  : "start at their arrival (no "
+						    "cuStreamWaitValue32)");
 }
 
 int sfgpu_setup(char *why, size_t cap)

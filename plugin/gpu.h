@@ -75,6 +75,6 @@ void sfgpu_tx_free(struct sfgpu_tx *t);
 /* Wait for every copy of every sendComm in the process (before a source buffer is freed). */
 void sfgpu_drain_all(void);
 /* The chan_dma operations over a struct sfgpu_tx. */
-extern const struct chan_dma sfgpu_dma;
+extern struct chan_dma sfgpu_dma; /* its arm_ahead_ns set once, at setup */
 
 #endif /* SF_GPU_H */

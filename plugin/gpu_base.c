@@ -12,6 +12,7 @@
 
 struct sfgpu_state G = {.lock = PTHREAD_MUTEX_INITIALIZER,
 			.imp_lock = PTHREAD_MUTEX_INITIALIZER,
+			.gate_lock = PTHREAD_MUTEX_INITIALIZER,
 			.once = PTHREAD_ONCE_INIT,
 			.srv_fd = -1};
 

@@ -29,12 +29,92 @@ int sfgpu_tx_new(const char *desc, struct sfgpu_tx **out)
 	if (!t)
 		return -ENOMEM;
 	snprintf(t->desc, sizeof(t->desc), "%s", desc);
+	memset(t->gk, -1, sizeof(t->gk));
 	pthread_mutex_lock(&G.imp_lock);
 	t->next = G.txs;
 	G.txs = t;
 	pthread_mutex_unlock(&G.imp_lock);
 	*out = t;
 	return 0;
+}
+
+/* Will our context have gates (armed copies)? Not with SIMFABRIC_GPU_ARM=off, nor beside the
+ * small-copy kernel (its queue check knows only the copy streams), nor without the calls or the
+ * issuer's queues. */
+static int gates_wanted(void)
+{
+	return !G.arm_off && !G.small_kernel && G.cu.StreamWaitValue32 && G.cu.MemHostAlloc &&
+		G.cu.MemHostGetDevicePointer &&
+		(G.cu.MemcpyBatchAsync2 || G.cu.MemcpyBatchAsync1) && !G.sender_issues &&
+		G.batch_max;
+}
+
+/*
+ * Under G.imp_lock, with own (entry i's context of our own) current: its gate streams and their
+ * words. A gate's wait holds up whatever shares its hardware queue, so a copy stream behind one
+ * would wait for a held copy's arrival: checked with every gate waiting (the copy streams must
+ * still run), and no gates if not, said once.
+ */
+static void gates_make(int i, cu_ctx own, cu_stream *copy, int ncopy)
+{
+	struct ggate *g = G.streams[i].gates;
+	if (!gates_wanted())
+		return;
+	char *page = NULL;
+	cu_ptr page_d = 0;
+	int n = 0, ran = 0;
+	const char *step = "cuMemHostAlloc";
+	cu_result r = G.cu.MemHostAlloc((void **)&page, 4096, CU_MEMHOSTALLOC_DEVICEMAP_);
+	if (r == CU_SUCCESS) {
+		memset(page, 0, 4096);
+		step = "cuMemHostGetDevicePointer";
+		r = G.cu.MemHostGetDevicePointer(&page_d, page, 0);
+	}
+	/* each word on a line of its own; the last line is the check's */
+	uint32_t *probe = (uint32_t *)(page + 4096 - 64);
+	if (r == CU_SUCCESS)
+		step = "cuStreamCreateWithPriority";
+	while (r == CU_SUCCESS && n < SFGPU_GATES && (r = gpu_top_stream(&g[n].s)) == CU_SUCCESS)
+		n++;
+	if (r == CU_SUCCESS)
+		step = "cuStreamWaitValue32";
+	for (int k = 0; r == CU_SUCCESS && k < n; k++)
+		r = G.cu.StreamWaitValue32(g[k].s, page_d + 4096 - 64, 1,
+					   CU_STREAM_WAIT_VALUE_GEQ_);
+	if (r == CU_SUCCESS) {
+		step = "the check that the copy streams run while the gates wait";
+		ran = streams_run(copy, ncopy);
+	}
+	if (page)
+		__atomic_store_n(probe, 1, __ATOMIC_RELEASE);
+	if (r == CU_SUCCESS && ran) {
+		cu_stream gs[SFGPU_GATES];
+		for (int k = 0; k < n; k++)
+			gs[k] = g[k].s;
+		step = "the check that the gates run once let go";
+		ran = streams_run(gs, n) && n == SFGPU_GATES;
+	}
+	for (int k = 0; r == CU_SUCCESS && ran && k < n; k++) {
+		g[k].word = (volatile uint32_t *)(page + 64 * k);
+		g[k].word_d = page_d + 64 * (cu_ptr)k;
+		g[k].armed = 0;
+		g[k].owner = NULL;
+		g[k].q = queue_for(g[k].s, own);
+		if (!g[k].q) {
+			step = "a queue for each gate";
+			ran = 0;
+			break;
+		}
+		g[k].q->gate = &g[k];
+	}
+	if (r != CU_SUCCESS || !ran) {
+		/* what was made stays (a page, a few streams): unused, and the waits let go */
+		PWARN("GPU armed copies are off: %s %s; held copies start at their arrival "
+		      "(SIMFABRIC_GPU_ARM=off says so without trying)",
+		      step, r != CU_SUCCESS ? gpu_cuerr(r) : "failed");
+		return;
+	}
+	G.streams[i].ngates = n;
 }
 
 /*
@@ -49,7 +129,9 @@ static cu_result own_ctx_create(cu_ctx *own, cu_device dev)
 	/* Only an existing variable is changed: setenv then replaces one pointer in place, which
 	 * another thread's getenv reads whole; adding one could move environ under it. */
 	char want[16];
-	snprintf(want, sizeof(want), "%d", own_streams() + G.small_kernel); /* + the kernel's */
+	/* + the kernel's, + the gates' (armed copies) */
+	snprintf(want, sizeof(want), "%d",
+		 own_streams() + G.small_kernel + (gates_wanted() ? SFGPU_GATES : 0));
 	if (was && snprintf(saved, sizeof(saved), "%s", was) < (int)sizeof(saved))
 		setenv("CUDA_DEVICE_MAX_CONNECTIONS", want, 1);
 	else
@@ -123,6 +205,10 @@ static void own_context(int i)
 			G.cu.CtxPopCurrent(&popped);
 		}
 	}
+	if (r == CU_SUCCESS && !G.small_kernel && G.cu.CtxPushCurrent(own) == CU_SUCCESS) {
+		gates_make(i, own, s, n);
+		G.cu.CtxPopCurrent(&popped);
+	}
 	if (r == CU_SUCCESS) {
 		G.streams[i].own = own;
 		memcpy(G.streams[i].own_s, s, sizeof(s));
@@ -143,9 +229,9 @@ static void own_context(int i)
 		}
 		PINFO(NCCL_INIT | NCCL_NET,
 		      "GPU copies run in a CUDA context of their own on device %d, %d stream(s) "
-		      "(SIMFABRIC_GPU_COPY_CONTEXT=%s%s): no application stream shares their "
-		      "hardware queues",
-		      (int)dev, n, G.copy_ctx == COPY_CTX_OWN ? "own" : "auto",
+		      "and %d gate(s) for armed copies (SIMFABRIC_GPU_COPY_CONTEXT=%s%s): no "
+		      "application stream shares their hardware queues",
+		      (int)dev, n, G.streams[i].ngates, G.copy_ctx == COPY_CTX_OWN ? "own" : "auto",
 		      mps ? ", under MPS" : "; without MPS contexts time-slice");
 		return;
 	}
@@ -360,8 +446,11 @@ static int tx_enter(struct sfgpu_tx *t, int self, int *pushed)
 	t->app = cur;
 	pthread_mutex_lock(&G.imp_lock);
 	for (int i = 0; i < G.nstreams && !self; i++)
-		if (G.streams[i].own == ctx && ctx)
+		if (G.streams[i].own == ctx && ctx) {
 			t->kern = G.streams[i].kern;
+			t->gates = G.streams[i].ngates ? G.streams[i].gates : NULL;
+			t->ngates = G.streams[i].ngates;
+		}
 	t->q = queue_for(t->stream, ctx);
 	pthread_mutex_unlock(&G.imp_lock);
 	if (ctx != cur) {
@@ -383,6 +472,47 @@ static void tx_leave(int pushed)
 		G.cu.CtxPopCurrent(&ignored);
 }
 
+/* Store n in the gate's word unless it is there already or beyond (it only grows). */
+static void gate_let_go(struct ggate *g, uint32_t n)
+{
+	uint32_t cur = __atomic_load_n(g->word, __ATOMIC_RELAXED);
+	while ((int32_t)(n - cur) > 0 &&
+	       !__atomic_compare_exchange_n(g->word, &cur, n, 0, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED))
+		;
+}
+
+static cu_result batch_state(struct sfgpu_tx *t, uint32_t slot, int *failed);
+
+/*
+ * Let every copy this sendComm armed go and wait for each to end (a drain, a close, a mapping
+ * to let go of): they land early then, which only a close or a sendComm mapping more than
+ * SFGPU_TX_IMPORTS regions asks for. Its own copies only: a gate it no longer owns may hold
+ * another's, which wait for their arrivals (and this thread may be the one to let them go).
+ */
+static void tx_fire_all(struct sfgpu_tx *t)
+{
+	if (!t->gated_out)
+		return;
+	pthread_mutex_lock(&G.gate_lock);
+	for (int k = 0; k < t->ngates; k++)
+		if (t->gates[k].owner == t)
+			gate_let_go(&t->gates[k], t->gates[k].armed);
+	pthread_mutex_unlock(&G.gate_lock);
+	issuer_kick();
+	for (uint32_t slot = 0; slot < SFGPU_TICKETS; slot++) {
+		if (!t->gated[slot])
+			continue;
+		struct gqueue *q = t->gates[t->gk[slot]].q;
+		queue_out(q);
+		int failed = 0;
+		while (batch_state(t, slot, &failed) == CU_ERROR_NOT_READY && !failed)
+			gpu_nap();
+		t->gated[slot] = 0; /* a failure is the poll's to report */
+	}
+	t->gated_out = 0;
+}
+
 /* Wait for this sendComm's copies (and any others on its stream). */
 static void tx_sync(struct sfgpu_tx *t)
 {
@@ -391,6 +521,7 @@ static void tx_sync(struct sfgpu_tx *t)
 		return;
 	if (t->kern && t->kern_last)
 		kern_wait(t->kern, t->kern_last);
+	tx_fire_all(t);
 	queue_out(t->q);
 	if (G.cu.StreamSynchronize(t->stream) == CU_SUCCESS &&
 	    (!t->kern || kern_done(t->kern, t->kern_last)))
@@ -447,6 +578,20 @@ static cu_result flip_bits(struct sfgpu_tx *t, cu_ptr dst, const struct chan_fli
 	return r;
 }
 
+/* Does the copy fit the receiver's region? Checked before anything is issued: a bad copy would
+ * poison the application's context. Said if not. */
+static int fits(const struct sfgpu_tx *t, const struct gimport *im, uint64_t region, uint64_t off,
+		uint64_t len)
+{
+	if (off <= im->size && len <= im->size - off)
+		return 1;
+	PWARN("%s: a copy of %llu bytes at offset %llu does not fit the receiver's region "
+	      "%llu (%llu bytes)",
+	      t->desc, (unsigned long long)len, (unsigned long long)off, (unsigned long long)region,
+	      (unsigned long long)im->size);
+	return 0;
+}
+
 static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off, const void *src,
 		     uint64_t len, const struct chan_flip *flips, uint32_t nflips, uint64_t *ticket)
 {
@@ -471,12 +616,7 @@ static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off
 			return -EIO;
 		}
 	}
-	/* Validated before anything is issued: a bad copy would poison the application's context. */
-	if (off > im->size || len > im->size - off) {
-		PWARN("%s: a copy of %llu bytes at offset %llu does not fit the receiver's region "
-		      "%llu (%llu bytes)",
-		      t->desc, (unsigned long long)len, (unsigned long long)off,
-		      (unsigned long long)region, (unsigned long long)im->size);
+	if (!fits(t, im, region, off, len)) {
 		if (entered)
 			tx_leave(pushed);
 		return -ERANGE;
@@ -485,8 +625,10 @@ static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off
 	t->kseq[slot] = 0;
 	t->t_start[slot] = 0; /* stamped by the first poll: keeps the clock off this path */
 	t->len[slot] = len;
+	t->gk[slot] = -1;
+	t->n_copies++;
 	if (queued) {
-		queue_add(t->q, im->va + off, src, len, &t->batch[slot], t->desc);
+		queue_add(t->q, im->va + off, src, len, &t->batch[slot], t->desc, 0);
 		if (entered)
 			tx_leave(pushed);
 		*ticket = t->next_ticket++;
@@ -527,7 +669,7 @@ static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off
  */
 static cu_result batch_state(struct sfgpu_tx *t, uint32_t slot, int *failed)
 {
-	struct gqueue *q = t->q;
+	struct gqueue *q = t->gk[slot] >= 0 ? t->gates[t->gk[slot]].q : t->q;
 	uint64_t b = __atomic_load_n(&t->batch[slot], __ATOMIC_ACQUIRE);
 	if (b == BATCH_QUEUED) {
 		/* the issuer's job; if it is not going round, ours (never waiting for it) */
@@ -543,6 +685,8 @@ static cu_result batch_state(struct sfgpu_tx *t, uint32_t slot, int *failed)
 	}
 	if (b <= atomic_load_explicit(&q->completed, memory_order_acquire))
 		return CU_SUCCESS;
+	if (t->gated[slot] && !gate_fired(&t->gates[t->gk[slot]], t->gseq[slot]))
+		return CU_ERROR_NOT_READY; /* not let go yet: nothing to ask the driver */
 	/* The issuer reaps ended batches; ask the driver here only when it is not going round.
 	 * (An event reused by a later batch says not ready: only once b has ended, which the
 	 * next look at completed sees.) */
@@ -569,9 +713,14 @@ static int dma_poll(void *ctx, uint64_t ticket)
 	} else
 		r = G.cu.EventQuery(t->ev[slot]);
 	if (r == CU_SUCCESS) {
-		/* one stream: earlier copies are done too, unless the kernel still has some */
-		if (!t->kseq[slot] && ticket >= t->done_ticket &&
-		    (!t->kern || kern_done(t->kern, t->kern_last)))
+		if (t->gated[slot]) {
+			t->gated[slot] = 0;
+			t->gated_out--;
+		}
+		/* one stream: earlier copies are done too, unless the kernel still has some or
+		 * a gate may (armed copies wait on streams of their own) */
+		else if (!t->kseq[slot] && ticket >= t->done_ticket && !t->gated_out &&
+			 (!t->kern || kern_done(t->kern, t->kern_last)))
 			t->done_ticket = ticket + 1;
 		return 1;
 	}
@@ -607,11 +756,79 @@ static void dma_drain(void *ctx)
 	tx_sync(ctx);
 }
 
-const struct chan_dma sfgpu_dma = {dma_start, dma_poll, dma_drain};
+/*
+ * An armed copy (chan_dma.arm): from device memory only (a host source may be read by the
+ * driver when the copy is queued, or staged through memory the wait would hold), on a gate this
+ * sendComm owns or one holding nothing not yet let go, queued for the issuer behind the wait for
+ * its number. -EOPNOTSUPP where it cannot be (no gates here, all busy, a first copy to set up).
+ */
+static int dma_arm(void *ctx, const char *where, uint64_t region, uint64_t off, const void *src,
+		   int src_dev, uint64_t len, uint64_t *ticket)
+{
+	struct sfgpu_tx *t = ctx;
+	if (!src_dev || !len || !t->gates || !t->q || where[0] != '@')
+		return -EOPNOTSUPP;
+	struct gimport *im = tx_cached(t, where, region);
+	if (!im) /* mapped by a first start (which may talk to the peer): not here */
+		return -EOPNOTSUPP;
+	if (!fits(t, im, region, off, len))
+		return -ERANGE;
+	int k, free_k = -1;
+	uint32_t n = 0;
+	pthread_mutex_lock(&G.gate_lock);
+	for (k = 0; k < t->ngates; k++) {
+		struct ggate *g = &t->gates[k];
+		uint32_t unfired = g->armed - __atomic_load_n(g->word, __ATOMIC_ACQUIRE);
+		if (g->owner == t && unfired < SFGPU_GATE_UNFIRED)
+			break;
+		if (!unfired && free_k < 0)
+			free_k = k;
+	}
+	if (k == t->ngates)
+		k = free_k;
+	if (k >= 0) {
+		t->gates[k].owner = t;
+		n = ++t->gates[k].armed;
+	}
+	pthread_mutex_unlock(&G.gate_lock);
+	if (k < 0)
+		return -EOPNOTSUPP;
+	uint32_t slot = (uint32_t)(t->next_ticket % SFGPU_TICKETS);
+	t->kseq[slot] = 0;
+	t->t_start[slot] = 0;
+	t->len[slot] = len;
+	t->gk[slot] = (int8_t)k;
+	t->gseq[slot] = n;
+	t->gated[slot] = 1;
+	t->gated_out++;
+	t->n_copies++;
+	t->n_armed++;
+	queue_add(t->gates[k].q, im->va + off, src, len, &t->batch[slot], t->desc, n);
+	*ticket = t->next_ticket++;
+	return 0;
+}
+
+/* Let an armed copy go (chan_dma.fire): a store, and a word to the issuer, which sees it end. */
+static void dma_fire(void *ctx, uint64_t ticket)
+{
+	struct sfgpu_tx *t = ctx;
+	uint32_t slot = (uint32_t)(ticket % SFGPU_TICKETS);
+	if (t->gk[slot] < 0 || !t->gated[slot])
+		return; /* let go already (tx_fire_all) */
+	gate_let_go(&t->gates[t->gk[slot]], t->gseq[slot]);
+	issuer_kick();
+}
+
+struct chan_dma sfgpu_dma = {.start = dma_start,
+			     .poll = dma_poll,
+			     .drain = dma_drain,
+			     .arm = dma_arm,
+			     .fire = dma_fire,
+			     .arm_ahead_ns = SFGPU_ARM_AHEAD_NS};
 
 void sfgpu_drain_all(void)
 {
-	cu_stream s[(1 + SFGPU_MAX_STREAMS) * SFGPU_MAX_CTX];
+	cu_stream s[(1 + SFGPU_MAX_STREAMS + SFGPU_GATES) * SFGPU_MAX_CTX];
 	struct gkern *ks[SFGPU_MAX_CTX];
 	uint64_t kn[SFGPU_MAX_CTX]; /* the last descriptor each kernel had been given */
 	int n = 0, nk = 0;
@@ -621,10 +838,17 @@ void sfgpu_drain_all(void)
 	for (int i = 0; i < nq; i++) /* queues are never taken back: no lock needed to reach them */
 		queue_out(&G.queues[i]);
 	pthread_mutex_lock(&G.imp_lock);
+	pthread_mutex_lock(&G.gate_lock); /* at exit: every armed copy goes now */
+	for (int i = 0; i < G.nstreams; i++)
+		for (int k = 0; k < G.streams[i].ngates; k++)
+			gate_let_go(&G.streams[i].gates[k], G.streams[i].gates[k].armed);
+	pthread_mutex_unlock(&G.gate_lock);
 	for (int i = 0; i < G.nstreams; i++) {
 		s[n++] = G.streams[i].s;
 		for (int k = 0; k < G.streams[i].own_n; k++)
 			s[n++] = G.streams[i].own_s[k];
+		for (int k = 0; k < G.streams[i].ngates; k++)
+			s[n++] = G.streams[i].gates[k].s;
 		if (G.streams[i].kern) {
 			ks[nk] = G.streams[i].kern;
 			pthread_mutex_lock(&ks[nk]->lock);
@@ -653,6 +877,15 @@ void sfgpu_tx_free(struct sfgpu_tx *t)
 		}
 	pthread_mutex_unlock(&G.imp_lock);
 	int pushed;
+	if (t->n_copies)
+		PINFO(NCCL_NET, "%s: %llu GPU copies, %llu of them armed ahead of their arrival",
+		      t->desc, (unsigned long long)t->n_copies, (unsigned long long)t->n_armed);
+	tx_fire_all(t); /* its armed copies name its batch[] too, and read the caller's buffers */
+	pthread_mutex_lock(&G.gate_lock);
+	for (int k = 0; k < t->ngates; k++)
+		if (t->gates[k].owner == t)
+			t->gates[k].owner = NULL;
+	pthread_mutex_unlock(&G.gate_lock);
 	queue_out(t->q); /* its queued copies name its batch[]: out before it goes */
 	if (t->stream)	 /* before any unmap, whatever happens below; the context's stream stays */
 		G.cu.StreamSynchronize(t->stream);

@@ -28,6 +28,14 @@
 #define SFGPU_SLOW_NS 2000000000LL /* a copy still running after this is worth a WARN */
 #define SFGPU_BATCH_MAX 32	   /* copies in one batch call (SIMFABRIC_GPU_BATCH_MAX) */
 #define SFGPU_BATCH_EVENTS 128	   /* batches in flight per stream: their events, in turn */
+#define SFGPU_GATES 4		   /* gate streams per copy context (armed copies) */
+#define SFGPU_GATE_UNFIRED 64	   /* armed copies a gate holds not yet let go, at most */
+#define SFGPU_GATE_TURN                                                                            \
+	2 /* armed copies the issuer issues before it looks again at
+				      the copies due now */
+/* How long before its arrival a held piece is armed (SIMFABRIC_GPU_ARM_AHEAD_US): more than
+ * the issuer takes to queue it, less than a burst of a whole window of sends' pieces. */
+#define SFGPU_ARM_AHEAD_NS 50000
 
 enum { EXPORT_LEGACY = 1, EXPORT_FD = 2, EXPORT_SELF = 3 /* an import of our own export */ };
 
@@ -87,6 +95,24 @@ struct gkern {
 };
 
 /*
+ * Armed copies (SIMFABRIC_GPU_ARM=on; in our own context only): a held piece's copy from device
+ * memory is queued when its send is posted, on a gate stream behind cuStreamWaitValue32 on the
+ * gate's host-mapped word, and let go at its arrival by storing its number there (fire: a store,
+ * no driver call), so that it lands a flag's latency after its arrival, not a copy launch's.
+ * A gate belongs to one sendComm while it holds copies of it not yet let go (owner), so no
+ * copy waits behind another sendComm's arrival; a sendComm fires its own in the order it armed
+ * them, and the word only grows (cyclically: the wait compares as int32_t).
+ */
+struct ggate {
+	cu_stream s;
+	struct gqueue *q;	 /* the issuer issues each of its copies as a batch of its own */
+	volatile uint32_t *word; /* host-mapped: the number of the last copy let go */
+	cu_ptr word_d;		 /* ... as the GPU reads it */
+	uint32_t armed;		 /* the number of the last copy armed (under G.gate_lock) */
+	struct sfgpu_tx *owner;	 /* whose copies it holds not yet let go (under G.gate_lock) */
+};
+
+/*
  * Copies waiting for their stream, which go out together: one batch call and one event for all
  * of them, issued by the process's issuer thread (see "batches" below). One per copy stream; any
  * sendComm's thread queues, under lock.
@@ -106,6 +132,10 @@ struct gqueue {
 	size_t len[SFGPU_BATCH_MAX];
 	uint64_t *mark[SFGPU_BATCH_MAX]; /* its sendComm's batch[] entry: set when issued */
 	const char *desc[SFGPU_BATCH_MAX];
+	/* a gate's queue: each copy a batch of its own, behind the wait for its number */
+	struct ggate *gate;
+	uint32_t gseq[SFGPU_BATCH_MAX];	   /* each queued copy's number */
+	uint32_t bseq[SFGPU_BATCH_EVENTS]; /* each batch's (by its event): none ends before it */
 };
 #define BATCH_QUEUED UINT64_MAX	      /* batch[]: waiting in the queue */
 #define BATCH_FAILED (UINT64_MAX - 1) /* batch[]: its batch call failed */
@@ -129,6 +159,13 @@ struct sfgpu_tx {
 	uint64_t len[SFGPU_TICKETS];
 	uint64_t kseq[SFGPU_TICKETS]; /* per event slot: the kernel's seq of a small copy, or 0 */
 	struct gkern *kern;	      /* the small-copy kernel of its context, or NULL */
+	struct ggate *gates;	      /* its context's gates (armed copies), or NULL */
+	int ngates;
+	int gated_out;		      /* armed copies whose end it has not yet seen */
+	uint64_t n_copies, n_armed;   /* copies asked for, of which armed (said at close) */
+	int8_t gk[SFGPU_TICKETS];     /* per slot: the gate of an armed copy, or -1 */
+	uint8_t gated[SFGPU_TICKETS]; /* ... armed, its end not yet seen */
+	uint32_t gseq[SFGPU_TICKETS]; /* ... its number at its gate */
 	uint64_t kern_last;	      /* the seq of its last small copy */
 	int slow_warned;
 	int nimp;
@@ -147,7 +184,7 @@ struct sfgpu_state {
 	int mode;      /* 1 on, 0 off */
 	int setup_err; /* negative errno of a failed setup */
 	char setup_why[192];
-	char describe[256];
+	char describe[384];
 	struct cudrv cu;
 	struct gexport *exports;
 	uint64_t next_region;
@@ -159,6 +196,8 @@ struct sfgpu_state {
 	uint64_t small_max; /* SIMFABRIC_GPU_SMALL_MAX: the largest message the kernel copies */
 	uint64_t batch_max; /* SIMFABRIC_GPU_BATCH_MAX: copies per batch call (1: each alone) */
 	int sender_issues;  /* SIMFABRIC_GPU_ISSUER=sender: no issuer thread, no queue */
+	int arm_off;	    /* SIMFABRIC_GPU_ARM=off: held pieces start at their arrival */
+	pthread_mutex_t gate_lock; /* the gates' owners and numbers armed */
 	struct gqueue queues[SFGPU_MAX_CTX * (1 + SFGPU_MAX_STREAMS)]; /* nqueues used */
 	int nqueues;
 	int nstreams;
@@ -168,8 +207,10 @@ struct sfgpu_state {
 		cu_ctx own;  /* our own context on its device (own_stream), or NULL */
 		cu_stream own_s[SFGPU_MAX_STREAMS]; /* its streams, own_n of them (0: not in use) */
 		int own_n;
-		unsigned own_next;  /* the next sendComm's, round robin */
-		struct gkern *kern; /* its small-copy kernel, or NULL */
+		unsigned own_next;		 /* the next sendComm's, round robin */
+		struct gkern *kern;		 /* its small-copy kernel, or NULL */
+		struct ggate gates[SFGPU_GATES]; /* ngates of them in our context (armed copies) */
+		int ngates;
 		int own_tried;
 	} streams[SFGPU_MAX_CTX];
 	int srv_fd;
@@ -211,7 +252,13 @@ int queue_issue(struct gqueue *q, int how);
 int issuer_alive(void);
 void queue_out(struct gqueue *q);
 void queue_add(struct gqueue *q, cu_ptr dst, const void *src, uint64_t len, uint64_t *mark,
-	       const char *desc);
+	       const char *desc, uint32_t gseq);
+void issuer_kick(void); /* a gate's word has moved: its copies may end */
+/* Has the gate let copy number n go? */
+static inline int gate_fired(const struct ggate *g, uint32_t n)
+{
+	return (int32_t)(__atomic_load_n(g->word, __ATOMIC_ACQUIRE) - n) >= 0;
+}
 
 /* ---- gpu_kern.c */
 struct gkern *kern_start(void);

@@ -87,6 +87,86 @@ void queue_ended(struct gqueue *q, uint64_t b)
 }
 
 /*
+ * A gate's queue (queue_issue): each armed copy as a batch of its own, the wait for its number
+ * first, so that each ends (and is seen to) on its own. As many as have a free event, in order;
+ * the rest stay queued (an event is held by a copy not yet let go: SFGPU_GATE_UNFIRED keeps them
+ * fewer than the events). q->issue held; returns with it released: 1 all out, 0 some left.
+ */
+static int gate_issue(struct gqueue *q, int how)
+{
+	cu_ptr dst[SFGPU_BATCH_MAX], src[SFGPU_BATCH_MAX];
+	size_t len[SFGPU_BATCH_MAX];
+	uint32_t gseq[SFGPU_BATCH_MAX];
+	uint64_t *mark[SFGPU_BATCH_MAX];
+	const char *desc = NULL;
+	pthread_mutex_lock(&q->lock);
+	int n = q->n;
+	for (int i = 0; i < n; i++) {
+		dst[i] = q->dst[i], src[i] = q->src[i], len[i] = q->len[i];
+		gseq[i] = q->gseq[i], mark[i] = q->mark[i];
+	}
+	if (n)
+		desc = q->desc[0];
+	pthread_mutex_unlock(&q->lock);
+	if (how == ISSUE_BY_ISSUER && n > SFGPU_GATE_TURN)
+		n = SFGPU_GATE_TURN; /* the rest next time round, after the copies due now */
+	cu_ctx cur = NULL, popped;
+	int pushed = 0, done = 0;
+	cu_result r = n ? G.cu.CtxGetCurrent(&cur) : CU_SUCCESS;
+	if (n && r == CU_SUCCESS && cur != q->ctx) {
+		if (how == ISSUE_BY_ISSUER)
+			r = G.cu.CtxSetCurrent(q->ctx);
+		else
+			pushed = (r = G.cu.CtxPushCurrent(q->ctx)) == CU_SUCCESS;
+	}
+	for (; done < n; done++) {
+		uint64_t b = atomic_load_explicit(&q->issued, memory_order_relaxed) + 1;
+		cu_event *e = &q->ev[b % SFGPU_BATCH_EVENTS];
+		if (r == CU_SUCCESS && *e &&
+		    atomic_load_explicit(&q->completed, memory_order_acquire) + SFGPU_BATCH_EVENTS <
+			    b) {
+			if (G.cu.EventQuery(*e) != CU_SUCCESS)
+				break; /* its copy still waits or runs: later */
+			queue_ended(q, b - SFGPU_BATCH_EVENTS);
+		}
+		cu_result ri = r;
+		if (ri == CU_SUCCESS && !*e)
+			ri = G.cu.EventCreate(e, CU_EVENT_DISABLE_TIMING_);
+		/* never the copy without its wait before it: it would land early */
+		if (ri == CU_SUCCESS)
+			ri = G.cu.StreamWaitValue32(q->s, q->gate->word_d, gseq[done],
+						    CU_STREAM_WAIT_VALUE_GEQ_);
+		if (ri == CU_SUCCESS && len[done])
+			ri = gpu_batch_copy(&dst[done], &src[done], &len[done], 1, q->s);
+		if (ri == CU_SUCCESS)
+			ri = G.cu.EventRecord(*e, q->s);
+		if (ri == CU_SUCCESS) {
+			q->bseq[b % SFGPU_BATCH_EVENTS] = gseq[done];
+			atomic_store_explicit(&q->issued, b, memory_order_release);
+		} else
+			PWARN("%s: an armed copy of %zu bytes into a receiver's GPU memory: %s",
+			      desc, len[done], gpu_cuerr(ri));
+		__atomic_store_n(mark[done], ri == CU_SUCCESS ? b : BATCH_FAILED, __ATOMIC_RELEASE);
+	}
+	if (pushed)
+		G.cu.CtxPopCurrent(&popped);
+	pthread_mutex_lock(&q->lock); /* posters only append meanwhile */
+	int left = q->n - done;
+	memmove(q->dst, q->dst + done, (size_t)left * sizeof(q->dst[0]));
+	memmove(q->src, q->src + done, (size_t)left * sizeof(q->src[0]));
+	memmove(q->len, q->len + done, (size_t)left * sizeof(q->len[0]));
+	memmove(q->mark, q->mark + done, (size_t)left * sizeof(q->mark[0]));
+	memmove(q->desc, q->desc + done, (size_t)left * sizeof(q->desc[0]));
+	memmove(q->gseq, q->gseq + done, (size_t)left * sizeof(q->gseq[0]));
+	q->n = left;
+	if (left)
+		q->since = gpu_now_ns();
+	pthread_mutex_unlock(&q->lock);
+	pthread_mutex_unlock(&q->issue);
+	return done == n && !left;
+}
+
+/*
  * Issue what is queued as one batch, on a copy engine where the driver takes the hint (see
  * copy_in), and record the batch's event; each copy's sendComm learns its batch number (or
  * BATCH_FAILED, with a WARN). Any thread, one at a time per queue (q->issue); the pending list is
@@ -107,6 +187,8 @@ int queue_issue(struct gqueue *q, int how)
 			return 0;
 	} else
 		pthread_mutex_lock(&q->issue);
+	if (q->gate)
+		return gate_issue(q, how);
 	uint64_t b = atomic_load_explicit(&q->issued, memory_order_relaxed) + 1;
 	cu_event *e = &q->ev[b % SFGPU_BATCH_EVENTS];
 	if (*e &&
@@ -172,6 +254,12 @@ int queue_issue(struct gqueue *q, int how)
 	return 1;
 }
 
+/* Can batch b end yet? Not a gate's copy not yet let go: no driver call is spent asking. */
+static int queue_may_end(const struct gqueue *q, uint64_t b)
+{
+	return !q->gate || gate_fired(q->gate, q->bseq[b % SFGPU_BATCH_EVENTS]);
+}
+
 /*
  * Advance q->completed over the batches that have ended, oldest first (one query each, up to the
  * first still running): 1 if any ended. The issuer's job, so that NCCL's proxy thread, polling
@@ -183,7 +271,8 @@ static int queue_reap(struct gqueue *q)
 	int any = 0;
 	uint64_t issued = atomic_load_explicit(&q->issued, memory_order_acquire);
 	uint64_t c = atomic_load_explicit(&q->completed, memory_order_acquire);
-	while (c < issued && G.cu.EventQuery(q->ev[(c + 1) % SFGPU_BATCH_EVENTS]) == CU_SUCCESS) {
+	while (c < issued && queue_may_end(q, c + 1) &&
+	       G.cu.EventQuery(q->ev[(c + 1) % SFGPU_BATCH_EVENTS]) == CU_SUCCESS) {
 		queue_ended(q, ++c);
 		any = 1;
 	}
@@ -214,17 +303,21 @@ static void *issuer_main(void *arg)
 		atomic_store_explicit(&W.beat, now, memory_order_relaxed);
 		int busy = 0, did = 0;
 		if (atomic_exchange(&W.work, 0)) {
-			/* after the exchange: a queue made by the copy that set work is seen */
+			/* after the exchange: a queue made by the copy that set work is seen. Copies
+			 * due now first, then a few armed ones per gate (gate_issue), then again */
 			int nq = __atomic_load_n(&G.nqueues, __ATOMIC_ACQUIRE);
-			for (int i = 0; i < nq; i++)
-				queue_issue(&G.queues[i], ISSUE_BY_ISSUER);
+			for (int pass = 0; pass < 2; pass++)
+				for (int i = 0; i < nq; i++)
+					if (!G.queues[i].gate == !pass)
+						queue_issue(&G.queues[i], ISSUE_BY_ISSUER);
 			did = 1;
 		}
 		int nq = __atomic_load_n(&G.nqueues, __ATOMIC_ACQUIRE);
 		for (int i = 0; i < nq; i++) {
 			struct gqueue *q = &G.queues[i];
 			did |= queue_reap(q);
-			busy |= atomic_load(&q->completed) < atomic_load(&q->issued);
+			uint64_t c = atomic_load(&q->completed);
+			busy |= c < atomic_load(&q->issued) && queue_may_end(q, c + 1);
 			if (q->n) /* left queued (its batch's event was not free): again */
 				atomic_store(&W.work, 1);
 		}
@@ -288,6 +381,7 @@ static void issuer_forked(void)
 	W.failed = 1;
 	pthread_mutex_init(&W.lock, NULL);
 	pthread_cond_init(&W.cv, NULL);
+	pthread_mutex_init(&G.gate_lock, NULL);
 	for (int i = 0; i < G.nqueues; i++) {
 		pthread_mutex_init(&G.queues[i].lock, NULL);
 		pthread_mutex_init(&G.queues[i].issue, NULL);
@@ -336,7 +430,7 @@ void queue_out(struct gqueue *q)
 
 /* Queue one copy (len 0: its place in the order only); *mark learns its batch. */
 void queue_add(struct gqueue *q, cu_ptr dst, const void *src, uint64_t len, uint64_t *mark,
-	       const char *desc)
+	       const char *desc, uint32_t gseq)
 {
 	__atomic_store_n(mark, BATCH_QUEUED, __ATOMIC_RELAXED);
 	for (;;) {
@@ -354,12 +448,18 @@ void queue_add(struct gqueue *q, cu_ptr dst, const void *src, uint64_t len, uint
 	q->len[q->n] = len;
 	q->mark[q->n] = mark;
 	q->desc[q->n] = desc;
+	q->gseq[q->n] = gseq;
 	q->n++;
 	pthread_mutex_unlock(&q->lock);
 	if (!issuer_up()) {
 		queue_out(q);
 		return;
 	}
+	issuer_kick();
+}
+
+void issuer_kick(void)
+{
 	atomic_store(&W.work, 1);
 	if (atomic_load(&W.sleeping)) {
 		pthread_mutex_lock(&W.lock);

@@ -32,6 +32,11 @@ BAD_SETTINGS = [
     ("SIMFABRIC_GPU_BATCH_MAX", "33", "is not a number from 1 to 32"),
     ("SIMFABRIC_GPU_BATCH_MAX", "x", "is not a number from 1 to 32"),
     ("SIMFABRIC_GPU_ISSUER", "poster", "is neither thread nor sender"),
+    ("SIMFABRIC_GPU_ARM", "on", "is not one of off, pieces, whole"),
+    ("SIMFABRIC_GPU_ARM_AHEAD_US", "0", "is not a number of microseconds from 1 to 1000000"),
+    ("SIMFABRIC_GPU_ARM_AHEAD_US", "1000001",
+     "is not a number of microseconds from 1 to 1000000"),
+    ("SIMFABRIC_GPU_ARM_AHEAD_US", "50us", "is not a number of microseconds from 1 to 1000000"),
     ("SIMFABRIC_LL128", "yes", "is not one of auto, on, off"),
 ]
 
@@ -169,8 +174,10 @@ fabric:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("gpu,proto", [("on", "LL"), ("on", "LL128"), ("off", "LL")])
-def test_20_13_ll_lines_land_no_earlier_than_the_model(nccl_gpu, tmp_path, gpu, proto):
+@pytest.mark.parametrize("gpu,proto,arm", [
+    ("on", "LL", "off"), ("on", "LL128", "off"), ("off", "LL", "off"),
+    ("on", "LL", "pieces"), ("on", "LL128", "pieces"), ("on", "LL128", "whole")])
+def test_20_13_ll_lines_land_no_earlier_than_the_model(nccl_gpu, tmp_path, gpu, proto, arm):
     """NCCL's LL and LL128 kernels read their lines as they land (each line carries its flag),
     not once the proxy's receive completes, so the plugin must not place them before the model's
     delivery time (NCCL marks such receives: plugin/data.c). In a ring allreduce of 4 ranks on
@@ -181,15 +188,18 @@ def test_20_13_ll_lines_land_no_earlier_than_the_model(nccl_gpu, tmp_path, gpu, 
     rank 0's end, never less than 12). At 8 B most chunks are empty, their 0-byte messages carry
     no dependency, and the chain is shorter: the host path ran 2963 us there, every byte at or
     after its arrival (trace). When the lines landed at once, the chain collapsed: 1.09 ms on an
-    H100 at 8 B (3.05 ms since, on the GPU path)."""
+    H100 at 8 B (3.05 ms since, on the GPU path). With SIMFABRIC_GPU_ARM, LL128's held pieces
+    (from GPU memory) are armed ahead and let go at their arrivals, and land no earlier either;
+    LL's (from host memory) never are."""
     import simfabric_pytest
     iters = 10
     assert iters % 2 == 0  # the bound holds for pairs of operations
     r, res = simfabric_pytest.nccljob(
-        nccl_gpu, tmp_path, "latent-%s-%s" % (gpu, proto),
+        nccl_gpu, tmp_path, "latent-%s-%s-%s" % (gpu, proto, arm),
         ["--coll", "allreduce", "--sizes", "64K,256K", "--warmup", "3", "--iters", str(iters),
          "--timing", "each", "--check", "2"], nodes=4, scenario_text=LATENT, timeout=120,
-        env={"SIMFABRIC_GPU": gpu, "NCCL_PROTO": proto, "NCCL_ALGO": "Ring",
+        env={"SIMFABRIC_GPU": gpu, "SIMFABRIC_GPU_ARM": arm, "NCCL_PROTO": proto,
+             "NCCL_ALGO": "Ring",
              "NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "1",
              "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,TUNING"})
     report = "%s\n%s" % (r.summary(), r.logs()[-8000:])
@@ -203,3 +213,9 @@ def test_20_13_ll_lines_land_no_earlier_than_the_model(nccl_gpu, tmp_path, gpu, 
             gpu, proto, x["bytes"], x["time_us"], chain_us))
     for x in res["results"]:
         assert x["time_us"] >= chain_us, (x, report)
+    # armed only where asked, and only LL128's (from GPU memory); none landed early (above)
+    counts = [(int(a), int(b)) for a, b in
+              re.findall(r"(\d+) GPU copies, (\d+) of them armed ahead", logs)]
+    if gpu == "on":
+        armed = sum(b for _, b in counts)
+        assert counts and (armed > 0) == (proto == "LL128" and arm != "off"), (counts, report)

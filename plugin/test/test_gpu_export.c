@@ -98,10 +98,12 @@ static cu_result s_evd(cu_event e)
 	(void)e;
 	return 0;
 }
+static void ev_gate_note(cu_event e, cu_stream s);
 static cu_result s_evr(cu_event e, cu_stream s)
 {
 	if (s && s == k_stream)
 		k_ended_ev = e; /* completes when the kernel returns */
+	ev_gate_note(e, s);
 	return 0;
 }
 static int flips_read, flips_written; /* a corrupted copy's bytes, read back and written */
@@ -118,6 +120,87 @@ static cu_result s_htod(cu_ptr d, const void *sp, size_t n, cu_stream st)
 	flips_written++;
 	return 0;
 }
+/* cuStreamWaitValue32: a stream's work after a wait runs once the word allows. An event recorded
+ * on a stream behind a wait completes only then; with share_queue, so does one recorded on any
+ * stream while a wait is pending (streams sharing a hardware queue). Calls are logged in order. */
+static pthread_mutex_t wv_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	cu_stream s;
+	cu_ptr addr;
+	uint32_t val;
+} wv_last[64];
+static int wv_n, waits, share_queue;
+static struct {
+	cu_event e;
+	cu_ptr addr;
+	uint32_t val;
+} ev_gate[512];
+static int ev_gate_n;
+static struct {
+	char what; /* 'w' a wait, 'c' a batch copy */
+	cu_stream s;
+	uint64_t v; /* the wait's number, the copy's destination */
+} calls[4096];
+static int ncalls;
+static void call_log(char what, cu_stream s, uint64_t v)
+{
+	pthread_mutex_lock(&wv_lock);
+	if (ncalls < 4096)
+		calls[ncalls].what = what, calls[ncalls].s = s, calls[ncalls].v = v, ncalls++;
+	pthread_mutex_unlock(&wv_lock);
+}
+static cu_result s_wait(cu_stream s, cu_ptr addr, uint32_t val, unsigned flags)
+{
+	if (flags != CU_STREAM_WAIT_VALUE_GEQ_)
+		return 1;
+	call_log('w', s, val);
+	pthread_mutex_lock(&wv_lock);
+	int i;
+	for (i = 0; i < wv_n && wv_last[i].s != s; i++)
+		;
+	if (i == wv_n && wv_n < 64)
+		wv_n++;
+	wv_last[i].s = s, wv_last[i].addr = addr, wv_last[i].val = val;
+	waits++;
+	pthread_mutex_unlock(&wv_lock);
+	return 0;
+}
+static int wv_open(cu_ptr addr, uint32_t val)
+{
+	return (int32_t)(__atomic_load_n((uint32_t *)(uintptr_t)addr, __ATOMIC_ACQUIRE) - val) >= 0;
+}
+/* Record event e on s: behind the last wait on s (or, sharing queues, any still closed). */
+static void ev_gate_note(cu_event e, cu_stream s)
+{
+	pthread_mutex_lock(&wv_lock);
+	int w = -1;
+	for (int i = 0; i < wv_n; i++)
+		if (wv_last[i].s == s || (share_queue && !wv_open(wv_last[i].addr, wv_last[i].val)))
+			w = i;
+	int j;
+	for (j = 0; j < ev_gate_n && ev_gate[j].e != e; j++)
+		;
+	if (w >= 0 || j < ev_gate_n) {
+		if (j == ev_gate_n && ev_gate_n < 512)
+			ev_gate_n++;
+		ev_gate[j].e = e;
+		ev_gate[j].addr = w >= 0 ? wv_last[w].addr : 0;
+		ev_gate[j].val = w >= 0 ? wv_last[w].val : 0;
+	}
+	pthread_mutex_unlock(&wv_lock);
+}
+static int ev_gate_closed(cu_event e)
+{
+	int closed = 0;
+	pthread_mutex_lock(&wv_lock);
+	for (int j = 0; j < ev_gate_n; j++)
+		if (ev_gate[j].e == e && ev_gate[j].addr)
+			closed = !wv_open(ev_gate[j].addr, ev_gate[j].val);
+	pthread_mutex_unlock(&wv_lock);
+	return closed;
+}
+static _Atomic int gated_queries; /* queries of an event behind a closed gate */
+
 static int evq_busy;	    /* every event but the kernel's says not ready: a busy stream */
 static __thread int my_evq; /* queries this thread made */
 static cu_result s_evq(cu_event e)
@@ -125,6 +208,10 @@ static cu_result s_evq(cu_event e)
 	my_evq++;
 	if (evq_busy)
 		return CU_ERROR_NOT_READY;
+	if (ev_gate_closed(e)) {
+		gated_queries++;
+		return CU_ERROR_NOT_READY;
+	}
 	return e && e == k_ended_ev && k_running ? CU_ERROR_NOT_READY : 0;
 }
 static cu_result s_sync(cu_stream s)
@@ -249,6 +336,7 @@ static cu_result s_batch(cu_ptr *d, cu_ptr *s, size_t *n, size_t count, struct c
 		batch_dst[i] = d[i], batch_len[i] = n[i];
 	last_dst = d[count - 1], batch_flags = a->flags, batch_order = a->src_access_order;
 	batch_stream = st;
+	call_log('c', st, d[0]);
 	return 0;
 }
 
@@ -842,6 +930,91 @@ static void test_export(void)
 	for (int k = 0; k < 4; k++)
 		sfgpu_tx_free(tt[k]);
 	G.own_streams = 1;
+
+	/* Armed copies: in our own context (under MPS, auto) a fresh application context gets
+	 * SFGPU_GATES gates, checked to leave the copy streams running while they wait. An armed copy
+	 * from device memory goes out on a gate behind the wait for its number, never without it,
+	 * and is not done (nor asked about) before it is let go; a host source is declined. */
+	G.cu.StreamWaitValue32 = s_wait;
+	G.cu.MemHostAlloc = s_hostalloc;
+	G.cu.MemHostGetDevicePointer = s_hostdev;
+	cur = (cu_ctx)(uintptr_t)0x70;
+	CHECK(sfgpu_tx_new("AR", &t) == 0, "tx");
+	rc = dma_start(t, srv, region, 0, dsrc, 16, NULL, 0, &ticket); /* maps, makes the stream */
+	CHECK(rc == 0 && poll_done(t, ticket) == 1 && t->ngates == SFGPU_GATES && t->gates,
+	      "a fresh context of ours has %d gates: %d", SFGPU_GATES, t->ngates);
+	uint64_t at[3];
+	int calls0 = ncalls, q0 = gated_queries;
+	rc = dma_arm(t, srv, region, 1024, dsrc, 1, 64, &at[0]);
+	struct ggate *g0 = &t->gates[t->gk[at[0] % SFGPU_TICKETS]];
+	for (int i = 0; i < 200000 && __atomic_load_n(&g0->q->issued, __ATOMIC_ACQUIRE) == 0; i++)
+		usleep(10);
+	usleep(2000); /* the issuer goes round a while: it must not ask about a closed gate */
+	CHECK(rc == 0 && ncalls == calls0 + 2 && calls[calls0].what == 'w' &&
+		      calls[calls0].s == g0->s &&
+		      calls[calls0].v == t->gseq[at[0] % SFGPU_TICKETS] &&
+		      calls[calls0 + 1].what == 'c' && calls[calls0 + 1].s == g0->s &&
+		      calls[calls0 + 1].v == t->imp[0].im->va + 1024,
+	      "armed: the wait for its number, then the copy, on its gate (%d calls)",
+	      ncalls - calls0);
+	CHECK(dma_poll(t, at[0]) == 0 && dma_poll(t, at[0]) == 0 && gated_queries == q0,
+	      "not done before it is let go, and nobody asks the driver: %d queries",
+	      gated_queries - q0);
+	rc = dma_start(t, srv, region, 0, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && poll_done(t, ticket) == 1 && t->done_ticket <= at[0],
+	      "a copy after it ends on the sendComm's stream, done_ticket stays behind the armed "
+	      "one");
+	dma_fire(t, at[0]);
+	CHECK(poll_done(t, at[0]) == 1 && *g0->word == t->gseq[at[0] % SFGPU_TICKETS] &&
+		      t->gated_out == 0,
+	      "let go: its number in the word, and it ends");
+	CHECK(dma_arm(t, srv, region, 0, src, 0, 64, &at[1]) == -EOPNOTSUPP,
+	      "a host source is not armed");
+	CHECK(dma_arm(t, srv, region, MAPPED - 8, dsrc, 1, 64, &at[1]) == -ERANGE,
+	      "a range past the region is refused before anything is queued");
+	/* a gate holding a sendComm's copies not yet let go is its own: another takes another */
+	struct sfgpu_tx *t3;
+	CHECK(sfgpu_tx_new("AR2", &t3) == 0, "tx");
+	rc = dma_start(t3, srv, region, 0, dsrc, 16, NULL, 0, &ticket);
+	rc |= poll_done(t3, ticket) != 1;
+	rc |= dma_arm(t, srv, region, 0, dsrc, 1, 64, &at[1]);
+	rc |= dma_arm(t3, srv, region, 64, dsrc, 1, 64, &at[2]);
+	CHECK(rc == 0 && t->gk[at[1] % SFGPU_TICKETS] != t3->gk[at[2] % SFGPU_TICKETS],
+	      "two sendComms' armed copies on two gates: %d %d", t->gk[at[1] % SFGPU_TICKETS],
+	      t3->gk[at[2] % SFGPU_TICKETS]);
+	/* every gate full (SFGPU_GATE_UNFIRED each): the next is declined, not queued */
+	int armed_ok = 0;
+	uint64_t atk;
+	while (dma_arm(t, srv, region, 0, dsrc, 1, 64, &atk) == 0 && armed_ok < 4 * SFGPU_TICKETS)
+		armed_ok++;
+	CHECK(armed_ok == (SFGPU_GATES - 1) * SFGPU_GATE_UNFIRED - 1,
+	      "the gates t3 does not hold fill up: %d armed", armed_ok);
+	dma_fire(t3, at[2]);
+	CHECK(poll_done(t3, at[2]) == 1, "t3's ends without waiting for t's");
+	sfgpu_tx_free(t3);
+	int64_t f1 = gpu_now_ns();
+	sfgpu_tx_free(t); /* lets every armed copy go and waits for them */
+	CHECK(gpu_now_ns() - f1 < 5000000000LL && g0->owner == NULL, "freed: all let go, ended");
+	/* SIMFABRIC_GPU_ARM=off: no gates, nothing armed */
+	G.arm_off = 1;
+	cur = (cu_ctx)(uintptr_t)0x74;
+	CHECK(sfgpu_tx_new("AO", &t) == 0, "tx");
+	rc = dma_start(t, srv, region, 0, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && poll_done(t, ticket) == 1 && !t->gates &&
+		      dma_arm(t, srv, region, 0, dsrc, 1, 64, &atk) == -EOPNOTSUPP,
+	      "SIMFABRIC_GPU_ARM=off: no gates, declined");
+	sfgpu_tx_free(t);
+	G.arm_off = 0;
+	/* a gate that would hold up a copy stream (a shared hardware queue): no gates, said */
+	share_queue = 1;
+	cur = (cu_ctx)(uintptr_t)0x78;
+	CHECK(sfgpu_tx_new("AS", &t) == 0, "tx");
+	rc = dma_start(t, srv, region, 0, dsrc, 16, NULL, 0, &ticket);
+	CHECK(rc == 0 && poll_done(t, ticket) == 1 && !t->gates,
+	      "gates that hold up the copy streams are not used");
+	sfgpu_tx_free(t);
+	share_queue = 0;
+	G.cu.StreamWaitValue32 = NULL;
 
 	/* SIMFABRIC_GPU_SMALL=kernel: small messages from host memory go through the kernel's
 	 * ring (staged, one descriptor), the rest through the copy engine */

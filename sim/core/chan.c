@@ -457,13 +457,17 @@ static uint64_t piece_end(const struct chan_tx *tx, const struct tx_send *s)
 		len = (len + tx->mtu - 1) / tx->mtu * tx->mtu;
 	/* the last piece takes a remainder under len too: no piece is smaller than len */
 	if (s->corrupted || s->size - s->started_bytes < 2 * len ||
-	    s->pieces + 1 >= CHAN_PIECES_MAX)
+	    s->pieces + 1 >= CHAN_PIECES_MAX || (tx->dma->arm_whole && !s->noarm && !s->pieces))
 		return s->size;
 	return s->started_bytes + len;
 }
 
-/* Start the copy of a send's bytes [started_bytes, end) (the model's corruption included). */
-static int tx_start_piece(struct chan_tx *tx, struct tx_send *s, uint64_t end,
+/*
+ * Start the copy of a send's bytes [started_bytes, end) (the model's corruption included), or,
+ * with arm, queue it to run at fire: 0, 1 the copy engine would not arm it (nothing done), or
+ * the channel's failure.
+ */
+static int tx_start_piece(struct chan_tx *tx, struct tx_send *s, uint64_t end, int arm,
 			  struct chan_err *err)
 {
 	uint64_t region = s->region, off = s->started_bytes;
@@ -471,11 +475,21 @@ static int tx_start_piece(struct chan_tx *tx, struct tx_send *s, uint64_t end,
 		memcpy(tx->where, (const void *)tx->shm->rx_where, CHAN_WHERE_LEN);
 		tx->where[CHAN_WHERE_LEN - 1] = 0;
 	}
-	struct flip_list fl = {.v = tx->flips, .n = 0};
-	if (s->corrupted && tx->fab) /* whole: piece_end */
-		corrupt_each(tx, s, 0, s->size, flip_add, &fl);
-	int rc = tx->dma->start(tx->dma_ctx, tx->where, region, s->roff + off, s->data + off,
-				end - off, fl.v, fl.n, &s->ticket[s->pieces]);
+	int rc;
+	if (arm) {
+		rc = tx->dma->arm(tx->dma_ctx, tx->where, region, s->roff + off, s->data + off,
+				  s->src_dev, end - off, &s->ticket[s->pieces]);
+		if (rc == -EOPNOTSUPP) {
+			s->noarm = 1;
+			return 1;
+		}
+	} else {
+		struct flip_list fl = {.v = tx->flips, .n = 0};
+		if (s->corrupted && tx->fab) /* whole: piece_end */
+			corrupt_each(tx, s, 0, s->size, flip_add, &fl);
+		rc = tx->dma->start(tx->dma_ctx, tx->where, region, s->roff + off, s->data + off,
+				    end - off, fl.v, fl.n, &s->ticket[s->pieces]);
+	}
 	if (rc)
 		return side_fail(&tx->shm->tx, &tx->failed, &tx->ferr, err, -EIO,
 				 "the GPU copy engine refused a one-sided copy (values: region, "
@@ -484,6 +498,8 @@ static int tx_start_piece(struct chan_tx *tx, struct tx_send *s, uint64_t end,
 	if (!s->pieces)
 		tx->direct_busy++;
 	s->pieces++;
+	if (!arm)
+		s->fired = s->pieces; /* running now (tx_start_direct fired those before it) */
 	s->started_bytes = end;
 	return 0;
 }
@@ -491,11 +507,23 @@ static int tx_start_piece(struct chan_tx *tx, struct tx_send *s, uint64_t end,
 /*
  * Start the one-sided copies of a reserved send that may start: all of it at once, or for a
  * held one (a receive read as it fills) each piece whose last byte has arrived, s->due_ns then
- * saying when the next one's does (0: all started). 0, or the channel's failure.
+ * saying when to come back (0: all running). A held piece not yet due is armed where the copy
+ * engine can (queued ahead, no earlier than arm_ahead_ns before its arrival, and let go then by
+ * fire), else started at its time; pieces are armed in the order of their times, so that fired
+ * in order none goes early. 0, or the channel's failure.
  */
 static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_err *err)
 {
-	int64_t now = 0;
+	int64_t now = 0, next = 0; /* next: when something is due (0: nothing left) */
+	while (s->fired < s->pieces) { /* armed pieces, in order */
+		if (!now)
+			now = now_ns();
+		if (now < s->piece_due[s->fired]) {
+			next = s->piece_due[s->fired];
+			break;
+		}
+		tx->dma->fire(tx->dma_ctx, s->ticket[s->fired++]);
+	}
 	while (s->started_bytes < s->size || !s->pieces) {
 		uint64_t end = s->held ? piece_end(tx, s) : s->size;
 		if (s->held) {
@@ -504,14 +532,31 @@ static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_er
 			if (!now)
 				now = now_ns();
 			if (now < due) {
-				s->due_ns = due;
-				return 0;
+				int64_t ahead = tx->dma->arm_ahead_ns;
+				if (tx->dma->arm && !s->noarm && !s->corrupted && due >= tx->arm_due) {
+					if (ahead > 0 && due - now > ahead) { /* armed later */
+						next = next && next < due - ahead ? next : due - ahead;
+						break;
+					}
+					int rc = tx_start_piece(tx, s, end, 1, err);
+					if (rc < 0)
+						return tx->failed;
+					if (rc == 0) {
+						s->piece_due[s->pieces - 1] = tx->arm_due = due;
+						next = next ? next : due; /* the first not yet fired */
+						continue;
+					}
+				}
+				next = next && next < due ? next : due;
+				break;
 			}
+			if (s->fired < s->pieces) /* due before an armed one: after it */
+				break;
 		}
-		if (tx_start_piece(tx, s, end, err))
+		if (tx_start_piece(tx, s, end, 0, err))
 			return tx->failed;
 	}
-	s->due_ns = 0;
+	s->due_ns = next;
 	return 0;
 }
 
@@ -704,7 +749,7 @@ int chan_tx_post(struct chan_tx *tx, const void *data, uint64_t size, int32_t ta
 
 int chan_tx_set_dma(struct chan_tx *tx, const struct chan_dma *dma, void *ctx)
 {
-	if (!tx || !dma || !dma->start || !dma->poll || !dma->drain)
+	if (!tx || !dma || !dma->start || !dma->poll || !dma->drain || !dma->arm != !dma->fire)
 		return -EINVAL;
 	if (!tx->flips) {
 		tx->flips = calloc(CHAN_MAX_FLIPS, sizeof(*tx->flips));
@@ -831,6 +876,7 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 		s->roff = c.roff[b];
 		/* A receive read as it fills: nothing lands before the model's arrival time, and
 		 * a message the model fails (lost for good) never lands. */
+		s->src_dev = src_mem == CHAN_MEM_DEVICE;
 		s->held = (c.flags & CHAN_RX_AT_DELIVERY) && tx->fab;
 		if (s->held && s->doomed)
 			s->nocopy = 1;

@@ -311,11 +311,30 @@ struct chan_dma {
 		     uint64_t len, const struct chan_flip *flips, uint32_t nflips, uint64_t *ticket);
 	/* 1 the copy (and its flips) are visible in the receiver's memory, 0 not yet, < 0 failed. */
 	int (*poll)(void *ctx, uint64_t ticket);
-	/* Wait until every copy started has ended (close). */
+	/* Wait until every copy started has ended (close); armed copies are fired first. */
 	void (*drain)(void *ctx);
+	/*
+	 * Optional, with fire (both NULL: a held piece is started by start at its arrival). As
+	 * start, without flips, but the copy is queued now and runs only once fire(ticket) lets it
+	 * go, which stores a word and calls nothing: a held piece then lands a flag's latency after
+	 * its arrival instead of a copy launch's. src_dev: the source is device memory (as posted,
+	 * CHAN_MEM_DEVICE). -EOPNOTSUPP: not this copy (it is started at its time instead); other
+	 * errors fail the message as start's do. The channel fires a sendComm's armed copies in the
+	 * order it armed them, and arms one only if its time is no earlier than the last one's.
+	 */
+	int (*arm)(void *ctx, const char *where, uint64_t region, uint64_t off, const void *src,
+		   int src_dev, uint64_t len, uint64_t *ticket);
+	void (*fire)(void *ctx, uint64_t ticket);
+	/* How long before its arrival a piece is armed, at most (ns; 0: as soon as posted): so
+	 * that a send's far pieces do not crowd the engine ahead of copies due now. */
+	int64_t arm_ahead_ns;
+	/* A held send the engine arms goes in one copy, not in pieces (its lines land together,
+	 * a flag's latency after its last byte's arrival). */
+	int arm_whole;
 };
 
-/* Give the sender a copy engine (not owned; must outlive the endpoint). 0 or -EINVAL. */
+/* Give the sender a copy engine (not owned; must outlive the endpoint). 0 or -EINVAL (a call
+ * missing, or arm without fire). */
 int chan_tx_set_dma(struct chan_tx *tx, const struct chan_dma *dma, void *ctx);
 /* Publish where the sender asks for this receiver's regions (at most CHAN_WHERE_LEN - 1). */
 int chan_rx_set_where(struct chan_rx *rx, const char *where);

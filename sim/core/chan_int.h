@@ -101,6 +101,11 @@ struct tx_send {
 	int64_t due_ns;	 /* direct, CHAN_RX_AT_DELIVERY: the next piece's copy starts then (0: all
 			   started) */
 	uint8_t nocopy;	 /* direct, CHAN_RX_AT_DELIVERY, doomed: its bytes never land */
+	uint8_t src_dev; /* direct: the source is device memory (CHAN_MEM_DEVICE) */
+	uint8_t fired;	 /* direct: pieces running (started, or armed and fired); the rest of
+			    [0, pieces) are armed, each waiting for its piece_due */
+	uint8_t noarm;	 /* direct: the copy engine would not arm a piece of it */
+	int64_t piece_due[CHAN_PIECES_MAX]; /* direct: an armed piece's arrival */
 	uint64_t region; /* direct: the receiver's region and the buffer's offset in it */
 	uint64_t roff;
 	uint64_t slot;	    /* direct: the slot of its descriptor (out once head passes it) */
@@ -141,6 +146,7 @@ struct chan_tx {
 	const struct chan_dma *dma; /* one-sided copies (NULL: none) */
 	void *dma_ctx;
 	uint32_t direct_busy;	    /* direct copies started and not yet published */
+	int64_t arm_due;	    /* the arrival of the last piece armed (they fire in order) */
 	struct chan_flip *flips;    /* CHAN_MAX_FLIPS, allocated with the copy engine */
 	char where[CHAN_WHERE_LEN]; /* the receiver's, read once */
 	struct tx_send sends[CHAN_MAX_SENDS];

@@ -12,7 +12,8 @@
  * stand-in copy engine writes, checking every range as the GPU one must), on the
  * ideal fabric or a modelled one (a 2-link route whose rate, latency and loss the
  * input picks), where receives read as they fill hold their bytes to the model's
- * arrival times and large one-sided ones stream in pieces.
+ * arrival times and large one-sided ones stream in pieces, started at their times or armed
+ * ahead and fired then (the engine checks that they are fired in order and never polled before).
  *
  * fuzz-libs: sim/core/chan_shm.c sim/core/chan_watch.c sim/core/model.c sim/core/model_rand.c sim/core/fstate.c sim/core/fstate_fault.c sim/core/fault.c sim/core/copyq.c -lpthread
  */
@@ -49,7 +50,58 @@ static void fz_drain(void *ctx)
 {
 	(void)ctx;
 }
-static const struct chan_dma fz_dma = {fz_start, fz_poll, fz_drain};
+static const struct chan_dma fz_dma = {.start = fz_start, .poll = fz_poll, .drain = fz_drain};
+
+/*
+ * The engine with arm (the input's choice): an armed copy waits in a table until fired, checked
+ * as start's are. The channel's promises abort when broken: fired in the order armed, never
+ * polled before fired; drain lets the rest go.
+ */
+#define FZ_ARMED 64
+#define FZ_ARM_BIT (1ull << 63)
+static struct {
+	uint64_t region, off, len;
+	const void *src;
+} fz_armed[FZ_ARMED];
+static uint64_t fz_next, fz_oldest; /* [fz_oldest, fz_next) armed, not yet fired */
+static int fz_arm(void *ctx, const char *where, uint64_t region, uint64_t off, const void *src,
+		  int src_dev, uint64_t len, uint64_t *ticket)
+{
+	(void)ctx, (void)where, (void)src_dev;
+	if (region < 1 || region > 2 || off > FZ_REGION || len > FZ_REGION - off)
+		return -ERANGE;
+	if (fz_next - fz_oldest == FZ_ARMED)
+		return -EOPNOTSUPP;
+	uint64_t i = fz_next % FZ_ARMED;
+	fz_armed[i].region = region, fz_armed[i].off = off, fz_armed[i].len = len;
+	fz_armed[i].src = src;
+	*ticket = fz_next++ | FZ_ARM_BIT;
+	return 0;
+}
+static void fz_fire(void *ctx, uint64_t ticket)
+{
+	(void)ctx;
+	if (!(ticket & FZ_ARM_BIT) || (ticket & ~FZ_ARM_BIT) != fz_oldest)
+		abort(); /* out of the order armed, or not an armed copy */
+	uint64_t i = fz_oldest++ % FZ_ARMED;
+	memcpy(fz_region[fz_armed[i].region] + fz_armed[i].off, fz_armed[i].src, fz_armed[i].len);
+}
+static int fz_poll_armed(void *ctx, uint64_t ticket)
+{
+	if ((ticket & FZ_ARM_BIT) && (ticket & ~FZ_ARM_BIT) >= fz_oldest)
+		abort(); /* waited on before it was let go */
+	return fz_poll(ctx, ticket);
+}
+static void fz_drain_armed(void *ctx)
+{
+	while (fz_oldest < fz_next)
+		fz_fire(ctx, fz_oldest | FZ_ARM_BIT);
+}
+static const struct chan_dma fz_dma_armed = {.start = fz_start,
+					     .poll = fz_poll_armed,
+					     .drain = fz_drain_armed,
+					     .arm = fz_arm,
+					     .fire = fz_fire};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -67,8 +119,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct chan_rx *rx;
 	if (chan_tx_new(shm, len, &tx) || chan_rx_new(shm, len, &rx))
 		abort();
-	int direct = take(&r, 1) & 1; /* the sender has a copy engine */
-	if (direct && chan_tx_set_dma(tx, &fz_dma, NULL))
+	uint32_t engine = take(&r, 1);
+	int direct = engine & 1; /* the sender has a copy engine (bit 1: that arms) */
+	fz_oldest = fz_next;
+	if (direct && chan_tx_set_dma(tx, engine & 2 ? &fz_dma_armed : &fz_dma, NULL))
 		abort();
 	uint32_t fabric = take(&r, 1); /* odd: a modelled route of 2 links */
 	struct fst_view *fv = NULL;

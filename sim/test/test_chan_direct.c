@@ -34,6 +34,7 @@ struct fake_dma {
 	int started, drained;
 	int64_t started_at[8]; /* when the first copies started (CLOCK_MONOTONIC ns) */
 	uint32_t flips;
+	struct armed *armed_by; /* armed_ops only */
 	char where[CHAN_WHERE_LEN];
 };
 
@@ -79,7 +80,121 @@ static void fake_drain(void *ctx)
 	((struct fake_dma *)ctx)->drained++;
 }
 
-static const struct chan_dma fake_ops = {fake_start, fake_poll, fake_drain};
+static const struct chan_dma fake_ops = {
+	.start = fake_start, .poll = fake_poll, .drain = fake_drain};
+
+/*
+ * The same engine with armed copies: arm records the copy and does nothing more; fire makes it
+ * (and stamps when); drain fires what is still armed; a poll of a copy not yet fired counts as an
+ * error (the channel must never wait for one it has not let go). arm_eop_from: arm answers
+ * -EOPNOTSUPP from that arm on (from 1); arm_fail_at: that arm fails with -EIO.
+ */
+#define ARMED_MAX 64
+static int64_t mono_ns(void);
+struct armed {
+	struct fake_dma *d;
+	int arm_eop_from, arm_fail_at;
+	int armed, fired, polled_unfired, out_of_order, src_dev;
+	struct {
+		uint64_t ticket, region, off, len;
+		const void *src;
+		int fired;
+	} c[ARMED_MAX];
+	int64_t fired_at[ARMED_MAX];
+	int64_t armed_at[ARMED_MAX];
+};
+
+static struct armed *armed_of(void *ctx)
+{
+	return ((struct fake_dma *)ctx)->armed_by;
+}
+
+static int fake_arm(void *ctx, const char *where, uint64_t region, uint64_t off, const void *src,
+		    int src_dev, uint64_t len, uint64_t *ticket)
+{
+	struct fake_dma *d = ctx;
+	struct armed *a = armed_of(ctx);
+	snprintf(d->where, sizeof(d->where), "%s", where);
+	if (a->arm_eop_from && a->armed + 1 >= a->arm_eop_from)
+		return -EOPNOTSUPP;
+	if (a->arm_fail_at && a->armed + 1 == a->arm_fail_at)
+		return -EIO;
+	if (region == 0 || region > NREG || off > d->reg_len[region] ||
+	    len > d->reg_len[region] - off || a->armed == ARMED_MAX)
+		return -ERANGE;
+	int i = a->armed++;
+	a->armed_at[i] = mono_ns();
+	a->c[i].region = region, a->c[i].off = off, a->c[i].len = len, a->c[i].src = src;
+	a->src_dev = src_dev;
+	*ticket = a->c[i].ticket = d->next++;
+	d->polls[*ticket % (sizeof(d->polls) / sizeof(d->polls[0]))] = 0;
+	return 0;
+}
+
+/* The armed copy of ticket t, or -1 (a started one). */
+static int armed_index(struct armed *a, uint64_t t)
+{
+	for (int i = 0; i < a->armed; i++)
+		if (a->c[i].ticket == t)
+			return i;
+	return -1;
+}
+
+static void fake_fire(void *ctx, uint64_t ticket)
+{
+	struct fake_dma *d = ctx;
+	struct armed *a = armed_of(ctx);
+	int i = armed_index(a, ticket);
+	if (i < 0 || a->c[i].fired)
+		return;
+	for (int k = 0; k < i; k++) /* every armed copy before it was fired first */
+		a->out_of_order += !a->c[k].fired;
+	memcpy(d->reg[a->c[i].region] + a->c[i].off, a->c[i].src, a->c[i].len);
+	a->c[i].fired = 1;
+	a->fired_at[i] = mono_ns();
+	a->fired++;
+}
+
+static int fake_poll_armed(void *ctx, uint64_t ticket)
+{
+	struct armed *a = armed_of(ctx);
+	int i = armed_index(a, ticket);
+	if (i >= 0 && !a->c[i].fired) {
+		a->polled_unfired++;
+		return 0;
+	}
+	return fake_poll(ctx, ticket);
+}
+
+static void fake_drain_armed(void *ctx)
+{
+	struct armed *a = armed_of(ctx);
+	for (int i = 0; i < a->armed; i++)
+		if (!a->c[i].fired) {
+			a->c[i].fired = 1; /* let go, as the engine's drain does */
+			a->fired++;
+		}
+	fake_drain(ctx);
+}
+
+static const struct chan_dma armed_ops = {.start = fake_start,
+					  .poll = fake_poll_armed,
+					  .drain = fake_drain_armed,
+					  .arm = fake_arm,
+					  .fire = fake_fire};
+static const struct chan_dma armed_whole_ops = {.start = fake_start,
+						.poll = fake_poll_armed,
+						.drain = fake_drain_armed,
+						.arm = fake_arm,
+						.fire = fake_fire,
+						.arm_whole = 1};
+#define AHEAD_NS 5000000 /* armed at most 5 ms ahead */
+static const struct chan_dma armed_ahead_ops = {.start = fake_start,
+						.poll = fake_poll_armed,
+						.drain = fake_drain_armed,
+						.arm = fake_arm,
+						.fire = fake_fire,
+						.arm_ahead_ns = AHEAD_NS};
 
 /* ---- a channel ------------------------------------------------------------------------- */
 
@@ -681,6 +796,16 @@ static void test_at_delivery_copies_overlap(void)
 	fix_down_modelled(&f, &mf);
 }
 
+/* A modelled channel over two 250 Mb/s links 1 ms long (32 ns a byte: 2 MiB take 67 ms). */
+static void fix_up_quarter(struct fix *f, struct mfab *m, struct model_nic *nic, uint64_t seed)
+{
+	struct model_link links[2];
+	two_links(links, 250000000ull, 1000000);
+	*nic = test_nic;
+	fenv_resolve(links, 2, nic);
+	fix_up_modelled(f, m, links, nic, seed);
+}
+
 /*
  * A held one-sided copy streams in as on the wire: a 2 MiB message over 250 Mb/s links (67 ms
  * on the wire) lands in 8 pieces, each started no earlier than the arrival of its last byte
@@ -689,16 +814,13 @@ static void test_at_delivery_copies_overlap(void)
  */
 static void test_at_delivery_streams_in_pieces(void)
 {
-	struct model_link links[2];
-	two_links(links, 250000000ull, 1000000); /* 32 ns a byte: 2 MiB take 67 ms */
-	struct model_nic nic = test_nic;
-	fenv_resolve(links, 2, &nic);
 	enum { N = 2 << 20, PIECE = N / CHAN_PIECES_MAX };
 	static uint8_t src[N];
 	fill(src, N, 14);
 	struct fix f;
 	struct mfab mf;
-	fix_up_modelled(&f, &mf, links, &nic, 81);
+	struct model_nic nic;
+	fix_up_quarter(&f, &mf, &nic, 81);
 	chan_req r, s;
 	uint8_t *mem = post_one(&f, 1, 1, NULL, src, N, &r, &s);
 	struct chan_times t;
@@ -839,6 +961,143 @@ static void test_at_delivery_pieces_need_no_slot(void)
 	fix_down_modelled(&f, &mf);
 }
 
+/*
+ * Armed pieces (a copy engine with arm and fire, as the GPU's): a held 2 MiB message over
+ * 250 Mb/s links has its 8 pieces armed at the post and none made then; each is let go (fired)
+ * in order, no earlier than its arrival, the first long before the last byte; the channel never
+ * waits on a piece it has not let go; exact. With the engine declining from the third arm on
+ * (-EOPNOTSUPP), two are armed and the rest start at their times, none early. With the engine
+ * asking for 5 ms ahead at most (pieces 8.4 ms apart), none is armed at the post and each no
+ * earlier than 5 ms before its arrival. An engine that arms whole sends has one copy armed,
+ * let go at the last byte's arrival. The source's kind reaches the engine (device, host).
+ */
+static void test_at_delivery_armed(void)
+{
+	enum { N = 2 << 20, PIECE = N / CHAN_PIECES_MAX };
+	static uint8_t src[N];
+	fill(src, N, 17);
+	for (int v = 0; v < 4; v++) {
+		int eop = v == 1, ahead = v == 2, whole = v == 3;
+		struct fix f;
+		struct mfab mf;
+		struct model_nic nic;
+		fix_up_quarter(&f, &mf, &nic, 85);
+		struct armed a = {.d = &f.dma, .arm_eop_from = eop ? 3 : 0};
+		f.dma.armed_by = &a;
+		CHECK(chan_tx_set_dma(f.tx,
+				      ahead	      ? &armed_ahead_ops
+					      : whole ? &armed_whole_ops
+						      : &armed_ops,
+				      &f.dma) == 0,
+		      "the engine with arm");
+		uint8_t *mem = region(&f, 1, N);
+		void *bufs[1] = {mem};
+		uint64_t cap = N;
+		struct chan_region w = {.id = 1};
+		chan_req r, s;
+		CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, CHAN_RX_AT_DELIVERY, &r,
+				      NULL) == 0,
+		      "post");
+		CHECK(chan_tx_post_src(f.tx, src, N, 0, eop ? CHAN_MEM_HOST : CHAN_MEM_DEVICE, &s,
+				       NULL) == 0,
+		      "send");
+		int want = eop ? 2 : whole ? 1 : CHAN_PIECES_MAX;
+		CHECK(a.armed == (ahead ? 0 : want) && a.fired == 0 && f.dma.started == 0 &&
+			      (ahead || a.src_dev == !eop),
+		      "at the post (v %d): %d of %d pieces armed, %d fired, %d started (src_dev "
+		      "%d)",
+		      v, a.armed, want, a.fired, f.dma.started, a.src_dev);
+		struct chan_times t;
+		chan_tx_times(f.tx, s, &t);
+		int src_rc, rrc;
+		run_both(&f, s, r, &src_rc, &rrc);
+		CHECK(src_rc == 0 && rrc == 0 && memcmp(mem, src, N) == 0,
+		      "delivered exact (v %d): %d %d", v, src_rc, rrc);
+		CHECK(a.armed == want && a.fired == want &&
+			      f.dma.started == (whole ? 0 : CHAN_PIECES_MAX - want),
+		      "%d armed, %d fired, %d started (v %d)", a.armed, a.fired, f.dma.started, v);
+		if (whole) { /* one copy, let go at the last byte's arrival */
+			CHECK(a.c[0].len == N && a.fired_at[0] >= t.ready_ns - nic.o_recv_ns,
+			      "whole: %" PRIu64 " B, let go %" PRId64 " ns early", a.c[0].len,
+			      t.ready_ns - nic.o_recv_ns - a.fired_at[0]);
+			fix_down_modelled(&f, &mf);
+			continue;
+		}
+		CHECK(a.polled_unfired == 0 && a.out_of_order == 0,
+		      "%d polls of a piece not let go, %d fired out of order", a.polled_unfired,
+		      a.out_of_order);
+		int64_t last_due = t.ready_ns - nic.o_recv_ns;
+		for (int k = 0; k < CHAN_PIECES_MAX; k++) {
+			int64_t due = last_due - (int64_t)(N - (uint64_t)(k + 1) * PIECE) * 32;
+			int64_t at = k < want ? a.fired_at[k] : f.dma.started_at[k - want];
+			CHECK(at >= due, "piece %d (%s) went %" PRId64 " ns before its arrival", k,
+			      k < want ? "armed" : "started", due - at);
+			if (ahead && k < a.armed)
+				CHECK(a.armed_at[k] >= due - AHEAD_NS,
+				      "piece %d armed %" PRId64 " us ahead (5 ms at most)", k,
+				      (due - a.armed_at[k]) / 1000);
+		}
+		CHECK(a.fired_at[0] < last_due - 20000000,
+		      "the first piece went only %" PRId64 " us before the last byte's arrival",
+		      (last_due - a.fired_at[0]) / 1000);
+		fix_down_modelled(&f, &mf);
+	}
+}
+
+/*
+ * An arm that fails (not declines) fails the send at its post like a refused start: the pieces
+ * armed before it are let go by the drain, the receive fails, nothing hangs.
+ */
+static void test_at_delivery_arm_fails(void)
+{
+	struct fix f;
+	struct mfab mf;
+	struct model_nic nic;
+	fix_up_slow(&f, &mf, &nic, 86);
+	struct armed a = {.d = &f.dma, .arm_fail_at = 4};
+	f.dma.armed_by = &a;
+	CHECK(chan_tx_set_dma(f.tx, &armed_ops, &f.dma) == 0, "the engine with arm");
+	static uint8_t src[448u << 10];
+	fill(src, sizeof(src), 18);
+	uint8_t *mem = region(&f, 1, sizeof(src));
+	void *bufs[1] = {mem};
+	uint64_t cap = sizeof(src);
+	struct chan_region w = {.id = 1};
+	chan_req r, s;
+	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, CHAN_RX_AT_DELIVERY, &r, NULL) == 0,
+	      "post");
+	struct chan_err e = {0};
+	int rc = chan_tx_post_src(f.tx, src, sizeof(src), 0, CHAN_MEM_DEVICE, &s, &e);
+	CHECK(rc == -EIO && strstr(e.what, "refused a one-sided copy") && a.armed == 3 &&
+		      f.dma.drained == 1 && a.fired == 3,
+	      "a failed fourth arm: %d '%s', %d armed, %d drains, %d let go", rc, e.what, a.armed,
+	      f.dma.drained, a.fired);
+	int rd = 0, rrc = 0;
+	int64_t deadline = mono_ns() + 5000000000LL;
+	while (!rd && !rrc && mono_ns() < deadline)
+		rrc = chan_rx_test(f.rx, r, &rd, NULL, NULL);
+	CHECK(rrc < 0 && !rd, "the receive fails: %d", rrc);
+	fix_down_modelled(&f, &mf);
+	int unfired = 0;
+	for (int i = 0; i < a.armed; i++)
+		unfired += !a.c[i].fired;
+	CHECK(unfired == 0, "%d armed copies never let go", unfired);
+}
+
+/* The engine's calls: arm without fire (or fire without arm) is refused. */
+static void test_arm_needs_fire(void)
+{
+	struct fix f;
+	fix_up(&f, 4);
+	struct chan_dma half = armed_ops;
+	half.fire = NULL;
+	CHECK(chan_tx_set_dma(f.tx, &half, &f.dma) == -EINVAL, "arm without fire");
+	half = armed_ops;
+	half.arm = NULL;
+	CHECK(chan_tx_set_dma(f.tx, &half, &f.dma) == -EINVAL, "fire without arm");
+	fix_down(&f);
+}
+
 static const struct check_case cases[] = {
 	CHECK_CASE(test_one_sided),
 	CHECK_CASE(test_mixed_order),
@@ -853,6 +1112,9 @@ static const struct check_case cases[] = {
 	CHECK_CASE(test_at_delivery_streams_in_pieces),
 	CHECK_CASE(test_at_delivery_piece_edges),
 	CHECK_CASE(test_at_delivery_pieces_need_no_slot),
+	CHECK_CASE(test_at_delivery_armed),
+	CHECK_CASE(test_at_delivery_arm_fails),
+	CHECK_CASE(test_arm_needs_fire),
 };
 
 CHECK_MAIN(cases)
