@@ -100,15 +100,16 @@ static void setup_once(void)
 		return;
 	if (env_either("SIMFABRIC_GPU_ISSUER", "thread", "sender", &G.sender_issues))
 		return;
-	static const char *const arm_words[] = {"off", "pieces", "whole", NULL};
+	/* whole by default: measured against off and pieces in docs/gpu-path.md */
+	static const char *const arm_words[] = {"whole", "pieces", "off", NULL};
 	int arm = 0;
 	if (sfenv_word("SIMFABRIC_GPU_ARM", getenv("SIMFABRIC_GPU_ARM"), arm_words, &arm,
 		       G.setup_why, sizeof(G.setup_why))) {
 		G.setup_err = -EINVAL;
 		return;
 	}
-	G.arm_off = arm == 0;
-	sfgpu_dma.arm_whole = arm == 2;
+	G.arm_off = arm == 2;
+	sfgpu_dma.arm_whole = arm == 0;
 	if (G.arm_off) /* the channel then never asks: held pieces start at their times */
 		sfgpu_dma.arm = NULL, sfgpu_dma.fire = NULL;
 	uint64_t ahead_us = SFGPU_ARM_AHEAD_NS / 1000;

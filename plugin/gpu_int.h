@@ -95,7 +95,7 @@ struct gkern {
 };
 
 /*
- * Armed copies (SIMFABRIC_GPU_ARM=on; in our own context only): a held piece's copy from device
+ * Armed copies (SIMFABRIC_GPU_ARM=whole or pieces; in our own context only): a held piece's copy from device
  * memory is queued when its send is posted, on a gate stream behind cuStreamWaitValue32 on the
  * gate's host-mapped word, and let go at its arrival by storing its number there (fire: a store,
  * no driver call), so that it lands a flag's latency after its arrival, not a copy launch's.

@@ -32,7 +32,7 @@ BAD_SETTINGS = [
     ("SIMFABRIC_GPU_BATCH_MAX", "33", "is not a number from 1 to 32"),
     ("SIMFABRIC_GPU_BATCH_MAX", "x", "is not a number from 1 to 32"),
     ("SIMFABRIC_GPU_ISSUER", "poster", "is neither thread nor sender"),
-    ("SIMFABRIC_GPU_ARM", "on", "is not one of off, pieces, whole"),
+    ("SIMFABRIC_GPU_ARM", "on", "is not one of whole, pieces, off"),
     ("SIMFABRIC_GPU_ARM_AHEAD_US", "0", "is not a number of microseconds from 1 to 1000000"),
     ("SIMFABRIC_GPU_ARM_AHEAD_US", "1000001",
      "is not a number of microseconds from 1 to 1000000"),

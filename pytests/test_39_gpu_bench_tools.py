@@ -8,12 +8,17 @@ driver (tools/bench/test/fake_libcuda.c: copies on the CPU) every mode runs, a c
 wrong fails it, and a process that cannot start ends the run; on a GPU every mode runs.
 
 bench_nccl.py's floor: a modelled size whose model time is below the same run's ideal-fabric
-time for that size is named, with the most it can reach."""
+time for that size is named, with the most it can reach.
+
+ab_gpu.py (GPU path settings side by side over the modelled fabrics): its options fail naming
+what is wrong, it reads its variants and the sendComms' close lines, rotates the order from
+round to round, and without a GPU says so."""
 import ctypes
 import importlib.util
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -152,3 +157,57 @@ def test_39_07_the_bench_names_sizes_below_the_machines_floor():
     assert rows[0]["bound"] == pytest.approx(22.6 / 77.4) and rows[1]["bound"] == 1.0
     assert rows[2]["ideal_us"] is None and rows[2]["bound"] is None  # not in the sweep
     assert b.floor_note([{"bytes": 1 << 20, "model_us": 80.0}], ideal) == ""
+
+
+# ---- ab_gpu.py: GPU path settings side by side over the modelled fabrics ------------------
+
+def _ab_gpu():
+    path = os.path.join(simfabric_pytest.ROOT, "tools", "bench", "ab_gpu.py")
+    spec = importlib.util.spec_from_file_location("ab_gpu", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+AB_BAD = [
+    (["--variant", "a"], "two or more, each with a name of its own"),
+    (["--variant", "a", "--variant", "a"], "two or more, each with a name of its own"),
+    (["--variant", "a b=X=1", "--variant", "c"], "the name before '=' must be"),
+    (["--variant", "a=x=1", "--variant", "c"], "'x=1' is not VAR=VALUE"),
+    (["--variant", "a=X", "--variant", "c"], "'X' is not VAR=VALUE"),
+    (["--variant", "a", "--variant", "c", "--rates", "300g"], "--rates '300g': want some of"),
+    (["--variant", "a", "--variant", "c", "--nodes", "1"], "--nodes '1': want numbers"),
+    (["--variant", "a", "--variant", "c", "--nodes", "two"], "--nodes 'two': want numbers"),
+    (["--variant", "a", "--variant", "c", "--rounds", "0"], "--rounds 0: want 1 to 20"),
+]
+
+
+@pytest.mark.parametrize("args,says", AB_BAD, ids=[" ".join(a) for a, _ in AB_BAD])
+def test_39_08_ab_gpu_names_a_bad_option(args, says):
+    p = _run([sys.executable, os.path.join(simfabric_pytest.ROOT, "tools", "bench", "ab_gpu.py")]
+             + args)
+    assert p.returncode == 2 and says in p.stderr, (p.returncode, p.stderr)
+
+
+def test_39_09_ab_gpu_reads_variants_and_close_lines():
+    ab = _ab_gpu()
+    assert ab.parse_variant("whole=SIMFABRIC_GPU_ARM=whole,SIMFABRIC_GPU_STREAMS=2") == (
+        "whole", {"SIMFABRIC_GPU_ARM": "whole", "SIMFABRIC_GPU_STREAMS": "2"})
+    assert ab.parse_variant("base") == ("base", {})
+    log = ("x NCCL INFO NET/simfabric: c0: 2600 GPU copies, 392 of them armed ahead of their "
+           "arrival\nx NCCL INFO NET/simfabric: c1: 10 GPU copies, 0 of them armed ahead of "
+           "their arrival\n")
+    assert ab.copies(log) == (2610, 392) and ab.copies("") == (0, 0)
+    v = [("a", {}), ("b", {}), ("c", {})]
+    assert [n for n, _ in ab.order(v, 0)] == ["a", "b", "c"]
+    assert [n for n, _ in ab.order(v, 1)] == ["b", "c", "a"]
+    assert [n for n, _ in ab.order(v, 4)] == ["b", "c", "a"]
+
+
+def test_39_10_ab_gpu_without_a_gpu_says_so():
+    if simfabric_pytest._sflaunch().ranks.gpu_ids():
+        pytest.skip("there is a GPU here: ab_gpu.py would run")
+    p = _run([sys.executable, os.path.join(simfabric_pytest.ROOT, "tools", "bench", "ab_gpu.py"),
+              "--variant", "a", "--variant", "b=SIMFABRIC_GPU_ARM=off"])
+    assert p.returncode == 0 and "ab_gpu: skipped: no NVIDIA GPU here" in p.stdout, (
+        p.returncode, p.stdout, p.stderr)
