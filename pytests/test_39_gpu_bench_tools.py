@@ -137,12 +137,17 @@ def test_39_06_every_mode_runs_on_a_gpu(sf_env, mode):
                                                                   p.stderr)
 
 
-def _bench_nccl():
-    path = os.path.join(simfabric_pytest.ROOT, "tools", "bench", "bench_nccl.py")
-    spec = importlib.util.spec_from_file_location("bench_nccl", path)
+def _tool(name):
+    """tools/bench/<name>.py as a module."""
+    path = os.path.join(simfabric_pytest.ROOT, "tools", "bench", name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _bench_nccl():
+    return _tool("bench_nccl")
 
 
 def test_39_07_the_bench_names_sizes_below_the_machines_floor():
@@ -162,11 +167,7 @@ def test_39_07_the_bench_names_sizes_below_the_machines_floor():
 # ---- ab_gpu.py: GPU path settings side by side over the modelled fabrics ------------------
 
 def _ab_gpu():
-    path = os.path.join(simfabric_pytest.ROOT, "tools", "bench", "ab_gpu.py")
-    spec = importlib.util.spec_from_file_location("ab_gpu", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _tool("ab_gpu")
 
 
 AB_BAD = [

@@ -15,7 +15,6 @@ exits 0, as the bench does.
 import argparse
 import os
 import re
-import shutil
 import sys
 
 HERE = os.path.dirname(os.path.realpath(__file__))
@@ -25,7 +24,6 @@ import bench_nccl  # noqa: E402
 from sf import launch as sflaunch  # noqa: E402
 from sf import model as sfmodel  # noqa: E402
 from sf import paths as sfpaths  # noqa: E402
-from sf import ranks as sfranks  # noqa: E402
 
 SIZES = "1M,4M,16M,64M"
 NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -87,12 +85,9 @@ def main(argv=None):
     if not 1 <= a.rounds <= 20:
         ap.error("--rounds %d: want 1 to 20" % a.rounds)
     paths = sfpaths.Paths(a.build_dir)
-    if not sfranks.gpu_ids():
-        print("ab_gpu: skipped: no NVIDIA GPU here (nvidia-smi %s)" % (
-            "lists none" if shutil.which("nvidia-smi") else "not found"))
-        return 0
-    if not os.path.exists(paths.nccljob):
-        print("ab_gpu: skipped: %s is not built (needs CUDA and NCCL)" % paths.nccljob)
+    why = bench_nccl.why_not_here(paths)
+    if why:
+        print("ab_gpu: skipped: %s" % why)
         return 0
     got = {}
     for rnd in range(a.rounds):

@@ -112,6 +112,16 @@ def sweep(paths, n, net, rounds, gpu_env=None):
     return best
 
 
+def why_not_here(paths):
+    """Why NCCL cannot run here (no GPU, the job program not built), or None."""
+    if not sfranks.gpu_ids():
+        return "no NVIDIA GPU here (nvidia-smi %s)" % (
+            "lists none" if shutil.which("nvidia-smi") else "not found")
+    if not os.path.exists(paths.nccljob):
+        return "%s is not built (needs CUDA and NCCL)" % paths.nccljob
+    return None
+
+
 def env_pairs(ap, opt, items):
     """NAME=VALUE options as a dict; a usage error naming the bad one."""
     out = {}
@@ -158,12 +168,9 @@ def main():
         ap.error("--rates: unknown %s (known: %s)" % (", ".join(sorted(unknown)),
                                                        ", ".join(r for r, _ in MODEL_RATES)))
     paths = sfpaths.Paths(a.build_dir)
-    if not sfranks.gpu_ids():
-        print("bench_nccl: skipped: no NVIDIA GPU here (nvidia-smi %s)" % (
-            "lists none" if shutil.which("nvidia-smi") else "not found"))
-        return 0
-    if not os.path.exists(paths.nccljob):
-        print("bench_nccl: skipped: %s is not built (needs CUDA and NCCL)" % paths.nccljob)
+    why = why_not_here(paths)
+    if why:
+        print("bench_nccl: skipped: %s" % why)
         return 0
     report = {"ideal": {}, "model": {}}
     verdicts = []
