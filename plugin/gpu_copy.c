@@ -93,6 +93,20 @@ static void gates_make(int i, cu_ctx own, cu_stream *copy, int ncopy)
 			gs[k] = g[k].s;
 		step = "the check that the gates run once let go";
 		ran = streams_run(gs, n) && n == SFGPU_GATES;
+		/* and that none waits behind another's wait: each runs while the others wait (a
+		 * gate behind another would wait for another connection's arrival, or for ever) */
+		for (int k = 0; r == CU_SUCCESS && ran && k < n; k++) {
+			step = "the check that each gate runs while the others wait";
+			for (int j = 0; r == CU_SUCCESS && j < n; j++)
+				if (j != k)
+					r = G.cu.StreamWaitValue32(g[j].s, page_d + 4096 - 64,
+								   (uint32_t)k + 2,
+								   CU_STREAM_WAIT_VALUE_GEQ_);
+			ran = r == CU_SUCCESS && streams_run(&gs[k], 1);
+			__atomic_store_n(probe, (uint32_t)k + 2, __ATOMIC_RELEASE);
+		}
+		if (r == CU_SUCCESS && ran)
+			ran = streams_run(gs, n);
 	}
 	for (int k = 0; r == CU_SUCCESS && ran && k < n; k++) {
 		g[k].word = (volatile uint32_t *)(page + 64 * k);
@@ -337,10 +351,18 @@ static void tx_sync(struct sfgpu_tx *t);
  */
 static void tx_evict(struct sfgpu_tx *t)
 {
-	int lru = 0;
-	for (int i = 1; i < t->nimp; i++)
-		if (t->imp[i].last < t->imp[lru].last)
+	/* one whose copies are all done first: syncing would let armed copies go early */
+	int lru = -1;
+	for (int i = 0; i < t->nimp; i++)
+		if (t->imp[i].last < t->done_ticket &&
+		    (lru < 0 || t->imp[i].last < t->imp[lru].last))
 			lru = i;
+	if (lru < 0) {
+		lru = 0;
+		for (int i = 1; i < t->nimp; i++)
+			if (t->imp[i].last < t->imp[lru].last)
+				lru = i;
+	}
 	if (t->imp[lru].last >= t->done_ticket)
 		tx_sync(t); /* its last copy may still be running */
 	pthread_mutex_lock(&G.imp_lock);
@@ -484,16 +506,38 @@ static void gate_let_go(struct ggate *g, uint32_t n)
 
 static cu_result batch_state(struct sfgpu_tx *t, uint32_t slot, int *failed);
 
+/* The oldest armed ticket whose end this sendComm has not seen, or UINT64_MAX. */
+static uint64_t oldest_armed(struct sfgpu_tx *t)
+{
+	while (t->arm_head != t->arm_tail) {
+		uint64_t tk = t->arm_q[t->arm_head % SFGPU_TICKETS];
+		uint32_t slot = (uint32_t)(tk % SFGPU_TICKETS);
+		if (t->gated[slot] && t->gtk[slot] == tk)
+			return tk;
+		t->arm_head++;
+	}
+	return UINT64_MAX;
+}
+
 /*
- * Let every copy this sendComm armed go and wait for each to end (a drain, a close, a mapping
- * to let go of): they land early then, which only a close or a sendComm mapping more than
- * SFGPU_TX_IMPORTS regions asks for. Its own copies only: a gate it no longer owns may hold
- * another's, which wait for their arrivals (and this thread may be the one to let them go).
+ * Let every copy this sendComm armed go and wait for each to end (a drain, a close, a failed
+ * channel, a mapping to let go of). The sendComm's thread is the one that would fire them, so
+ * it waits arm_ahead_ns first: each was armed at most that long before its arrival, so none
+ * goes early. Its own copies only: a gate it no longer owns may hold another's, which wait for
+ * their arrivals (and this thread may be the one to let them go).
  */
 static void tx_fire_all(struct sfgpu_tx *t)
 {
 	if (!t->gated_out)
 		return;
+	int unfired = 0;
+	pthread_mutex_lock(&G.gate_lock);
+	for (int k = 0; k < t->ngates; k++)
+		unfired |= t->gates[k].owner == t && !gate_fired(&t->gates[k], t->gates[k].armed);
+	pthread_mutex_unlock(&G.gate_lock);
+	for (int64_t until = gpu_now_ns() + sfgpu_dma.arm_ahead_ns + 20000;
+	     unfired && gpu_now_ns() < until;)
+		gpu_nap();
 	pthread_mutex_lock(&G.gate_lock);
 	for (int k = 0; k < t->ngates; k++)
 		if (t->gates[k].owner == t)
@@ -508,7 +552,8 @@ static void tx_fire_all(struct sfgpu_tx *t)
 		int failed = 0;
 		while (batch_state(t, slot, &failed) == CU_ERROR_NOT_READY && !failed)
 			gpu_nap();
-		t->gated[slot] = 0; /* a failure is the poll's to report */
+		t->gate_failed |= failed; /* its copy may still write: its mapping stays */
+		t->gated[slot] = 0;	  /* a failure is the poll's to report */
 	}
 	t->gated_out = 0;
 }
@@ -626,6 +671,7 @@ static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off
 	t->t_start[slot] = 0; /* stamped by the first poll: keeps the clock off this path */
 	t->len[slot] = len;
 	t->gk[slot] = -1;
+	t->gated[slot] = 0;
 	t->n_copies++;
 	if (queued) {
 		queue_add(t->q, im->va + off, src, len, &t->batch[slot], t->desc, 0);
@@ -708,6 +754,8 @@ static int dma_poll(void *ctx, uint64_t ticket)
 	else if (__atomic_load_n(&t->batch[slot], __ATOMIC_RELAXED)) {
 		int failed = 0;
 		r = batch_state(t, slot, &failed);
+		if (failed && t->gk[slot] >= 0)
+			t->gate_failed = 1; /* its copy may still write: its mapping stays */
 		if (failed)
 			return -EIO;
 	} else
@@ -717,11 +765,15 @@ static int dma_poll(void *ctx, uint64_t ticket)
 			t->gated[slot] = 0;
 			t->gated_out--;
 		}
-		/* one stream: earlier copies are done too, unless the kernel still has some or
-		 * a gate may (armed copies wait on streams of their own) */
-		else if (!t->kseq[slot] && ticket >= t->done_ticket && !t->gated_out &&
-			 (!t->kern || kern_done(t->kern, t->kern_last)))
-			t->done_ticket = ticket + 1;
+		/* one stream: earlier copies are done too, unless the kernel still has some; armed
+		 * ones (on gates of their own) only up to the oldest whose end is not yet seen */
+		else if (!t->kseq[slot] && t->gk[slot] < 0 && ticket >= t->done_ticket &&
+			 (!t->kern || kern_done(t->kern, t->kern_last))) {
+			uint64_t cap = t->gated_out ? oldest_armed(t) : UINT64_MAX;
+			uint64_t d = ticket + 1 < cap ? ticket + 1 : cap;
+			if (d > t->done_ticket)
+				t->done_ticket = d;
+		}
 		return 1;
 	}
 	if (r == CU_ERROR_NOT_READY) {
@@ -776,7 +828,7 @@ static int dma_arm(void *ctx, const char *where, uint64_t region, uint64_t off, 
 	int k, free_k = -1;
 	uint32_t n = 0;
 	pthread_mutex_lock(&G.gate_lock);
-	for (k = 0; k < t->ngates; k++) {
+	for (k = G.arm_draining ? t->ngates : 0; k < t->ngates; k++) {
 		struct ggate *g = &t->gates[k];
 		uint32_t unfired = g->armed - __atomic_load_n(g->word, __ATOMIC_ACQUIRE);
 		if (g->owner == t && unfired < SFGPU_GATE_UNFIRED)
@@ -785,7 +837,7 @@ static int dma_arm(void *ctx, const char *where, uint64_t region, uint64_t off, 
 			free_k = k;
 	}
 	if (k == t->ngates)
-		k = free_k;
+		k = G.arm_draining ? -1 : free_k;
 	if (k >= 0) {
 		t->gates[k].owner = t;
 		n = ++t->gates[k].armed;
@@ -800,7 +852,12 @@ static int dma_arm(void *ctx, const char *where, uint64_t region, uint64_t off, 
 	t->gk[slot] = (int8_t)k;
 	t->gseq[slot] = n;
 	t->gated[slot] = 1;
-	t->gated_out++;
+	t->gtk[slot] = t->next_ticket;
+	if (t->gated_out++)
+		(void)oldest_armed(t); /* pops those seen ended: the queue spans < SFGPU_TICKETS */
+	else
+		t->arm_head = t->arm_tail;
+	t->arm_q[t->arm_tail++ % SFGPU_TICKETS] = t->next_ticket;
 	t->n_copies++;
 	t->n_armed++;
 	queue_add(t->gates[k].q, im->va + off, src, len, &t->batch[slot], t->desc, n);
@@ -838,11 +895,28 @@ void sfgpu_drain_all(void)
 	for (int i = 0; i < nq; i++) /* queues are never taken back: no lock needed to reach them */
 		queue_out(&G.queues[i]);
 	pthread_mutex_lock(&G.imp_lock);
-	pthread_mutex_lock(&G.gate_lock); /* at exit: every armed copy goes now */
-	for (int i = 0; i < G.nstreams; i++)
-		for (int k = 0; k < G.streams[i].ngates; k++)
-			gate_let_go(&G.streams[i].gates[k], G.streams[i].gates[k].armed);
+	/* Armed copies: none is armed meanwhile, and each was armed at most arm_ahead_ns before
+	 * its arrival, so after that long every one is due; those that their senders have not let
+	 * go yet (this thread may be the one that would) go then, none early. */
+	pthread_mutex_lock(&G.gate_lock);
+	G.arm_draining++;
 	pthread_mutex_unlock(&G.gate_lock);
+	int64_t until = gpu_now_ns() + sfgpu_dma.arm_ahead_ns + 20000;
+	for (int pending = 1; pending;) {
+		pending = 0;
+		pthread_mutex_lock(&G.gate_lock);
+		for (int i = 0; i < G.nstreams; i++)
+			for (int k = 0; k < G.streams[i].ngates; k++) {
+				struct ggate *g = &G.streams[i].gates[k];
+				if (!gate_fired(g, g->armed) && gpu_now_ns() >= until)
+					gate_let_go(g, g->armed);
+				pending |= !gate_fired(g, g->armed);
+			}
+		pthread_mutex_unlock(&G.gate_lock);
+		if (pending)
+			gpu_nap();
+	}
+	issuer_kick();
 	for (int i = 0; i < G.nstreams; i++) {
 		s[n++] = G.streams[i].s;
 		for (int k = 0; k < G.streams[i].own_n; k++)
@@ -863,6 +937,9 @@ void sfgpu_drain_all(void)
 		G.cu.StreamSynchronize(s[i]);
 	for (int i = 0; i < nk; i++)
 		kern_wait(ks[i], kn[i]);
+	pthread_mutex_lock(&G.gate_lock);
+	G.arm_draining--;
+	pthread_mutex_unlock(&G.gate_lock);
 }
 
 void sfgpu_tx_free(struct sfgpu_tx *t)
@@ -889,7 +966,7 @@ void sfgpu_tx_free(struct sfgpu_tx *t)
 	queue_out(t->q); /* its queued copies name its batch[]: out before it goes */
 	if (t->stream)	 /* before any unmap, whatever happens below; the context's stream stays */
 		G.cu.StreamSynchronize(t->stream);
-	int leak = t->kern && t->kern_last && kern_wait(t->kern, t->kern_last);
+	int leak = (t->kern && t->kern_last && kern_wait(t->kern, t->kern_last)) || t->gate_failed;
 	if (t->stream && tx_enter(t, 0, &pushed) == 0) {
 		for (int i = 0; i < SFGPU_TICKETS; i++)
 			if (t->ev[i])

@@ -161,8 +161,12 @@ struct sfgpu_tx {
 	struct gkern *kern;	      /* the small-copy kernel of its context, or NULL */
 	struct ggate *gates;	      /* its context's gates (armed copies), or NULL */
 	int ngates;
-	int gated_out;		      /* armed copies whose end it has not yet seen */
-	uint64_t n_copies, n_armed;   /* copies asked for, of which armed (said at close) */
+	int gated_out;		       /* armed copies whose end it has not yet seen */
+	uint64_t n_copies, n_armed;    /* copies asked for, of which armed (said at close) */
+	uint64_t gtk[SFGPU_TICKETS];   /* per slot: the ticket of the armed copy in it */
+	uint64_t arm_q[SFGPU_TICKETS]; /* armed tickets in order, [arm_head, arm_tail) */
+	uint64_t arm_head, arm_tail;
+	int gate_failed; /* an armed copy's batch failed: its write may still come (keep maps) */
 	int8_t gk[SFGPU_TICKETS];     /* per slot: the gate of an armed copy, or -1 */
 	uint8_t gated[SFGPU_TICKETS]; /* ... armed, its end not yet seen */
 	uint32_t gseq[SFGPU_TICKETS]; /* ... its number at its gate */
@@ -197,6 +201,7 @@ struct sfgpu_state {
 	uint64_t batch_max; /* SIMFABRIC_GPU_BATCH_MAX: copies per batch call (1: each alone) */
 	int sender_issues;  /* SIMFABRIC_GPU_ISSUER=sender: no issuer thread, no queue */
 	int arm_off;	    /* SIMFABRIC_GPU_ARM=off: held pieces start at their arrival */
+	int arm_draining;   /* drains running (under gate_lock): nothing is armed meanwhile */
 	pthread_mutex_t gate_lock; /* the gates' owners and numbers armed */
 	struct gqueue queues[SFGPU_MAX_CTX * (1 + SFGPU_MAX_STREAMS)]; /* nqueues used */
 	int nqueues;

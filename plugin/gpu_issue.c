@@ -141,7 +141,8 @@ static int gate_issue(struct gqueue *q, int how)
 		if (ri == CU_SUCCESS)
 			ri = G.cu.EventRecord(*e, q->s);
 		if (ri == CU_SUCCESS) {
-			q->bseq[b % SFGPU_BATCH_EVENTS] = gseq[done];
+			__atomic_store_n(&q->bseq[b % SFGPU_BATCH_EVENTS], gseq[done],
+					 __ATOMIC_RELAXED); /* published by issued's release */
 			atomic_store_explicit(&q->issued, b, memory_order_release);
 		} else
 			PWARN("%s: an armed copy of %zu bytes into a receiver's GPU memory: %s",
@@ -257,7 +258,9 @@ int queue_issue(struct gqueue *q, int how)
 /* Can batch b end yet? Not a gate's copy not yet let go: no driver call is spent asking. */
 static int queue_may_end(const struct gqueue *q, uint64_t b)
 {
-	return !q->gate || gate_fired(q->gate, q->bseq[b % SFGPU_BATCH_EVENTS]);
+	return !q->gate ||
+		gate_fired(q->gate,
+			   __atomic_load_n(&q->bseq[b % SFGPU_BATCH_EVENTS], __ATOMIC_RELAXED));
 }
 
 /*

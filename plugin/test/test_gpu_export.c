@@ -129,7 +129,7 @@ static struct {
 	cu_ptr addr;
 	uint32_t val;
 } wv_last[64];
-static int wv_n, waits, share_queue;
+static int wv_n, waits, share_queue, share_gates; /* share_gates: gates share one queue */
 static struct {
 	cu_event e;
 	cu_ptr addr;
@@ -173,9 +173,13 @@ static int wv_open(cu_ptr addr, uint32_t val)
 static void ev_gate_note(cu_event e, cu_stream s)
 {
 	pthread_mutex_lock(&wv_lock);
-	int w = -1;
+	int w = -1, gate = 0;
 	for (int i = 0; i < wv_n; i++)
-		if (wv_last[i].s == s || (share_queue && !wv_open(wv_last[i].addr, wv_last[i].val)))
+		gate |= wv_last[i].s == s;
+	for (int i = 0; i < wv_n; i++)
+		if (wv_last[i].s == s ||
+		    ((share_queue || (share_gates && gate)) &&
+		     !wv_open(wv_last[i].addr, wv_last[i].val)))
 			w = i;
 	int j;
 	for (j = 0; j < ev_gate_n && ev_gate[j].e != e; j++)
@@ -970,6 +974,18 @@ static void test_export(void)
 	      "let go: its number in the word, and it ends");
 	CHECK(dma_arm(t, srv, region, 0, src, 0, 64, &at[1]) == -EOPNOTSUPP,
 	      "a host source is not armed");
+	/* a deregistration drains every copy: an armed one not yet let go goes once it must be
+	 * due (arm_ahead_ns after the drain began, as none is armed earlier), not before */
+	rc = dma_arm(t, srv, region, 2048, dsrc, 1, 64, &at[1]);
+	int64_t d0 = gpu_now_ns();
+	sfgpu_drain_all();
+	int64_t d1 = gpu_now_ns();
+	struct ggate *g1 = &t->gates[t->gk[at[1] % SFGPU_TICKETS]];
+	CHECK(rc == 0 && d1 - d0 >= sfgpu_dma.arm_ahead_ns &&
+		      gate_fired(g1, t->gseq[at[1] % SFGPU_TICKETS]) && poll_done(t, at[1]) == 1 &&
+		      G.arm_draining == 0,
+	      "drained: let go after %lld us (not before %lld), ended",
+	      (long long)((d1 - d0) / 1000), (long long)(sfgpu_dma.arm_ahead_ns / 1000));
 	CHECK(dma_arm(t, srv, region, MAPPED - 8, dsrc, 1, 64, &at[1]) == -ERANGE,
 	      "a range past the region is refused before anything is queued");
 	/* a gate holding a sendComm's copies not yet let go is its own: another takes another */
@@ -1005,15 +1021,19 @@ static void test_export(void)
 	      "SIMFABRIC_GPU_ARM=off: no gates, declined");
 	sfgpu_tx_free(t);
 	G.arm_off = 0;
-	/* a gate that would hold up a copy stream (a shared hardware queue): no gates, said */
-	share_queue = 1;
-	cur = (cu_ctx)(uintptr_t)0x78;
-	CHECK(sfgpu_tx_new("AS", &t) == 0, "tx");
-	rc = dma_start(t, srv, region, 0, dsrc, 16, NULL, 0, &ticket);
-	CHECK(rc == 0 && poll_done(t, ticket) == 1 && !t->gates,
-	      "gates that hold up the copy streams are not used");
-	sfgpu_tx_free(t);
-	share_queue = 0;
+	/* gates that would hold up a copy stream (a shared hardware queue), or wait behind one
+	 * another (one queue among them): no gates, said (a fresh application context each) */
+	for (int shared = 0; shared < 2; shared++) {
+		share_queue = !shared, share_gates = shared;
+		cur = (cu_ctx)(uintptr_t)(0x78 + 4 * shared);
+		CHECK(sfgpu_tx_new("AS", &t) == 0, "tx");
+		rc = dma_start(t, srv, region, 0, dsrc, 16, NULL, 0, &ticket);
+		CHECK(rc == 0 && poll_done(t, ticket) == 1 && !t->gates,
+		      "gates that %s are not used",
+		      shared ? "wait behind one another" : "hold up the copy streams");
+		sfgpu_tx_free(t);
+	}
+	share_queue = share_gates = 0;
 	G.cu.StreamWaitValue32 = NULL;
 
 	/* SIMFABRIC_GPU_SMALL=kernel: small messages from host memory go through the kernel's

@@ -457,7 +457,7 @@ static uint64_t piece_end(const struct chan_tx *tx, const struct tx_send *s)
 		len = (len + tx->mtu - 1) / tx->mtu * tx->mtu;
 	/* the last piece takes a remainder under len too: no piece is smaller than len */
 	if (s->corrupted || s->size - s->started_bytes < 2 * len ||
-	    s->pieces + 1 >= CHAN_PIECES_MAX || (tx->dma->arm_whole && !s->noarm && !s->pieces))
+	    s->pieces + 1 >= CHAN_PIECES_MAX || (s->whole && !s->pieces))
 		return s->size;
 	return s->started_bytes + len;
 }
@@ -500,8 +500,43 @@ static int tx_start_piece(struct chan_tx *tx, struct tx_send *s, uint64_t end, i
 	s->pieces++;
 	if (!arm)
 		s->fired = s->pieces; /* running now (tx_start_direct fired those before it) */
+	else
+		tx->unfired++;
 	s->started_bytes = end;
 	return 0;
+}
+
+/*
+ * A held send planned whole (s->whole, due its arrival): armed as one copy if that can happen
+ * before its first piece would be due, else planned in pieces (s->whole cleared): so that a
+ * send the engine cannot arm, or arms late, streams in no later than it would have. 1 armed or
+ * in pieces now, 2 to be armed later (*next lowered to when), or the channel's failure.
+ */
+static int tx_arm_whole(struct chan_tx *tx, struct tx_send *s, int64_t due, int64_t now,
+			int64_t *next, struct chan_err *err)
+{
+	s->whole = 0;
+	uint64_t e1 = piece_end(tx, s); /* the first piece, were it in pieces */
+	int64_t first = e1 < s->size ? chunk_ready(tx, s, e1) : due;
+	if (now >= first || now >= due || s->noarm || due < tx->arm_due)
+		return 1;
+	int64_t ahead = tx->dma->arm_ahead_ns;
+	s->whole = 1;
+	if (ahead > 0 && due - now > ahead) {
+		int64_t at = due - ahead < first ? due - ahead : first;
+		*next = *next && *next < at ? *next : at;
+		return 2;
+	}
+	int rc = tx_start_piece(tx, s, s->size, 1, err);
+	if (rc < 0)
+		return rc;
+	if (rc == 1) { /* declined: in pieces */
+		s->whole = 0;
+		return 1;
+	}
+	s->piece_due[0] = tx->arm_due = due;
+	*next = *next ? *next : due;
+	return 1;
 }
 
 /*
@@ -523,6 +558,8 @@ static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_er
 			break;
 		}
 		tx->dma->fire(tx->dma_ctx, s->ticket[s->fired++]);
+		if (tx->unfired) /* 0 once a failure let them all go */
+			tx->unfired--;
 	}
 	while (s->started_bytes < s->size || !s->pieces) {
 		uint64_t end = s->held ? piece_end(tx, s) : s->size;
@@ -531,6 +568,14 @@ static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_er
 						    : arrival_ns(s->ready_ns, &tx->conn.nic);
 			if (!now)
 				now = now_ns();
+			if (s->whole && !s->pieces) {
+				int w = tx_arm_whole(tx, s, due, now, &next, err);
+				if (w < 0)
+					return tx->failed;
+				if (w == 2)
+					break; /* armed later */
+				continue;  /* armed, or in pieces from here */
+			}
 			if (now < due) {
 				int64_t ahead = tx->dma->arm_ahead_ns;
 				if (tx->dma->arm && !s->noarm && !s->corrupted && due >= tx->arm_due) {
@@ -878,6 +923,7 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 		 * a message the model fails (lost for good) never lands. */
 		s->src_dev = src_mem == CHAN_MEM_DEVICE;
 		s->held = (c.flags & CHAN_RX_AT_DELIVERY) && tx->fab;
+		s->whole = s->held && tx->dma->arm && tx->dma->arm_whole && !s->corrupted;
 		if (s->held && s->doomed)
 			s->nocopy = 1;
 		else if (tx_start_direct(tx, s, err)) {
@@ -980,6 +1026,12 @@ pending:
 	if (!rc)
 		return 0;
 failed:
+	if (tx->unfired) {
+		/* armed pieces not yet let go would still read the caller's buffers, which it may
+		 * reuse once told no: the engine lets them go now and waits */
+		tx->dma->drain(tx->dma_ctx);
+		tx->unfired = 0;
+	}
 	s->in_use = 0;
 	tx->inflight--;
 	return rc;

@@ -105,6 +105,8 @@ struct tx_send {
 	uint8_t fired;	 /* direct: pieces running (started, or armed and fired); the rest of
 			    [0, pieces) are armed, each waiting for its piece_due */
 	uint8_t noarm;	 /* direct: the copy engine would not arm a piece of it */
+	uint8_t whole;	 /* direct, held: to go in one armed copy (chan_dma.arm_whole), if it can
+			    be armed before its first piece would be due; else in pieces */
 	int64_t piece_due[CHAN_PIECES_MAX]; /* direct: an armed piece's arrival */
 	uint64_t region; /* direct: the receiver's region and the buffer's offset in it */
 	uint64_t roff;
@@ -147,6 +149,7 @@ struct chan_tx {
 	void *dma_ctx;
 	uint32_t direct_busy;	    /* direct copies started and not yet published */
 	int64_t arm_due;	    /* the arrival of the last piece armed (they fire in order) */
+	uint32_t unfired;	    /* pieces armed and not yet fired */
 	struct chan_flip *flips;    /* CHAN_MAX_FLIPS, allocated with the copy engine */
 	char where[CHAN_WHERE_LEN]; /* the receiver's, read once */
 	struct tx_send sends[CHAN_MAX_SENDS];

@@ -81,8 +81,12 @@ static int fz_arm(void *ctx, const char *where, uint64_t region, uint64_t off, c
 static void fz_fire(void *ctx, uint64_t ticket)
 {
 	(void)ctx;
-	if (!(ticket & FZ_ARM_BIT) || (ticket & ~FZ_ARM_BIT) != fz_oldest)
-		abort(); /* out of the order armed, or not an armed copy */
+	if (!(ticket & FZ_ARM_BIT) || (ticket & ~FZ_ARM_BIT) >= fz_next)
+		abort(); /* not an armed copy */
+	if ((ticket & ~FZ_ARM_BIT) < fz_oldest)
+		return; /* let go already (a drain): nothing to do, as the GPU's */
+	if ((ticket & ~FZ_ARM_BIT) != fz_oldest)
+		abort(); /* out of the order armed */
 	uint64_t i = fz_oldest++ % FZ_ARMED;
 	memcpy(fz_region[fz_armed[i].region] + fz_armed[i].off, fz_armed[i].src, fz_armed[i].len);
 }
@@ -120,9 +124,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (chan_tx_new(shm, len, &tx) || chan_rx_new(shm, len, &rx))
 		abort();
 	uint32_t engine = take(&r, 1);
-	int direct = engine & 1; /* the sender has a copy engine (bit 1: that arms) */
+	int direct = engine & 1; /* the sender has a copy engine (bit 1: that arms, see below) */
 	fz_oldest = fz_next;
-	if (direct && chan_tx_set_dma(tx, engine & 2 ? &fz_dma_armed : &fz_dma, NULL))
+	static struct chan_dma armed; /* bit 2: whole sends; bit 3: armed 20 us ahead at most */
+	armed = fz_dma_armed;
+	armed.arm_whole = (engine >> 2) & 1;
+	armed.arm_ahead_ns = engine & 8 ? 20000 : 0;
+	if (direct && chan_tx_set_dma(tx, engine & 2 ? &armed : &fz_dma, NULL))
 		abort();
 	uint32_t fabric = take(&r, 1); /* odd: a modelled route of 2 links */
 	struct fst_view *fv = NULL;

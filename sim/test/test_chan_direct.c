@@ -32,7 +32,8 @@ struct fake_dma {
 	int polls[CHAN_MAX_SENDS * 4];
 	uint64_t next;
 	int started, drained;
-	int64_t started_at[8]; /* when the first copies started (CLOCK_MONOTONIC ns) */
+	int64_t started_at[8];	 /* when the first copies started (CLOCK_MONOTONIC ns) */
+	uint64_t started_end[8]; /* ... and where in their region they ended */
 	uint32_t flips;
 	struct armed *armed_by; /* armed_ops only */
 	char where[CHAN_WHERE_LEN];
@@ -59,6 +60,7 @@ static int fake_start(void *ctx, const char *where, uint64_t region, uint64_t of
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		d->started_at[d->started] = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+		d->started_end[d->started] = off + len;
 	}
 	*ticket = d->next++;
 	d->polls[*ticket % (sizeof(d->polls) / sizeof(d->polls[0]))] = 0;
@@ -189,6 +191,13 @@ static const struct chan_dma armed_whole_ops = {.start = fake_start,
 						.fire = fake_fire,
 						.arm_whole = 1};
 #define AHEAD_NS 5000000 /* armed at most 5 ms ahead */
+static const struct chan_dma armed_whole_ahead_ops = {.start = fake_start,
+						      .poll = fake_poll_armed,
+						      .drain = fake_drain_armed,
+						      .arm = fake_arm,
+						      .fire = fake_fire,
+						      .arm_ahead_ns = AHEAD_NS,
+						      .arm_whole = 1};
 static const struct chan_dma armed_ahead_ops = {.start = fake_start,
 						.poll = fake_poll_armed,
 						.drain = fake_drain_armed,
@@ -962,34 +971,43 @@ static void test_at_delivery_pieces_need_no_slot(void)
 }
 
 /*
- * Armed pieces (a copy engine with arm and fire, as the GPU's): a held 2 MiB message over
- * 250 Mb/s links has its 8 pieces armed at the post and none made then; each is let go (fired)
- * in order, no earlier than its arrival, the first long before the last byte; the channel never
- * waits on a piece it has not let go; exact. With the engine declining from the third arm on
- * (-EOPNOTSUPP), two are armed and the rest start at their times, none early. With the engine
- * asking for 5 ms ahead at most (pieces 8.4 ms apart), none is armed at the post and each no
- * earlier than 5 ms before its arrival. An engine that arms whole sends has one copy armed,
- * let go at the last byte's arrival. The source's kind reaches the engine (device, host).
+ * Armed pieces (a copy engine with arm and fire, as the GPU's), a held 2 MiB message over
+ * 250 Mb/s links (pieces 8.4 ms apart). Whatever the engine does, every copy goes (is fired, or
+ * started) no earlier than the arrival of its last byte, exact, fired in the order armed, never
+ * polled before; and unless it goes whole, the first goes long before the last byte (it streams
+ * in). Per engine:
+ *   pieces            all 8 armed at the post, none made then
+ *   declining from 3  2 armed, 6 started at their times (a host source: src_dev 0)
+ *   5 ms ahead        none armed at the post, each no earlier than 5 ms before its arrival
+ *   whole             one copy armed at the post, let go at the last byte's arrival
+ *   whole, declining  in pieces, each started at its time
+ *   whole, 5 ms ahead it could not be armed before its first piece is due: in pieces, the
+ *                     first started, the rest armed
  */
 static void test_at_delivery_armed(void)
 {
-	enum { N = 2 << 20, PIECE = N / CHAN_PIECES_MAX };
+	enum { N = 2 << 20 };
 	static uint8_t src[N];
 	fill(src, N, 17);
-	for (int v = 0; v < 4; v++) {
-		int eop = v == 1, ahead = v == 2, whole = v == 3;
+	static const struct {
+		const struct chan_dma *ops;
+		int eop_from, host, at_post, armed, started;
+	} V[] = {
+		{&armed_ops, 0, 0, CHAN_PIECES_MAX, CHAN_PIECES_MAX, 0},
+		{&armed_ops, 3, 1, 2, 2, CHAN_PIECES_MAX - 2},
+		{&armed_ahead_ops, 0, 0, 0, CHAN_PIECES_MAX, 0},
+		{&armed_whole_ops, 0, 0, 1, 1, 0},
+		{&armed_whole_ops, 1, 0, 0, 0, CHAN_PIECES_MAX},
+		{&armed_whole_ahead_ops, 0, 0, 0, CHAN_PIECES_MAX - 1, 1},
+	};
+	for (size_t v = 0; v < sizeof(V) / sizeof(V[0]); v++) {
 		struct fix f;
 		struct mfab mf;
 		struct model_nic nic;
 		fix_up_quarter(&f, &mf, &nic, 85);
-		struct armed a = {.d = &f.dma, .arm_eop_from = eop ? 3 : 0};
+		struct armed a = {.d = &f.dma, .arm_eop_from = V[v].eop_from};
 		f.dma.armed_by = &a;
-		CHECK(chan_tx_set_dma(f.tx,
-				      ahead	      ? &armed_ahead_ops
-					      : whole ? &armed_whole_ops
-						      : &armed_ops,
-				      &f.dma) == 0,
-		      "the engine with arm");
+		CHECK(chan_tx_set_dma(f.tx, V[v].ops, &f.dma) == 0, "the engine with arm");
 		uint8_t *mem = region(&f, 1, N);
 		void *bufs[1] = {mem};
 		uint64_t cap = N;
@@ -998,48 +1016,52 @@ static void test_at_delivery_armed(void)
 		CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, CHAN_RX_AT_DELIVERY, &r,
 				      NULL) == 0,
 		      "post");
-		CHECK(chan_tx_post_src(f.tx, src, N, 0, eop ? CHAN_MEM_HOST : CHAN_MEM_DEVICE, &s,
-				       NULL) == 0,
+		CHECK(chan_tx_post_src(f.tx, src, N, 0, V[v].host ? CHAN_MEM_HOST : CHAN_MEM_DEVICE,
+				       &s, NULL) == 0,
 		      "send");
-		int want = eop ? 2 : whole ? 1 : CHAN_PIECES_MAX;
-		CHECK(a.armed == (ahead ? 0 : want) && a.fired == 0 && f.dma.started == 0 &&
-			      (ahead || a.src_dev == !eop),
-		      "at the post (v %d): %d of %d pieces armed, %d fired, %d started (src_dev "
-		      "%d)",
-		      v, a.armed, want, a.fired, f.dma.started, a.src_dev);
+		CHECK(a.armed == V[v].at_post && a.fired == 0 && f.dma.started == 0 &&
+			      (!a.armed || a.src_dev == !V[v].host),
+		      "at the post (v %zu): %d armed (want %d), %d fired, %d started (src_dev %d)",
+		      v, a.armed, V[v].at_post, a.fired, f.dma.started, a.src_dev);
 		struct chan_times t;
 		chan_tx_times(f.tx, s, &t);
 		int src_rc, rrc;
 		run_both(&f, s, r, &src_rc, &rrc);
 		CHECK(src_rc == 0 && rrc == 0 && memcmp(mem, src, N) == 0,
-		      "delivered exact (v %d): %d %d", v, src_rc, rrc);
-		CHECK(a.armed == want && a.fired == want &&
-			      f.dma.started == (whole ? 0 : CHAN_PIECES_MAX - want),
-		      "%d armed, %d fired, %d started (v %d)", a.armed, a.fired, f.dma.started, v);
-		if (whole) { /* one copy, let go at the last byte's arrival */
-			CHECK(a.c[0].len == N && a.fired_at[0] >= t.ready_ns - nic.o_recv_ns,
-			      "whole: %" PRIu64 " B, let go %" PRId64 " ns early", a.c[0].len,
-			      t.ready_ns - nic.o_recv_ns - a.fired_at[0]);
-			fix_down_modelled(&f, &mf);
-			continue;
-		}
+		      "delivered exact (v %zu): %d %d", v, src_rc, rrc);
+		CHECK(a.armed == V[v].armed && a.fired == V[v].armed &&
+			      f.dma.started == V[v].started,
+		      "v %zu: %d armed, %d fired, %d started (want %d, %d)", v, a.armed, a.fired,
+		      f.dma.started, V[v].armed, V[v].started);
 		CHECK(a.polled_unfired == 0 && a.out_of_order == 0,
-		      "%d polls of a piece not let go, %d fired out of order", a.polled_unfired,
-		      a.out_of_order);
-		int64_t last_due = t.ready_ns - nic.o_recv_ns;
-		for (int k = 0; k < CHAN_PIECES_MAX; k++) {
-			int64_t due = last_due - (int64_t)(N - (uint64_t)(k + 1) * PIECE) * 32;
-			int64_t at = k < want ? a.fired_at[k] : f.dma.started_at[k - want];
-			CHECK(at >= due, "piece %d (%s) went %" PRId64 " ns before its arrival", k,
-			      k < want ? "armed" : "started", due - at);
-			if (ahead && k < a.armed)
+		      "v %zu: %d polls of a piece not let go, %d fired out of order", v,
+		      a.polled_unfired, a.out_of_order);
+		/* each copy's last byte arrives (N - end) byte times (32 ns) before the last one */
+		int64_t last_due = t.ready_ns - nic.o_recv_ns, first = INT64_MAX;
+		for (int k = 0; k < a.armed + f.dma.started && k < 8 + ARMED_MAX; k++) {
+			int armed = k < a.armed;
+			uint64_t end = armed ? a.c[k].off + a.c[k].len
+					     : f.dma.started_end[k - a.armed];
+			int64_t at = armed ? a.fired_at[k] : f.dma.started_at[k - a.armed];
+			int64_t due = last_due - (int64_t)(N - end) * 32;
+			CHECK(at >= due,
+			      "v %zu: a copy (%s) ending at %" PRIu64 " went %" PRId64 " ns before "
+			      "its "
+			      "arrival",
+			      v, armed ? "armed" : "started", end, due - at);
+			if (V[v].ops->arm_ahead_ns && armed)
 				CHECK(a.armed_at[k] >= due - AHEAD_NS,
-				      "piece %d armed %" PRId64 " us ahead (5 ms at most)", k,
+				      "v %zu: armed %" PRId64 " us ahead (5 ms at most)", v,
 				      (due - a.armed_at[k]) / 1000);
+			first = at < first ? at : first;
 		}
-		CHECK(a.fired_at[0] < last_due - 20000000,
-		      "the first piece went only %" PRId64 " us before the last byte's arrival",
-		      (last_due - a.fired_at[0]) / 1000);
+		if (V[v].armed == 1)
+			CHECK(a.c[0].len == N, "whole: one copy of %" PRIu64 " B", a.c[0].len);
+		else
+			CHECK(first < last_due - 20000000,
+			      "v %zu: the first copy went only %" PRId64 " us before the last "
+			      "byte's arrival",
+			      v, (last_due - first) / 1000);
 		fix_down_modelled(&f, &mf);
 	}
 }
