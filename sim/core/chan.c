@@ -508,9 +508,10 @@ static int tx_start_piece(struct chan_tx *tx, struct tx_send *s, uint64_t end, i
 
 /*
  * A held send planned whole (s->whole, due its arrival): armed as one copy if that can happen
- * before its first piece would be due, else planned in pieces (s->whole cleared): so that a
- * send the engine cannot arm, or arms late, streams in no later than it would have. 1 armed or
- * in pieces now, 2 to be armed later (*next lowered to when), or the channel's failure.
+ * before its first piece would be due, else in pieces started at their times (s->whole and
+ * s->noarm: armed pieces measured slower than either), so that a send the engine cannot arm,
+ * or arms late, streams in no later than it would have. 1 armed or in pieces now, 2 to be
+ * armed later (*next lowered to when), or the channel's failure.
  */
 static int tx_arm_whole(struct chan_tx *tx, struct tx_send *s, int64_t due, int64_t now,
 			int64_t *next, struct chan_err *err)
@@ -518,8 +519,10 @@ static int tx_arm_whole(struct chan_tx *tx, struct tx_send *s, int64_t due, int6
 	s->whole = 0;
 	uint64_t e1 = piece_end(tx, s); /* the first piece, were it in pieces */
 	int64_t first = e1 < s->size ? chunk_ready(tx, s, e1) : due;
-	if (now >= first || now >= due || s->noarm || due < tx->arm_due)
+	if (now >= first || now >= due || s->noarm || due < tx->arm_due) {
+		s->noarm = 1;
 		return 1;
+	}
 	int64_t ahead = tx->dma->arm_ahead_ns;
 	s->whole = 1;
 	if (ahead > 0 && due - now > ahead) {

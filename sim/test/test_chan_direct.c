@@ -981,8 +981,8 @@ static void test_at_delivery_pieces_need_no_slot(void)
  *   5 ms ahead        none armed at the post, each no earlier than 5 ms before its arrival
  *   whole             one copy armed at the post, let go at the last byte's arrival
  *   whole, declining  in pieces, each started at its time
- *   whole, 5 ms ahead it could not be armed before its first piece is due: in pieces, the
- *                     first started, the rest armed
+ *   whole, 5 ms ahead it could not be armed before its first piece is due: in pieces, each
+ *                     started at its time
  */
 static void test_at_delivery_armed(void)
 {
@@ -998,7 +998,7 @@ static void test_at_delivery_armed(void)
 		{&armed_ahead_ops, 0, 0, 0, CHAN_PIECES_MAX, 0},
 		{&armed_whole_ops, 0, 0, 1, 1, 0},
 		{&armed_whole_ops, 1, 0, 0, 0, CHAN_PIECES_MAX},
-		{&armed_whole_ahead_ops, 0, 0, 0, CHAN_PIECES_MAX - 1, 1},
+		{&armed_whole_ahead_ops, 0, 0, 0, 0, CHAN_PIECES_MAX},
 	};
 	for (size_t v = 0; v < sizeof(V) / sizeof(V[0]); v++) {
 		struct fix f;
