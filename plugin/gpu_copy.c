@@ -366,9 +366,10 @@ static void tx_evict(struct sfgpu_tx *t)
 	if (t->imp[lru].last >= t->done_ticket)
 		tx_sync(t); /* its last copy may still be running */
 	pthread_mutex_lock(&G.imp_lock);
-	if (t->imp[lru].last < t->done_ticket)
+	if (t->imp[lru].last < t->done_ticket && !t->gate_failed)
 		import_put(t->imp[lru].im);
-	/* else a copy may still write into it: it stays mapped (a leak beats a fault) */
+	/* else a copy may still write into it (or a failed armed one): it stays mapped (a leak
+	 * beats a fault) */
 	pthread_mutex_unlock(&G.imp_lock);
 	t->imp[lru] = t->imp[--t->nimp];
 }
@@ -894,29 +895,35 @@ void sfgpu_drain_all(void)
 	pthread_mutex_unlock(&G.imp_lock);
 	for (int i = 0; i < nq; i++) /* queues are never taken back: no lock needed to reach them */
 		queue_out(&G.queues[i]);
-	pthread_mutex_lock(&G.imp_lock);
 	/* Armed copies: none is armed meanwhile, and each was armed at most arm_ahead_ns before
 	 * its arrival, so after that long every one is due; those that their senders have not let
-	 * go yet (this thread may be the one that would) go then, none early. */
+	 * go yet (this thread may be the one that would) go then, none early. The wait holds no
+	 * lock that a copy needs. */
+	struct ggate *gs[SFGPU_MAX_CTX * SFGPU_GATES];
+	int ng = 0;
+	pthread_mutex_lock(&G.imp_lock);
+	for (int i = 0; i < G.nstreams; i++)
+		for (int k = 0; k < G.streams[i].ngates; k++)
+			gs[ng++] = &G.streams[i].gates[k];
+	pthread_mutex_unlock(&G.imp_lock);
 	pthread_mutex_lock(&G.gate_lock);
 	G.arm_draining++;
 	pthread_mutex_unlock(&G.gate_lock);
 	int64_t until = gpu_now_ns() + sfgpu_dma.arm_ahead_ns + 20000;
-	for (int pending = 1; pending;) {
+	for (int pending = ng > 0; pending;) {
 		pending = 0;
 		pthread_mutex_lock(&G.gate_lock);
-		for (int i = 0; i < G.nstreams; i++)
-			for (int k = 0; k < G.streams[i].ngates; k++) {
-				struct ggate *g = &G.streams[i].gates[k];
-				if (!gate_fired(g, g->armed) && gpu_now_ns() >= until)
-					gate_let_go(g, g->armed);
-				pending |= !gate_fired(g, g->armed);
-			}
+		for (int j = 0; j < ng; j++) {
+			if (!gate_fired(gs[j], gs[j]->armed) && gpu_now_ns() >= until)
+				gate_let_go(gs[j], gs[j]->armed);
+			pending |= !gate_fired(gs[j], gs[j]->armed);
+		}
 		pthread_mutex_unlock(&G.gate_lock);
 		if (pending)
 			gpu_nap();
 	}
 	issuer_kick();
+	pthread_mutex_lock(&G.imp_lock);
 	for (int i = 0; i < G.nstreams; i++) {
 		s[n++] = G.streams[i].s;
 		for (int k = 0; k < G.streams[i].own_n; k++)

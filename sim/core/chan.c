@@ -507,6 +507,27 @@ static int tx_start_piece(struct chan_tx *tx, struct tx_send *s, uint64_t end, i
 }
 
 /*
+ * A send failed: the engine lets every armed piece go now and waits (drain), and nothing is
+ * armed on this channel again, so that none still reads a buffer its caller was told no about
+ * (the channel's other sends may go on: a peer's failure does not set tx->failed). always: drain
+ * even with nothing armed (a failed post's started pieces).
+ */
+static void tx_drain_armed(struct chan_tx *tx, int always)
+{
+	if (!tx->unfired && !always)
+		return;
+	tx->dma->drain(tx->dma_ctx);
+	tx->unfired = 0;
+	tx->arm_off = 1;
+	for (int i = 0; i < CHAN_MAX_SENDS; i++) { /* let go: not fired again */
+		struct tx_send *t = &tx->sends[i];
+		t->fired = t->pieces;
+		t->noarm = 1;
+		t->whole = 0;
+	}
+}
+
+/*
  * A held send planned whole (s->whole, due its arrival): armed as one copy if that can happen
  * before its first piece would be due, else in pieces started at their times (s->whole and
  * s->noarm: armed pieces measured slower than either), so that a send the engine cannot arm,
@@ -581,7 +602,8 @@ static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_er
 			}
 			if (now < due) {
 				int64_t ahead = tx->dma->arm_ahead_ns;
-				if (tx->dma->arm && !s->noarm && !s->corrupted && due >= tx->arm_due) {
+				if (tx->dma->arm && !tx->arm_off && !s->noarm && !s->corrupted &&
+				    due >= tx->arm_due) {
 					if (ahead > 0 && due - now > ahead) { /* armed later */
 						next = next && next < due - ahead ? next : due - ahead;
 						break;
@@ -926,12 +948,13 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 		 * a message the model fails (lost for good) never lands. */
 		s->src_dev = src_mem == CHAN_MEM_DEVICE;
 		s->held = (c.flags & CHAN_RX_AT_DELIVERY) && tx->fab;
-		s->whole = s->held && tx->dma->arm && tx->dma->arm_whole && !s->corrupted;
+		s->whole = s->held && tx->dma->arm && tx->dma->arm_whole && !tx->arm_off &&
+			   !s->corrupted;
 		if (s->held && s->doomed)
 			s->nocopy = 1;
 		else if (tx_start_direct(tx, s, err)) {
 			if (s->pieces) /* none may read the caller's buffer once it is told no */
-				tx->dma->drain(tx->dma_ctx);
+				tx_drain_armed(tx, 1);
 			s->in_use = 0;
 			return tx->failed;
 		}
@@ -1029,12 +1052,8 @@ pending:
 	if (!rc)
 		return 0;
 failed:
-	if (tx->unfired) {
-		/* armed pieces not yet let go would still read the caller's buffers, which it may
-		 * reuse once told no: the engine lets them go now and waits */
-		tx->dma->drain(tx->dma_ctx);
-		tx->unfired = 0;
-	}
+	if (tx->unfired) /* they would read the caller's buffers, which it may reuse once told no */
+		tx_drain_armed(tx, 0);
 	s->in_use = 0;
 	tx->inflight--;
 	return rc;

@@ -150,6 +150,7 @@ struct chan_tx {
 	uint32_t direct_busy;	    /* direct copies started and not yet published */
 	int64_t arm_due;	    /* the arrival of the last piece armed (they fire in order) */
 	uint32_t unfired;	    /* pieces armed and not yet fired */
+	int arm_off;		    /* a send failed: nothing is armed on this channel again */
 	struct chan_flip *flips;    /* CHAN_MAX_FLIPS, allocated with the copy engine */
 	char where[CHAN_WHERE_LEN]; /* the receiver's, read once */
 	struct tx_send sends[CHAN_MAX_SENDS];

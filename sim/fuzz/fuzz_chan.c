@@ -64,6 +64,7 @@ static struct {
 	const void *src;
 } fz_armed[FZ_ARMED];
 static uint64_t fz_next, fz_oldest; /* [fz_oldest, fz_next) armed, not yet fired */
+static uint64_t fz_drained;	    /* those below it were let go by a drain */
 static int fz_arm(void *ctx, const char *where, uint64_t region, uint64_t off, const void *src,
 		  int src_dev, uint64_t len, uint64_t *ticket)
 {
@@ -83,8 +84,8 @@ static void fz_fire(void *ctx, uint64_t ticket)
 	(void)ctx;
 	if (!(ticket & FZ_ARM_BIT) || (ticket & ~FZ_ARM_BIT) >= fz_next)
 		abort(); /* not an armed copy */
-	if ((ticket & ~FZ_ARM_BIT) < fz_oldest)
-		return; /* let go already (a drain): nothing to do, as the GPU's */
+	if ((ticket & ~FZ_ARM_BIT) < fz_drained)
+		return; /* let go by a drain: nothing to do, as the GPU's */
 	if ((ticket & ~FZ_ARM_BIT) != fz_oldest)
 		abort(); /* out of the order armed */
 	uint64_t i = fz_oldest++ % FZ_ARMED;
@@ -100,6 +101,7 @@ static void fz_drain_armed(void *ctx)
 {
 	while (fz_oldest < fz_next)
 		fz_fire(ctx, fz_oldest | FZ_ARM_BIT);
+	fz_drained = fz_next;
 }
 static const struct chan_dma fz_dma_armed = {.start = fz_start,
 					     .poll = fz_poll_armed,
@@ -125,7 +127,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	uint32_t engine = take(&r, 1);
 	int direct = engine & 1; /* the sender has a copy engine (bit 1: that arms, see below) */
-	fz_oldest = fz_next;
+	fz_oldest = fz_drained = fz_next;
 	static struct chan_dma armed; /* bit 2: whole sends; bit 3: armed 20 us ahead at most */
 	armed = fz_dma_armed;
 	armed.arm_whole = (engine >> 2) & 1;

@@ -1067,6 +1067,59 @@ static void test_at_delivery_armed(void)
 }
 
 /*
+ * A whole send armed later: over 2 x 50 ms links, a 100 KiB message (one piece, 3.3 ms on the
+ * wire) is due about 103 ms after its post, so an engine that wants it 20 ms ahead at most gets
+ * nothing at the post, and then one copy armed within 20 ms of its arrival (the channel comes
+ * back for it), let go no earlier than that arrival.
+ */
+static void test_at_delivery_whole_armed_later(void)
+{
+	static const struct chan_dma ops = {.start = fake_start,
+					    .poll = fake_poll_armed,
+					    .drain = fake_drain_armed,
+					    .arm = fake_arm,
+					    .fire = fake_fire,
+					    .arm_ahead_ns = 20000000,
+					    .arm_whole = 1};
+	struct model_link links[2];
+	two_links(links, 250000000ull, 50000000);
+	struct model_nic nic = test_nic;
+	fenv_resolve(links, 2, &nic);
+	enum { N = 100 << 10 };
+	static uint8_t src[N];
+	fill(src, N, 19);
+	struct fix f;
+	struct mfab mf;
+	fix_up_modelled(&f, &mf, links, &nic, 87);
+	struct armed a = {.d = &f.dma};
+	f.dma.armed_by = &a;
+	CHECK(chan_tx_set_dma(f.tx, &ops, &f.dma) == 0, "the engine with arm");
+	chan_req r, s;
+	uint8_t *mem = region(&f, 1, N);
+	void *bufs[1] = {mem};
+	uint64_t cap = N;
+	struct chan_region w = {.id = 1};
+	CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, CHAN_RX_AT_DELIVERY, &r, NULL) == 0,
+	      "post");
+	CHECK(chan_tx_post_src(f.tx, src, N, 0, CHAN_MEM_DEVICE, &s, NULL) == 0, "send");
+	CHECK(a.armed == 0 && f.dma.started == 0, "nothing at the post: %d armed, %d started",
+	      a.armed, f.dma.started);
+	struct chan_times t;
+	chan_tx_times(f.tx, s, &t);
+	int src_rc, rrc;
+	run_both(&f, s, r, &src_rc, &rrc);
+	int64_t due = t.ready_ns - nic.o_recv_ns;
+	CHECK(src_rc == 0 && rrc == 0 && memcmp(mem, src, N) == 0, "exact: %d %d", src_rc, rrc);
+	CHECK(a.armed == 1 && a.fired == 1 && f.dma.started == 0 && a.c[0].len == N,
+	      "one copy armed: %d armed, %d started", a.armed, f.dma.started);
+	CHECK(a.armed_at[0] >= due - 20000000 && a.fired_at[0] >= due,
+	      "armed %" PRId64 " us before its arrival (20 ms at most), let go %" PRId64 " ns "
+	      "after it",
+	      (due - a.armed_at[0]) / 1000, a.fired_at[0] - due);
+	fix_down_modelled(&f, &mf);
+}
+
+/*
  * An arm that fails (not declines) fails the send at its post like a refused start: the pieces
  * armed before it are let go by the drain, the receive fails, nothing hangs.
  */
@@ -1106,6 +1159,73 @@ static void test_at_delivery_arm_fails(void)
 	CHECK(unfired == 0, "%d armed copies never let go", unfired);
 }
 
+/*
+ * A send that fails with armed pieces not yet let go (here the receiver closes once some are
+ * armed, 1 ms ahead at most): before the failure is reported the engine lets them all go and
+ * has drained (they would read the caller's buffer); nothing is armed on the channel afterwards
+ * (a peer's failure leaves the channel's progress running: without the stop, the failed send's
+ * later pieces were armed after the drain, read its buffer and left the count wrong), and the
+ * other send fails too.
+ */
+static void test_at_delivery_failed_send_drains_armed(void)
+{
+	struct fix f;
+	struct mfab mf;
+	struct model_nic nic;
+	fix_up_slow(&f, &mf, &nic, 88);
+	static const struct chan_dma ops = {.start = fake_start,
+					    .poll = fake_poll_armed,
+					    .drain = fake_drain_armed,
+					    .arm = fake_arm,
+					    .fire = fake_fire,
+					    .arm_ahead_ns = 1000000};
+	struct armed a = {.d = &f.dma};
+	f.dma.armed_by = &a;
+	CHECK(chan_tx_set_dma(f.tx, &ops, &f.dma) == 0, "the engine with arm");
+	enum { N = 448u << 10 };
+	static uint8_t src[N];
+	fill(src, N, 20);
+	uint8_t *mem = region(&f, 1, 2 * (uint64_t)N);
+	chan_req r[2], s[2];
+	for (int i = 0; i < 2; i++) {
+		void *bufs[1] = {mem + (uint64_t)i * N};
+		uint64_t cap = N;
+		struct chan_region w = {.id = 1, .off = (uint64_t)i * N};
+		CHECK(chan_rx_post_in(f.rx, 1, bufs, &cap, NULL, &w, CHAN_RX_AT_DELIVERY, &r[i],
+				      NULL) == 0,
+		      "post %d", i);
+		CHECK(chan_tx_post_src(f.tx, src, N, 0, CHAN_MEM_DEVICE, &s[i], NULL) == 0,
+		      "send %d", i);
+	}
+	int done = 0, rc = 0;
+	int64_t deadline = mono_ns() + 5000000000LL;
+	while (a.armed - a.fired < 1 && !rc && !done && mono_ns() < deadline)
+		rc = chan_tx_test(f.tx, s[0], &done, NULL, NULL);
+	int armed0 = a.armed;
+	CHECK(rc == 0 && !done && a.armed > a.fired, "some armed, not all let go: %d, %d", a.armed,
+	      a.fired);
+	chan_rx_free(f.rx); /* the receiver goes */
+	f.rx = NULL;
+	while (!rc && !done && mono_ns() < deadline)
+		rc = chan_tx_test(f.tx, s[0], &done, NULL, NULL);
+	CHECK(rc < 0 && f.dma.drained == 1 && a.fired == a.armed && a.armed >= armed0,
+	      "the first send fails (%d) with its pieces let go and drained: %d drains, %d of %d "
+	      "let go",
+	      rc, f.dma.drained, a.fired, a.armed);
+	armed0 = a.armed;
+	done = rc = 0;
+	while (!rc && !done && mono_ns() < deadline)
+		rc = chan_tx_test(f.tx, s[1], &done, NULL, NULL);
+	/* and well past every piece's arrival: the channel's progress goes on, arming nothing */
+	for (int64_t until = mono_ns() + 6000000; mono_ns() < until;)
+		chan_tx_progress(f.tx, NULL);
+	CHECK(rc < 0 && a.armed == armed0 && a.fired == a.armed && a.out_of_order == 0 &&
+		      f.dma.drained == 1,
+	      "the second fails too (%d): %d armed since, %d not let go, %d drains", rc,
+	      a.armed - armed0, a.armed - a.fired, f.dma.drained);
+	fix_down_modelled(&f, &mf);
+}
+
 /* The engine's calls: arm without fire (or fire without arm) is refused. */
 static void test_arm_needs_fire(void)
 {
@@ -1135,7 +1255,9 @@ static const struct check_case cases[] = {
 	CHECK_CASE(test_at_delivery_piece_edges),
 	CHECK_CASE(test_at_delivery_pieces_need_no_slot),
 	CHECK_CASE(test_at_delivery_armed),
+	CHECK_CASE(test_at_delivery_whole_armed_later),
 	CHECK_CASE(test_at_delivery_arm_fails),
+	CHECK_CASE(test_at_delivery_failed_send_drains_armed),
 	CHECK_CASE(test_arm_needs_fire),
 };
 
