@@ -218,6 +218,12 @@ static inline int64_t arrival_ns(int64_t ready_ns, const struct model_nic *nic)
 	return ready_ns - nic->o_recv_ns;
 }
 
+/* n rounded up to the route's whole packets (n itself without an mtu). */
+static inline uint64_t whole_packets(const struct chan_tx *tx, uint64_t n)
+{
+	return tx->mtu ? (n + tx->mtu - 1) / tx->mtu * tx->mtu : n;
+}
+
 /*
  * A chunk's stamp for the receiver: the last chunk's is the message's delivery time (its
  * completion; its bytes arrived o_recv before, when the NIC wrote them); an earlier chunk's is
@@ -229,8 +235,7 @@ static int64_t chunk_ready(const struct chan_tx *tx, const struct tx_send *s, ui
 {
 	if (!s->ready_ns || end >= s->size)
 		return s->ready_ns;
-	if (tx->mtu) /* the model delivers whole packets: the one this chunk ends in */
-		end = (end + tx->mtu - 1) / tx->mtu * tx->mtu;
+	end = whole_packets(tx, end); /* the model delivers whole packets: this chunk's last */
 	int64_t arrive = arrival_ns(s->ready_ns, &tx->conn.nic);
 	if (end >= s->size)
 		return arrive;
@@ -451,10 +456,7 @@ static void tx_retire(struct chan_tx *tx)
 static uint64_t piece_end(const struct chan_tx *tx, const struct tx_send *s)
 {
 	uint64_t len = s->size / CHAN_PIECES_MAX;
-	if (len < CHAN_PIECE_MIN)
-		len = CHAN_PIECE_MIN;
-	if (tx->mtu)
-		len = (len + tx->mtu - 1) / tx->mtu * tx->mtu;
+	len = whole_packets(tx, len < CHAN_PIECE_MIN ? CHAN_PIECE_MIN : len);
 	/* the last piece takes a remainder under len too: no piece is smaller than len */
 	if (s->corrupted || s->size - s->started_bytes < 2 * len ||
 	    s->pieces + 1 >= CHAN_PIECES_MAX || (s->whole && !s->pieces))
