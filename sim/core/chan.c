@@ -1054,8 +1054,10 @@ pending:
 	if (!rc)
 		return 0;
 failed:
-	if (tx->unfired) /* they would read the caller's buffers, which it may reuse once told no */
-		tx_drain_armed(tx, 0);
+	/* armed pieces, or started ones not yet seen done, would read the caller's buffer, which
+	 * it may reuse once told no */
+	if (tx->unfired || (s->direct && !s->nocopy && s->polled < s->pieces))
+		tx_drain_armed(tx, 1);
 	s->in_use = 0;
 	tx->inflight--;
 	return rc;
