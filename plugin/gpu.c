@@ -178,10 +178,14 @@ static void setup_once(void)
 		 G.cu.MemcpyBatchAsync2 || G.cu.MemcpyBatchAsync1 ? "asked for (batch copy hint)"
 								  : "not asked for (driver < "
 								    "12.8)",
-		 G.arm_off			  ? "start at their arrival (SIMFABRIC_GPU_ARM=off)"
-			 : G.cu.StreamWaitValue32 ? "armed ahead in our own context"
-						  : "start at their arrival (no "
-						    "cuStreamWaitValue32)");
+		 G.arm_off ? "start at their arrival (SIMFABRIC_GPU_ARM=off)"
+			 : !G.cu.StreamWaitValue32 ? "start at their arrival (no "
+						     "cuStreamWaitValue32)"
+			 : sfgpu_dma.arm_whole ? "armed ahead whole where copies run in our own "
+						 "context"
+					       : "armed ahead in pieces where copies run in our "
+						 "own "
+						 "context");
 }
 
 int sfgpu_setup(char *why, size_t cap)

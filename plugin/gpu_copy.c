@@ -351,17 +351,14 @@ static void tx_sync(struct sfgpu_tx *t);
  */
 static void tx_evict(struct sfgpu_tx *t)
 {
-	/* one whose copies are all done first: syncing would let armed copies go early */
-	int lru = -1;
-	for (int i = 0; i < t->nimp; i++)
-		if (t->imp[i].last < t->done_ticket &&
-		    (lru < 0 || t->imp[i].last < t->imp[lru].last))
+	/* the least recently used of those whose copies are all done, if any: syncing would let
+	 * armed copies go early */
+	int lru = 0;
+	for (int i = 1; i < t->nimp; i++) {
+		int done = t->imp[i].last < t->done_ticket,
+		    lru_done = t->imp[lru].last < t->done_ticket;
+		if (done > lru_done || (done == lru_done && t->imp[i].last < t->imp[lru].last))
 			lru = i;
-	if (lru < 0) {
-		lru = 0;
-		for (int i = 1; i < t->nimp; i++)
-			if (t->imp[i].last < t->imp[lru].last)
-				lru = i;
 	}
 	if (t->imp[lru].last >= t->done_ticket)
 		tx_sync(t); /* its last copy may still be running */
@@ -521,30 +518,44 @@ static uint64_t oldest_armed(struct sfgpu_tx *t)
 }
 
 /*
- * Let every copy this sendComm armed go and wait for each to end (a drain, a close, a failed
- * channel, a mapping to let go of). The sendComm's thread is the one that would fire them, so
- * it waits arm_ahead_ns first: each was armed at most that long before its arrival, so none
- * goes early. Its own copies only: a gate it no longer owns may hold another's, which wait for
- * their arrivals (and this thread may be the one to let them go).
+ * Let the copies armed on n gates go once each must be due, and return then: none was armed
+ * more than arm_ahead_ns before its arrival, so after that long from now (their senders may let
+ * them go sooner; the caller may be the thread that would). owner: only gates it owns, whose
+ * copies are its own (NULL: every gate).
+ */
+static void gates_let_go_when_due(struct ggate *const *gs, int n, const struct sfgpu_tx *owner)
+{
+	int64_t until = gpu_now_ns() + sfgpu_dma.arm_ahead_ns + 20000;
+	for (int pending = n > 0; pending;) {
+		pending = 0;
+		pthread_mutex_lock(&G.gate_lock);
+		for (int j = 0; j < n; j++) {
+			if (owner && gs[j]->owner != owner)
+				continue;
+			if (!gate_fired(gs[j], gs[j]->armed) && gpu_now_ns() >= until)
+				gate_let_go(gs[j], gs[j]->armed);
+			pending |= !gate_fired(gs[j], gs[j]->armed);
+		}
+		pthread_mutex_unlock(&G.gate_lock);
+		if (pending)
+			gpu_nap();
+	}
+	issuer_kick();
+}
+
+/*
+ * Let every copy this sendComm armed go, none early (gates_let_go_when_due), and wait for each
+ * to end (a drain, a close, a failed channel, a mapping to let go of). Its own copies only: a
+ * gate it no longer owns may hold another's, which wait for their arrivals.
  */
 static void tx_fire_all(struct sfgpu_tx *t)
 {
 	if (!t->gated_out)
 		return;
-	int unfired = 0;
-	pthread_mutex_lock(&G.gate_lock);
+	struct ggate *gs[SFGPU_GATES];
 	for (int k = 0; k < t->ngates; k++)
-		unfired |= t->gates[k].owner == t && !gate_fired(&t->gates[k], t->gates[k].armed);
-	pthread_mutex_unlock(&G.gate_lock);
-	for (int64_t until = gpu_now_ns() + sfgpu_dma.arm_ahead_ns + 20000;
-	     unfired && gpu_now_ns() < until;)
-		gpu_nap();
-	pthread_mutex_lock(&G.gate_lock);
-	for (int k = 0; k < t->ngates; k++)
-		if (t->gates[k].owner == t)
-			gate_let_go(&t->gates[k], t->gates[k].armed);
-	pthread_mutex_unlock(&G.gate_lock);
-	issuer_kick();
+		gs[k] = &t->gates[k];
+	gates_let_go_when_due(gs, t->ngates, t);
 	for (uint32_t slot = 0; slot < SFGPU_TICKETS; slot++) {
 		if (!t->gated[slot])
 			continue;
@@ -638,6 +649,24 @@ static int fits(const struct sfgpu_tx *t, const struct gimport *im, uint64_t reg
 	return 0;
 }
 
+/*
+ * The event slot of the sendComm's next ticket, made ready for a copy of len bytes, plain
+ * (gate -1) or armed on gate k with number n.
+ */
+static uint32_t slot_take(struct sfgpu_tx *t, uint64_t len, int gate, uint32_t n)
+{
+	uint32_t slot = (uint32_t)(t->next_ticket % SFGPU_TICKETS);
+	t->kseq[slot] = 0;
+	t->t_start[slot] = 0; /* stamped by the first poll: keeps the clock off this path */
+	t->len[slot] = len;
+	t->gk[slot] = (int8_t)gate;
+	t->gated[slot] = gate >= 0;
+	t->gseq[slot] = n;
+	t->gtk[slot] = t->next_ticket;
+	t->n_copies++;
+	return slot;
+}
+
 static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off, const void *src,
 		     uint64_t len, const struct chan_flip *flips, uint32_t nflips, uint64_t *ticket)
 {
@@ -667,13 +696,7 @@ static int dma_start(void *ctx, const char *where, uint64_t region, uint64_t off
 			tx_leave(pushed);
 		return -ERANGE;
 	}
-	uint32_t slot = (uint32_t)(t->next_ticket % SFGPU_TICKETS);
-	t->kseq[slot] = 0;
-	t->t_start[slot] = 0; /* stamped by the first poll: keeps the clock off this path */
-	t->len[slot] = len;
-	t->gk[slot] = -1;
-	t->gated[slot] = 0;
-	t->n_copies++;
+	uint32_t slot = slot_take(t, len, -1, 0);
 	if (queued) {
 		queue_add(t->q, im->va + off, src, len, &t->batch[slot], t->desc, 0);
 		if (entered)
@@ -846,20 +869,12 @@ static int dma_arm(void *ctx, const char *where, uint64_t region, uint64_t off, 
 	pthread_mutex_unlock(&G.gate_lock);
 	if (k < 0)
 		return -EOPNOTSUPP;
-	uint32_t slot = (uint32_t)(t->next_ticket % SFGPU_TICKETS);
-	t->kseq[slot] = 0;
-	t->t_start[slot] = 0;
-	t->len[slot] = len;
-	t->gk[slot] = (int8_t)k;
-	t->gseq[slot] = n;
-	t->gated[slot] = 1;
-	t->gtk[slot] = t->next_ticket;
+	uint32_t slot = slot_take(t, len, k, n);
 	if (t->gated_out++)
 		(void)oldest_armed(t); /* pops those seen ended: the queue spans < SFGPU_TICKETS */
 	else
 		t->arm_head = t->arm_tail;
 	t->arm_q[t->arm_tail++ % SFGPU_TICKETS] = t->next_ticket;
-	t->n_copies++;
 	t->n_armed++;
 	queue_add(t->gates[k].q, im->va + off, src, len, &t->batch[slot], t->desc, n);
 	*ticket = t->next_ticket++;
@@ -895,10 +910,8 @@ void sfgpu_drain_all(void)
 	pthread_mutex_unlock(&G.imp_lock);
 	for (int i = 0; i < nq; i++) /* queues are never taken back: no lock needed to reach them */
 		queue_out(&G.queues[i]);
-	/* Armed copies: none is armed meanwhile, and each was armed at most arm_ahead_ns before
-	 * its arrival, so after that long every one is due; those that their senders have not let
-	 * go yet (this thread may be the one that would) go then, none early. The wait holds no
-	 * lock that a copy needs. */
+	/* Armed copies: none is armed meanwhile, and every armed one goes, none early; the wait
+	 * holds no lock that a copy needs. */
 	struct ggate *gs[SFGPU_MAX_CTX * SFGPU_GATES];
 	int ng = 0;
 	pthread_mutex_lock(&G.imp_lock);
@@ -909,20 +922,7 @@ void sfgpu_drain_all(void)
 	pthread_mutex_lock(&G.gate_lock);
 	G.arm_draining++;
 	pthread_mutex_unlock(&G.gate_lock);
-	int64_t until = gpu_now_ns() + sfgpu_dma.arm_ahead_ns + 20000;
-	for (int pending = ng > 0; pending;) {
-		pending = 0;
-		pthread_mutex_lock(&G.gate_lock);
-		for (int j = 0; j < ng; j++) {
-			if (!gate_fired(gs[j], gs[j]->armed) && gpu_now_ns() >= until)
-				gate_let_go(gs[j], gs[j]->armed);
-			pending |= !gate_fired(gs[j], gs[j]->armed);
-		}
-		pthread_mutex_unlock(&G.gate_lock);
-		if (pending)
-			gpu_nap();
-	}
-	issuer_kick();
+	gates_let_go_when_due(gs, ng, NULL);
 	pthread_mutex_lock(&G.imp_lock);
 	for (int i = 0; i < G.nstreams; i++) {
 		s[n++] = G.streams[i].s;

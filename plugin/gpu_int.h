@@ -30,9 +30,8 @@
 #define SFGPU_BATCH_EVENTS 128	   /* batches in flight per stream: their events, in turn */
 #define SFGPU_GATES 4		   /* gate streams per copy context (armed copies) */
 #define SFGPU_GATE_UNFIRED 64	   /* armed copies a gate holds not yet let go, at most */
-#define SFGPU_GATE_TURN                                                                            \
-	2 /* armed copies the issuer issues before it looks again at
-				      the copies due now */
+/* armed copies the issuer issues per gate before it looks again at the copies due now */
+#define SFGPU_GATE_TURN 2
 /* How long before its arrival a held piece is armed (SIMFABRIC_GPU_ARM_AHEAD_US): more than
  * the issuer takes to queue it, less than a burst of a whole window of sends' pieces. */
 #define SFGPU_ARM_AHEAD_NS 50000

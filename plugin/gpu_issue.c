@@ -87,6 +87,31 @@ void queue_ended(struct gqueue *q, uint64_t b)
 }
 
 /*
+ * Make q's context current to issue on its stream: the issuer keeps it (its own thread), any
+ * other thread pushes it for the while (*pushed: pop it after, queue_leave).
+ */
+static cu_result queue_enter(const struct gqueue *q, int how, int *pushed)
+{
+	cu_ctx cur = NULL;
+	*pushed = 0;
+	cu_result r = G.cu.CtxGetCurrent(&cur);
+	if (r == CU_SUCCESS && cur != q->ctx) {
+		if (how == ISSUE_BY_ISSUER)
+			r = G.cu.CtxSetCurrent(q->ctx); /* our own thread: it stays */
+		else
+			*pushed = (r = G.cu.CtxPushCurrent(q->ctx)) == CU_SUCCESS;
+	}
+	return r;
+}
+
+static void queue_leave(int pushed)
+{
+	cu_ctx popped;
+	if (pushed)
+		G.cu.CtxPopCurrent(&popped);
+}
+
+/*
  * A gate's queue (queue_issue): each armed copy as a batch of its own, the wait for its number
  * first, so that each ends (and is seen to) on its own. As many as have a free event, in order;
  * the rest stay queued (an event is held by a copy not yet let go: SFGPU_GATE_UNFIRED keeps them
@@ -110,15 +135,8 @@ static int gate_issue(struct gqueue *q, int how)
 	pthread_mutex_unlock(&q->lock);
 	if (how == ISSUE_BY_ISSUER && n > SFGPU_GATE_TURN)
 		n = SFGPU_GATE_TURN; /* the rest next time round, after the copies due now */
-	cu_ctx cur = NULL, popped;
 	int pushed = 0, done = 0;
-	cu_result r = n ? G.cu.CtxGetCurrent(&cur) : CU_SUCCESS;
-	if (n && r == CU_SUCCESS && cur != q->ctx) {
-		if (how == ISSUE_BY_ISSUER)
-			r = G.cu.CtxSetCurrent(q->ctx);
-		else
-			pushed = (r = G.cu.CtxPushCurrent(q->ctx)) == CU_SUCCESS;
-	}
+	cu_result r = n ? queue_enter(q, how, &pushed) : CU_SUCCESS;
 	for (; done < n; done++) {
 		uint64_t b = atomic_load_explicit(&q->issued, memory_order_relaxed) + 1;
 		cu_event *e = &q->ev[b % SFGPU_BATCH_EVENTS];
@@ -149,8 +167,7 @@ static int gate_issue(struct gqueue *q, int how)
 			      desc, len[done], gpu_cuerr(ri));
 		__atomic_store_n(mark[done], ri == CU_SUCCESS ? b : BATCH_FAILED, __ATOMIC_RELEASE);
 	}
-	if (pushed)
-		G.cu.CtxPopCurrent(&popped);
+	queue_leave(pushed);
 	pthread_mutex_lock(&q->lock); /* posters only append meanwhile */
 	int left = q->n - done;
 	memmove(q->dst, q->dst + done, (size_t)left * sizeof(q->dst[0]));
@@ -227,23 +244,15 @@ int queue_issue(struct gqueue *q, int how)
 		pthread_mutex_unlock(&q->issue);
 		return 1;
 	}
-	cu_ctx cur = NULL, popped;
-	int pushed = 0;
-	cu_result r = G.cu.CtxGetCurrent(&cur);
-	if (r == CU_SUCCESS && cur != q->ctx) {
-		if (how == ISSUE_BY_ISSUER)
-			r = G.cu.CtxSetCurrent(q->ctx); /* our own thread: it stays */
-		else
-			pushed = (r = G.cu.CtxPushCurrent(q->ctx)) == CU_SUCCESS;
-	}
+	int pushed;
+	cu_result r = queue_enter(q, how, &pushed);
 	if (r == CU_SUCCESS && !*e)
 		r = G.cu.EventCreate(e, CU_EVENT_DISABLE_TIMING_);
 	if (r == CU_SUCCESS && ncopies)
 		r = gpu_batch_copy(dst, src, len, ncopies, q->s);
 	if (r == CU_SUCCESS)
 		r = G.cu.EventRecord(*e, q->s);
-	if (pushed)
-		G.cu.CtxPopCurrent(&popped);
+	queue_leave(pushed);
 	if (r != CU_SUCCESS)
 		PWARN("%s: a batch of %zu copies into receivers' GPU memory: %s", desc, ncopies,
 		      gpu_cuerr(r));

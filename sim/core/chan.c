@@ -509,24 +509,25 @@ static int tx_start_piece(struct chan_tx *tx, struct tx_send *s, uint64_t end, i
 }
 
 /*
- * A send failed: the engine lets every armed piece go now and waits (drain), and nothing is
- * armed on this channel again, so that none still reads a buffer its caller was told no about
- * (the channel's other sends may go on: a peer's failure does not set tx->failed). always: drain
- * even with nothing armed (a failed post's started pieces).
+ * A send failed: the engine lets every armed piece go now and waits for every copy (drain), and
+ * nothing is armed on this channel again, so that none still reads a buffer its caller was told
+ * no about (the channel's other sends may go on: a peer's failure does not set tx->failed).
  */
-static void tx_drain_armed(struct chan_tx *tx, int always)
+static void tx_drain_failed(struct chan_tx *tx)
 {
-	if (!tx->unfired && !always)
-		return;
 	tx->dma->drain(tx->dma_ctx);
 	tx->unfired = 0;
-	tx->arm_off = 1;
-	for (int i = 0; i < CHAN_MAX_SENDS; i++) { /* let go: not fired again */
-		struct tx_send *t = &tx->sends[i];
-		t->fired = t->pieces;
-		t->noarm = 1;
-		t->whole = 0;
+	tx->arm_off = 1; /* and no send is planned whole, nor fires what the drain let go: */
+	for (int i = 0; i < CHAN_MAX_SENDS; i++) {
+		tx->sends[i].fired = tx->sends[i].pieces;
+		tx->sends[i].whole = 0;
 	}
+}
+
+/* The sooner of two times, 0 meaning none. */
+static inline int64_t sooner(int64_t a, int64_t b)
+{
+	return a && (!b || a < b) ? a : b;
 }
 
 /*
@@ -549,8 +550,7 @@ static int tx_arm_whole(struct chan_tx *tx, struct tx_send *s, int64_t due, int6
 	int64_t ahead = tx->dma->arm_ahead_ns;
 	s->whole = 1;
 	if (ahead > 0 && due - now > ahead) {
-		int64_t at = due - ahead < first ? due - ahead : first;
-		*next = *next && *next < at ? *next : at;
+		*next = sooner(*next, sooner(due - ahead, first));
 		return 2;
 	}
 	int rc = tx_start_piece(tx, s, s->size, 1, err);
@@ -561,7 +561,7 @@ static int tx_arm_whole(struct chan_tx *tx, struct tx_send *s, int64_t due, int6
 		return 1;
 	}
 	s->piece_due[0] = tx->arm_due = due;
-	*next = *next ? *next : due;
+	*next = sooner(*next, due);
 	return 1;
 }
 
@@ -584,8 +584,7 @@ static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_er
 			break;
 		}
 		tx->dma->fire(tx->dma_ctx, s->ticket[s->fired++]);
-		if (tx->unfired) /* 0 once a failure let them all go */
-			tx->unfired--;
+		tx->unfired--;
 	}
 	while (s->started_bytes < s->size || !s->pieces) {
 		uint64_t end = s->held ? piece_end(tx, s) : s->size;
@@ -607,7 +606,7 @@ static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_er
 				if (tx->dma->arm && !tx->arm_off && !s->noarm && !s->corrupted &&
 				    due >= tx->arm_due) {
 					if (ahead > 0 && due - now > ahead) { /* armed later */
-						next = next && next < due - ahead ? next : due - ahead;
+						next = sooner(next, due - ahead);
 						break;
 					}
 					int rc = tx_start_piece(tx, s, end, 1, err);
@@ -615,11 +614,11 @@ static int tx_start_direct(struct chan_tx *tx, struct tx_send *s, struct chan_er
 						return tx->failed;
 					if (rc == 0) {
 						s->piece_due[s->pieces - 1] = tx->arm_due = due;
-						next = next ? next : due; /* the first not yet fired */
+						next = sooner(next, due);
 						continue;
 					}
 				}
-				next = next && next < due ? next : due;
+				next = sooner(next, due);
 				break;
 			}
 			if (s->fired < s->pieces) /* due before an armed one: after it */
@@ -956,7 +955,7 @@ int chan_tx_post_src(struct chan_tx *tx, const void *data, uint64_t size, int32_
 			s->nocopy = 1;
 		else if (tx_start_direct(tx, s, err)) {
 			if (s->pieces) /* none may read the caller's buffer once it is told no */
-				tx_drain_armed(tx, 1);
+				tx_drain_failed(tx);
 			s->in_use = 0;
 			return tx->failed;
 		}
@@ -1057,7 +1056,7 @@ failed:
 	/* armed pieces, or started ones not yet seen done, would read the caller's buffer, which
 	 * it may reuse once told no */
 	if (tx->unfired || (s->direct && !s->nocopy && s->polled < s->pieces))
-		tx_drain_armed(tx, 1);
+		tx_drain_failed(tx);
 	s->in_use = 0;
 	tx->inflight--;
 	return rc;
