@@ -12,7 +12,8 @@ time for that size is named, with the most it can reach.
 
 ab_gpu.py (GPU path settings side by side over the modelled fabrics): its options fail naming
 what is wrong, it reads its variants and the sendComms' close lines, rotates the order from
-round to round, and without a GPU says so."""
+round to round, and without a GPU says so. Both rate results against the model through one
+helper (bench_nccl.model_rows), checked against tools/sf/model.py here."""
 import ctypes
 import importlib.util
 import os
@@ -212,3 +213,26 @@ def test_39_10_ab_gpu_without_a_gpu_says_so():
               "--variant", "a", "--variant", "b=SIMFABRIC_GPU_ARM=off"])
     assert p.returncode == 0 and "ab_gpu: skipped: no NVIDIA GPU here" in p.stdout, (
         p.returncode, p.stdout, p.stderr)
+
+
+def test_39_11_the_benches_rate_results_against_the_model(sf_env):
+    """bench_nccl.model_rows (the modelled rows of bench_nccl, its cross-host run and ab_gpu):
+    a row per size, smallest first, measured busbw over the model's, and the model's time."""
+    b = _bench_nccl()  # loads sf.model too
+    sfl = simfabric_pytest._sflaunch()
+    fb = sfl.launch.dump_scenario(os.path.join(simfabric_pytest.ROOT, "scenarios",
+                                               "job-nccl-100g.yaml"))
+
+    class Run:
+        fabric = fb
+
+    res = {4 << 20: {"busbw_gbps": 6.0}, 1 << 20: {"busbw_gbps": 3.0}}
+    rows = b.model_rows(Run, res, 2)
+    model = sfl.model.FabricModel(fb, ["node0", "node1"])
+    assert [x["bytes"] for x in rows] == [1 << 20, 4 << 20]
+    for x in rows:
+        p = sfl.model.predict(model, "allreduce", x["bytes"], 2)
+        assert x["model"] == pytest.approx(p["busbw"] / 1e9) and x["model"] > 0
+        assert x["ratio"] == pytest.approx(x["busbw"] / x["model"])
+        assert x["model_us"] == pytest.approx(p["time_s"] * 1e6)
+    assert rows[0]["busbw"] == 3.0 and rows[1]["busbw"] == 6.0

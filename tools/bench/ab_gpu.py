@@ -21,8 +21,6 @@ HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))  # tools/, for its modules
 import bench_nccl  # noqa: E402
-from sf import launch as sflaunch  # noqa: E402
-from sf import model as sfmodel  # noqa: E402
 from sf import paths as sfpaths  # noqa: E402
 
 SIZES = "1M,4M,16M,64M"
@@ -97,11 +95,7 @@ def main(argv=None):
                 for name, env in order(variants, rnd):
                     res, r = bench_nccl.run_job(paths, n, "simfabric", SIZES, 20, 5, scenario=sc,
                                                 tag=rate, extra_env=dict(env, SIMFABRIC_GPU="on"))
-                    model = sfmodel.FabricModel(r.fabric, sflaunch.node_names(r.fabric, n))
-                    ratios = []
-                    for size in sorted(res):
-                        m = sfmodel.predict(model, "allreduce", size, n)["busbw"] / 1e9
-                        ratios.append(res[size]["busbw_gbps"] / m if m else 0.0)
+                    ratios = [x["ratio"] for x in bench_nccl.model_rows(r, res, n)]
                     with open(os.path.join(r.run_dir, "rank-0.log"), errors="replace") as f:
                         made, armed = copies(f.read())
                     print("round %d  %-5s %d nodes  %-12s %s   (rank 0: %d GPU copies, %d armed)"

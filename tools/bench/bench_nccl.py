@@ -204,15 +204,8 @@ def main():
             sc = scenario_for(rate, n)
             res, r = run_job(paths, n, "simfabric", "1M,4M,16M,64M", 20, 5, scenario=sc,
                              tag=rate, extra_env=dict(gpu_env, SIMFABRIC_GPU="on"))
-            model = sfmodel.FabricModel(r.fabric, sflaunch.node_names(r.fabric, n))
-            rows, worst = [], None
-            for size in sorted(res):
-                p = sfmodel.predict(model, "allreduce", size, n)
-                m, mt = p["busbw"] / 1e9, p["time_s"] * 1e6
-                ratio = res[size]["busbw_gbps"] / m if m else 0
-                worst = ratio if worst is None else min(worst, ratio)
-                rows.append({"bytes": size, "busbw": res[size]["busbw_gbps"], "model": m,
-                             "ratio": ratio, "model_us": mt})
+            rows = model_rows(r, res, n)
+            worst = min(x["ratio"] for x in rows)
             fid = fidelity_note(r)
             why = floor_note(rows, report["ideal"].get(n, {}).get("gpu", {}))
             verdicts.append(("%s, %d nodes: busbw / model from 1 MiB, worst %.2fx (%s); %s%s" % (
@@ -252,13 +245,22 @@ def xhost_rows(paths, sc, n, env, local_hosts):
     res, r = run_job(paths, n, "simfabric", "1M,4M,16M,64M", 20, 5, scenario=sc,
                      tag="xhost-%d" % local_hosts, extra_env=dict(env, SIMFABRIC_GPU="off"),
                      local_hosts=local_hosts)
+    return model_rows(r, res, n), fidelity_note(r)
+
+
+def model_rows(r, res, n):
+    """An allreduce's results (res, by size, from run_job) against the alpha-beta model of the
+    fabric launch r ran on, n nodes: a row per size, smallest first, with busbw and the model's
+    (GB/s), their ratio and the model's time (us)."""
     model = sfmodel.FabricModel(r.fabric, sflaunch.node_names(r.fabric, n))
     rows = []
     for size in sorted(res):
-        m = sfmodel.predict(model, "allreduce", size, n)["busbw"] / 1e9
+        p = sfmodel.predict(model, "allreduce", size, n)
+        m = p["busbw"] / 1e9
         rows.append({"bytes": size, "busbw": res[size]["busbw_gbps"], "model": m,
-                     "ratio": res[size]["busbw_gbps"] / m if m else 0})
-    return rows, fidelity_note(r)
+                     "ratio": res[size]["busbw_gbps"] / m if m else 0,
+                     "model_us": p["time_s"] * 1e6})
+    return rows
 
 
 def floor_note(rows, ideal):
